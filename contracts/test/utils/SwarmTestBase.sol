@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity ^0.8.24;
+
+import {Test} from "forge-std/Test.sol";
+
+import {SwarmToken} from "../../src/SwarmToken.sol";
+import {StakingVault} from "../../src/StakingVault.sol";
+import {RewardDistributor} from "../../src/RewardDistributor.sol";
+import {JobMarket} from "../../src/JobMarket.sol";
+
+/// @notice Deploys and wires the four contracts the way `ledger/deploy.py` does, with
+/// funded actors, for every Foundry test.
+abstract contract SwarmTestBase is Test {
+    uint128 internal constant MIN_STAKE_PER_GPU = 1_000 ether;
+    uint64 internal constant UNBONDING_PERIOD = 7 days;
+    uint16 internal constant MAX_SLASH_BPS = 5_000;
+    uint16 internal constant TREASURY_SHARE_BPS = 5_000;
+    uint128 internal constant BUCKET_CAPACITY = 1_000_000 ether;
+    uint128 internal constant BUCKET_REFILL = 10 ether; // per second
+    uint64 internal constant CHALLENGE_WINDOW = 1 hours;
+    uint16 internal constant FEE_BPS = 250;
+    uint64 internal constant DISPUTE_WINDOW = 1 days;
+    uint256 internal constant ACTOR_FUNDS = 10_000_000 ether;
+
+    address internal admin = makeAddr("admin");
+    address internal treasury = makeAddr("treasury");
+    address internal guardian = makeAddr("guardian");
+    address internal matcher = makeAddr("matcher");
+    address internal arbiter = makeAddr("arbiter");
+    address internal alice = makeAddr("alice"); // provider
+    address internal bob = makeAddr("bob"); // provider
+    address internal carol = makeAddr("carol"); // buyer
+    address internal dave = makeAddr("dave"); // buyer
+
+    // Committee: four keys, threshold three.
+    uint256[] internal signerKeys;
+    address[] internal signerAddrs;
+    uint8 internal constant THRESHOLD = 3;
+
+    SwarmToken internal token;
+    StakingVault internal vault;
+    RewardDistributor internal distributor;
+    JobMarket internal market;
+
+    function setUp() public virtual {
+        vm.warp(1_700_000_000);
+        for (uint256 i = 1; i <= 4; ++i) {
+            (address a, uint256 k) = makeAddrAndKey(string.concat("signer", vm.toString(i)));
+            signerKeys.push(k);
+            signerAddrs.push(a);
+        }
+        _sortSigners();
+
+        vm.startPrank(admin);
+        token = new SwarmToken(admin, admin, 500_000_000 ether);
+        vault = new StakingVault(
+            token,
+            admin,
+            StakingVault.Params({
+                minStakePerGpu: MIN_STAKE_PER_GPU,
+                unbondingPeriod: UNBONDING_PERIOD,
+                maxSlashBps: MAX_SLASH_BPS,
+                treasuryShareBps: TREASURY_SHARE_BPS,
+                treasury: treasury,
+                slashBucketCapacity: BUCKET_CAPACITY,
+                slashRefillPerSecond: BUCKET_REFILL
+            })
+        );
+        distributor = new RewardDistributor(token, vault, admin, signerAddrs, THRESHOLD, CHALLENGE_WINDOW);
+        market = new JobMarket(token, vault, admin, treasury, FEE_BPS, DISPUTE_WINDOW);
+
+        vault.grantRole(vault.SLASHER_ROLE(), address(distributor));
+        vault.grantRole(vault.SLASHER_ROLE(), address(market));
+        distributor.grantRole(distributor.GUARDIAN_ROLE(), guardian);
+        market.grantRole(market.MATCHER_ROLE(), matcher);
+        market.grantRole(market.ARBITER_ROLE(), arbiter);
+
+        address[4] memory actors = [alice, bob, carol, dave];
+        for (uint256 i; i < actors.length; ++i) {
+            token.transfer(actors[i], ACTOR_FUNDS);
+        }
+        vm.stopPrank();
+
+        address[2] memory providers = [alice, bob];
+        for (uint256 i; i < providers.length; ++i) {
+            vm.prank(providers[i]);
+            token.approve(address(vault), type(uint256).max);
+        }
+        address[2] memory buyers = [carol, dave];
+        for (uint256 i; i < buyers.length; ++i) {
+            vm.prank(buyers[i]);
+            token.approve(address(market), type(uint256).max);
+        }
+    }
+
+    /// @dev Registers `provider` with `gpus` GPUs and stakes `amount`.
+    function _registerAndStake(address provider, uint32 gpus, uint256 amount) internal {
+        vm.startPrank(provider);
+        vault.register(keccak256(abi.encode(provider, gpus)), gpus);
+        if (amount > 0) vault.stake(amount);
+        vm.stopPrank();
+    }
+
+    /// @dev Posts a job for `buyer` and returns its id.
+    function _post(address buyer, uint128 price, uint64 units, uint64 deadline) internal returns (uint256) {
+        vm.prank(buyer);
+        return market.postJob(keccak256("spec"), price, units, deadline);
+    }
+
+    /// @dev Signs `report` with the first `n` committee keys, in ascending signer order.
+    function _sign(RewardDistributor.EpochReport memory report, uint256 n) internal view returns (bytes[] memory sigs) {
+        bytes32 digest = distributor.hashReport(report);
+        sigs = new bytes[](n);
+        for (uint256 i; i < n; ++i) {
+            (uint8 v, bytes32 r, bytes32 s) = vm.sign(signerKeys[i], digest);
+            sigs[i] = abi.encodePacked(r, s, v);
+        }
+    }
+
+    /// @dev The StandardMerkleTree leaf of `(provider, cumulative)`.
+    function _leaf(address provider, uint256 cumulative) internal pure returns (bytes32) {
+        return keccak256(bytes.concat(keccak256(abi.encode(provider, cumulative))));
+    }
+
+    /// @dev OpenZeppelin's commutative pair hash (sorted pair).
+    function _hashPair(bytes32 a, bytes32 b) internal pure returns (bytes32) {
+        return a < b ? keccak256(abi.encodePacked(a, b)) : keccak256(abi.encodePacked(b, a));
+    }
+
+    function _sortSigners() private {
+        uint256 n = signerAddrs.length;
+        for (uint256 i; i < n; ++i) {
+            for (uint256 j = i + 1; j < n; ++j) {
+                if (signerAddrs[j] < signerAddrs[i]) {
+                    (signerAddrs[i], signerAddrs[j]) = (signerAddrs[j], signerAddrs[i]);
+                    (signerKeys[i], signerKeys[j]) = (signerKeys[j], signerKeys[i]);
+                }
+            }
+        }
+    }
+}
