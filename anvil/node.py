@@ -1,0 +1,247 @@
+"""Start, stop and report a local anvil whose chain state persists under $SWARM_HOME."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from anvil.errors import AnvilError
+from anvil.rpc import RpcClient
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+READY_LINE = "Listening on"
+
+
+@dataclass(frozen=True)
+class AnvilConfig:
+    """Where and how the local devnet runs."""
+
+    home: Path  # $SWARM_HOME; anvil keeps its files in home/anvil
+    port: int = 8545
+    host: str = "127.0.0.1"
+    chain_id: int = 31337
+    state_interval: int = 2  # seconds between state dumps, so a killed node loses little
+    block_time: int | None = None  # None: mine a block per transaction
+    startup_timeout: float = 30.0
+
+    @property
+    def directory(self) -> Path:
+        return self.home / "anvil"
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class AnvilStatus:
+    running: bool
+    url: str
+    pid: int | None
+    chain_id: int | None
+    block_number: int | None
+    state_file: str
+    state_bytes: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def anvil_binary() -> Path:
+    """The native anvil from the pinned npm package (or $SWARM_ANVIL_BIN)."""
+    override = os.environ.get("SWARM_ANVIL_BIN")
+    if override:
+        return Path(override)
+    arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower())
+    system = platform.system().lower()
+    candidate = REPO_ROOT / "node_modules" / "@foundry-rs" / f"anvil-{system}-{arch}" / "bin" / "anvil"
+    if not candidate.exists():
+        raise AnvilError(
+            f"anvil is not installed ({candidate} is missing). Run `npm ci` in the repository, "
+            "or set SWARM_ANVIL_BIN to an anvil binary."
+        )
+    return candidate
+
+
+class AnvilNode:
+    """One local anvil process, found again across commands through its pid file."""
+
+    def __init__(self, config: AnvilConfig) -> None:
+        self.config = config
+        self.rpc = RpcClient(config.url)
+
+    # ── paths ────────────────────────────────────────────────────────────────
+    @property
+    def state_file(self) -> Path:
+        return self.config.directory / "state.json"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.config.directory / "anvil.pid"
+
+    @property
+    def log_file(self) -> Path:
+        return self.config.directory / "anvil.log"
+
+    # ── lifecycle ────────────────────────────────────────────────────────────
+    def start(self) -> AnvilStatus:
+        """Starts anvil from its saved state, or reports the one already running."""
+        pid = self._live_pid()
+        if pid is not None:
+            if self.rpc.is_up():
+                return self.status()
+            raise AnvilError(
+                f"anvil (pid {pid}) is running but not answering at {self.config.url}; "
+                "stop it with `swarm chain down` and start again."
+            )
+        if _port_in_use(self.config.host, self.config.port):
+            raise AnvilError(
+                f"Port {self.config.port} on {self.config.host} is already in use by another program; "
+                "choose another with --port (or SWARM_ANVIL_PORT), or stop that program."
+            )
+        self.config.directory.mkdir(parents=True, exist_ok=True)
+        process = self._spawn()
+        self.pid_file.write_text(str(process.pid))
+        self._write_settings()
+        self._wait_ready(process)
+        return self.status()
+
+    def stop(self, timeout: float = 15.0) -> bool:
+        """Stops anvil gracefully so it writes its state; returns False if none was running."""
+        pid = self._live_pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        os.kill(pid, signal.SIGTERM)
+        if not _wait_exit(pid, timeout):
+            os.kill(pid, signal.SIGKILL)
+            _wait_exit(pid, 5.0)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def kill(self) -> None:
+        """Kills anvil at once (no final state dump), as a crash would."""
+        pid = self._live_pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+            _wait_exit(pid, 5.0)
+        self.pid_file.unlink(missing_ok=True)
+
+    def status(self) -> AnvilStatus:
+        pid = self._live_pid()
+        up = pid is not None and self.rpc.is_up()
+        state_bytes = self.state_file.stat().st_size if self.state_file.exists() else 0
+        return AnvilStatus(
+            running=up,
+            url=self.config.url,
+            pid=pid,
+            chain_id=self.rpc.chain_id() if up else None,
+            block_number=self.rpc.block_number() if up else None,
+            state_file=str(self.state_file),
+            state_bytes=state_bytes,
+        )
+
+    # ── internals ────────────────────────────────────────────────────────────
+    def _spawn(self) -> subprocess.Popen:
+        cfg = self.config
+        args = [
+            str(anvil_binary()),
+            "--host", cfg.host,
+            "--port", str(cfg.port),
+            "--chain-id", str(cfg.chain_id),
+            "--state", str(self.state_file),
+            "--state-interval", str(cfg.state_interval),
+        ]
+        if cfg.block_time:
+            args += ["--block-time", str(cfg.block_time)]
+        log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child
+        try:
+            return subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+            )
+        except OSError as exc:
+            raise AnvilError(f"anvil could not be started ({exc}); run `npm ci` in the repository.") from exc
+        finally:
+            log.close()
+
+    def _wait_ready(self, process: subprocess.Popen) -> None:
+        """Waits for anvil's own 'Listening on' line, or its exit."""
+        offset = self.log_file.stat().st_size if self.log_file.exists() else 0
+        deadline = time.monotonic() + self.config.startup_timeout
+        with open(self.log_file, "rb") as log:
+            log.seek(max(0, offset - 4096))
+            seen = b""
+            while time.monotonic() < deadline:
+                seen += log.read()
+                if READY_LINE.encode() in seen and self.rpc.is_up():
+                    return
+                if process.poll() is not None:
+                    self.pid_file.unlink(missing_ok=True)
+                    tail = seen.decode(errors="replace").strip().splitlines()[-3:]
+                    raise AnvilError(
+                        f"anvil exited at start (code {process.returncode}): {' / '.join(tail)}. "
+                        f"See {self.log_file}."
+                    )
+                time.sleep(0.05)
+        process.kill()
+        self.pid_file.unlink(missing_ok=True)
+        raise AnvilError(f"anvil did not start within {self.config.startup_timeout:.0f} s; see {self.log_file}.")
+
+    def _write_settings(self) -> None:
+        settings = {"url": self.config.url, "port": self.config.port, "chain_id": self.config.chain_id}
+        (self.config.directory / "node.json").write_text(json.dumps(settings, indent=2))
+
+    def _live_pid(self) -> int | None:
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        return pid if _alive(pid) else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (exited, not yet reaped by its parent) counts as gone.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return True
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        try:  # reap it if it is our own child
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def _port_in_use(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex((host, port)) == 0
+
+
+def free_port() -> int:
+    """An unused TCP port on 127.0.0.1, for tests and parallel devnets."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

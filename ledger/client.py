@@ -1,0 +1,115 @@
+"""The deployed Swarm contracts on one chain, bound and ready to call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from eth_utils import event_abi_to_log_topic
+from web3._utils.events import get_event_data
+from web3.contract import Contract
+
+from ledger.artifacts import Artifacts, load_artifacts
+from ledger.chain import Chain, connect
+from ledger.config import Settings
+from ledger.deploy import Deployment
+from ledger.errors import ErrorDecoder, NotDeployed
+from ledger.tx import Receipt, Sender
+
+
+@dataclass(frozen=True)
+class Event:
+    contract: str
+    name: str
+    args: dict[str, Any]
+    log_index: int
+
+
+class Swarm:
+    """The four contracts of one deployment, their senders and their events."""
+
+    def __init__(self, chain: Chain, deployment: Deployment, artifacts: Artifacts | None = None) -> None:
+        self.chain = chain
+        self.deployment = deployment
+        self.artifacts = artifacts or load_artifacts()
+        self.decoder = ErrorDecoder(self.artifacts.errors_abi)
+        self._senders: dict[str, Sender] = {}
+
+    @classmethod
+    def open(cls, settings: Settings, expected_chain_id: int | None = None) -> Swarm:
+        """Connects to SWARM_RPC_URL and loads this chain's deployment."""
+        chain = connect(settings.rpc_url, expected_chain_id)
+        deployment = Deployment.load(settings.home, chain.chain_id)
+        if deployment is None:
+            raise NotDeployed(
+                f"Swarm is not deployed on chain {chain.chain_id} ({settings.rpc_url}) for SWARM_HOME "
+                f"{settings.home}; run `swarm chain deploy` first."
+            )
+        if not deployment.is_live(chain):
+            raise NotDeployed(
+                f"The contracts recorded in {Deployment.path(settings.home, chain.chain_id)} have no code on "
+                f"chain {chain.chain_id} (was the chain reset?); run `swarm chain deploy` again."
+            )
+        return cls(chain, deployment)
+
+    # ── contracts ────────────────────────────────────────────────────────────
+    def contract(self, name: str) -> Contract:
+        return self._contracts[name]
+
+    @cached_property
+    def _contracts(self) -> dict[str, Contract]:
+        return {
+            name: self.chain.w3.eth.contract(address=address, abi=self.artifacts[name].abi)
+            for name, address in self.deployment.addresses.items()
+        }
+
+    @property
+    def token(self) -> Contract:
+        return self.contract("SwarmToken")
+
+    @property
+    def vault(self) -> Contract:
+        return self.contract("StakingVault")
+
+    @property
+    def distributor(self) -> Contract:
+        return self.contract("RewardDistributor")
+
+    @property
+    def market(self) -> Contract:
+        return self.contract("JobMarket")
+
+    # ── senders and reads ────────────────────────────────────────────────────
+    def sender(self, key: bytes) -> Sender:
+        """The one sender for `key` (so its nonces stay in order)."""
+        fresh = Sender(self.chain, key, self.decoder)
+        return self._senders.setdefault(fresh.address, fresh)
+
+    def balance_of(self, address: str) -> int:
+        return int(self.token.functions.balanceOf(address).call())
+
+    # ── events ───────────────────────────────────────────────────────────────
+    @cached_property
+    def _event_abis(self) -> dict[tuple[str, bytes], tuple[str, dict]]:
+        table = {}
+        for name, address in self.deployment.addresses.items():
+            for item in self.artifacts[name].abi:
+                if item["type"] == "event":
+                    table[(address.lower(), event_abi_to_log_topic(item))] = (name, item)
+        return table
+
+    def events(self, receipt: Receipt, name: str | None = None) -> list[Event]:
+        """The Swarm events a transaction emitted, decoded, optionally only those named `name`."""
+        found = []
+        for log in receipt.logs:
+            if not log["topics"]:
+                continue
+            key = (log["address"].lower(), bytes(log["topics"][0]))
+            if key not in self._event_abis:
+                continue
+            contract, abi = self._event_abis[key]
+            data = get_event_data(self.chain.w3.codec, abi, log)
+            if name is None or data["event"] == name:
+                found.append(Event(contract, data["event"], dict(data["args"]), int(log["logIndex"])))
+        return found

@@ -1,0 +1,134 @@
+"""The errors a user can act on, and custom-error reverts decoded into sentences."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from eth_abi import decode as abi_decode
+from eth_utils import function_signature_to_4byte_selector, to_checksum_address
+
+
+class SwarmError(Exception):
+    """A problem with the user's input or environment; the message says how to fix it."""
+
+
+class ChainUnavailable(SwarmError):
+    """No JSON-RPC node answers at the configured URL."""
+
+
+class NotDeployed(SwarmError):
+    """The Swarm contracts are not deployed on this chain."""
+
+
+class InvalidInput(SwarmError):
+    """An argument is malformed or out of range."""
+
+
+class TransactionFailed(SwarmError):
+    """A transaction or its simulation reverted."""
+
+    def __init__(self, message: str, revert: DecodedRevert | None = None) -> None:
+        super().__init__(message)
+        self.revert = revert
+
+
+@dataclass(frozen=True)
+class DecodedRevert:
+    contract: str | None  # the contract whose ABI defines the error
+    name: str
+    args: dict[str, Any]
+
+    def sentence(self) -> str:
+        shown = ", ".join(f"{k}={_show(v)}" for k, v in self.args.items())
+        where = f"{self.contract} " if self.contract else ""
+        hint = HINTS.get(self.name)
+        text = f"{where}reverted with {self.name}({shown})"
+        return f"{text}: {hint}" if hint else f"{text}."
+
+
+# What a user can do about the errors they can cause.
+HINTS = {
+    "ZeroAmount": "the amount must be greater than zero.",
+    "InsufficientStake": "unstake at most your active stake (see `swarm provider status`).",
+    "StillUnbonding": "wait until the release time has passed, then withdraw.",
+    "NothingToWithdraw": "request an unstake first and wait out the unbonding period.",
+    "NotRegistered": "register the provider first.",
+    "AlreadyRegistered": "this provider is registered already; update its spec instead.",
+    "StakeBelowMinimum": "stake at least the minimum for the declared GPUs.",
+    "ProviderJailed": "wait until the jail time is served, then unjail.",
+    "ProviderTombstoned": "a tombstoned provider can never take work again.",
+    "ERC20InsufficientAllowance": "approve the contract to spend at least the amount first.",
+    "ERC20InsufficientBalance": "the sender holds fewer tokens than the amount; lower it or fund the account.",
+    "EnforcedPause": "the contract is paused by its operators; try again after it is unpaused.",
+    "AccessControlUnauthorizedAccount": "the sender lacks the role this call needs.",
+    "DeadlineNotInFuture": "choose a deadline after the current chain time.",
+    "DeadlineNotReached": "the buyer can reclaim only after the job's deadline.",
+    "NotBuyer": "only the job's buyer may do this.",
+    "WrongStatus": "the job is not in a state that allows this.",
+    "PriceAboveCap": "the price per unit exceeds the buyer's cap.",
+    "NothingToClaim": "everything proven for this provider has been claimed already.",
+    "InvalidProof": "the proof does not match the current rewards root; fetch a fresh one.",
+}
+
+# Panic codes of Solidity's built-in checks.
+PANICS = {
+    0x01: "an assertion failed",
+    0x11: "an arithmetic overflow or underflow",
+    0x12: "a division by zero",
+    0x21: "an invalid enum value",
+    0x32: "an out-of-bounds array index",
+}
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bytes):
+        return "0x" + value.hex()
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    return str(value)
+
+
+class ErrorDecoder:
+    """Maps 4-byte selectors to custom errors across all Swarm (and OpenZeppelin) ABIs."""
+
+    def __init__(self, abis: dict[str, list[dict]]) -> None:
+        self._errors: dict[bytes, tuple[str, dict]] = {}
+        for contract, abi in abis.items():
+            for item in abi:
+                if item.get("type") != "error":
+                    continue
+                types = ",".join(_abi_type(i) for i in item["inputs"])
+                selector = function_signature_to_4byte_selector(f"{item['name']}({types})")
+                self._errors.setdefault(selector, (contract, item))
+
+    def decode(self, data: bytes) -> DecodedRevert | None:
+        if len(data) < 4:
+            return None
+        selector, payload = data[:4], data[4:]
+        if selector == bytes.fromhex("08c379a0"):  # Error(string)
+            (reason,) = abi_decode(["string"], payload)
+            return DecodedRevert(None, "Error", {"reason": reason})
+        if selector == bytes.fromhex("4e487b71"):  # Panic(uint256)
+            (code,) = abi_decode(["uint256"], payload)
+            return DecodedRevert(None, "Panic", {"code": hex(code), "meaning": PANICS.get(code, "unknown")})
+        found = self._errors.get(selector)
+        if found is None:
+            return None
+        contract, item = found
+        types = [_abi_type(i) for i in item["inputs"]]
+        values = abi_decode(types, payload)
+        args = {}
+        for spec, value in zip(item["inputs"], values, strict=True):
+            if spec["type"] == "address":
+                value = to_checksum_address(value)
+            args[spec["name"] or f"arg{len(args)}"] = value
+        return DecodedRevert(contract, item["name"], args)
+
+
+def _abi_type(spec: dict) -> str:
+    kind = spec["type"]
+    if kind.startswith("tuple"):
+        inner = ",".join(_abi_type(c) for c in spec["components"])
+        return f"({inner}){kind[len('tuple'):]}"
+    return kind

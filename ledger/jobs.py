@@ -1,0 +1,123 @@
+"""Buyers' jobs in escrow — JobMarket calls: post, cancel, reclaim, assign, complete,
+fail, dispute, settle."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+from ledger.client import Swarm
+from ledger.errors import InvalidInput
+from ledger.permit import Allowance, prepare_spend
+from ledger.reports import reason_bytes
+from ledger.tx import Receipt, Sender
+from ledger.units import parse_address
+
+MAX_UINT64 = 2**64 - 1
+MAX_UINT128 = 2**128 - 1
+
+
+class JobStatus(IntEnum):
+    """JobMarket.Status, in the contract's order."""
+
+    NONE = 0
+    POSTED = 1
+    ASSIGNED = 2
+    COMPLETED = 3
+    DISPUTED = 4
+    SETTLED = 5
+    FAILED = 6
+    CANCELLED = 7
+    RECLAIMED = 8
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    job_id: int
+    buyer: str
+    deadline: int
+    status: JobStatus
+    max_price_per_unit: int
+    max_units: int
+    provider: str
+    dispute_end: int
+    price_per_unit: int
+    units_used: int
+    result_hash: bytes
+
+    @property
+    def escrow(self) -> int:
+        return self.max_price_per_unit * self.max_units
+
+
+def job_info(swarm: Swarm, job_id: int) -> JobInfo:
+    j = swarm.market.functions.getJob(job_id).call()
+    return JobInfo(job_id, j[0], j[1], JobStatus(j[2]), j[3], j[4], j[5], j[6], j[7], j[8], bytes(j[9]))
+
+
+def post_job(
+    swarm: Swarm,
+    sender: Sender,
+    spec_hash: bytes,
+    max_price_per_unit: int,
+    max_units: int,
+    deadline: int,
+    allowance: Allowance = Allowance.PERMIT,
+) -> tuple[int, Receipt]:
+    """Escrows `max_price_per_unit × max_units` and posts the job; returns its id."""
+    if len(spec_hash) != 32:
+        raise InvalidInput("spec hash must be 32 bytes (a keccak256 of the job spec).")
+    if not 0 < max_price_per_unit <= MAX_UINT128:
+        raise InvalidInput(f"max price per unit must be greater than zero, got {max_price_per_unit}.")
+    if not 0 < max_units <= MAX_UINT64:
+        raise InvalidInput(f"max units must be a whole number from 1 to {MAX_UINT64}, got {max_units}.")
+    now = swarm.chain.timestamp()
+    if deadline <= now:
+        raise InvalidInput(f"deadline {deadline} is not after the chain's current time {now}; choose a later one.")
+    escrow = max_price_per_unit * max_units
+    if escrow > MAX_UINT128:
+        raise InvalidInput("price × units is too large to escrow; lower the price or the units.")
+    permit = prepare_spend(swarm, sender, swarm.market.address, escrow, "escrow for this job", allowance)
+    market = swarm.market.functions
+    if permit is None:
+        fn = market.postJob(spec_hash, max_price_per_unit, max_units, deadline)
+    else:
+        fn = market.postJobWithPermit(
+            spec_hash, max_price_per_unit, max_units, deadline, permit.deadline, permit.v, permit.r, permit.s
+        )
+    receipt = sender.send(fn)
+    (posted,) = swarm.events(receipt, "JobPosted")
+    return int(posted.args["jobId"]), receipt
+
+
+def cancel_job(swarm: Swarm, sender: Sender, job_id: int) -> Receipt:
+    return sender.send(swarm.market.functions.cancelJob(job_id))
+
+
+def reclaim_expired(swarm: Swarm, sender: Sender, job_id: int) -> Receipt:
+    return sender.send(swarm.market.functions.reclaimExpired(job_id))
+
+
+def dispute_job(swarm: Swarm, sender: Sender, job_id: int) -> Receipt:
+    return sender.send(swarm.market.functions.disputeJob(job_id))
+
+
+def assign_job(swarm: Swarm, sender: Sender, job_id: int, provider: str, price_per_unit: int) -> Receipt:
+    provider = parse_address(provider, "provider address")
+    return sender.send(swarm.market.functions.assignJob(job_id, provider, price_per_unit))
+
+
+def complete_job(swarm: Swarm, sender: Sender, job_id: int, result_hash: bytes, units_used: int) -> Receipt:
+    return sender.send(swarm.market.functions.completeJob(job_id, result_hash, units_used))
+
+
+def fail_job(swarm: Swarm, sender: Sender, job_id: int, reason: str, slash_bps: int = 0) -> Receipt:
+    return sender.send(swarm.market.functions.failJob(job_id, reason_bytes(reason), slash_bps))
+
+
+def settle_job(swarm: Swarm, sender: Sender, job_id: int) -> Receipt:
+    return sender.send(swarm.market.functions.settleJob(job_id))
+
+
+def resolve_dispute(swarm: Swarm, sender: Sender, job_id: int, buyer_upheld: bool, slash_bps: int = 0) -> Receipt:
+    return sender.send(swarm.market.functions.resolveDispute(job_id, buyer_upheld, slash_bps))

@@ -1,0 +1,90 @@
+"""EIP-2612 permits for SwarmToken, so staking and posting a job take one transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ledger.client import Swarm
+from ledger.errors import InvalidInput
+from ledger.tx import Sender
+from ledger.units import format_amount
+
+PERMIT_LIFETIME = 3_600  # seconds a signed permit stays valid
+
+
+@dataclass(frozen=True)
+class Permit:
+    value: int
+    deadline: int
+    v: int
+    r: bytes
+    s: bytes
+
+
+def sign_permit(swarm: Swarm, owner: Sender, spender: str, value: int) -> Permit:
+    """`owner` allows `spender` to pull `value` tokens, signed off-chain."""
+    token = swarm.token
+    deadline = swarm.chain.timestamp() + PERMIT_LIFETIME
+    typed = {
+        "types": {
+            "EIP712Domain": [
+                {"name": "name", "type": "string"},
+                {"name": "version", "type": "string"},
+                {"name": "chainId", "type": "uint256"},
+                {"name": "verifyingContract", "type": "address"},
+            ],
+            "Permit": [
+                {"name": "owner", "type": "address"},
+                {"name": "spender", "type": "address"},
+                {"name": "value", "type": "uint256"},
+                {"name": "nonce", "type": "uint256"},
+                {"name": "deadline", "type": "uint256"},
+            ],
+        },
+        "primaryType": "Permit",
+        "domain": {
+            "name": token.functions.name().call(),
+            "version": "1",
+            "chainId": swarm.chain.chain_id,
+            "verifyingContract": token.address,
+        },
+        "message": {
+            "owner": owner.address,
+            "spender": spender,
+            "value": value,
+            "nonce": token.functions.nonces(owner.address).call(),
+            "deadline": deadline,
+        },
+    }
+    signature = owner.sign_typed_data(typed)
+    return Permit(value=value, deadline=deadline, r=signature[:32], s=signature[32:64], v=signature[64])
+
+
+class Allowance(Enum):
+    """How a contract gets to pull a user's tokens."""
+
+    PERMIT = "permit"  # sign an EIP-2612 permit; the spend is one transaction
+    APPROVED = "approved"  # use an allowance the user granted beforehand
+
+
+def prepare_spend(swarm: Swarm, owner: Sender, spender: str, amount: int, purpose: str, mode: Allowance) -> Permit | None:
+    """Checks that `owner` can pay `amount` to `spender` before anything is sent.
+
+    Returns the permit to send along, or None when an existing allowance covers it.
+    """
+    balance = swarm.balance_of(owner.address)
+    if balance < amount:
+        raise InvalidInput(
+            f"{owner.address} holds {format_amount(balance)}, less than the {format_amount(amount)} to {purpose}; "
+            "lower the amount or fund the account."
+        )
+    if mode is Allowance.PERMIT:
+        return sign_permit(swarm, owner, spender, amount)
+    allowance = int(swarm.token.functions.allowance(owner.address, spender).call())
+    if allowance < amount:
+        raise InvalidInput(
+            f"{owner.address} allows the contract at {spender} to spend {format_amount(allowance)}, "
+            f"less than the {format_amount(amount)} to {purpose}; approve more first, or use a permit."
+        )
+    return None

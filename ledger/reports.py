@@ -1,0 +1,98 @@
+"""Epoch reports: the slashes they order, their EIP-712 digest and committee signatures."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass
+
+from eth_abi import encode as abi_encode
+from eth_account import Account
+from eth_account.messages import encode_typed_data
+from eth_utils import keccak
+
+SLASH_TUPLE = "(address,uint16,bytes32,bytes32,uint64,bool)"
+DOMAIN_NAME = "SwarmRewardDistributor"
+DOMAIN_VERSION = "1"
+
+
+def reason_bytes(reason: str) -> bytes:
+    """A short reason ('downtime', 'fraud') as the bytes32 the contracts log."""
+    raw = reason.encode()
+    if len(raw) > 32:
+        raise ValueError(f"reason {reason!r} is longer than 32 bytes")
+    return raw.ljust(32, b"\0")
+
+
+@dataclass(frozen=True)
+class Slash:
+    provider: str
+    bps: int
+    reason: bytes  # bytes32
+    evidence_hash: bytes  # bytes32
+    jail_seconds: int = 0
+    tombstone: bool = False
+
+    def as_tuple(self) -> tuple:
+        return astuple(self)
+
+
+def slashes_hash(slashes: Sequence[Slash]) -> bytes:
+    return keccak(abi_encode([f"{SLASH_TUPLE}[]"], [[s.as_tuple() for s in slashes]]))
+
+
+@dataclass(frozen=True)
+class EpochReport:
+    epoch: int
+    rewards_root: bytes
+    total_rewards: int
+    slashes_hash: bytes
+
+    def as_tuple(self) -> tuple:
+        return (self.epoch, self.rewards_root, self.total_rewards, self.slashes_hash)
+
+    def typed_data(self, chain_id: int, distributor: str) -> dict:
+        return {
+            "types": {
+                "EIP712Domain": [
+                    {"name": "name", "type": "string"},
+                    {"name": "version", "type": "string"},
+                    {"name": "chainId", "type": "uint256"},
+                    {"name": "verifyingContract", "type": "address"},
+                ],
+                "EpochReport": [
+                    {"name": "epoch", "type": "uint64"},
+                    {"name": "rewardsRoot", "type": "bytes32"},
+                    {"name": "totalRewards", "type": "uint256"},
+                    {"name": "slashesHash", "type": "bytes32"},
+                ],
+            },
+            "primaryType": "EpochReport",
+            "domain": {
+                "name": DOMAIN_NAME,
+                "version": DOMAIN_VERSION,
+                "chainId": chain_id,
+                "verifyingContract": distributor,
+            },
+            "message": {
+                "epoch": self.epoch,
+                "rewardsRoot": self.rewards_root,
+                "totalRewards": self.total_rewards,
+                "slashesHash": self.slashes_hash,
+            },
+        }
+
+    def digest(self, chain_id: int, distributor: str) -> bytes:
+        signable = encode_typed_data(full_message=self.typed_data(chain_id, distributor))
+        return keccak(b"\x19" + signable.version + signable.header + signable.body)
+
+
+def sign_report(report: EpochReport, key: bytes, chain_id: int, distributor: str) -> tuple[str, bytes]:
+    """One committee member's signature: (signer address, 65-byte signature)."""
+    account = Account.from_key(key)
+    signed = account.sign_typed_data(full_message=report.typed_data(chain_id, distributor))
+    return account.address, bytes(signed.signature)
+
+
+def order_signatures(signed: Sequence[tuple[str, bytes]]) -> list[bytes]:
+    """Signatures in ascending signer order, as RewardDistributor requires."""
+    return [sig for _, sig in sorted(signed, key=lambda item: int(item[0], 16))]

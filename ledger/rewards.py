@@ -1,0 +1,71 @@
+"""Epoch settlement — RewardDistributor calls: fund, submit, veto, finalize, claim."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ledger.client import Swarm
+from ledger.errors import InvalidInput
+from ledger.merkle import RewardTree
+from ledger.reports import EpochReport, Slash, order_signatures, sign_report, slashes_hash
+from ledger.tx import Receipt, Sender
+from ledger.units import parse_address
+
+
+@dataclass(frozen=True)
+class PendingReport:
+    epoch: int
+    finalizable_at: int
+    vetoed: bool
+    rewards_root: bytes
+    total_rewards: int
+    slashes_hash: bytes
+
+
+def pending_report(swarm: Swarm) -> PendingReport | None:
+    p = swarm.distributor.functions.pendingReport().call()
+    return None if p[0] == 0 else PendingReport(p[0], p[1], p[2], bytes(p[3]), p[4], bytes(p[5]))
+
+
+def fund(swarm: Swarm, sender: Sender, amount: int) -> Receipt:
+    """Adds `amount` wei from `sender` to the reward pool (approve, then fund)."""
+    if amount <= 0:
+        raise InvalidInput(f"funding amount must be greater than zero, got {amount}.")
+    balance = swarm.balance_of(sender.address)
+    if balance < amount:
+        raise InvalidInput(f"{sender.address} holds {balance} wei, less than the {amount} wei to fund.")
+    sender.send(swarm.token.functions.approve(swarm.distributor.address, amount))
+    return sender.send(swarm.distributor.functions.fund(amount))
+
+
+def build_report(epoch: int, tree: RewardTree, total_rewards: int, slashes: Sequence[Slash]) -> EpochReport:
+    return EpochReport(epoch, tree.root, total_rewards, slashes_hash(slashes))
+
+
+def sign(swarm: Swarm, report: EpochReport, keys: Sequence[bytes]) -> list[bytes]:
+    """Each key signs on its own; the result is ordered as the contract requires."""
+    chain_id, address = swarm.chain.chain_id, swarm.distributor.address
+    return order_signatures([sign_report(report, key, chain_id, address) for key in keys])
+
+
+def submit_epoch(
+    swarm: Swarm, sender: Sender, report: EpochReport, slashes: Sequence[Slash], signatures: Sequence[bytes]
+) -> Receipt:
+    fn = swarm.distributor.functions.submitEpoch(
+        report.as_tuple(), [s.as_tuple() for s in slashes], list(signatures)
+    )
+    return sender.send(fn)
+
+
+def veto_epoch(swarm: Swarm, sender: Sender, epoch: int) -> Receipt:
+    return sender.send(swarm.distributor.functions.vetoEpoch(epoch))
+
+
+def finalize_epoch(swarm: Swarm, sender: Sender, slashes: Sequence[Slash]) -> Receipt:
+    return sender.send(swarm.distributor.functions.finalizeEpoch([s.as_tuple() for s in slashes]))
+
+
+def claim(swarm: Swarm, sender: Sender, provider: str, cumulative: int, proof: Sequence[bytes]) -> Receipt:
+    provider = parse_address(provider, "provider address")
+    return sender.send(swarm.distributor.functions.claim(provider, cumulative, list(proof)))

@@ -1,0 +1,96 @@
+"""Provider registration, stake, unbonding, withdrawal, jail — StakingVault calls."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ledger.client import Swarm
+from ledger.errors import InvalidInput
+from ledger.permit import Allowance, prepare_spend
+from ledger.reports import reason_bytes
+from ledger.tx import Receipt, Sender
+from ledger.units import parse_address
+
+MAX_GPUS = 2**32 - 1
+
+
+@dataclass(frozen=True)
+class ProviderInfo:
+    address: str
+    registered: bool
+    stake: int
+    unbonding: int
+    unbonding_end: int
+    jailed_until: int
+    gpus: int
+    tombstoned: bool
+    spec_hash: bytes
+    min_stake: int
+
+    def jailed_at(self, now: int) -> bool:
+        return self.tombstoned or now < self.jailed_until
+
+
+def provider_info(swarm: Swarm, address: str) -> ProviderInfo:
+    address = parse_address(address, "provider address")
+    p = swarm.vault.functions.providerInfo(address).call()
+    return ProviderInfo(
+        address=address,
+        stake=p[0],
+        unbonding=p[1],
+        unbonding_end=p[2],
+        jailed_until=p[3],
+        gpus=p[4],
+        registered=p[5],
+        tombstoned=p[6],
+        spec_hash=bytes(p[7]),
+        min_stake=int(swarm.vault.functions.minStake(address).call()),
+    )
+
+
+def register(swarm: Swarm, sender: Sender, spec_hash: bytes, gpus: int) -> Receipt:
+    """Registers `sender` as a provider of `gpus` GPUs whose spec hashes to `spec_hash`."""
+    if not 0 < gpus <= MAX_GPUS:
+        raise InvalidInput(f"gpus must be a whole number from 1 to {MAX_GPUS}, got {gpus}.")
+    if len(spec_hash) != 32:
+        raise InvalidInput("spec hash must be 32 bytes (a keccak256 of the hardware spec).")
+    return sender.send(swarm.vault.functions.register(spec_hash, gpus))
+
+
+def stake(swarm: Swarm, sender: Sender, amount: int, allowance: Allowance = Allowance.PERMIT) -> Receipt:
+    """Adds `amount` wei to `sender`'s stake in one transaction."""
+    _positive(amount, "stake amount")
+    permit = prepare_spend(swarm, sender, swarm.vault.address, amount, "stake", allowance)
+    if permit is None:
+        return sender.send(swarm.vault.functions.stake(amount))
+    fn = swarm.vault.functions.stakeWithPermit(amount, permit.deadline, permit.v, permit.r, permit.s)
+    return sender.send(fn)
+
+
+def request_unstake(swarm: Swarm, sender: Sender, amount: int) -> Receipt:
+    """Starts unbonding `amount` wei of `sender`'s active stake."""
+    _positive(amount, "unstake amount")
+    return sender.send(swarm.vault.functions.requestUnstake(amount))
+
+
+def withdraw(swarm: Swarm, sender: Sender) -> Receipt:
+    """Withdraws `sender`'s unbonded stake once its release time has passed."""
+    return sender.send(swarm.vault.functions.withdraw())
+
+
+def unjail(swarm: Swarm, sender: Sender) -> Receipt:
+    return sender.send(swarm.vault.functions.unjail())
+
+
+def slash(swarm: Swarm, sender: Sender, provider: str, bps: int, reason: str, evidence_hash: bytes) -> Receipt:
+    """Slashes `provider` by `bps` basis points; `sender` needs SLASHER_ROLE."""
+    provider = parse_address(provider, "provider address")
+    if not 0 < bps <= 10_000:
+        raise InvalidInput(f"slash bps must be from 1 to 10000, got {bps}.")
+    fn = swarm.vault.functions.slash(provider, bps, reason_bytes(reason), evidence_hash)
+    return sender.send(fn)
+
+
+def _positive(amount: int, what: str) -> None:
+    if not isinstance(amount, int) or amount <= 0:
+        raise InvalidInput(f"{what} must be greater than zero, got {amount!r}.")

@@ -1,0 +1,1 @@
+"""The `swarm` command line: thin commands over the packages."""

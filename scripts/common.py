@@ -1,0 +1,79 @@
+"""What every command shares: settings, `--json`, `--account`, output."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from anvil import AnvilConfig, AnvilNode, dev_account
+from ledger.client import Swarm
+from ledger.config import Settings
+from ledger.errors import SwarmError
+from ledger.tx import Sender
+
+console = Console()
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+account_option = click.option(
+    "--account",
+    "account",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Use anvil's dev account N (devnets only).",
+)
+
+
+def settings() -> Settings:
+    return Settings.from_env()
+
+
+def local_node(port: int | None = None) -> AnvilNode:
+    s = settings()
+    return AnvilNode(AnvilConfig(home=s.home, port=port or s.anvil_port))
+
+
+def open_swarm() -> Swarm:
+    return Swarm.open(settings())
+
+
+def dev_sender(swarm: Swarm, account: int | None, default: int | None = None) -> Sender:
+    """The sender for `--account N`, refused on any chain that is not a devnet."""
+    index = default if account is None else account
+    if index is None:
+        raise SwarmError("Choose who signs with --account N (anvil's dev account N on a devnet).")
+    if not swarm.chain.is_devnet:
+        raise SwarmError(
+            f"--account selects anvil's public dev keys and is refused on chain {swarm.chain.chain_id}, "
+            "which is not a devnet; sign with a keystore instead."
+        )
+    return swarm.sender(dev_account(index).key)
+
+
+def emit(as_json: bool, payload: Any, human: Callable[[], None]) -> None:
+    """Prints `payload` as JSON for scripts, or calls `human` for people."""
+    if as_json:
+        click.echo(json.dumps(payload, indent=2, default=_json_default))
+    else:
+        human()
+
+
+def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Table:
+    t = Table(title=title, title_justify="left")
+    for column in columns:
+        t.add_column(column)
+    for row in rows:
+        t.add_row(*(str(cell) for cell in row))
+    return t
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return "0x" + value.hex()
+    if hasattr(value, "as_dict"):
+        return value.as_dict()
+    return str(value)

@@ -1,0 +1,48 @@
+"""`swarm token balance|transfer`: SWARM balances and transfers."""
+
+from __future__ import annotations
+
+import click
+
+from ledger.errors import InvalidInput
+from ledger.units import format_amount, parse_address, parse_amount
+from scripts.common import account_option, console, dev_sender, emit, json_option, open_swarm
+
+
+@click.group()
+def token() -> None:
+    """SWARM token balances and transfers."""
+
+
+@token.command()
+@click.argument("address", required=False)
+@account_option
+@json_option
+def balance(address: str | None, account: int | None, as_json: bool) -> None:
+    """Show the SWARM balance of ADDRESS (or of --account N)."""
+    swarm = open_swarm()
+    who = parse_address(address) if address else dev_sender(swarm, account).address
+    wei = swarm.balance_of(who)
+    emit(as_json, {"address": who, "balance_wei": str(wei)}, lambda: console.print(f"{who}: {format_amount(wei)}"))
+
+
+@token.command()
+@click.argument("to")
+@click.argument("amount")
+@account_option
+@json_option
+def transfer(to: str, amount: str, account: int | None, as_json: bool) -> None:
+    """Send AMOUNT SWARM (e.g. 1000 or 0.5) to TO."""
+    recipient = parse_address(to, "recipient")
+    wei = parse_amount(amount)
+    swarm = open_swarm()
+    sender = dev_sender(swarm, account)
+    held = swarm.balance_of(sender.address)
+    if held < wei:
+        raise InvalidInput(
+            f"{sender.address} holds {format_amount(held)}, less than the {format_amount(wei)} to send; "
+            "lower the amount or fund the account."
+        )
+    receipt = sender.send(swarm.token.functions.transfer(recipient, wei))
+    payload = {"from": sender.address, "to": recipient, "amount_wei": str(wei), "tx": receipt.tx_hash}
+    emit(as_json, payload, lambda: console.print(f"Sent {format_amount(wei)} to {recipient} ({receipt.tx_hash})"))
