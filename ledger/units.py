@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal, InvalidOperation, localcontext
 
 from eth_utils import is_address, is_checksum_address, to_checksum_address
 
@@ -20,13 +20,15 @@ def parse_amount(text: str | int, what: str = "amount") -> int:
         if raw.lower().endswith("wei"):
             wei = int(raw[:-3])
         else:
-            value = Decimal(raw.removesuffix(SYMBOL).strip())
-            if not value.is_finite():
-                raise InvalidOperation
-            scaled = value * ONE
-            if scaled != scaled.to_integral_value():
-                raise InvalidInput(f"{what} {text!r} has more than {DECIMALS} decimal places; round it.")
-            wei = int(scaled)
+            with localcontext() as ctx:
+                ctx.prec = 100  # exact for any uint256 amount
+                value = Decimal(raw.removesuffix(SYMBOL).strip())
+                if not value.is_finite():
+                    raise InvalidOperation
+                scaled = value * ONE
+                if scaled != scaled.to_integral_value():
+                    raise InvalidInput(f"{what} {text!r} has more than {DECIMALS} decimal places; round it.")
+                wei = int(scaled)
     except (InvalidOperation, ValueError):
         raise InvalidInput(f"{what} {text!r} is not a number; give tokens like 1000 or 0.5.") from None
     if wei <= 0:

@@ -34,6 +34,9 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     uint16 public constant MAX_FEE_BPS = 2_000;
     /// @notice The longest dispute window the admin may set.
     uint64 public constant MAX_DISPUTE_WINDOW = 30 days;
+    /// @notice How long the arbiter has to resolve a dispute before the buyer may
+    /// reclaim the escrow alone.
+    uint64 public constant ARBITRATION_PERIOD = 14 days;
 
     enum Status {
         None,
@@ -47,7 +50,8 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         Reclaimed
     }
 
-    /// @dev Three slots: what postJob writes, what assignJob writes, what completeJob writes.
+    /// @dev Five slots, by who writes them: postJob the first two, assignJob the next two
+    /// (completeJob adds its time and units to them), completeJob the result hash.
     struct Job {
         address buyer;
         uint64 deadline;
@@ -56,6 +60,7 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         uint64 maxUnits;
         address provider;
         uint64 disputeEnd;
+        uint16 feeBps; // the protocol fee agreed at assignment
         uint128 pricePerUnit;
         uint64 unitsUsed;
         bytes32 resultHash;
@@ -104,6 +109,7 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     error UnitsAboveMax(uint256 units, uint256 maxUnits);
     error DeadlinePassed(uint256 jobId, uint64 deadline);
     error DeadlineNotReached(uint256 jobId, uint64 deadline);
+    error ArbitrationPending(uint256 jobId, uint64 arbitrationEnd);
     error DisputeWindowOpen(uint256 jobId, uint64 disputeEnd);
     error DisputeWindowClosed(uint256 jobId, uint64 disputeEnd);
     error FeeTooHigh(uint16 feeBps, uint16 max);
@@ -169,13 +175,21 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         emit JobCancelled(jobId, refund);
     }
 
-    /// @notice Refunds a job that was not completed by its deadline. Only the buyer,
-    /// who needs no operator for it. Emits {JobReclaimed}.
+    /// @notice Refunds a job that was not completed by its deadline, or a dispute the
+    /// arbiter left unresolved for ARBITRATION_PERIOD after the dispute window. Only the
+    /// buyer, who needs no operator for it. Never stopped by a pause. Emits {JobReclaimed}.
     function reclaimExpired(uint256 jobId) external nonReentrant {
         Job storage job = _job(jobId);
         if (msg.sender != job.buyer) revert NotBuyer(jobId, msg.sender);
-        if (job.status != Status.Posted && job.status != Status.Assigned) revert WrongStatus(jobId, job.status);
-        if (block.timestamp <= job.deadline) revert DeadlineNotReached(jobId, job.deadline);
+        Status status = job.status;
+        if (status == Status.Posted || status == Status.Assigned) {
+            if (block.timestamp <= job.deadline) revert DeadlineNotReached(jobId, job.deadline);
+        } else if (status == Status.Disputed) {
+            uint64 arbitrationEnd = job.disputeEnd + ARBITRATION_PERIOD;
+            if (block.timestamp <= arbitrationEnd) revert ArbitrationPending(jobId, arbitrationEnd);
+        } else {
+            revert WrongStatus(jobId, status);
+        }
         job.status = Status.Reclaimed;
         uint256 refund = _release(job);
         token.safeTransfer(job.buyer, refund);
@@ -210,6 +224,7 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         vault.requireEligible(provider);
         job.status = Status.Assigned;
         job.provider = provider;
+        job.feeBps = feeBps;
         job.pricePerUnit = pricePerUnit;
         emit JobAssigned(jobId, provider, pricePerUnit);
     }
@@ -329,7 +344,7 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         job.status = Status.Settled;
         uint256 escrow = _release(job);
         uint256 payment = uint256(job.unitsUsed) * job.pricePerUnit;
-        uint256 fee = payment * feeBps / BPS;
+        uint256 fee = payment * job.feeBps / BPS;
         uint256 refund = escrow - payment;
         emit JobSettled(jobId, job.provider, payment - fee, fee, refund);
         if (payment > fee) token.safeTransfer(job.provider, payment - fee);

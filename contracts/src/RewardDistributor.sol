@@ -74,12 +74,17 @@ contract RewardDistributor is SwarmAccess, EIP712, ReentrancyGuardTransient {
 
     uint256 public totalFunded;
     uint256 public totalAllocated;
-    uint256 public totalClaimed;
+    /// @dev Allocated but not yet claimed. Kept instead of a claimed total so that a
+    /// claim only ever lowers a slot that is already non-zero.
+    uint256 public unclaimedAllocation;
 
     Pending internal _pending;
     address[] internal _signers;
     mapping(address => bool) public isSigner;
     mapping(address provider => uint256) public claimed;
+    /// @dev EIP-712 digests of vetoed reports: a veto is final for that exact report,
+    /// so nobody can resubmit it with its (still valid) signatures.
+    mapping(bytes32 digest => bool) internal _vetoedReports;
 
     // ─── Events ──────────────────────────────────────────────────────────────
     event Funded(address indexed from, uint256 amount, uint256 totalFunded);
@@ -160,7 +165,9 @@ contract RewardDistributor is SwarmAccess, EIP712, ReentrancyGuardTransient {
         if (slashesHash != report.slashesHash) revert SlashesMismatch(report.slashesHash, slashesHash);
         uint256 unallocated = totalFunded - totalAllocated;
         if (report.totalRewards > unallocated) revert Underfunded(report.totalRewards, unallocated);
-        _checkSignatures(hashReport(report), signatures);
+        bytes32 digest = hashReport(report);
+        if (_vetoedReports[digest]) revert ReportVetoed(report.epoch);
+        _checkSignatures(digest, signatures);
 
         uint64 finalizableAt = uint64(block.timestamp) + challengeWindow;
         _pending = Pending({
@@ -178,8 +185,9 @@ contract RewardDistributor is SwarmAccess, EIP712, ReentrancyGuardTransient {
     }
 
     /// @notice Vetoes the pending report before its challenge window closes; the
-    /// committee may then submit a corrected report for the same epoch. Only
-    /// GUARDIAN_ROLE. Emits {EpochVetoed}.
+    /// committee may then submit a corrected report for the same epoch; the vetoed
+    /// report itself is refused for ever ({ReportVetoed}). Only GUARDIAN_ROLE.
+    /// Emits {EpochVetoed}.
     function vetoEpoch(uint64 epoch) external onlyRole(GUARDIAN_ROLE) {
         Pending storage pending = _pending;
         if (pending.epoch == 0 || pending.epoch != epoch || pending.vetoed) revert NoPendingReport();
@@ -187,6 +195,7 @@ contract RewardDistributor is SwarmAccess, EIP712, ReentrancyGuardTransient {
             revert ChallengeWindowClosed(pending.finalizableAt, uint64(block.timestamp));
         }
         pending.vetoed = true;
+        _vetoedReports[_hashReport(epoch, pending.rewardsRoot, pending.totalRewards, pending.slashesHash)] = true;
         emit EpochVetoed(epoch, msg.sender);
     }
 
@@ -209,6 +218,7 @@ contract RewardDistributor is SwarmAccess, EIP712, ReentrancyGuardTransient {
         rewardsRoot = pending.rewardsRoot;
         lastFinalizedEpoch = pending.epoch;
         totalAllocated += pending.totalRewards;
+        unclaimedAllocation += pending.totalRewards;
         emit EpochFinalized(pending.epoch, pending.rewardsRoot, pending.totalRewards, slashes.length);
 
         for (uint256 i; i < slashes.length; ++i) {
@@ -227,10 +237,10 @@ contract RewardDistributor is SwarmAccess, EIP712, ReentrancyGuardTransient {
         uint256 already = claimed[provider];
         if (cumulative <= already) revert NothingToClaim(provider, cumulative, already);
         uint256 amount = cumulative - already;
-        uint256 claimedTotal = totalClaimed + amount;
-        if (claimedTotal > totalAllocated) revert ClaimExceedsAllocation(amount, totalAllocated - totalClaimed);
+        uint256 unclaimed = unclaimedAllocation;
+        if (amount > unclaimed) revert ClaimExceedsAllocation(amount, unclaimed);
         claimed[provider] = cumulative;
-        totalClaimed = claimedTotal;
+        unclaimedAllocation = unclaimed - amount;
         token.safeTransfer(provider, amount);
         emit Claimed(provider, amount, cumulative);
     }
@@ -239,13 +249,12 @@ contract RewardDistributor is SwarmAccess, EIP712, ReentrancyGuardTransient {
 
     /// @notice The EIP-712 digest the committee signs for `report`.
     function hashReport(EpochReport calldata report) public view returns (bytes32) {
-        return _hashTypedDataV4(
-            keccak256(
-                abi.encode(
-                    EPOCH_REPORT_TYPEHASH, report.epoch, report.rewardsRoot, report.totalRewards, report.slashesHash
-                )
-            )
-        );
+        return _hashReport(report.epoch, report.rewardsRoot, report.totalRewards, report.slashesHash);
+    }
+
+    /// @notice Everything claimed so far, over all providers.
+    function totalClaimed() external view returns (uint256) {
+        return totalAllocated - unclaimedAllocation;
     }
 
     /// @notice The report waiting out its challenge window (epoch 0 if none).
@@ -276,6 +285,14 @@ contract RewardDistributor is SwarmAccess, EIP712, ReentrancyGuardTransient {
     }
 
     // ─── Internals ───────────────────────────────────────────────────────────
+
+    function _hashReport(uint64 epoch, bytes32 root, uint256 totalRewards, bytes32 slashesHash)
+        private
+        view
+        returns (bytes32)
+    {
+        return _hashTypedDataV4(keccak256(abi.encode(EPOCH_REPORT_TYPEHASH, epoch, root, totalRewards, slashesHash)));
+    }
 
     function _checkSignatures(bytes32 digest, bytes[] calldata signatures) private view {
         if (signatures.length < threshold) revert NotEnoughSignatures(signatures.length, threshold);

@@ -35,12 +35,13 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     /// @notice The longest unbonding period an admin may set.
     uint64 public constant MAX_UNBONDING_PERIOD = 90 days;
 
-    /// @dev Two slots: the amounts read together by stake/unstake, then the rest.
+    /// @dev Three slots: the amounts stake/unstake read together, the times and flags
+    /// eligibility reads together, then the spec hash.
     struct Provider {
         uint128 stake; // active stake
         uint128 unbonding; // requested for withdrawal, still slashable
         uint64 unbondingEnd; // when `unbonding` may be withdrawn
-        uint64 jailedUntil; // no work and no rewards before this time
+        uint64 jailedUntil; // 0: free; otherwise jailed, and unjail() is allowed from this time
         uint32 gpus; // declared GPU count; the minimum stake scales with it
         bool registered;
         bool tombstoned;
@@ -54,14 +55,14 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     uint256 public totalStaked;
     uint256 public totalUnbonding;
 
-    // Parameters, one slot.
+    // Parameters: the four numbers share one slot, the treasury has its own.
     uint128 public minStakePerGpu;
     uint64 public unbondingPeriod;
     uint16 public maxSlashBps; // per-incident cap
     uint16 public treasuryShareBps; // the rest of a slash is burned
     address public treasury;
 
-    // Network-wide slash rate limit: a token bucket, one slot.
+    // Network-wide slash rate limit: a token bucket (its settings, then its level).
     uint128 public slashBucketCapacity;
     uint128 public slashRefillPerSecond;
     uint128 internal _bucketLevel;
@@ -201,7 +202,8 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     }
 
     /// @notice Lets a jailed provider back in once its jail time is served, if it is not
-    /// tombstoned and its stake meets the minimum. Emits {Unjailed}.
+    /// tombstoned and its stake meets the minimum. Until it calls this, a provider whose
+    /// time is served stays ineligible. Emits {Unjailed}.
     function unjail() external {
         Provider storage p = _registered(msg.sender);
         if (p.tombstoned) revert ProviderTombstoned(msg.sender);
@@ -279,7 +281,8 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         Provider storage p = _providers[provider];
         if (!p.registered) revert NotRegistered(provider);
         if (p.tombstoned) revert ProviderTombstoned(provider);
-        if (block.timestamp < p.jailedUntil) revert ProviderJailed(provider, p.jailedUntil);
+        // A jail ends only by unjail(), which re-checks the stake: serving the time is not enough.
+        if (p.jailedUntil != 0) revert ProviderJailed(provider, p.jailedUntil);
         uint256 minimum = uint256(minStakePerGpu) * p.gpus;
         if (p.stake < minimum) revert StakeBelowMinimum(provider, p.stake, minimum);
     }
@@ -287,8 +290,7 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     /// @notice Whether `provider` may take work and earn rewards now.
     function isEligible(address provider) external view returns (bool) {
         Provider storage p = _providers[provider];
-        return p.registered && !p.tombstoned && block.timestamp >= p.jailedUntil
-            && p.stake >= uint256(minStakePerGpu) * p.gpus;
+        return p.registered && !p.tombstoned && p.jailedUntil == 0 && p.stake >= uint256(minStakePerGpu) * p.gpus;
     }
 
     /// @notice Tokens the network-wide slash limit allows right now.

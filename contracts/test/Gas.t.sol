@@ -1,0 +1,400 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity ^0.8.24;
+
+import {SwarmTestBase} from "./utils/SwarmTestBase.sol";
+import {RewardDistributor} from "../src/RewardDistributor.sol";
+import {JobMarket} from "../src/JobMarket.sol";
+
+/// @notice The gas figures the issue sets targets for, written to snapshots/swarm.json.
+/// Each measurement wraps exactly one external call, made with cold storage (every
+/// contract is cooled with vm.cool just before it), and the test then asserts the call's
+/// effect. State is "steady": another provider has staked, another buyer has posted, the
+/// treasury has received fees before, so no measured call pays for a network-wide first
+/// write. Figures are execution gas, without the 21,000 base and calldata costs.
+contract GasTest is SwarmTestBase {
+    string internal constant GROUP = "swarm";
+    uint32 internal constant GPUS = 8;
+    uint256 internal constant STAKE = 20_000 ether;
+    uint256 internal constant TREE_DEPTH = 17; // 2^17 = 131,072 >= 100,000 leaves
+    uint256 internal constant REWARD = 1_234 ether;
+    uint128 internal constant PRICE = 2 ether;
+    uint64 internal constant UNITS = 100;
+
+    address internal newcomer = makeAddr("newcomer"); // a provider holding no tokens
+
+    function setUp() public override {
+        super.setUp();
+        // Steady state: bob is an active provider, part of whose stake is unbonding.
+        _registerAndStake(bob, GPUS, STAKE);
+        vm.prank(bob);
+        vault.requestUnstake(1_000 ether);
+        // The reward pool is funded, and the treasury has been paid before.
+        vm.startPrank(admin);
+        token.approve(address(distributor), type(uint256).max);
+        distributor.fund(1_000_000 ether);
+        token.transfer(treasury, 1 ether);
+        vm.stopPrank();
+    }
+
+    // ─── Helpers ─────────────────────────────────────────────────────────────
+
+    function _coolAll() internal {
+        vm.cool(address(token));
+        vm.cool(address(vault));
+        vm.cool(address(distributor));
+        vm.cool(address(market));
+    }
+
+    function _start(string memory name) internal {
+        _coolAll();
+        vm.startSnapshotGas(GROUP, name);
+    }
+
+    function _noSlashes() internal pure returns (RewardDistributor.Slash[] memory none) {}
+
+    function _report(uint64 epoch, bytes32 root, uint256 total)
+        internal
+        pure
+        returns (RewardDistributor.EpochReport memory)
+    {
+        return RewardDistributor.EpochReport({
+            epoch: epoch, rewardsRoot: root, totalRewards: total, slashesHash: keccak256(abi.encode(_noSlashes()))
+        });
+    }
+
+    function _submit(RewardDistributor.EpochReport memory report) internal {
+        distributor.submitEpoch(report, _noSlashes(), _sign(report, THRESHOLD));
+    }
+
+    /// @dev Takes `report` through the real flow: 3-of-4 signed submission, the challenge
+    /// window, finalization with no slashes.
+    function _publish(RewardDistributor.EpochReport memory report) internal {
+        _submit(report);
+        vm.warp(block.timestamp + CHALLENGE_WINDOW + 1);
+        distributor.finalizeEpoch(_noSlashes());
+        assertEq(distributor.rewardsRoot(), report.rewardsRoot);
+    }
+
+    /// @dev A depth-17 tree (room for 131,072 leaves) whose bottom pair is `newcomer` and
+    /// `alice`, each owed REWARD, and whose other 16 levels hold pseudo-random subtrees.
+    /// Returns the root and both providers' proofs (17 hashes each).
+    function _bigTree()
+        internal
+        view
+        returns (bytes32 root, bytes32[] memory newcomerProof, bytes32[] memory aliceProof)
+    {
+        bytes32 newcomerLeaf = _leaf(newcomer, REWARD);
+        bytes32 aliceLeaf = _leaf(alice, REWARD);
+        newcomerProof = new bytes32[](TREE_DEPTH);
+        aliceProof = new bytes32[](TREE_DEPTH);
+        newcomerProof[0] = aliceLeaf;
+        aliceProof[0] = newcomerLeaf;
+        root = _hashPair(newcomerLeaf, aliceLeaf);
+        for (uint256 i = 1; i < TREE_DEPTH; ++i) {
+            bytes32 sibling = keccak256(abi.encode("swarm-subtree", i));
+            newcomerProof[i] = sibling;
+            aliceProof[i] = sibling;
+            root = _hashPair(root, sibling);
+        }
+    }
+
+    /// @dev The root of a real tree over `n` providers' leaves (pairs hashed level by
+    /// level, an odd node carried up).
+    function _smallTreeRoot(uint256 n) internal pure returns (bytes32) {
+        bytes32[] memory level = new bytes32[](n);
+        for (uint256 i; i < n; ++i) {
+            level[i] = _leaf(address(uint160(0x1000 + i)), (i + 1) * 1 ether);
+        }
+        while (n > 1) {
+            uint256 m = (n + 1) / 2;
+            for (uint256 i; i < m; ++i) {
+                level[i] = 2 * i + 1 < n ? _hashPair(level[2 * i], level[2 * i + 1]) : level[2 * i];
+            }
+            n = m;
+        }
+        return level[0];
+    }
+
+    function _claim(address provider, bytes32[] memory proof) internal {
+        distributor.claim(provider, REWARD, proof);
+    }
+
+    /// @dev alice eligible, carol's job posted (dave posted before her), returns its id.
+    function _postedJob() internal returns (uint256 jobId) {
+        _registerAndStake(alice, GPUS, STAKE);
+        _post(dave, PRICE, UNITS, uint64(block.timestamp + 1 days));
+        jobId = _post(carol, PRICE, UNITS, uint64(block.timestamp + 1 days));
+    }
+
+    function _assignedJob() internal returns (uint256 jobId) {
+        jobId = _postedJob();
+        vm.prank(matcher);
+        market.assignJob(jobId, alice, PRICE);
+    }
+
+    function _completedJob() internal returns (uint256 jobId) {
+        jobId = _assignedJob();
+        vm.prank(matcher);
+        market.completeJob(jobId, keccak256("result"), UNITS / 2);
+    }
+
+    // ─── StakingVault ────────────────────────────────────────────────────────
+
+    function test_Gas_Register() public {
+        vm.startPrank(alice);
+        _start("register");
+        vault.register(keccak256("spec"), GPUS);
+        vm.stopSnapshotGas();
+        vm.stopPrank();
+        assertTrue(vault.providerInfo(alice).registered);
+    }
+
+    function test_Gas_StakeFirst() public {
+        vm.prank(alice);
+        vault.register(keccak256("spec"), GPUS);
+
+        vm.startPrank(alice);
+        _start("stake_first");
+        vault.stake(STAKE);
+        uint256 gasUsed = vm.stopSnapshotGas();
+        vm.stopPrank();
+
+        assertEq(vault.providerInfo(alice).stake, STAKE);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - STAKE);
+        assertLe(gasUsed, 70_000, "stake_first above target");
+    }
+
+    function test_Gas_StakeTopUp() public {
+        _registerAndStake(alice, GPUS, STAKE);
+
+        vm.startPrank(alice);
+        _start("stake_topup");
+        vault.stake(1_000 ether);
+        uint256 gasUsed = vm.stopSnapshotGas();
+        vm.stopPrank();
+
+        assertEq(vault.providerInfo(alice).stake, STAKE + 1_000 ether);
+        assertLe(gasUsed, 70_000, "stake_topup above target");
+    }
+
+    function test_Gas_RequestUnstake() public {
+        _registerAndStake(alice, GPUS, STAKE);
+
+        vm.startPrank(alice);
+        _start("requestUnstake");
+        vault.requestUnstake(5_000 ether);
+        uint256 gasUsed = vm.stopSnapshotGas();
+        vm.stopPrank();
+
+        assertEq(vault.providerInfo(alice).unbonding, 5_000 ether);
+        assertEq(vault.providerInfo(alice).stake, STAKE - 5_000 ether);
+        assertLe(gasUsed, 60_000, "requestUnstake above target");
+    }
+
+    function test_Gas_Withdraw() public {
+        _registerAndStake(alice, GPUS, STAKE);
+        vm.prank(alice);
+        vault.requestUnstake(5_000 ether);
+        vm.warp(block.timestamp + UNBONDING_PERIOD);
+
+        vm.startPrank(alice);
+        _start("withdraw");
+        vault.withdraw();
+        vm.stopSnapshotGas();
+        vm.stopPrank();
+
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - STAKE + 5_000 ether);
+        assertEq(vault.providerInfo(alice).unbonding, 0);
+    }
+
+    // ─── RewardDistributor ───────────────────────────────────────────────────
+
+    function test_Gas_Claim100kTreeNewHolder() public {
+        (bytes32 root, bytes32[] memory newcomerProof, bytes32[] memory aliceProof) = _bigTree();
+        _publish(_report(1, root, 2 * REWARD));
+        _claim(alice, aliceProof); // someone has claimed before
+        assertEq(newcomerProof.length, 17);
+        assertEq(token.balanceOf(newcomer), 0);
+
+        _start("claim_100k_tree");
+        _claim(newcomer, newcomerProof);
+        uint256 gasUsed = vm.stopSnapshotGas();
+
+        assertEq(token.balanceOf(newcomer), REWARD);
+        assertEq(distributor.claimed(newcomer), REWARD);
+        assertLe(gasUsed, 85_000, "claim (new holder) above target");
+    }
+
+    function test_Gas_Claim100kTreeFirstClaimEver() public {
+        (bytes32 root, bytes32[] memory newcomerProof,) = _bigTree();
+        _publish(_report(1, root, 2 * REWARD));
+        assertEq(distributor.totalClaimed(), 0);
+
+        _start("claim_100k_tree_first_ever");
+        _claim(newcomer, newcomerProof);
+        uint256 gasUsed = vm.stopSnapshotGas();
+
+        assertEq(token.balanceOf(newcomer), REWARD);
+        assertEq(distributor.totalClaimed(), REWARD);
+        assertLe(gasUsed, 85_000, "first claim above target");
+    }
+
+    function test_Gas_Claim100kTreeExistingHolder() public {
+        (bytes32 root, bytes32[] memory newcomerProof, bytes32[] memory aliceProof) = _bigTree();
+        _publish(_report(1, root, 2 * REWARD));
+        _claim(newcomer, newcomerProof); // someone has claimed before
+        assertEq(aliceProof.length, 17);
+
+        _start("claim_100k_tree_holder");
+        _claim(alice, aliceProof);
+        uint256 gasUsed = vm.stopSnapshotGas();
+
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS + REWARD);
+        assertEq(distributor.claimed(alice), REWARD);
+        assertLe(gasUsed, 85_000, "claim (holder) above target");
+    }
+
+    function test_Gas_SubmitEpoch3Sigs() public {
+        (bytes32 root,,) = _bigTree();
+        RewardDistributor.EpochReport memory report = _report(1, root, 2 * REWARD);
+        bytes[] memory sigs = _sign(report, THRESHOLD);
+        RewardDistributor.Slash[] memory none = _noSlashes();
+
+        _start("submitEpoch_3sigs");
+        distributor.submitEpoch(report, none, sigs);
+        uint256 gasUsed = vm.stopSnapshotGas();
+
+        RewardDistributor.Pending memory pending = distributor.pendingReport();
+        assertEq(pending.epoch, 1);
+        assertEq(pending.rewardsRoot, root);
+        assertEq(pending.finalizableAt, block.timestamp + CHALLENGE_WINDOW);
+        assertLe(gasUsed, 200_000, "submitEpoch above target");
+    }
+
+    function _measureSubmit(string memory name, bytes32 root) internal returns (uint256 gasUsed) {
+        RewardDistributor.EpochReport memory report = _report(1, root, 2 * REWARD);
+        bytes[] memory sigs = _sign(report, THRESHOLD);
+        RewardDistributor.Slash[] memory none = _noSlashes();
+        _start(name);
+        distributor.submitEpoch(report, none, sigs);
+        gasUsed = vm.stopSnapshotGas();
+        assertEq(distributor.pendingReport().rewardsRoot, root);
+    }
+
+    error Measured(uint256 gasUsed);
+
+    /// @dev Measures a submission of `root`, then reverts so the next measurement starts
+    /// from the very same state (a real EVM revert, unlike vm.revertToState, keeps the
+    /// slots' original values and so their SSTORE prices).
+    function measureSubmitAndRevert(string calldata name, bytes32 root) external {
+        revert Measured(_measureSubmit(name, root));
+    }
+
+    function _measureIsolated(string memory name, bytes32 root) internal returns (uint256) {
+        try this.measureSubmitAndRevert(name, root) {
+            revert("measurement did not revert");
+        } catch (bytes memory err) {
+            assertEq(bytes4(err), Measured.selector);
+            return abi.decode(_tail(err), (uint256));
+        }
+    }
+
+    function _tail(bytes memory err) private pure returns (bytes memory out) {
+        out = new bytes(err.length - 4);
+        for (uint256 i; i < out.length; ++i) {
+            out[i] = err[i + 4];
+        }
+    }
+
+    function test_Gas_SubmitEpochIndependentOfProviderCount() public {
+        (bytes32 bigRoot,,) = _bigTree();
+        bytes32 smallRoot = _smallTreeRoot(10);
+        assertTrue(smallRoot != bigRoot);
+
+        uint256 gasSmall = _measureIsolated("submitEpoch_3sigs_10providers", smallRoot);
+        uint256 gasBig = _measureIsolated("submitEpoch_3sigs_100kProviders", bigRoot);
+
+        assertEq(gasSmall, gasBig, "submitEpoch gas depends on the tree");
+        assertLe(gasBig, 200_000, "submitEpoch above target");
+        assertEq(distributor.pendingReport().epoch, 0); // both measurements were rolled back
+    }
+
+    function test_Gas_FinalizeEpoch() public {
+        _publish(_report(1, _smallTreeRoot(10), REWARD)); // a previous epoch
+        (bytes32 root,,) = _bigTree();
+        _submit(_report(2, root, 2 * REWARD));
+        vm.warp(block.timestamp + CHALLENGE_WINDOW + 1);
+        RewardDistributor.Slash[] memory none = _noSlashes();
+
+        _start("finalizeEpoch");
+        distributor.finalizeEpoch(none);
+        vm.stopSnapshotGas();
+
+        assertEq(distributor.rewardsRoot(), root);
+        assertEq(distributor.lastFinalizedEpoch(), 2);
+        assertEq(distributor.totalAllocated(), 3 * REWARD);
+    }
+
+    // ─── JobMarket ───────────────────────────────────────────────────────────
+
+    function test_Gas_PostJob() public {
+        _post(dave, PRICE, UNITS, uint64(block.timestamp + 1 days)); // another buyer's job
+        uint64 deadline = uint64(block.timestamp + 1 days);
+
+        vm.startPrank(carol);
+        _start("postJob");
+        uint256 jobId = market.postJob(keccak256("spec"), PRICE, UNITS, deadline);
+        uint256 gasUsed = vm.stopSnapshotGas();
+        vm.stopPrank();
+
+        JobMarket.Job memory job = market.getJob(jobId);
+        assertEq(job.buyer, carol);
+        assertEq(uint8(job.status), uint8(JobMarket.Status.Posted));
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - uint256(PRICE) * UNITS);
+        assertLe(gasUsed, 130_000, "postJob above target");
+    }
+
+    function test_Gas_AssignJob() public {
+        uint256 jobId = _postedJob();
+
+        vm.startPrank(matcher);
+        _start("assignJob");
+        market.assignJob(jobId, alice, PRICE);
+        vm.stopSnapshotGas();
+        vm.stopPrank();
+
+        JobMarket.Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.status), uint8(JobMarket.Status.Assigned));
+        assertEq(job.provider, alice);
+    }
+
+    function test_Gas_CompleteJob() public {
+        uint256 jobId = _assignedJob();
+
+        vm.startPrank(matcher);
+        _start("completeJob");
+        market.completeJob(jobId, keccak256("result"), UNITS / 2);
+        vm.stopSnapshotGas();
+        vm.stopPrank();
+
+        JobMarket.Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.status), uint8(JobMarket.Status.Completed));
+        assertEq(job.unitsUsed, UNITS / 2);
+    }
+
+    function test_Gas_SettleJob() public {
+        uint256 jobId = _completedJob();
+        vm.warp(block.timestamp + DISPUTE_WINDOW);
+        uint256 aliceBefore = token.balanceOf(alice);
+
+        _start("settleJob");
+        market.settleJob(jobId);
+        vm.stopSnapshotGas();
+
+        uint256 payment = uint256(PRICE) * (UNITS / 2);
+        uint256 fee = payment * FEE_BPS / 10_000;
+        assertEq(uint8(market.getJob(jobId).status), uint8(JobMarket.Status.Settled));
+        assertEq(token.balanceOf(alice), aliceBefore + payment - fee);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - payment);
+    }
+}

@@ -1,0 +1,1196 @@
+// SPDX-License-Identifier: Apache-2.0
+pragma solidity ^0.8.24;
+
+import {IAccessControl} from "@openzeppelin/contracts/access/IAccessControl.sol";
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {IERC20Errors} from "@openzeppelin/contracts/interfaces/draft-IERC6093.sol";
+import {Pausable} from "@openzeppelin/contracts/utils/Pausable.sol";
+
+import {SwarmTestBase} from "./utils/SwarmTestBase.sol";
+import {JobMarket} from "../src/JobMarket.sol";
+import {StakingVault} from "../src/StakingVault.sol";
+import {SwarmAccess} from "../src/base/SwarmAccess.sol";
+import {IStakingVault} from "../src/interfaces/IStakingVault.sol";
+
+contract JobMarketTest is SwarmTestBase {
+    bytes32 internal constant DEFAULT_ADMIN_ROLE = 0x00;
+    bytes32 internal constant MATCHER_ROLE = keccak256("MATCHER_ROLE");
+    bytes32 internal constant ARBITER_ROLE = keccak256("ARBITER_ROLE");
+    bytes32 internal constant SLASHER_ROLE = keccak256("SLASHER_ROLE");
+    bytes32 internal constant PERMIT_TYPEHASH =
+        keccak256("Permit(address owner,address spender,uint256 value,uint256 nonce,uint256 deadline)");
+
+    bytes32 internal constant SPEC = keccak256("spec");
+    bytes32 internal constant RESULT = keccak256("result");
+    bytes32 internal constant REASON = "timeout";
+
+    // The default job: a cap of 3 tokens per unit for 10 units, 30 tokens escrowed,
+    // assigned at 2 tokens + 1 wei per unit and completed with 7 units used.
+    uint128 internal constant CAP = 3 ether;
+    uint64 internal constant UNITS = 10;
+    uint256 internal constant ESCROW = 30 ether;
+    uint128 internal constant RATE = 2 ether + 1;
+    uint64 internal constant USED = 7;
+    // 7 × (2e18 + 1) = 14e18 + 7; the fee at 250 bps is floor((14e18 + 7) / 40).
+    uint256 internal constant PAYMENT = 14 ether + 7;
+    uint256 internal constant FEE = 0.35 ether;
+    uint256 internal constant PROVIDER_CUT = 13.65 ether + 7;
+    uint256 internal constant REFUND = 16 ether - 7;
+
+    uint256 internal constant ALICE_STAKE = 10_000 ether;
+    uint16 internal constant MAX_FEE_RAISE = 2_000;
+    uint16 internal constant BPS = 10_000;
+
+    address internal slasher = makeAddr("slasher");
+    address internal stranger = makeAddr("stranger");
+    uint64 internal deadline;
+
+    function setUp() public override {
+        super.setUp();
+        deadline = uint64(block.timestamp + 2 days);
+        _registerAndStake(alice, 1, ALICE_STAKE);
+        vm.prank(admin);
+        vault.grantRole(SLASHER_ROLE, slasher);
+    }
+
+    // ─── Helpers ─────────────────────────────────────────────────────────────
+
+    function _postDefault() internal returns (uint256) {
+        return _post(carol, CAP, UNITS, deadline);
+    }
+
+    function _assign(uint256 jobId, address provider, uint128 price) internal {
+        vm.prank(matcher);
+        market.assignJob(jobId, provider, price);
+    }
+
+    function _complete(uint256 jobId, uint64 units) internal {
+        vm.prank(matcher);
+        market.completeJob(jobId, RESULT, units);
+    }
+
+    function _assigned() internal returns (uint256 jobId) {
+        jobId = _postDefault();
+        _assign(jobId, alice, RATE);
+    }
+
+    function _completed() internal returns (uint256 jobId) {
+        jobId = _assigned();
+        _complete(jobId, USED);
+    }
+
+    function _disputed() internal returns (uint256 jobId) {
+        jobId = _completed();
+        vm.prank(carol);
+        market.disputeJob(jobId);
+    }
+
+    function _settled() internal returns (uint256 jobId) {
+        jobId = _completed();
+        vm.warp(block.timestamp + DISPUTE_WINDOW);
+        market.settleJob(jobId);
+    }
+
+    function _pauseMarket() internal {
+        vm.prank(admin);
+        market.pause();
+    }
+
+    function _status(uint256 jobId) internal view returns (JobMarket.Status) {
+        return market.getJob(jobId).status;
+    }
+
+    function _stakeOf(address provider) internal view returns (uint256) {
+        return vault.providerInfo(provider).stake;
+    }
+
+    function _expectUnauthorized(address account, bytes32 role) internal {
+        vm.expectRevert(abi.encodeWithSelector(IAccessControl.AccessControlUnauthorizedAccount.selector, account, role));
+    }
+
+    function _expectWrongStatus(uint256 jobId, JobMarket.Status status) internal {
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.WrongStatus.selector, jobId, status));
+    }
+
+    function _signPermit(uint256 key, address owner, uint256 value, uint256 permitDeadline)
+        internal
+        view
+        returns (uint8 v, bytes32 r, bytes32 s)
+    {
+        bytes32 structHash =
+            keccak256(abi.encode(PERMIT_TYPEHASH, owner, address(market), value, token.nonces(owner), permitDeadline));
+        return vm.sign(key, keccak256(abi.encodePacked("\x19\x01", token.DOMAIN_SEPARATOR(), structHash)));
+    }
+
+    function _deployMarket(IERC20 token_, IStakingVault vault_, address admin_, address treasury_, uint16 fee, uint64 window)
+        internal
+        returns (JobMarket)
+    {
+        return new JobMarket(token_, vault_, admin_, treasury_, fee, window);
+    }
+
+    // ─── Constructor ─────────────────────────────────────────────────────────
+
+    function test_Constructor_SetsParametersRolesAndEmits() public {
+        vm.expectEmit();
+        emit JobMarket.FeeSet(FEE_BPS, treasury);
+        vm.expectEmit();
+        emit JobMarket.DisputeWindowSet(DISPUTE_WINDOW);
+        JobMarket m = _deployMarket(token, vault, admin, treasury, FEE_BPS, DISPUTE_WINDOW);
+
+        assertEq(address(m.token()), address(token));
+        assertEq(address(m.vault()), address(vault));
+        assertEq(m.feeBps(), FEE_BPS);
+        assertEq(m.treasury(), treasury);
+        assertEq(m.disputeWindow(), DISPUTE_WINDOW);
+        assertEq(m.nextJobId(), 1);
+        assertEq(m.totalEscrowed(), 0);
+        assertTrue(m.hasRole(DEFAULT_ADMIN_ROLE, admin));
+        assertTrue(m.hasRole(m.PAUSER_ROLE(), admin));
+        assertFalse(m.hasRole(MATCHER_ROLE, admin));
+    }
+
+    function test_Constructor_AcceptsMaximumFeeAndWindow() public {
+        JobMarket m = _deployMarket(token, vault, admin, treasury, 2_000, 30 days);
+        assertEq(m.feeBps(), m.MAX_FEE_BPS());
+        assertEq(m.disputeWindow(), m.MAX_DISPUTE_WINDOW());
+    }
+
+    function test_RevertWhen_ConstructorFeeTooHigh() public {
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.FeeTooHigh.selector, uint16(2_001), uint16(2_000)));
+        _deployMarket(token, vault, admin, treasury, 2_001, DISPUTE_WINDOW);
+    }
+
+    function test_RevertWhen_ConstructorZeroToken() public {
+        vm.expectRevert(SwarmAccess.ZeroAddress.selector);
+        _deployMarket(IERC20(address(0)), vault, admin, treasury, FEE_BPS, DISPUTE_WINDOW);
+    }
+
+    function test_RevertWhen_ConstructorZeroVault() public {
+        vm.expectRevert(SwarmAccess.ZeroAddress.selector);
+        _deployMarket(token, IStakingVault(address(0)), admin, treasury, FEE_BPS, DISPUTE_WINDOW);
+    }
+
+    function test_RevertWhen_ConstructorZeroAdmin() public {
+        vm.expectRevert(SwarmAccess.ZeroAddress.selector);
+        _deployMarket(token, vault, address(0), treasury, FEE_BPS, DISPUTE_WINDOW);
+    }
+
+    function test_RevertWhen_ConstructorZeroTreasury() public {
+        vm.expectRevert(SwarmAccess.ZeroAddress.selector);
+        _deployMarket(token, vault, admin, address(0), FEE_BPS, DISPUTE_WINDOW);
+    }
+
+    function test_RevertWhen_ConstructorDisputeWindowTooLong() public {
+        vm.expectRevert(
+            abi.encodeWithSelector(JobMarket.DisputeWindowTooLong.selector, uint64(30 days + 1), uint64(30 days))
+        );
+        _deployMarket(token, vault, admin, treasury, FEE_BPS, 30 days + 1);
+    }
+
+    // ─── setFee / setDisputeWindow ───────────────────────────────────────────
+
+    function test_SetFee_UpdatesFeeAndTreasuryAndEmits() public {
+        address newTreasury = makeAddr("newTreasury");
+        vm.expectEmit(address(market));
+        emit JobMarket.FeeSet(2_000, newTreasury);
+        vm.prank(admin);
+        market.setFee(2_000, newTreasury);
+        assertEq(market.feeBps(), 2_000);
+        assertEq(market.treasury(), newTreasury);
+    }
+
+    function test_RevertWhen_SetFeeTooHigh() public {
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.FeeTooHigh.selector, uint16(2_001), uint16(2_000)));
+        vm.prank(admin);
+        market.setFee(2_001, treasury);
+        assertEq(market.feeBps(), FEE_BPS);
+    }
+
+    function test_RevertWhen_SetFeeZeroTreasury() public {
+        vm.expectRevert(SwarmAccess.ZeroAddress.selector);
+        vm.prank(admin);
+        market.setFee(100, address(0));
+    }
+
+    function test_RevertWhen_SetFeeCallerNotAdmin() public {
+        _expectUnauthorized(matcher, DEFAULT_ADMIN_ROLE);
+        vm.prank(matcher);
+        market.setFee(0, matcher);
+    }
+
+    function test_SetDisputeWindow_UpdatesAndEmits() public {
+        vm.expectEmit(address(market));
+        emit JobMarket.DisputeWindowSet(30 days);
+        vm.prank(admin);
+        market.setDisputeWindow(30 days);
+        assertEq(market.disputeWindow(), 30 days);
+    }
+
+    function test_SetDisputeWindow_AppliesToJobsCompletedLater() public {
+        uint256 jobId = _assigned();
+        vm.prank(admin);
+        market.setDisputeWindow(3 hours);
+        _complete(jobId, USED);
+        assertEq(market.getJob(jobId).disputeEnd, block.timestamp + 3 hours);
+    }
+
+    function test_RevertWhen_SetDisputeWindowTooLong() public {
+        vm.expectRevert(
+            abi.encodeWithSelector(JobMarket.DisputeWindowTooLong.selector, uint64(30 days + 1), uint64(30 days))
+        );
+        vm.prank(admin);
+        market.setDisputeWindow(30 days + 1);
+        assertEq(market.disputeWindow(), DISPUTE_WINDOW);
+    }
+
+    function test_RevertWhen_SetDisputeWindowCallerNotAdmin() public {
+        _expectUnauthorized(arbiter, DEFAULT_ADMIN_ROLE);
+        vm.prank(arbiter);
+        market.setDisputeWindow(1 hours);
+    }
+
+    function test_RevertWhen_PauseCallerNotPauser() public {
+        _expectUnauthorized(matcher, market.PAUSER_ROLE());
+        vm.prank(matcher);
+        market.pause();
+    }
+
+    // ─── postJob ─────────────────────────────────────────────────────────────
+
+    function test_PostJob_PullsEscrowAndRecordsJob() public {
+        uint256 jobId = _postDefault();
+
+        assertEq(jobId, 1);
+        assertEq(market.nextJobId(), 2);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW);
+        assertEq(token.balanceOf(address(market)), ESCROW);
+        assertEq(market.totalEscrowed(), ESCROW);
+        assertEq(market.escrowOf(jobId), ESCROW);
+
+        JobMarket.Job memory job = market.getJob(jobId);
+        assertEq(job.buyer, carol);
+        assertEq(job.deadline, deadline);
+        assertEq(uint8(job.status), uint8(JobMarket.Status.Posted));
+        assertEq(job.maxPricePerUnit, CAP);
+        assertEq(job.maxUnits, UNITS);
+        assertEq(job.provider, address(0));
+        assertEq(job.pricePerUnit, 0);
+    }
+
+    function test_PostJob_EmitsJobPosted() public {
+        vm.expectEmit(address(market));
+        emit JobMarket.JobPosted(1, carol, SPEC, CAP, UNITS, deadline, ESCROW);
+        _postDefault();
+    }
+
+    function test_PostJob_IdsIncreaseAndEscrowAccumulates() public {
+        uint256 first = _postDefault();
+        uint256 second = _post(dave, 1 ether, 5, deadline);
+        uint256 third = _postDefault();
+        assertEq(first, 1);
+        assertEq(second, 2);
+        assertEq(third, 3);
+        assertEq(market.totalEscrowed(), 2 * ESCROW + 5 ether);
+        assertEq(token.balanceOf(address(market)), 2 * ESCROW + 5 ether);
+        assertEq(market.getJob(second).buyer, dave);
+    }
+
+    function test_RevertWhen_PostJobPriceZero() public {
+        vm.expectRevert(JobMarket.ZeroAmount.selector);
+        _post(carol, 0, UNITS, deadline);
+    }
+
+    function test_RevertWhen_PostJobUnitsZero() public {
+        vm.expectRevert(JobMarket.ZeroAmount.selector);
+        _post(carol, CAP, 0, deadline);
+    }
+
+    function test_RevertWhen_PostJobDeadlineIsNow() public {
+        uint64 nowTs = uint64(block.timestamp);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DeadlineNotInFuture.selector, nowTs, nowTs));
+        _post(carol, CAP, UNITS, nowTs);
+    }
+
+    function test_RevertWhen_PostJobDeadlineInPast() public {
+        uint64 nowTs = uint64(block.timestamp);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DeadlineNotInFuture.selector, nowTs - 1, nowTs));
+        _post(carol, CAP, UNITS, nowTs - 1);
+    }
+
+    function test_RevertWhen_PostJobEscrowTooLarge() public {
+        uint256 escrow = uint256(type(uint128).max) * 2;
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.EscrowTooLarge.selector, escrow));
+        _post(carol, type(uint128).max, 2, deadline);
+    }
+
+    function test_RevertWhen_PostJobEscrowAtUint128MaxExceedsBalance() public {
+        // Exactly type(uint128).max is not too large: it reaches the transfer.
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IERC20Errors.ERC20InsufficientBalance.selector, carol, ACTOR_FUNDS, uint256(type(uint128).max)
+            )
+        );
+        _post(carol, type(uint128).max, 1, deadline);
+    }
+
+    function test_RevertWhen_PostJobAllowanceInsufficient() public {
+        vm.prank(carol);
+        token.approve(address(market), ESCROW - 1);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IERC20Errors.ERC20InsufficientAllowance.selector, address(market), ESCROW - 1, ESCROW
+            )
+        );
+        _postDefault();
+    }
+
+    function test_RevertWhen_PostJobBalanceInsufficient() public {
+        vm.prank(stranger);
+        token.approve(address(market), type(uint256).max);
+        vm.prank(carol);
+        token.transfer(stranger, ESCROW - 1);
+        vm.expectRevert(
+            abi.encodeWithSelector(IERC20Errors.ERC20InsufficientBalance.selector, stranger, ESCROW - 1, ESCROW)
+        );
+        _post(stranger, CAP, UNITS, deadline);
+    }
+
+    function test_RevertWhen_PostJobPaused() public {
+        _pauseMarket();
+        vm.expectRevert(Pausable.EnforcedPause.selector);
+        _postDefault();
+    }
+
+    function test_PostJob_WorksAfterUnpause() public {
+        _pauseMarket();
+        vm.prank(admin);
+        market.unpause();
+        assertEq(_postDefault(), 1);
+        assertEq(market.totalEscrowed(), ESCROW);
+    }
+
+    // ─── postJobWithPermit ───────────────────────────────────────────────────
+
+    function _permitBuyer() internal returns (address buyer, uint256 key) {
+        (buyer, key) = makeAddrAndKey("permitBuyer");
+        vm.prank(admin);
+        token.transfer(buyer, 100 ether);
+    }
+
+    function test_PostJobWithPermit_PostsWithSignedPermit() public {
+        (address buyer, uint256 key) = _permitBuyer();
+        uint256 permitDeadline = block.timestamp + 1 hours;
+        (uint8 v, bytes32 r, bytes32 s) = _signPermit(key, buyer, ESCROW, permitDeadline);
+
+        vm.expectEmit(address(market));
+        emit JobMarket.JobPosted(1, buyer, SPEC, CAP, UNITS, deadline, ESCROW);
+        vm.prank(buyer);
+        uint256 jobId = market.postJobWithPermit(SPEC, CAP, UNITS, deadline, permitDeadline, v, r, s);
+
+        assertEq(jobId, 1);
+        assertEq(token.nonces(buyer), 1);
+        assertEq(token.allowance(buyer, address(market)), 0);
+        assertEq(token.balanceOf(buyer), 100 ether - ESCROW);
+        assertEq(token.balanceOf(address(market)), ESCROW);
+        assertEq(market.getJob(jobId).buyer, buyer);
+    }
+
+    function test_PostJobWithPermit_WorksWhenPermitAlreadyUsed() public {
+        (address buyer, uint256 key) = _permitBuyer();
+        uint256 permitDeadline = block.timestamp + 1 hours;
+        (uint8 v, bytes32 r, bytes32 s) = _signPermit(key, buyer, ESCROW, permitDeadline);
+        // Someone front-runs the permit; the allowance is already in place.
+        vm.prank(stranger);
+        token.permit(buyer, address(market), ESCROW, permitDeadline, v, r, s);
+        assertEq(token.allowance(buyer, address(market)), ESCROW);
+
+        vm.prank(buyer);
+        uint256 jobId = market.postJobWithPermit(SPEC, CAP, UNITS, deadline, permitDeadline, v, r, s);
+
+        assertEq(jobId, 1);
+        assertEq(token.nonces(buyer), 1);
+        assertEq(token.allowance(buyer, address(market)), 0);
+        assertEq(token.balanceOf(address(market)), ESCROW);
+        assertEq(market.totalEscrowed(), ESCROW);
+    }
+
+    function test_RevertWhen_PostJobWithPermitInvalidAndNoAllowance() public {
+        (address buyer,) = _permitBuyer();
+        (, uint256 wrongKey) = makeAddrAndKey("notTheBuyer");
+        uint256 permitDeadline = block.timestamp + 1 hours;
+        (uint8 v, bytes32 r, bytes32 s) = _signPermit(wrongKey, buyer, ESCROW, permitDeadline);
+        vm.expectRevert(
+            abi.encodeWithSelector(IERC20Errors.ERC20InsufficientAllowance.selector, address(market), 0, ESCROW)
+        );
+        vm.prank(buyer);
+        market.postJobWithPermit(SPEC, CAP, UNITS, deadline, permitDeadline, v, r, s);
+    }
+
+    function test_RevertWhen_PostJobWithPermitPaused() public {
+        (address buyer, uint256 key) = _permitBuyer();
+        (uint8 v, bytes32 r, bytes32 s) = _signPermit(key, buyer, ESCROW, block.timestamp + 1 hours);
+        _pauseMarket();
+        vm.expectRevert(Pausable.EnforcedPause.selector);
+        vm.prank(buyer);
+        market.postJobWithPermit(SPEC, CAP, UNITS, deadline, block.timestamp + 1 hours, v, r, s);
+        assertEq(token.nonces(buyer), 0);
+    }
+
+    // ─── cancelJob ───────────────────────────────────────────────────────────
+
+    function test_CancelJob_RefundsInFullAndEmits() public {
+        uint256 jobId = _postDefault();
+        vm.expectEmit(address(market));
+        emit JobMarket.JobCancelled(jobId, ESCROW);
+        vm.prank(carol);
+        market.cancelJob(jobId);
+
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(token.balanceOf(address(market)), 0);
+        assertEq(market.totalEscrowed(), 0);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Cancelled));
+    }
+
+    function test_RevertWhen_CancelJobNotBuyer() public {
+        uint256 jobId = _postDefault();
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.NotBuyer.selector, jobId, dave));
+        vm.prank(dave);
+        market.cancelJob(jobId);
+    }
+
+    function test_RevertWhen_CancelJobAfterAssignment() public {
+        uint256 jobId = _assigned();
+        _expectWrongStatus(jobId, JobMarket.Status.Assigned);
+        vm.prank(carol);
+        market.cancelJob(jobId);
+    }
+
+    function test_RevertWhen_CancelJobTwice() public {
+        uint256 jobId = _postDefault();
+        vm.startPrank(carol);
+        market.cancelJob(jobId);
+        _expectWrongStatus(jobId, JobMarket.Status.Cancelled);
+        market.cancelJob(jobId);
+        vm.stopPrank();
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+    }
+
+    function test_RevertWhen_CancelJobUnknown() public {
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.UnknownJob.selector, 99));
+        vm.prank(carol);
+        market.cancelJob(99);
+    }
+
+    function test_CancelJob_WorksWhilePaused() public {
+        uint256 jobId = _postDefault();
+        _pauseMarket();
+        vm.prank(carol);
+        market.cancelJob(jobId);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Cancelled));
+    }
+
+    // ─── assignJob ───────────────────────────────────────────────────────────
+
+    function test_AssignJob_RecordsProviderAndPriceAndEmits() public {
+        uint256 jobId = _postDefault();
+        vm.expectEmit(address(market));
+        emit JobMarket.JobAssigned(jobId, alice, RATE);
+        _assign(jobId, alice, RATE);
+
+        JobMarket.Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.status), uint8(JobMarket.Status.Assigned));
+        assertEq(job.provider, alice);
+        assertEq(job.pricePerUnit, RATE);
+        assertEq(job.buyer, carol);
+        assertEq(job.maxPricePerUnit, CAP);
+        assertEq(job.maxUnits, UNITS);
+        assertEq(market.escrowOf(jobId), ESCROW);
+    }
+
+    function test_AssignJob_AcceptsPriceAtCapAndAtDeadline() public {
+        uint256 jobId = _postDefault();
+        vm.warp(deadline);
+        _assign(jobId, alice, CAP);
+        assertEq(market.getJob(jobId).pricePerUnit, CAP);
+    }
+
+    function test_RevertWhen_AssignJobCallerNotMatcher() public {
+        uint256 jobId = _postDefault();
+        _expectUnauthorized(carol, MATCHER_ROLE);
+        vm.prank(carol);
+        market.assignJob(jobId, alice, RATE);
+    }
+
+    function test_RevertWhen_AssignJobAlreadyAssigned() public {
+        uint256 jobId = _assigned();
+        _expectWrongStatus(jobId, JobMarket.Status.Assigned);
+        _assign(jobId, alice, RATE);
+    }
+
+    function test_RevertWhen_AssignJobCancelled() public {
+        uint256 jobId = _postDefault();
+        vm.prank(carol);
+        market.cancelJob(jobId);
+        _expectWrongStatus(jobId, JobMarket.Status.Cancelled);
+        _assign(jobId, alice, RATE);
+    }
+
+    function test_RevertWhen_AssignJobUnknown() public {
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.UnknownJob.selector, 7));
+        _assign(7, alice, RATE);
+    }
+
+    function test_RevertWhen_AssignJobAfterDeadline() public {
+        uint256 jobId = _postDefault();
+        vm.warp(deadline + 1);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DeadlinePassed.selector, jobId, deadline));
+        _assign(jobId, alice, RATE);
+    }
+
+    function test_RevertWhen_AssignJobPriceAboveCap() public {
+        uint256 jobId = _postDefault();
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.PriceAboveCap.selector, uint256(CAP) + 1, uint256(CAP)));
+        _assign(jobId, alice, CAP + 1);
+    }
+
+    function test_RevertWhen_AssignJobProviderNotRegistered() public {
+        uint256 jobId = _postDefault();
+        vm.expectRevert(abi.encodeWithSelector(StakingVault.NotRegistered.selector, bob));
+        _assign(jobId, bob, RATE);
+    }
+
+    function test_RevertWhen_AssignJobProviderStakeBelowMinimum() public {
+        _registerAndStake(bob, 2, MIN_STAKE_PER_GPU);
+        uint256 jobId = _postDefault();
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                StakingVault.StakeBelowMinimum.selector, bob, uint256(MIN_STAKE_PER_GPU), 2 * uint256(MIN_STAKE_PER_GPU)
+            )
+        );
+        _assign(jobId, bob, RATE);
+    }
+
+    function test_RevertWhen_AssignJobProviderJailed() public {
+        uint256 jobId = _postDefault();
+        uint64 until = uint64(block.timestamp + 1 hours);
+        vm.prank(slasher);
+        vault.jail(alice, until);
+        vm.expectRevert(abi.encodeWithSelector(StakingVault.ProviderJailed.selector, alice, until));
+        _assign(jobId, alice, RATE);
+    }
+
+    function test_RevertWhen_AssignJobProviderTombstoned() public {
+        uint256 jobId = _postDefault();
+        vm.prank(slasher);
+        vault.tombstone(alice);
+        vm.expectRevert(abi.encodeWithSelector(StakingVault.ProviderTombstoned.selector, alice));
+        _assign(jobId, alice, RATE);
+    }
+
+    function test_RevertWhen_AssignJobPaused() public {
+        uint256 jobId = _postDefault();
+        _pauseMarket();
+        vm.expectRevert(Pausable.EnforcedPause.selector);
+        _assign(jobId, alice, RATE);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Posted));
+    }
+
+    // ─── completeJob ─────────────────────────────────────────────────────────
+
+    function test_CompleteJob_RecordsResultAndOpensDisputeWindow() public {
+        uint256 jobId = _assigned();
+        uint64 disputeEnd = uint64(block.timestamp) + DISPUTE_WINDOW;
+        vm.expectEmit(address(market));
+        emit JobMarket.JobCompleted(jobId, RESULT, USED, disputeEnd);
+        _complete(jobId, USED);
+
+        JobMarket.Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.status), uint8(JobMarket.Status.Completed));
+        assertEq(job.resultHash, RESULT);
+        assertEq(job.unitsUsed, USED);
+        assertEq(job.disputeEnd, disputeEnd);
+        assertEq(market.escrowOf(jobId), ESCROW);
+    }
+
+    function test_CompleteJob_AcceptsMaxUnitsAtDeadline() public {
+        uint256 jobId = _assigned();
+        vm.warp(deadline);
+        _complete(jobId, UNITS);
+        assertEq(market.getJob(jobId).unitsUsed, UNITS);
+        assertEq(market.getJob(jobId).disputeEnd, deadline + DISPUTE_WINDOW);
+    }
+
+    function test_CompleteJob_WorksWhilePaused() public {
+        uint256 jobId = _assigned();
+        _pauseMarket();
+        _complete(jobId, USED);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Completed));
+    }
+
+    function test_RevertWhen_CompleteJobCallerNotMatcher() public {
+        uint256 jobId = _assigned();
+        _expectUnauthorized(alice, MATCHER_ROLE);
+        vm.prank(alice);
+        market.completeJob(jobId, RESULT, USED);
+    }
+
+    function test_RevertWhen_CompleteJobNotAssigned() public {
+        uint256 jobId = _postDefault();
+        _expectWrongStatus(jobId, JobMarket.Status.Posted);
+        _complete(jobId, USED);
+    }
+
+    function test_RevertWhen_CompleteJobTwice() public {
+        uint256 jobId = _completed();
+        _expectWrongStatus(jobId, JobMarket.Status.Completed);
+        _complete(jobId, USED);
+    }
+
+    function test_RevertWhen_CompleteJobAfterDeadline() public {
+        uint256 jobId = _assigned();
+        vm.warp(deadline + 1);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DeadlinePassed.selector, jobId, deadline));
+        _complete(jobId, USED);
+    }
+
+    function test_RevertWhen_CompleteJobUnitsAboveMax() public {
+        uint256 jobId = _assigned();
+        vm.expectRevert(
+            abi.encodeWithSelector(JobMarket.UnitsAboveMax.selector, uint256(UNITS) + 1, uint256(UNITS))
+        );
+        _complete(jobId, UNITS + 1);
+    }
+
+    // ─── settleJob ───────────────────────────────────────────────────────────
+
+    function test_RevertWhen_SettleJobDisputeWindowOpen() public {
+        uint256 jobId = _completed();
+        uint64 disputeEnd = uint64(block.timestamp) + DISPUTE_WINDOW;
+        vm.warp(disputeEnd - 1);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DisputeWindowOpen.selector, jobId, disputeEnd));
+        market.settleJob(jobId);
+    }
+
+    function test_SettleJob_PaysProviderTreasuryAndBuyerToTheWei() public {
+        uint256 jobId = _completed();
+        uint256 treasuryBefore = token.balanceOf(treasury);
+        vm.warp(block.timestamp + DISPUTE_WINDOW);
+
+        vm.expectEmit(address(market));
+        emit JobMarket.JobSettled(jobId, alice, PROVIDER_CUT, FEE, REFUND);
+        vm.prank(stranger); // anyone may settle
+        market.settleJob(jobId);
+
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + PROVIDER_CUT);
+        assertEq(token.balanceOf(treasury), treasuryBefore + FEE);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW + REFUND);
+        assertEq(token.balanceOf(address(market)), 0);
+        assertEq(token.balanceOf(stranger), 0);
+        assertEq(market.totalEscrowed(), 0);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Settled));
+        assertEq(PROVIDER_CUT + FEE + REFUND, ESCROW);
+    }
+
+    function test_SettleJob_ZeroUnitsRefundsBuyerInFull() public {
+        uint256 jobId = _assigned();
+        _complete(jobId, 0);
+        uint256 treasuryBefore = token.balanceOf(treasury);
+        vm.warp(block.timestamp + DISPUTE_WINDOW);
+        vm.expectEmit(address(market));
+        emit JobMarket.JobSettled(jobId, alice, 0, 0, ESCROW);
+        market.settleJob(jobId);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE);
+        assertEq(token.balanceOf(treasury), treasuryBefore);
+    }
+
+    function test_SettleJob_UsesFeeAgreedAtAssignment() public {
+        uint256 jobId = _completed();
+        vm.prank(admin);
+        market.setFee(MAX_FEE_RAISE, treasury);
+        uint256 treasuryBefore = token.balanceOf(treasury);
+        vm.warp(block.timestamp + DISPUTE_WINDOW);
+        market.settleJob(jobId);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + PROVIDER_CUT);
+        assertEq(token.balanceOf(treasury), treasuryBefore + FEE);
+        assertEq(market.getJob(jobId).feeBps, FEE_BPS);
+    }
+
+    function test_SettleJob_ImmediateWithZeroDisputeWindow() public {
+        vm.prank(admin);
+        market.setDisputeWindow(0);
+        uint256 jobId = _completed();
+        market.settleJob(jobId);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Settled));
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW + REFUND);
+    }
+
+    function test_SettleJob_WorksWhilePaused() public {
+        uint256 jobId = _completed();
+        _pauseMarket();
+        vm.warp(block.timestamp + DISPUTE_WINDOW);
+        market.settleJob(jobId);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Settled));
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + PROVIDER_CUT);
+    }
+
+    function test_RevertWhen_SettleJobTwice() public {
+        uint256 jobId = _settled();
+        _expectWrongStatus(jobId, JobMarket.Status.Settled);
+        market.settleJob(jobId);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + PROVIDER_CUT);
+    }
+
+    function test_RevertWhen_SettleJobNotCompleted() public {
+        uint256 jobId = _assigned();
+        _expectWrongStatus(jobId, JobMarket.Status.Assigned);
+        market.settleJob(jobId);
+    }
+
+    function test_RevertWhen_SettleJobUnknown() public {
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.UnknownJob.selector, 0));
+        market.settleJob(0);
+    }
+
+    // ─── disputeJob ──────────────────────────────────────────────────────────
+
+    function test_DisputeJob_HoldsPaymentAndEmits() public {
+        uint256 jobId = _completed();
+        vm.warp(block.timestamp + DISPUTE_WINDOW - 1);
+        vm.expectEmit(address(market));
+        emit JobMarket.JobDisputed(jobId, carol);
+        vm.prank(carol);
+        market.disputeJob(jobId);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Disputed));
+        assertEq(market.escrowOf(jobId), ESCROW);
+        assertEq(token.balanceOf(address(market)), ESCROW);
+    }
+
+    function test_RevertWhen_DisputeJobNotBuyer() public {
+        uint256 jobId = _completed();
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.NotBuyer.selector, jobId, dave));
+        vm.prank(dave);
+        market.disputeJob(jobId);
+    }
+
+    function test_RevertWhen_DisputeJobWindowClosed() public {
+        uint256 jobId = _completed();
+        uint64 disputeEnd = uint64(block.timestamp) + DISPUTE_WINDOW;
+        vm.warp(disputeEnd);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DisputeWindowClosed.selector, jobId, disputeEnd));
+        vm.prank(carol);
+        market.disputeJob(jobId);
+    }
+
+    function test_RevertWhen_DisputeJobNotCompleted() public {
+        uint256 jobId = _assigned();
+        _expectWrongStatus(jobId, JobMarket.Status.Assigned);
+        vm.prank(carol);
+        market.disputeJob(jobId);
+    }
+
+    function test_RevertWhen_DisputeJobTwice() public {
+        uint256 jobId = _disputed();
+        _expectWrongStatus(jobId, JobMarket.Status.Disputed);
+        vm.prank(carol);
+        market.disputeJob(jobId);
+    }
+
+    function test_RevertWhen_SettleJobDisputed() public {
+        uint256 jobId = _disputed();
+        vm.warp(block.timestamp + DISPUTE_WINDOW + 1);
+        _expectWrongStatus(jobId, JobMarket.Status.Disputed);
+        market.settleJob(jobId);
+    }
+
+    // ─── resolveDispute ──────────────────────────────────────────────────────
+
+    function test_ResolveDispute_BuyerUpheldRefundsAndSlashes() public {
+        uint256 jobId = _disputed();
+        uint16 slashBps = 1_000;
+        uint256 slashed = ALICE_STAKE * slashBps / BPS;
+
+        vm.expectEmit(address(market));
+        emit JobMarket.DisputeResolved(jobId, true, slashBps);
+        vm.expectEmit(address(market));
+        emit JobMarket.JobFailed(jobId, alice, "dispute", slashBps, ESCROW);
+        vm.expectEmit(address(vault));
+        emit StakingVault.Slashed(alice, "dispute", slashed, 0, slashBps, RESULT, slashed / 2);
+        vm.prank(arbiter);
+        market.resolveDispute(jobId, true, slashBps);
+
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(token.balanceOf(address(market)), 0);
+        assertEq(market.totalEscrowed(), 0);
+        assertEq(_stakeOf(alice), ALICE_STAKE - slashed);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Failed));
+    }
+
+    function test_ResolveDispute_BuyerUpheldWithoutSlash() public {
+        uint256 jobId = _disputed();
+        vm.prank(arbiter);
+        market.resolveDispute(jobId, true, 0);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(_stakeOf(alice), ALICE_STAKE);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Failed));
+    }
+
+    function test_ResolveDispute_RejectedSettlesAsCompleted() public {
+        uint256 jobId = _disputed();
+        uint256 treasuryBefore = token.balanceOf(treasury);
+
+        vm.expectEmit(address(market));
+        emit JobMarket.DisputeResolved(jobId, false, 500);
+        vm.expectEmit(address(market));
+        emit JobMarket.JobSettled(jobId, alice, PROVIDER_CUT, FEE, REFUND);
+        vm.prank(arbiter);
+        market.resolveDispute(jobId, false, 500);
+
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + PROVIDER_CUT);
+        assertEq(token.balanceOf(treasury), treasuryBefore + FEE);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW + REFUND);
+        assertEq(_stakeOf(alice), ALICE_STAKE);
+        assertEq(market.totalEscrowed(), 0);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Settled));
+    }
+
+    function test_RevertWhen_ResolveDisputeCallerNotArbiter() public {
+        uint256 jobId = _disputed();
+        _expectUnauthorized(matcher, ARBITER_ROLE);
+        vm.prank(matcher);
+        market.resolveDispute(jobId, true, 0);
+    }
+
+    function test_RevertWhen_ResolveDisputeNotDisputed() public {
+        uint256 jobId = _completed();
+        _expectWrongStatus(jobId, JobMarket.Status.Completed);
+        vm.prank(arbiter);
+        market.resolveDispute(jobId, true, 0);
+    }
+
+    function test_RevertWhen_ResolveDisputeTwice() public {
+        uint256 jobId = _disputed();
+        vm.startPrank(arbiter);
+        market.resolveDispute(jobId, false, 0);
+        _expectWrongStatus(jobId, JobMarket.Status.Settled);
+        market.resolveDispute(jobId, true, 0);
+        vm.stopPrank();
+    }
+
+    // ─── failJob ─────────────────────────────────────────────────────────────
+
+    function test_FailJob_RefundsInFullWithoutSlash() public {
+        uint256 jobId = _assigned();
+        vm.expectEmit(address(market));
+        emit JobMarket.JobFailed(jobId, alice, REASON, 0, ESCROW);
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, 0);
+
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(token.balanceOf(address(market)), 0);
+        assertEq(market.totalEscrowed(), 0);
+        assertEq(market.escrowOf(jobId), 0);
+        assertEq(_stakeOf(alice), ALICE_STAKE);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Failed));
+    }
+
+    function test_FailJob_SlashesProviderByShare() public {
+        uint256 jobId = _assigned();
+        uint16 slashBps = 2_500;
+        uint256 slashed = ALICE_STAKE * slashBps / BPS;
+
+        vm.expectEmit(address(market));
+        emit JobMarket.JobFailed(jobId, alice, REASON, slashBps, ESCROW);
+        vm.expectEmit(address(vault));
+        emit StakingVault.Slashed(alice, REASON, slashed, 0, slashBps, bytes32(jobId), slashed / 2);
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, slashBps);
+
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(_stakeOf(alice), ALICE_STAKE - slashed);
+    }
+
+    function test_RevertWhen_FailJobSlashAboveVaultCap() public {
+        uint256 jobId = _assigned();
+        vm.expectRevert(
+            abi.encodeWithSelector(StakingVault.InvalidBps.selector, uint256(MAX_SLASH_BPS) + 1, uint256(MAX_SLASH_BPS))
+        );
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, MAX_SLASH_BPS + 1);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Assigned));
+        assertEq(market.totalEscrowed(), ESCROW);
+    }
+
+    function test_FailJob_WorksWhilePaused() public {
+        uint256 jobId = _assigned();
+        _pauseMarket();
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, 100);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(_stakeOf(alice), ALICE_STAKE - ALICE_STAKE / 100);
+    }
+
+    function test_RevertWhen_FailJobCallerNotMatcher() public {
+        uint256 jobId = _assigned();
+        _expectUnauthorized(arbiter, MATCHER_ROLE);
+        vm.prank(arbiter);
+        market.failJob(jobId, REASON, 0);
+    }
+
+    function test_RevertWhen_FailJobPosted() public {
+        uint256 jobId = _postDefault();
+        _expectWrongStatus(jobId, JobMarket.Status.Posted);
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, 0);
+    }
+
+    function test_RevertWhen_FailJobCompleted() public {
+        uint256 jobId = _completed();
+        _expectWrongStatus(jobId, JobMarket.Status.Completed);
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, 0);
+    }
+
+    // ─── reclaimExpired ──────────────────────────────────────────────────────
+
+    function test_RevertWhen_ReclaimExpiredNotBuyer() public {
+        uint256 jobId = _postDefault();
+        vm.warp(deadline + 1);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.NotBuyer.selector, jobId, dave));
+        vm.prank(dave);
+        market.reclaimExpired(jobId);
+    }
+
+    function test_RevertWhen_ReclaimExpiredBeforeDeadline() public {
+        uint256 jobId = _postDefault();
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DeadlineNotReached.selector, jobId, deadline));
+        vm.prank(carol);
+        market.reclaimExpired(jobId);
+    }
+
+    function test_RevertWhen_ReclaimExpiredAtDeadline() public {
+        uint256 jobId = _assigned();
+        vm.warp(deadline);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DeadlineNotReached.selector, jobId, deadline));
+        vm.prank(carol);
+        market.reclaimExpired(jobId);
+    }
+
+    function test_ReclaimExpired_PostedAfterDeadline() public {
+        uint256 jobId = _postDefault();
+        vm.warp(deadline + 1);
+        vm.expectEmit(address(market));
+        emit JobMarket.JobReclaimed(jobId, ESCROW);
+        vm.prank(carol);
+        market.reclaimExpired(jobId);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(market.totalEscrowed(), 0);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Reclaimed));
+    }
+
+    function test_ReclaimExpired_AssignedAfterDeadline() public {
+        uint256 jobId = _assigned();
+        vm.warp(deadline + 1);
+        vm.expectEmit(address(market));
+        emit JobMarket.JobReclaimed(jobId, ESCROW);
+        vm.prank(carol);
+        market.reclaimExpired(jobId);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(token.balanceOf(address(market)), 0);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Reclaimed));
+    }
+
+    function test_ReclaimExpired_WorksWhilePaused() public {
+        uint256 jobId = _assigned();
+        _pauseMarket();
+        vm.warp(deadline + 1);
+        vm.prank(carol);
+        market.reclaimExpired(jobId);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+    }
+
+    function test_RevertWhen_ReclaimExpiredCompleted() public {
+        uint256 jobId = _completed();
+        vm.warp(deadline + 1);
+        _expectWrongStatus(jobId, JobMarket.Status.Completed);
+        vm.prank(carol);
+        market.reclaimExpired(jobId);
+    }
+
+    function test_RevertWhen_ReclaimExpiredSettled() public {
+        uint256 jobId = _settled();
+        vm.warp(deadline + 1);
+        _expectWrongStatus(jobId, JobMarket.Status.Settled);
+        vm.prank(carol);
+        market.reclaimExpired(jobId);
+    }
+
+    function test_RevertWhen_ReclaimDisputedBeforeArbitrationEnds() public {
+        uint256 jobId = _disputed();
+        uint64 arbitrationEnd = market.getJob(jobId).disputeEnd + market.ARBITRATION_PERIOD();
+        vm.warp(arbitrationEnd);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.ArbitrationPending.selector, jobId, arbitrationEnd));
+        vm.prank(carol);
+        market.reclaimExpired(jobId);
+    }
+
+    function test_ReclaimExpired_RefundsUnresolvedDispute() public {
+        uint256 jobId = _disputed();
+        uint64 arbitrationEnd = market.getJob(jobId).disputeEnd + market.ARBITRATION_PERIOD();
+        vm.warp(arbitrationEnd + 1);
+        vm.expectEmit(true, false, false, true, address(market));
+        emit JobMarket.JobReclaimed(jobId, ESCROW);
+        vm.prank(carol);
+        market.reclaimExpired(jobId);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(token.balanceOf(address(market)), 0);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Reclaimed));
+    }
+
+    function test_RevertWhen_ReclaimExpiredTwice() public {
+        uint256 jobId = _postDefault();
+        vm.warp(deadline + 1);
+        vm.startPrank(carol);
+        market.reclaimExpired(jobId);
+        _expectWrongStatus(jobId, JobMarket.Status.Reclaimed);
+        market.reclaimExpired(jobId);
+        vm.stopPrank();
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+    }
+
+    function test_RevertWhen_ReclaimExpiredUnknown() public {
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.UnknownJob.selector, 5));
+        vm.prank(carol);
+        market.reclaimExpired(5);
+    }
+
+    // ─── Views ───────────────────────────────────────────────────────────────
+
+    function test_EscrowOf_OpenJobsHoldTheirEscrow() public {
+        uint256 posted = _postDefault();
+        uint256 assigned = _assigned();
+        uint256 completed = _completed();
+        uint256 disputed = _disputed();
+        assertEq(market.escrowOf(posted), ESCROW);
+        assertEq(market.escrowOf(assigned), ESCROW);
+        assertEq(market.escrowOf(completed), ESCROW);
+        assertEq(market.escrowOf(disputed), ESCROW);
+        assertEq(market.totalEscrowed(), 4 * ESCROW);
+        assertEq(token.balanceOf(address(market)), 4 * ESCROW);
+    }
+
+    function test_EscrowOf_ClosedAndUnknownJobsHoldNothing() public {
+        uint256 cancelled = _postDefault();
+        vm.prank(carol);
+        market.cancelJob(cancelled);
+
+        uint256 failed = _assigned();
+        vm.prank(matcher);
+        market.failJob(failed, REASON, 0);
+
+        uint256 settled = _settled();
+
+        uint256 reclaimed = _postDefault();
+        vm.warp(block.timestamp + 2 days + 1);
+        vm.prank(carol);
+        market.reclaimExpired(reclaimed);
+
+        assertEq(market.escrowOf(cancelled), 0);
+        assertEq(market.escrowOf(failed), 0);
+        assertEq(market.escrowOf(settled), 0);
+        assertEq(market.escrowOf(reclaimed), 0);
+        assertEq(market.escrowOf(99), 0);
+        assertEq(market.totalEscrowed(), 0);
+        assertEq(token.balanceOf(address(market)), 0);
+    }
+
+    function test_GetJob_UnknownIsEmpty() public view {
+        JobMarket.Job memory job = market.getJob(42);
+        assertEq(job.buyer, address(0));
+        assertEq(uint8(job.status), uint8(JobMarket.Status.None));
+        assertEq(job.maxUnits, 0);
+    }
+
+    // ─── Fuzz ────────────────────────────────────────────────────────────────
+
+    function testFuzz_SettlementConservesEscrow(
+        uint128 cap,
+        uint64 maxUnits,
+        uint128 price,
+        uint64 unitsUsed,
+        uint16 fee
+    ) public {
+        maxUnits = uint64(bound(maxUnits, 1, 1e9));
+        cap = uint128(bound(cap, 1, ACTOR_FUNDS / maxUnits));
+        price = uint128(bound(price, 0, cap));
+        unitsUsed = uint64(bound(unitsUsed, 0, maxUnits));
+        fee = uint16(bound(fee, 0, market.MAX_FEE_BPS()));
+        vm.prank(admin);
+        market.setFee(fee, treasury);
+
+        // An unrelated open job keeps a prior balance in the market.
+        _post(dave, 1 ether, 3, deadline);
+        uint256 marketBefore = token.balanceOf(address(market));
+        uint256 carolBefore = token.balanceOf(carol);
+        uint256 aliceBefore = token.balanceOf(alice);
+        uint256 treasuryBefore = token.balanceOf(treasury);
+        uint256 escrow = uint256(cap) * maxUnits;
+
+        uint256 jobId = _post(carol, cap, maxUnits, deadline);
+        _assign(jobId, alice, price);
+        _complete(jobId, unitsUsed);
+        vm.warp(block.timestamp + DISPUTE_WINDOW);
+        market.settleJob(jobId);
+
+        uint256 toProvider = token.balanceOf(alice) - aliceBefore;
+        uint256 toTreasury = token.balanceOf(treasury) - treasuryBefore;
+        uint256 refund = token.balanceOf(carol) - (carolBefore - escrow);
+        uint256 payment = uint256(price) * unitsUsed;
+
+        assertEq(toProvider + toTreasury + refund, escrow);
+        assertEq(toProvider + toTreasury, payment);
+        assertEq(toTreasury, payment * fee / BPS);
+        assertLe(toTreasury * BPS, payment * market.MAX_FEE_BPS());
+        assertEq(token.balanceOf(address(market)), marketBefore);
+        assertEq(market.totalEscrowed(), marketBefore);
+    }
+
+    function testFuzz_ReclaimFailsAtDeadlineAndWorksOneSecondLater(uint64 lifetime, bool assign) public {
+        lifetime = uint64(bound(lifetime, 1, 3_650 days));
+        uint64 jobDeadline = uint64(block.timestamp) + lifetime;
+        uint256 jobId = _post(carol, CAP, UNITS, jobDeadline);
+        if (assign) _assign(jobId, alice, RATE);
+
+        vm.warp(jobDeadline);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DeadlineNotReached.selector, jobId, jobDeadline));
+        vm.prank(carol);
+        market.reclaimExpired(jobId);
+
+        vm.warp(uint256(jobDeadline) + 1);
+        vm.prank(carol);
+        market.reclaimExpired(jobId);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(market.totalEscrowed(), 0);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Reclaimed));
+    }
+
+    function testFuzz_FailJobSlashesExactShare(uint16 slashBps) public {
+        slashBps = uint16(bound(slashBps, 0, MAX_SLASH_BPS));
+        uint256 jobId = _assigned();
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, slashBps);
+        assertEq(_stakeOf(alice), ALICE_STAKE - ALICE_STAKE * slashBps / BPS);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+    }
+
+    function testFuzz_RevertWhen_AssignPriceAboveCap(uint128 cap, uint128 price) public {
+        cap = uint128(bound(cap, 1, 1_000 ether));
+        price = uint128(bound(price, uint256(cap) + 1, type(uint128).max));
+        uint256 jobId = _post(carol, cap, 1, deadline);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.PriceAboveCap.selector, uint256(price), uint256(cap)));
+        _assign(jobId, alice, price);
+    }
+}

@@ -1,0 +1,92 @@
+"""Shared fixtures: one real anvil and one deployment per test session; every test runs
+inside an EVM snapshot that is reverted afterwards."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account
+from anvil.node import free_port
+from ledger.chain import Chain, connect
+from ledger.client import Swarm
+from ledger.deploy import DeployResult, deploy, error_decoder
+from ledger.tx import Sender
+
+
+@pytest.fixture(scope="session")
+def swarm_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("swarm-home")
+
+
+@pytest.fixture(scope="session")
+def anvil_node(swarm_home: Path) -> Iterator[AnvilNode]:
+    node = AnvilNode(AnvilConfig(home=swarm_home, port=free_port()))
+    node.start()
+    yield node
+    node.stop()
+
+
+@pytest.fixture(scope="session")
+def rpc(anvil_node: AnvilNode) -> RpcClient:
+    return anvil_node.rpc
+
+
+@pytest.fixture(scope="session")
+def chain(anvil_node: AnvilNode) -> Chain:
+    return connect(anvil_node.config.url)
+
+
+@pytest.fixture(scope="session")
+def deployed(chain: Chain, swarm_home: Path) -> DeployResult:
+    return deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), swarm_home)
+
+
+@pytest.fixture
+def swarm(chain: Chain, deployed: DeployResult, rpc: RpcClient) -> Iterator[Swarm]:
+    """The deployed contracts, with chain state restored after the test."""
+    snapshot = rpc.snapshot()
+    yield Swarm(chain, deployed.deployment)  # fresh senders: nonces re-read after each revert
+    rpc.revert(snapshot)
+
+
+@dataclass(frozen=True)
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(swarm_home: Path, anvil_node: AnvilNode):
+    """Runs the real `swarm` command against the session's chain."""
+
+    def run(*args: str, env: dict[str, str] | None = None) -> CliResult:
+        full_env = os.environ | {
+            "SWARM_HOME": str(swarm_home),
+            "SWARM_RPC_URL": anvil_node.config.url,
+            "SWARM_ANVIL_PORT": str(anvil_node.config.port),
+            "COLUMNS": "200",
+        } | (env or {})
+        done = subprocess.run(
+            [sys.executable, "-m", "scripts.cli", *args], capture_output=True, text=True, env=full_env, timeout=120
+        )
+        return CliResult(done.returncode, done.stdout, done.stderr)
+
+    return run
+
+
+def one_line_error(result: CliResult) -> str:
+    """Asserts the shape every user error has: exit 1, one line on stderr, no traceback."""
+    assert result.code == 1, (result.code, result.stdout, result.stderr)
+    text = result.stderr.strip()
+    assert "Traceback" not in text, text
+    assert len(text.splitlines()) == 1, text
+    assert text.startswith("error: "), text
+    return text

@@ -1,0 +1,97 @@
+"""The local devnet: start, status, stop, state that survives a restart, and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from anvil import AnvilConfig, AnvilError, AnvilNode, dev_account
+from anvil.node import free_port
+from ledger import stake
+from ledger.chain import connect
+from ledger.client import Swarm
+from ledger.deploy import deploy, error_decoder
+from ledger.tx import Sender
+from ledger.units import ONE
+
+
+@pytest.fixture
+def node(tmp_path):
+    n = AnvilNode(AnvilConfig(home=tmp_path, port=free_port()))
+    yield n
+    n.stop()
+
+
+def test_start_is_idempotent_and_status_reports_the_node(node: AnvilNode) -> None:
+    first = node.start()
+    again = node.start()
+    assert first.running and again.running
+    assert first.pid == again.pid
+    assert first.chain_id == 31337
+    assert node.status().url == node.config.url
+
+
+def test_stop_saves_state_and_reports_stopped(node: AnvilNode) -> None:
+    node.start()
+    assert node.stop() is True
+    status = node.status()
+    assert not status.running and status.pid is None
+    assert status.state_bytes > 0
+    assert node.stop() is False
+
+
+def test_stake_survives_an_anvil_restart_from_its_state_file(node: AnvilNode, tmp_path) -> None:
+    node.start()
+    chain = connect(node.config.url)
+    result = deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), tmp_path)
+    swarm = Swarm(chain, result.deployment)
+    provider = swarm.sender(dev_account(1).key)
+    stake.register(swarm, provider, b"\x09" * 32, 2)
+    stake.stake(swarm, provider, 3_000 * ONE)
+    node.stop()
+
+    node.start()
+    chain = connect(node.config.url)
+    assert deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), tmp_path).created is False
+    info = stake.provider_info(Swarm(chain, result.deployment), provider.address)
+    assert (info.registered, info.gpus, info.stake) == (True, 2, 3_000 * ONE)
+
+
+def test_start_on_a_busy_port_names_the_port_and_the_fix(node: AnvilNode, tmp_path) -> None:
+    node.start()
+    other = AnvilNode(AnvilConfig(home=tmp_path / "other", port=node.config.port))
+    with pytest.raises(AnvilError, match=rf"Port {node.config.port} on 127.0.0.1 is already in use.*--port"):
+        other.start()
+
+
+def test_snapshot_and_revert_restore_chain_state(node: AnvilNode) -> None:
+    node.start()
+    rpc = node.rpc
+    before = rpc.block_number()
+    snap = rpc.snapshot()
+    rpc.mine(5)
+    assert rpc.block_number() == before + 5
+    rpc.revert(snap)
+    assert rpc.block_number() == before
+
+
+def test_cli_chain_up_status_down(cli, tmp_path) -> None:
+    port = str(free_port())
+    env = {"SWARM_HOME": str(tmp_path), "SWARM_ANVIL_PORT": port, "SWARM_RPC_URL": f"http://127.0.0.1:{port}"}
+    try:
+        up = cli("chain", "up", "--json", env=env)
+        assert up.code == 0, up.stderr
+        assert json.loads(up.stdout)["running"] is True
+        deployed = cli("chain", "deploy", "--json", env=env)
+        assert deployed.code == 0, deployed.stderr
+        assert json.loads(deployed.stdout)["created"] is True
+        assert len(json.loads(deployed.stdout)["funded"]) == 9
+        status = json.loads(cli("chain", "status", "--json", env=env).stdout)
+        assert status["anvil"]["running"] is True
+        assert status["deployment"]["addresses"] == json.loads(deployed.stdout)["addresses"]
+    finally:
+        down = cli("chain", "down", "--json", env=env)
+    assert json.loads(down.stdout) == {"stopped": True}
+    after = json.loads(cli("chain", "status", "--json", env=env).stdout)
+    assert after["anvil"]["running"] is False

@@ -1,0 +1,139 @@
+"""Bad input gets one clear sentence, exit code 1, and nothing half-done on chain."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from anvil import dev_account
+from anvil.node import free_port
+from ledger import jobs, stake
+from ledger.client import Swarm
+from ledger.deploy import Deployment
+from ledger.errors import InvalidInput
+from ledger.permit import Allowance
+from ledger.units import ONE
+from tests.conftest import one_line_error
+
+PROVIDER = dev_account(1)
+
+
+def _nothing_sent(swarm: Swarm, address: str, nonce: int, block: int) -> bool:
+    w3 = swarm.chain.w3
+    return w3.eth.get_transaction_count(address) == nonce and w3.eth.block_number == block
+
+
+@pytest.fixture
+def registered(swarm: Swarm):
+    p = swarm.sender(PROVIDER.key)
+    stake.register(swarm, p, b"\x01" * 32, 1)
+    return p
+
+
+def _marks(swarm: Swarm, address: str) -> tuple[int, int]:
+    return swarm.chain.w3.eth.get_transaction_count(address), swarm.chain.w3.eth.block_number
+
+
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        (lambda s, p: stake.stake(s, p, 0), "stake amount must be greater than zero, got 0."),
+        (lambda s, p: stake.request_unstake(s, p, 0), "unstake amount must be greater than zero, got 0."),
+        (lambda s, p: stake.register(s, p, b"\x01" * 32, 0), "gpus must be a whole number from 1 to"),
+        (lambda s, p: stake.stake(s, p, 2_000_000 * ONE), "holds 1,000,000 SWARM, less than the 2,000,000 SWARM to stake"),
+        (lambda s, p: stake.stake(s, p, 10 * ONE, Allowance.APPROVED),
+         "allows the contract at 0x"),
+        (lambda s, p: jobs.post_job(s, p, b"\x02" * 32, 0, 10, s.chain.timestamp() + 60),
+         "max price per unit must be greater than zero"),
+        (lambda s, p: jobs.post_job(s, p, b"\x02" * 32, ONE, 0, s.chain.timestamp() + 60),
+         "max units must be a whole number"),
+        (lambda s, p: jobs.post_job(s, p, b"\x02" * 32, ONE, 10, s.chain.timestamp()),
+         "is not after the chain's current time"),
+        (lambda s, p: jobs.post_job(s, p, b"\x02" * 32, 10**6 * ONE, 10, s.chain.timestamp() + 60),
+         "less than the 10,000,000 SWARM to escrow for this job"),
+        (lambda s, p: jobs.assign_job(s, p, 1, "0x1234", ONE), "provider address '0x1234' is not an Ethereum address"),
+    ],
+    ids=["zero-stake", "zero-unstake", "zero-gpus", "stake-above-balance", "no-allowance", "zero-price",
+         "zero-units", "past-deadline", "escrow-above-balance", "malformed-address"],
+)
+def test_bad_input_is_refused_before_anything_is_sent(swarm: Swarm, registered, action, message) -> None:
+    nonce, block = _marks(swarm, registered.address)
+    with pytest.raises(InvalidInput) as refused:
+        action(swarm, registered)
+    assert message in str(refused.value)
+    assert "\n" not in str(refused.value)
+    assert _nothing_sent(swarm, registered.address, nonce, block)
+
+
+def test_a_call_that_would_revert_is_not_sent(swarm: Swarm, registered) -> None:
+    nonce, block = _marks(swarm, registered.address)
+    with pytest.raises(Exception, match="NothingToWithdraw"):
+        stake.withdraw(swarm, registered)
+    assert _nothing_sent(swarm, registered.address, nonce, block)
+
+
+# ── the command line ────────────────────────────────────────────────────────
+
+def test_cli_malformed_address(cli) -> None:
+    text = one_line_error(cli("token", "balance", "0xnot-an-address"))
+    assert "'0xnot-an-address' is not an Ethereum address" in text
+
+
+def test_cli_bad_checksum(cli) -> None:
+    bad = "0x70997970c51812dc3a010c7d01b50e0d17dc79C8"
+    assert "bad checksum" in one_line_error(cli("token", "balance", bad))
+
+
+def test_cli_zero_amount_sends_nothing(cli, swarm: Swarm) -> None:
+    sender = dev_account(3).address
+    nonce, block = _marks(swarm, sender)
+    text = one_line_error(cli("token", "transfer", dev_account(4).address, "0", "--account", "3"))
+    assert "amount must be greater than zero" in text
+    assert _nothing_sent(swarm, sender, nonce, block)
+
+
+def test_cli_amount_above_balance_sends_nothing(cli, swarm: Swarm) -> None:
+    sender = dev_account(3).address
+    nonce, block = _marks(swarm, sender)
+    text = one_line_error(cli("token", "transfer", dev_account(4).address, "5000000", "--account", "3"))
+    assert "less than the 5,000,000 SWARM to send" in text
+    assert _nothing_sent(swarm, sender, nonce, block)
+
+
+def test_cli_not_a_number(cli) -> None:
+    assert "is not a number" in one_line_error(cli("token", "transfer", dev_account(4).address, "ten", "--account", "3"))
+
+
+def test_cli_transfer_moves_tokens(cli, swarm: Swarm) -> None:
+    before = swarm.balance_of(dev_account(4).address)
+    done = cli("token", "transfer", dev_account(4).address, "12.5", "--account", "3", "--json")
+    assert done.code == 0, done.stderr
+    assert json.loads(done.stdout)["amount_wei"] == str(125 * ONE // 10)
+    assert swarm.balance_of(dev_account(4).address) == before + 125 * ONE // 10
+
+
+def test_cli_wrong_chain_id_deploys_nothing(cli, swarm: Swarm, swarm_home) -> None:
+    block = swarm.chain.w3.eth.block_number
+    text = one_line_error(cli("chain", "deploy", "--chain-id", "1"))
+    assert "has chain id 31337, not 1" in text
+    assert swarm.chain.w3.eth.block_number == block
+    assert not Deployment.path(swarm_home, 1).exists()
+
+
+def test_cli_anvil_not_running(cli, tmp_path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    env = {"SWARM_RPC_URL": dead, "SWARM_HOME": str(tmp_path)}
+    for args in (("chain", "deploy"), ("token", "balance", "--account", "1")):
+        text = one_line_error(cli(*args, env=env))
+        assert f"No chain answers at {dead}" in text and "swarm chain up" in text
+    assert not (tmp_path / "deployments").exists()
+
+
+def test_cli_not_deployed_says_how_to_deploy(cli, tmp_path) -> None:
+    text = one_line_error(cli("token", "balance", "--account", "1", env={"SWARM_HOME": str(tmp_path)}))
+    assert "run `swarm chain deploy` first" in text
+
+
+def test_cli_usage_error_exits_2(cli) -> None:
+    assert cli("chain", "deploy", "--chain-id", "seven").code == 2

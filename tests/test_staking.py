@@ -1,0 +1,128 @@
+"""Providers on a real anvil: register, stake, unbond, withdraw; slashing through the role;
+reverts as readable sentences."""
+
+from __future__ import annotations
+
+import pytest
+
+from anvil import RpcClient, dev_account
+from ledger import stake
+from ledger.client import Swarm
+from ledger.errors import TransactionFailed
+from ledger.reports import reason_bytes
+from ledger.units import ONE
+
+PROVIDER = 1
+SPEC = b"\x42" * 32
+
+
+def _provider(swarm: Swarm, index: int = PROVIDER):
+    return swarm.sender(dev_account(index).key)
+
+
+def test_register_stake_unbond_and_withdraw_move_tokens_exactly(swarm: Swarm, rpc: RpcClient) -> None:
+    p = _provider(swarm)
+    start_balance = swarm.balance_of(p.address)
+    vault_before = swarm.balance_of(swarm.vault.address)
+
+    receipt = stake.register(swarm, p, SPEC, 4)
+    (registered,) = swarm.events(receipt, "Registered")
+    assert registered.args == {"provider": p.address, "specHash": SPEC, "gpus": 4}
+
+    receipt = stake.stake(swarm, p, 6_000 * ONE)
+    (staked,) = swarm.events(receipt, "Staked")
+    assert staked.args["amount"] == staked.args["newStake"] == 6_000 * ONE
+    info = stake.provider_info(swarm, p.address)
+    assert (info.stake, info.min_stake) == (6_000 * ONE, 4_000 * ONE)
+    assert swarm.vault.functions.isEligible(p.address).call()
+    assert swarm.balance_of(p.address) == start_balance - 6_000 * ONE
+    assert swarm.balance_of(swarm.vault.address) == vault_before + 6_000 * ONE
+
+    receipt = stake.request_unstake(swarm, p, 2_500 * ONE)
+    (requested,) = swarm.events(receipt, "UnstakeRequested")
+    period = swarm.vault.functions.unbondingPeriod().call()
+    assert requested.args["releaseTime"] == swarm.chain.timestamp() + period
+    info = stake.provider_info(swarm, p.address)
+    assert (info.stake, info.unbonding) == (3_500 * ONE, 2_500 * ONE)
+
+    with pytest.raises(TransactionFailed, match=r"StillUnbonding\(releaseTime=\d+, now_=\d+\)"):
+        stake.withdraw(swarm, p)
+
+    rpc.increase_time(period)
+    receipt = stake.withdraw(swarm, p)
+    (withdrawn,) = swarm.events(receipt, "Withdrawn")
+    assert withdrawn.args["amount"] == 2_500 * ONE
+    assert swarm.balance_of(p.address) == start_balance - 3_500 * ONE
+    assert stake.provider_info(swarm, p.address).unbonding == 0
+
+
+def test_slash_through_the_role_pays_treasury_and_burns_the_rest(swarm: Swarm) -> None:
+    p = _provider(swarm)
+    stake.register(swarm, p, SPEC, 2)
+    stake.stake(swarm, p, 10_000 * ONE)
+    stake.request_unstake(swarm, p, 2_000 * ONE)
+
+    admin = swarm.sender(dev_account(0).key)
+    vault = swarm.vault.functions
+    admin.send(vault.grantRole(vault.SLASHER_ROLE().call(), admin.address))
+    treasury = vault.treasury().call()
+    treasury_before = swarm.balance_of(treasury)
+    supply_before = swarm.token.functions.totalSupply().call()
+
+    receipt = stake.slash(swarm, admin, p.address, 1_000, "downtime", b"\x07" * 32)
+    (slashed,) = swarm.events(receipt, "Slashed")
+    # 10% of 8,000 active and of 2,000 unbonding.
+    assert slashed.args["fromStake"] == 800 * ONE
+    assert slashed.args["fromUnbonding"] == 200 * ONE
+    assert slashed.args["reason"] == reason_bytes("downtime")
+    info = stake.provider_info(swarm, p.address)
+    assert (info.stake, info.unbonding) == (7_200 * ONE, 1_800 * ONE)
+    share = vault.treasuryShareBps().call()
+    to_treasury = 1_000 * ONE * share // 10_000
+    assert swarm.balance_of(treasury) == treasury_before + to_treasury
+    assert swarm.token.functions.totalSupply().call() == supply_before - (1_000 * ONE - to_treasury)
+
+
+def test_slash_without_the_role_is_refused_with_the_role_named(swarm: Swarm) -> None:
+    p = _provider(swarm)
+    stake.register(swarm, p, SPEC, 1)
+    outsider = swarm.sender(dev_account(5).key)
+    slasher_role = swarm.vault.functions.SLASHER_ROLE().call()
+    with pytest.raises(TransactionFailed) as failure:
+        stake.slash(swarm, outsider, p.address, 100, "fraud", b"\0" * 32)
+    assert failure.value.revert.name == "AccessControlUnauthorizedAccount"
+    assert failure.value.revert.args == {"account": outsider.address, "neededRole": slasher_role}
+    assert "AccessControlUnauthorizedAccount(account=" in str(failure.value)
+
+
+def test_revert_surfaces_as_one_sentence_naming_the_error_and_its_arguments(swarm: Swarm) -> None:
+    p = _provider(swarm)
+    stake.register(swarm, p, SPEC, 1)
+    stake.stake(swarm, p, 1_000 * ONE)
+    with pytest.raises(TransactionFailed) as failure:
+        stake.request_unstake(swarm, p, 1_001 * ONE)
+    message = str(failure.value)
+    assert message == (
+        "requestUnstake: StakingVault reverted with "
+        f"InsufficientStake(stake={1_000 * ONE}, requested={1_001 * ONE}): "
+        "unstake at most your active stake (see `swarm provider status`)."
+    )
+    assert "\n" not in message
+
+
+def test_unjail_after_serving_time_restores_eligibility(swarm: Swarm, rpc: RpcClient) -> None:
+    p = _provider(swarm)
+    stake.register(swarm, p, SPEC, 1)
+    stake.stake(swarm, p, 1_000 * ONE)
+    admin = swarm.sender(dev_account(0).key)
+    vault = swarm.vault.functions
+    admin.send(vault.grantRole(vault.SLASHER_ROLE().call(), admin.address))
+    until = swarm.chain.timestamp() + 600
+    admin.send(vault.jail(p.address, until))
+    assert not vault.isEligible(p.address).call()
+    with pytest.raises(TransactionFailed, match=rf"ProviderJailed\(provider={p.address}, until={until}\)"):
+        stake.unjail(swarm, p)
+    rpc.increase_time(601)
+    (unjailed,) = swarm.events(stake.unjail(swarm, p), "Unjailed")
+    assert unjailed.args["provider"] == p.address
+    assert vault.isEligible(p.address).call()
