@@ -52,8 +52,9 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
 
     mapping(address provider => Provider) internal _providers;
 
-    uint256 public totalStaked;
-    uint256 public totalUnbonding;
+    // Both totals in one slot: an unstake moves tokens from one to the other in one write.
+    uint128 public totalStaked;
+    uint128 public totalUnbonding;
 
     // Parameters: the four numbers share one slot, the treasury has its own.
     uint128 public minStakePerGpu;
@@ -183,8 +184,8 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         p.stake = uint128(active - amount);
         p.unbonding = unbonding;
         p.unbondingEnd = releaseTime;
-        totalStaked -= amount;
-        totalUnbonding += amount;
+        totalStaked -= uint128(amount);
+        totalUnbonding += uint128(amount);
         emit UnstakeRequested(msg.sender, amount, unbonding, releaseTime);
     }
 
@@ -196,7 +197,7 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         if (amount == 0) revert NothingToWithdraw();
         if (block.timestamp < p.unbondingEnd) revert StillUnbonding(p.unbondingEnd, uint64(block.timestamp));
         p.unbonding = 0;
-        totalUnbonding -= amount;
+        totalUnbonding -= uint128(amount);
         token.safeTransfer(msg.sender, amount);
         emit Withdrawn(msg.sender, amount);
     }
@@ -233,8 +234,8 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         (uint256 fromStake, uint256 fromUnbonding) = _slashAmounts(provider, p, bps);
         p.stake -= uint128(fromStake);
         p.unbonding -= uint128(fromUnbonding);
-        totalStaked -= fromStake;
-        totalUnbonding -= fromUnbonding;
+        totalStaked -= uint128(fromStake);
+        totalUnbonding -= uint128(fromUnbonding);
         slashed = fromStake + fromUnbonding;
 
         uint256 toTreasury = slashed * treasuryShareBps / BPS;
@@ -333,9 +334,10 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         if (amount == 0) revert ZeroAmount();
         Provider storage p = _registered(provider);
         if (p.tombstoned) revert ProviderTombstoned(provider);
-        uint128 newStake = p.stake + amount.toUint128();
+        uint128 added = amount.toUint128();
+        uint128 newStake = p.stake + added;
         p.stake = newStake;
-        totalStaked += amount;
+        totalStaked += added;
         token.safeTransferFrom(provider, address(this), amount);
         emit Staked(provider, amount, newStake);
     }
