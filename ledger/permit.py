@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from ledger.client import Swarm
+from ledger.eip712 import domain, typed_message
 from ledger.errors import InvalidInput
 from ledger.tx import Sender
 from ledger.units import format_amount
@@ -26,37 +27,19 @@ def sign_permit(swarm: Swarm, owner: Sender, spender: str, value: int) -> Permit
     """`owner` allows `spender` to pull `value` tokens, signed off-chain."""
     token = swarm.token
     deadline = swarm.chain.timestamp() + PERMIT_LIFETIME
-    typed = {
-        "types": {
-            "EIP712Domain": [
-                {"name": "name", "type": "string"},
-                {"name": "version", "type": "string"},
-                {"name": "chainId", "type": "uint256"},
-                {"name": "verifyingContract", "type": "address"},
-            ],
-            "Permit": [
-                {"name": "owner", "type": "address"},
-                {"name": "spender", "type": "address"},
-                {"name": "value", "type": "uint256"},
-                {"name": "nonce", "type": "uint256"},
-                {"name": "deadline", "type": "uint256"},
-            ],
-        },
-        "primaryType": "Permit",
-        "domain": {
-            "name": token.functions.name().call(),
-            "version": "1",
-            "chainId": swarm.chain.chain_id,
-            "verifyingContract": token.address,
-        },
-        "message": {
+    typed = typed_message(
+        "Permit",
+        [("owner", "address"), ("spender", "address"), ("value", "uint256"), ("nonce", "uint256"),
+         ("deadline", "uint256")],
+        domain(token.functions.name().call(), "1", swarm.chain.chain_id, token.address),
+        {
             "owner": owner.address,
             "spender": spender,
             "value": value,
             "nonce": token.functions.nonces(owner.address).call(),
             "deadline": deadline,
         },
-    }
+    )
     signature = owner.sign_typed_data(typed)
     return Permit(value=value, deadline=deadline, r=signature[:32], s=signature[32:64], v=signature[64])
 

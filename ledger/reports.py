@@ -10,6 +10,8 @@ from eth_account import Account
 from eth_account.messages import encode_typed_data
 from eth_utils import keccak
 
+from ledger.eip712 import domain, typed_message
+
 SLASH_TUPLE = "(address,uint16,bytes32,bytes32,uint64,bool)"
 DOMAIN_NAME = "SwarmRewardDistributor"
 DOMAIN_VERSION = "1"
@@ -51,35 +53,17 @@ class EpochReport:
         return (self.epoch, self.rewards_root, self.total_rewards, self.slashes_hash)
 
     def typed_data(self, chain_id: int, distributor: str) -> dict:
-        return {
-            "types": {
-                "EIP712Domain": [
-                    {"name": "name", "type": "string"},
-                    {"name": "version", "type": "string"},
-                    {"name": "chainId", "type": "uint256"},
-                    {"name": "verifyingContract", "type": "address"},
-                ],
-                "EpochReport": [
-                    {"name": "epoch", "type": "uint64"},
-                    {"name": "rewardsRoot", "type": "bytes32"},
-                    {"name": "totalRewards", "type": "uint256"},
-                    {"name": "slashesHash", "type": "bytes32"},
-                ],
-            },
-            "primaryType": "EpochReport",
-            "domain": {
-                "name": DOMAIN_NAME,
-                "version": DOMAIN_VERSION,
-                "chainId": chain_id,
-                "verifyingContract": distributor,
-            },
-            "message": {
+        return typed_message(
+            "EpochReport",
+            [("epoch", "uint64"), ("rewardsRoot", "bytes32"), ("totalRewards", "uint256"), ("slashesHash", "bytes32")],
+            domain(DOMAIN_NAME, DOMAIN_VERSION, chain_id, distributor),
+            {
                 "epoch": self.epoch,
                 "rewardsRoot": self.rewards_root,
                 "totalRewards": self.total_rewards,
                 "slashesHash": self.slashes_hash,
             },
-        }
+        )
 
     def digest(self, chain_id: int, distributor: str) -> bytes:
         signable = encode_typed_data(full_message=self.typed_data(chain_id, distributor))
