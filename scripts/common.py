@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -16,7 +17,8 @@ from ledger.config import Settings
 from ledger.errors import SwarmError
 from ledger.tx import Sender
 
-console = Console()
+# Wide enough for full addresses when output goes to a file or a CI log.
+console = Console(width=None if sys.stdout.isatty() else 160)
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 account_option = click.option(
