@@ -14,6 +14,9 @@ from anvil import AnvilError
 from ledger.errors import SwarmError
 from scripts.chain import chain
 from scripts.demo import demo
+from scripts.keys import keys
+from scripts.ledger_cmd import ledger
+from scripts.provider import provider
 from scripts.token import token
 
 
@@ -24,6 +27,9 @@ def cli() -> None:
 
 
 cli.add_command(chain)
+cli.add_command(keys)
+cli.add_command(provider)
+cli.add_command(ledger)
 cli.add_command(token)
 cli.add_command(demo)
 

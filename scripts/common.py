@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -15,6 +16,7 @@ from anvil import AnvilConfig, AnvilNode, dev_account
 from ledger.client import Swarm
 from ledger.config import Settings
 from ledger.errors import SwarmError
+from ledger.keys import Keystore
 from ledger.tx import Sender
 
 # Wide enough for full addresses when output goes to a file or a CI log.
@@ -28,6 +30,35 @@ account_option = click.option(
     default=None,
     help="Use anvil's dev account N (devnets only).",
 )
+
+
+key_option = click.option(
+    "--key",
+    "key_ref",
+    default=None,
+    help="Sign with this keystore (its address or name; see `swarm keys list`).",
+)
+
+
+def read_password(prompt: str, confirm: bool = False) -> str:
+    """SWARM_KEY_PASSWORD if set, else a hidden prompt (refused when there is no terminal)."""
+    env = os.environ.get("SWARM_KEY_PASSWORD")
+    if env is not None:
+        return env
+    if not sys.stdin.isatty():
+        raise SwarmError("No terminal to ask for the keystore password; set SWARM_KEY_PASSWORD.")
+    return click.prompt(prompt, hide_input=True, confirmation_prompt=confirm)
+
+
+def signer(swarm: Swarm, account: int | None, key_ref: str | None) -> Sender:
+    """Who signs: `--account N` (devnets only) or a keystore (`--key`, or the only one there is)."""
+    if account is not None and key_ref is not None:
+        raise SwarmError("Give either --account or --key, not both.")
+    if account is not None:
+        return dev_sender(swarm, account)
+    store = Keystore(settings().home / "keys")
+    info = store.find(key_ref)
+    return swarm.sender(store.unlock(info, read_password(f"Password for {info.address}")))
 
 
 def settings() -> Settings:
