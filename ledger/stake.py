@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ledger.client import Swarm
@@ -12,6 +13,36 @@ from ledger.tx import Receipt, Sender
 from ledger.units import parse_address
 
 MAX_GPUS = 2**32 - 1
+MAX_GPUS_PER_NODE = 1_024
+MAX_VRAM_GB = 4_096
+_MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
+_REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+
+
+@dataclass(frozen=True)
+class HardwareSpec:
+    """What a provider declares; its keccak hash goes on-chain, the JSON to $SWARM_HOME/specs."""
+
+    gpu_model: str
+    gpus: int
+    vram_gb: int
+    region: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _MODEL.match(self.gpu_model):
+            raise InvalidInput(
+                f"gpu model {self.gpu_model!r} is not a model name; use letters, digits, '.', '_' or '-' (e.g. H100)."
+            )
+        if not 0 < self.gpus <= MAX_GPUS_PER_NODE:
+            raise InvalidInput(f"gpus must be from 1 to {MAX_GPUS_PER_NODE}, got {self.gpus}.")
+        if not 0 < self.vram_gb <= MAX_VRAM_GB:
+            raise InvalidInput(f"vram must be from 1 to {MAX_VRAM_GB} GB per GPU, got {self.vram_gb}.")
+        if self.region is not None and not _REGION.match(self.region):
+            raise InvalidInput(f"region {self.region!r} must be lower-case letters, digits and '-' (e.g. eu-west).")
+
+    def as_dict(self) -> dict:
+        spec = {"gpu_model": self.gpu_model, "gpus": self.gpus, "vram_gb": self.vram_gb}
+        return spec | ({"region": self.region} if self.region else {})
 
 
 @dataclass(frozen=True)
@@ -55,6 +86,13 @@ def register(swarm: Swarm, sender: Sender, spec_hash: bytes, gpus: int) -> Recei
     if len(spec_hash) != 32:
         raise InvalidInput("spec hash must be 32 bytes (a keccak256 of the hardware spec).")
     return sender.send(swarm.vault.functions.register(spec_hash, gpus))
+
+
+def update_spec(swarm: Swarm, sender: Sender, spec_hash: bytes, gpus: int) -> Receipt:
+    """Declares new hardware for a registered provider; the minimum stake follows `gpus`."""
+    if not 0 < gpus <= MAX_GPUS:
+        raise InvalidInput(f"gpus must be a whole number from 1 to {MAX_GPUS}, got {gpus}.")
+    return sender.send(swarm.vault.functions.updateSpec(spec_hash, gpus))
 
 
 def stake(swarm: Swarm, sender: Sender, amount: int, allowance: Allowance = Allowance.PERMIT) -> Receipt:

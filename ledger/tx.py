@@ -84,7 +84,6 @@ class Sender:
 
         A call that would revert is refused before anything is sent.
         """
-        w3 = self.chain.w3
         with self._lock:
             tx: dict[str, Any] = {"from": self.address, "value": value, "chainId": self.chain.chain_id}
             try:
@@ -93,18 +92,35 @@ class Sender:
                 raise self._failure(fn, exc) from None
             tx.update(self._fees())
             tx["gas"] = int(gas * GAS_MARGIN) + 10_000
-            tx["nonce"] = self._next_nonce()
-            built = fn.build_transaction(tx)
-            signed = self._account.sign_transaction(built)
-            try:
-                tx_hash = with_retries(lambda: w3.eth.send_raw_transaction(signed.raw_transaction), self.chain.url)
-            except Web3RPCError as exc:
-                self._nonce = None  # resync from the chain next time
-                raise SwarmError(f"The node refused {_name(fn)}: {_rpc_message(exc)}.") from exc
-            self._nonce = tx["nonce"] + 1
+            tx_hash = self._sign_and_send(fn, tx)
         return self._wait(fn, HexBytes(tx_hash))
 
     # ── internals ────────────────────────────────────────────────────────────
+    def _sign_and_send(self, fn: ContractFunction | ContractConstructor, tx: dict[str, Any]) -> HexBytes:
+        """Sends with the local nonce; resyncs once if another client used it meanwhile.
+
+        A raw transaction re-sent after a dropped connection is recognised ("already
+        known") rather than sent twice: its hash is the same.
+        """
+        for attempt in range(2):
+            tx["nonce"] = self._next_nonce()
+            signed = self._account.sign_transaction(fn.build_transaction(tx))
+            try:
+                with_retries(lambda: self.chain.w3.eth.send_raw_transaction(signed.raw_transaction), self.chain.url)
+            except Web3RPCError as exc:
+                message = _rpc_message(exc).lower()
+                if "already known" in message or "already imported" in message:
+                    pass  # our own earlier attempt reached the node
+                elif "nonce too low" in message and attempt == 0:
+                    self._nonce = None
+                    continue
+                else:
+                    self._nonce = None
+                    raise SwarmError(f"The node refused {_name(fn)}: {_rpc_message(exc)}.") from exc
+            self._nonce = tx["nonce"] + 1
+            return HexBytes(signed.hash)
+        raise AssertionError("unreachable")
+
     def _next_nonce(self) -> int:
         if self._nonce is None:
             self._nonce = with_retries(

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from anvil import AnvilConfig, AnvilNode, dev_account
+from anvil.accounts import DEV_ACCOUNT_COUNT
 from ledger.client import Swarm
 from ledger.config import Settings
 from ledger.errors import SwarmError
@@ -82,7 +83,12 @@ def dev_sender(swarm: Swarm, account: int | None, default: int | None = None) ->
     if not swarm.chain.is_devnet:
         raise SwarmError(
             f"--account selects anvil's public dev keys and is refused on chain {swarm.chain.chain_id}, "
-            "which is not a devnet; sign with a keystore instead."
+            "which is not a devnet; sign with a keystore instead (--key, see `swarm keys`)."
+        )
+    if index >= DEV_ACCOUNT_COUNT:
+        raise SwarmError(
+            f"--account {index} is not one of anvil's {DEV_ACCOUNT_COUNT} funded dev accounts; "
+            f"choose 0 to {DEV_ACCOUNT_COUNT - 1}."
         )
     return swarm.sender(dev_account(index).key)
 

@@ -3,32 +3,27 @@ providers, one buyer's job — ending in a table of addresses and balances."""
 
 from __future__ import annotations
 
-import json
-
 import click
-from eth_utils import keccak
 
 from anvil import dev_account
 from ledger import jobs, stake
+from ledger.stake import HardwareSpec
 from ledger.chain import connect
 from ledger.client import Swarm
 from ledger.deploy import deploy, error_decoder
+from ledger.specs import store_spec
 from ledger.tx import Sender
 from ledger.units import ONE, format_amount
 from scripts.common import console, emit, json_option, local_node, settings, table
 
 PROVIDERS = (  # dev account, declared hardware
-    (1, {"gpu_model": "H100", "gpus": 8, "vram_gb": 80, "region": "eu-west"}),
-    (2, {"gpu_model": "A100", "gpus": 4, "vram_gb": 40, "region": "us-east"}),
-    (3, {"gpu_model": "RTX4090", "gpus": 2, "vram_gb": 24, "region": "ap-south"}),
+    (1, HardwareSpec("H100", 8, 80, "eu-west")),
+    (2, HardwareSpec("A100", 4, 40, "us-east")),
+    (3, HardwareSpec("RTX4090", 2, 24, "ap-south")),
 )
 BUYER = 4
 JOB_SPEC = {"kind": "train", "model": "mlp-small", "dataset": "synthetic-classification", "workers": 2}
 STAKE_HEADROOM = 3  # providers stake 1.5× their minimum: minimum × 3 / 2
-
-
-def spec_hash(spec: dict) -> bytes:
-    return keccak(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode())
 
 
 @click.command()
@@ -49,17 +44,17 @@ def demo(as_json: bool) -> None:
     with console.status("Posting a job…"):
         buyer = swarm.sender(dev_account(BUYER).key)
         deadline = chain.timestamp() + 86_400
-        job_id, _ = jobs.post_job(swarm, buyer, spec_hash(JOB_SPEC), 2 * ONE, 500, deadline)
+        job_id, _ = jobs.post_job(swarm, buyer, store_spec(s.home, JOB_SPEC), 2 * ONE, 500, deadline)
 
     summary = _summary(swarm, job_id)
     emit(as_json, summary, lambda: _print(summary, node_status.url))
 
 
-def _stake_provider(swarm: Swarm, index: int, hardware: dict) -> None:
+def _stake_provider(swarm: Swarm, index: int, hardware: HardwareSpec) -> None:
     sender = swarm.sender(dev_account(index).key)
     info = stake.provider_info(swarm, sender.address)
     if not info.registered:
-        stake.register(swarm, sender, spec_hash(hardware), hardware["gpus"])
+        stake.register(swarm, sender, store_spec(settings().home, hardware.as_dict()), hardware.gpus)
         info = stake.provider_info(swarm, sender.address)
     target = info.min_stake * STAKE_HEADROOM // 2
     if info.stake < target:
@@ -72,7 +67,7 @@ def _summary(swarm: Swarm, job_id: int) -> dict:
         address = dev_account(index).address
         info = stake.provider_info(swarm, address)
         accounts.append({
-            "role": f"provider ({hardware['gpus']}× {hardware['gpu_model']})",
+            "role": f"provider ({hardware.gpus}× {hardware.gpu_model})",
             "account": index,
             "address": address,
             "balance_wei": swarm.balance_of(address),

@@ -1,10 +1,282 @@
-"""`swarm provider …`: register, stake, unstake, withdraw, unjail, claim, status."""
+"""`swarm provider …`: register, stake, unstake, withdraw, unjail, claim, status.
+
+Every command checks what it can before signing, so a refused command sends nothing.
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import click
+
+from ledger import rewards, stake
+from ledger.client import Swarm
+from ledger.errors import InvalidInput, SwarmError
+from ledger.specs import load_spec, store_spec
+from ledger.stake import HardwareSpec, ProviderInfo
+from ledger.tx import Receipt, Sender
+from ledger.units import format_amount, parse_address, parse_amount
+from scripts.common import account_option, console, emit, json_option, key_option, open_swarm, settings, signer, table
 
 
 @click.group()
 def provider() -> None:
     """Provider registration, stake and rewards."""
+
+
+def _signed(fn: Callable) -> Callable:
+    """Adds --account, --key and --json to a command that signs."""
+    return account_option(key_option(json_option(fn)))
+
+
+@provider.command()
+@click.option("--gpu-model", required=True, help="Declared GPU model, e.g. H100.")
+@click.option("--gpus", type=int, required=True, help="Number of GPUs on offer.")
+@click.option("--vram-gb", type=int, required=True, help="Memory per GPU in GB.")
+@click.option("--region", default=None, help="Where the machines are, e.g. eu-west.")
+@click.option("--update", is_flag=True, help="Declare new hardware for an already registered provider.")
+@_signed
+def register(
+    gpu_model: str, gpus: int, vram_gb: int, region: str | None, update: bool,
+    account: int | None, key_ref: str | None, as_json: bool,
+) -> None:
+    """Register as a provider, declaring the hardware on offer."""
+    spec = HardwareSpec(gpu_model, gpus, vram_gb, region)  # validated before anything else
+    swarm = open_swarm()
+    sender = signer(swarm, account, key_ref)
+    info = stake.provider_info(swarm, sender.address)
+    digest = store_spec(settings().home, spec.as_dict())
+    if info.registered and not update:
+        if info.spec_hash == digest:
+            raise SwarmError(f"{sender.address} is already registered with this hardware; nothing to do.")
+        raise SwarmError(
+            f"{sender.address} is already registered with other hardware; pass --update to declare the new one."
+        )
+    if update and not info.registered:
+        raise SwarmError(f"{sender.address} is not registered yet; run `swarm provider register` without --update.")
+    receipt = (stake.update_spec if update else stake.register)(swarm, sender, digest, spec.gpus)
+    info = stake.provider_info(swarm, sender.address)
+    payload = {"provider": sender.address, "spec": spec.as_dict(), "spec_hash": "0x" + digest.hex(),
+               "min_stake_wei": str(info.min_stake), "tx": receipt.tx_hash}
+    emit(as_json, payload, lambda: console.print(
+        f"{'Updated' if update else 'Registered'} {sender.address}: {spec.gpus}× {spec.gpu_model} "
+        f"({spec.vram_gb} GB). Minimum stake {format_amount(info.min_stake)}; "
+        f"stake with `swarm provider stake AMOUNT`."
+    ))
+
+
+@provider.command("stake")
+@click.argument("amount")
+@_signed
+def stake_cmd(amount: str, account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Add AMOUNT SWARM to your stake (one transaction, with a permit)."""
+    wei = parse_amount(amount)
+    swarm = open_swarm()
+    sender = signer(swarm, account, key_ref)
+    info = _registered(swarm, sender)
+    if info.tombstoned:
+        raise SwarmError(f"{sender.address} is tombstoned and can never stake again.")
+    receipt = stake.stake(swarm, sender, wei)
+    _report(swarm, sender, receipt, as_json, f"Staked {format_amount(wei)}")
+
+
+@provider.command()
+@click.argument("amount")
+@_signed
+def unstake(amount: str, account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Start unbonding AMOUNT SWARM of your stake (withdraw it after the unbonding period)."""
+    wei = parse_amount(amount)
+    swarm = open_swarm()
+    sender = signer(swarm, account, key_ref)
+    info = _registered(swarm, sender)
+    if wei > info.stake:
+        raise InvalidInput(
+            f"Cannot unstake {format_amount(wei)}: {sender.address} has {format_amount(info.stake)} staked; "
+            "unstake at most that."
+        )
+    receipt = stake.request_unstake(swarm, sender, wei)
+    info = stake.provider_info(swarm, sender.address)
+    _report(swarm, sender, receipt, as_json,
+            f"Unbonding {format_amount(info.unbonding)}, withdrawable at {_when(info.unbonding_end)}")
+
+
+@provider.command()
+@_signed
+def withdraw(account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Withdraw your unbonded stake once the unbonding period is over."""
+    swarm = open_swarm()
+    sender = signer(swarm, account, key_ref)
+    info = stake.provider_info(swarm, sender.address)
+    if info.unbonding == 0:
+        raise SwarmError(f"{sender.address} has nothing unbonding; request it first with `swarm provider unstake`.")
+    now = swarm.chain.timestamp()
+    if now < info.unbonding_end:
+        raise SwarmError(
+            f"{format_amount(info.unbonding)} is still unbonding until {_when(info.unbonding_end)} "
+            f"({_duration(info.unbonding_end - now)} from now); withdraw after that."
+        )
+    receipt = stake.withdraw(swarm, sender)
+    _report(swarm, sender, receipt, as_json, f"Withdrew {format_amount(info.unbonding)}")
+
+
+@provider.command()
+@_signed
+def unjail(account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Return to work after serving jail time (needs the minimum stake)."""
+    swarm = open_swarm()
+    sender = signer(swarm, account, key_ref)
+    info = _registered(swarm, sender)
+    now = swarm.chain.timestamp()
+    if info.tombstoned:
+        raise SwarmError(f"{sender.address} is tombstoned for fraud and can never be unjailed.")
+    if info.jailed_until == 0:
+        raise SwarmError(f"{sender.address} is not jailed; nothing to do.")
+    if now < info.jailed_until:
+        raise SwarmError(f"{sender.address} is jailed until {_when(info.jailed_until)}; unjail after that.")
+    if info.stake < info.min_stake:
+        raise SwarmError(
+            f"Unjailing needs the minimum stake of {format_amount(info.min_stake)}; "
+            f"stake {format_amount(info.min_stake - info.stake)} more first."
+        )
+    receipt = stake.unjail(swarm, sender)
+    _report(swarm, sender, receipt, as_json, "Unjailed; eligible for work again")
+
+
+@provider.command()
+@_signed
+def claim(account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Claim every reward finalized for you so far, with one proof from the ledger."""
+    from ledger.indexer.rewards import reward_leaf  # the ledger database is only needed here
+    from ledger.db import open_session
+
+    swarm = open_swarm()
+    sender = signer(swarm, account, key_ref)
+    with open_session(settings()) as session:
+        leaf = reward_leaf(session, swarm.chain.chain_id, sender.address)
+    if leaf is None:
+        raise SwarmError(
+            f"The ledger holds no finalized rewards for {sender.address}; run `swarm ledger sync` and try again."
+        )
+    epoch, cumulative, proof = leaf
+    already = int(swarm.distributor.functions.claimed(sender.address).call())
+    if cumulative <= already:
+        raise SwarmError(
+            f"Nothing to claim: {sender.address} has claimed all {format_amount(already)} earned to epoch {epoch}."
+        )
+    receipt = rewards.claim(swarm, sender, sender.address, cumulative, proof)
+    _report(swarm, sender, receipt, as_json, f"Claimed {format_amount(cumulative - already)} (to epoch {epoch})")
+
+
+@provider.command()
+@click.argument("address", required=False)
+@account_option
+@key_option
+@json_option
+def status(address: str | None, account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Stake, unbonding, jail state and claimable rewards of ADDRESS (or your own)."""
+    swarm = open_swarm()
+    who = parse_address(address, "provider address") if address else _own_address(swarm, account, key_ref)
+    info = stake.provider_info(swarm, who)
+    now = swarm.chain.timestamp()
+    claimable = _claimable(swarm, who)
+    spec = _spec(info)
+    payload = {
+        "provider": who,
+        "registered": info.registered,
+        "hardware": spec,
+        "stake_wei": str(info.stake),
+        "min_stake_wei": str(info.min_stake),
+        "unbonding_wei": str(info.unbonding),
+        "unbonding_release": info.unbonding_end or None,
+        "jailed": info.jailed_until != 0,
+        "jailed_until": info.jailed_until or None,
+        "tombstoned": info.tombstoned,
+        "eligible": bool(swarm.vault.functions.isEligible(who).call()),
+        "balance_wei": str(swarm.balance_of(who)),
+        "claimable_wei": None if claimable is None else str(claimable),
+    }
+
+    def human() -> None:
+        if not info.registered:
+            console.print(f"{who} is not a registered provider.")
+            return
+        jail = "tombstoned (for ever)" if info.tombstoned else (
+            "free" if info.jailed_until == 0 else
+            f"jailed until {_when(info.jailed_until)}" + (" — may unjail now" if now >= info.jailed_until else ""))
+        unbonding = format_amount(info.unbonding)
+        if info.unbonding:
+            ready = "withdrawable now" if now >= info.unbonding_end else f"withdrawable at {_when(info.unbonding_end)}"
+            unbonding += f" ({ready})"
+        rows = [
+            ("hardware", f"{spec['gpus']}× {spec['gpu_model']} ({spec['vram_gb']} GB)" if spec else "spec not stored here"),
+            ("stake", f"{format_amount(info.stake)} (minimum {format_amount(info.min_stake)})"),
+            ("unbonding", unbonding),
+            ("jail", jail),
+            ("eligible for work", "yes" if payload["eligible"] else "no"),
+            ("wallet", format_amount(int(payload["balance_wei"]))),
+            ("claimable rewards", "unknown (run `swarm ledger sync`)" if claimable is None else format_amount(claimable)),
+        ]
+        console.print(table(f"Provider {who}", ["", ""], rows))
+
+    emit(as_json, payload, human)
+
+
+# ── helpers ──────────────────────────────────────────────────────────────────
+
+def _registered(swarm: Swarm, sender: Sender) -> ProviderInfo:
+    info = stake.provider_info(swarm, sender.address)
+    if not info.registered:
+        raise SwarmError(f"{sender.address} is not a registered provider; run `swarm provider register` first.")
+    return info
+
+
+def _own_address(swarm: Swarm, account: int | None, key_ref: str | None) -> str:
+    if account is not None:
+        return signer(swarm, account, None).address
+    from ledger.keys import Keystore
+
+    return Keystore(settings().home / "keys").find(key_ref).address
+
+
+def _claimable(swarm: Swarm, who: str) -> int | None:
+    """Finalized cumulative rewards in the ledger less what was claimed on-chain; None if not indexed."""
+    from ledger.db import open_session
+    from ledger.indexer.rewards import reward_leaf
+
+    try:
+        with open_session(settings()) as session:
+            leaf = reward_leaf(session, swarm.chain.chain_id, who)
+    except SwarmError:
+        return None
+    if leaf is None:
+        return 0
+    return max(0, leaf[1] - int(swarm.distributor.functions.claimed(who).call()))
+
+
+def _spec(info: ProviderInfo) -> dict | None:
+    if not info.registered:
+        return None
+    try:
+        return load_spec(settings().home, info.spec_hash)
+    except SwarmError:
+        return None
+
+
+def _report(swarm: Swarm, sender: Sender, receipt: Receipt, as_json: bool, message: str) -> None:
+    info = stake.provider_info(swarm, sender.address)
+    payload = {"provider": sender.address, "tx": receipt.tx_hash, "block": receipt.block_number,
+               "stake_wei": str(info.stake), "unbonding_wei": str(info.unbonding)}
+    emit(as_json, payload, lambda: console.print(
+        f"{message}. Stake now {format_amount(info.stake)} ({receipt.tx_hash})"
+    ))
+
+
+def _when(timestamp: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
+
+
+def _duration(seconds: int) -> str:
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes}m" if hours else (f"{minutes}m {secs}s" if minutes else f"{secs}s")

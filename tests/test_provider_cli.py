@@ -1,0 +1,156 @@
+"""`swarm provider …` end to end on a real anvil, and its table of bad inputs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account
+from anvil.node import free_port
+from ledger import stake
+from ledger.client import Swarm
+from ledger.deploy import DEVNET_COMMITTEE_INDICES
+from ledger.units import ONE
+from tests.conftest import one_line_error
+
+P = 1  # the provider's dev account
+ADDRESS = dev_account(P).address
+
+
+def _json(result) -> dict:
+    assert result.code == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def _register(cli, *extra: str) -> dict:
+    return _json(cli("provider", "register", "--gpu-model", "H100", "--gpus", "8", "--vram-gb", "80",
+                     "--region", "eu-west", "--account", str(P), "--json", *extra))
+
+
+def test_register_stores_the_spec_and_sets_the_minimum_stake(cli, swarm: Swarm) -> None:
+    done = _register(cli)
+    assert done["spec"] == {"gpu_model": "H100", "gpus": 8, "vram_gb": 80, "region": "eu-west"}
+    info = stake.provider_info(swarm, ADDRESS)
+    assert info.registered and info.gpus == 8
+    assert "0x" + info.spec_hash.hex() == done["spec_hash"]
+    assert int(done["min_stake_wei"]) == 8 * 1_000 * ONE
+    status = _json(cli("provider", "status", "--account", str(P), "--json"))
+    assert status["hardware"] == done["spec"] and status["eligible"] is False
+
+
+def test_register_again_is_refused_and_update_declares_new_hardware(cli, swarm: Swarm) -> None:
+    _register(cli)
+    assert "already registered with this hardware" in one_line_error(
+        cli("provider", "register", "--gpu-model", "H100", "--gpus", "8", "--vram-gb", "80", "--region", "eu-west",
+            "--account", str(P)))
+    assert "pass --update" in one_line_error(
+        cli("provider", "register", "--gpu-model", "H100", "--gpus", "4", "--vram-gb", "80", "--account", str(P)))
+    updated = _json(cli("provider", "register", "--gpu-model", "H100", "--gpus", "4", "--vram-gb", "80",
+                        "--account", str(P), "--update", "--json"))
+    assert int(updated["min_stake_wei"]) == 4 * 1_000 * ONE
+    assert stake.provider_info(swarm, ADDRESS).gpus == 4
+
+
+def test_stake_unstake_withdraw_round_trip(cli, swarm: Swarm, rpc: RpcClient) -> None:
+    _register(cli)
+    wallet = swarm.balance_of(ADDRESS)
+    staked = _json(cli("provider", "stake", "9000", "--account", str(P), "--json"))
+    assert int(staked["stake_wei"]) == 9_000 * ONE
+    assert swarm.balance_of(ADDRESS) == wallet - 9_000 * ONE
+    assert _json(cli("provider", "status", "--account", str(P), "--json"))["eligible"] is True
+
+    unbonding = _json(cli("provider", "unstake", "2500.5", "--account", str(P), "--json"))
+    assert int(unbonding["unbonding_wei"]) == 25_005 * ONE // 10
+    status = _json(cli("provider", "status", ADDRESS, "--json"))
+    assert int(status["stake_wei"]) == 9_000 * ONE - 25_005 * ONE // 10
+    assert status["unbonding_release"] == stake.provider_info(swarm, ADDRESS).unbonding_end
+
+    rpc.increase_time(swarm.vault.functions.unbondingPeriod().call())
+    done = _json(cli("provider", "withdraw", "--account", str(P), "--json"))
+    assert int(done["unbonding_wei"]) == 0
+    assert swarm.balance_of(ADDRESS) == wallet - 9_000 * ONE + 25_005 * ONE // 10
+
+
+def test_unjail_after_the_jail_time(cli, swarm: Swarm, rpc: RpcClient) -> None:
+    _register(cli)
+    _json(cli("provider", "stake", "8000", "--account", str(P), "--json"))
+    admin = swarm.sender(dev_account(0).key)
+    vault = swarm.vault.functions
+    admin.send(vault.grantRole(vault.SLASHER_ROLE().call(), admin.address))
+    admin.send(vault.jail(ADDRESS, swarm.chain.timestamp() + 300))
+    assert "is jailed until" in one_line_error(cli("provider", "unjail", "--account", str(P)))
+    rpc.increase_time(301)
+    _json(cli("provider", "unjail", "--account", str(P), "--json"))
+    assert vault.isEligible(ADDRESS).call()
+    assert "is not jailed" in one_line_error(cli("provider", "unjail", "--account", str(P)))
+
+
+# ── bad inputs: one sentence, exit 1, nothing sent ───────────────────────────
+
+def _marks(swarm: Swarm) -> tuple[int, int]:
+    w3 = swarm.chain.w3
+    return w3.eth.get_transaction_count(ADDRESS), w3.eth.block_number
+
+
+BAD_INPUTS = [
+    (("provider", "status", "0x12"), "provider address '0x12' is not an Ethereum address"),
+    (("provider", "stake", "2000000", "--account", str(P)), "less than the 2,000,000 SWARM to stake"),
+    (("provider", "stake", "0", "--account", str(P)), "amount must be greater than zero"),
+    (("provider", "stake", "lots", "--account", str(P)), "is not a number"),
+    (("provider", "unstake", "9001", "--account", str(P)), "Cannot unstake 9,001 SWARM"),
+    (("provider", "withdraw", "--account", str(P)), "has nothing unbonding"),
+    (("provider", "stake", "10", "--account", "12"), "--account 12 is not one of anvil's 10 funded dev accounts"),
+    (("provider", "stake", "10", "--account", "1", "--key", "mine"), "either --account or --key, not both"),
+    (("provider", "register", "--gpu-model", "H 100", "--gpus", "8", "--vram-gb", "80", "--account", str(P)),
+     "is not a model name"),
+    (("provider", "register", "--gpu-model", "H100", "--gpus", "0", "--vram-gb", "80", "--account", str(P)),
+     "gpus must be from 1 to"),
+]
+
+
+@pytest.mark.parametrize(("args", "message"), BAD_INPUTS, ids=[
+    "malformed-address", "above-balance", "zero", "not-a-number", "unstake-above-stake", "withdraw-nothing",
+    "unknown-account", "account-and-key", "bad-gpu-model", "zero-gpus"])
+def test_bad_input_is_refused_and_nothing_is_sent(cli, swarm: Swarm, args, message) -> None:
+    stake.register(swarm, swarm.sender(dev_account(P).key), b"\x01" * 32, 1)
+    stake.stake(swarm, swarm.sender(dev_account(P).key), 9_000 * ONE)
+    marks = _marks(swarm)
+    assert message in one_line_error(cli(*args))
+    assert _marks(swarm) == marks
+
+
+def test_withdraw_before_unbonding_ends_names_the_release_time(cli, swarm: Swarm) -> None:
+    p = swarm.sender(dev_account(P).key)
+    stake.register(swarm, p, b"\x01" * 32, 1)
+    stake.stake(swarm, p, 2_000 * ONE)
+    stake.request_unstake(swarm, p, 500 * ONE)
+    marks = _marks(swarm)
+    text = one_line_error(cli("provider", "withdraw", "--account", str(P)))
+    assert "is still unbonding until" in text and "withdraw after that" in text
+    assert _marks(swarm) == marks
+
+
+def test_rpc_down_is_one_sentence(cli, tmp_path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"
+    text = one_line_error(cli("provider", "stake", "10", "--account", "1", env={"SWARM_RPC_URL": dead}))
+    assert f"No chain answers at {dead}" in text
+
+
+def test_account_is_refused_on_a_chain_that_is_not_a_devnet(cli, tmp_path) -> None:
+    node = AnvilNode(AnvilConfig(home=tmp_path, port=free_port(), chain_id=4242))
+    node.start()
+    try:
+        env = {"SWARM_HOME": str(tmp_path), "SWARM_RPC_URL": node.config.url,
+               "SWARM_DEPLOYER_KEY": dev_account(0).key.hex()}
+        committee = ",".join(dev_account(i).address for i in DEVNET_COMMITTEE_INDICES)
+        deployed = cli("chain", "deploy", "--committee", committee, "--threshold", "3", "--json", env=env)
+        assert deployed.code == 0, deployed.stderr
+        assert json.loads(deployed.stdout)["funded"] == []  # no dev funding off a devnet
+        before = node.rpc.block_number()
+        text = one_line_error(cli("provider", "stake", "10", "--account", "1", env=env))
+        assert "refused on chain 4242, which is not a devnet" in text
+        assert node.rpc.block_number() == before
+        assert dev_account(0).key.hex() not in deployed.stdout + deployed.stderr
+    finally:
+        node.stop()
