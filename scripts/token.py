@@ -6,7 +6,16 @@ import click
 
 from ledger.errors import InvalidInput
 from ledger.units import format_amount, parse_address, parse_amount
-from scripts.common import account_option, console, dev_sender, emit, json_option, open_swarm
+from scripts.common import (
+    account_option,
+    console,
+    dev_sender,
+    emit,
+    json_option,
+    key_option,
+    open_swarm,
+    signer,
+)
 
 
 @click.group()
@@ -30,13 +39,14 @@ def balance(address: str | None, account: int | None, as_json: bool) -> None:
 @click.argument("to")
 @click.argument("amount")
 @account_option
+@key_option
 @json_option
-def transfer(to: str, amount: str, account: int | None, as_json: bool) -> None:
-    """Send AMOUNT SWARM (e.g. 1000 or 0.5) to TO."""
+def transfer(to: str, amount: str, account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Send AMOUNT SWARM (e.g. 1000 or 0.5) to TO, signed by --account N or a keystore (--key)."""
     recipient = parse_address(to, "recipient")
     wei = parse_amount(amount)
     swarm = open_swarm()
-    sender = dev_sender(swarm, account)
+    sender = signer(swarm, account, key_ref)  # unlocks first: a wrong password fails before anything else
     held = swarm.balance_of(sender.address)
     if held < wei:
         raise InvalidInput(

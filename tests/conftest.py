@@ -67,7 +67,8 @@ class CliResult:
 def cli(swarm_home: Path, anvil_node: AnvilNode):
     """Runs the real `swarm` command against the session's chain."""
 
-    def run(*args: str, env: dict[str, str] | None = None) -> CliResult:
+    def run(*args: str, env: dict[str, str] | None = None, input: str = "") -> CliResult:
+        """`input` is piped to standard input, which is never a terminal, so no command can stop at a prompt."""
         full_env = os.environ | {
             "SWARM_HOME": str(swarm_home),
             "SWARM_RPC_URL": anvil_node.config.url,
@@ -75,7 +76,8 @@ def cli(swarm_home: Path, anvil_node: AnvilNode):
             "COLUMNS": "200",
         } | (env or {})
         done = subprocess.run(
-            [sys.executable, "-m", "scripts.cli", *args], capture_output=True, text=True, env=full_env, timeout=120
+            [sys.executable, "-m", "scripts.cli", *args],
+            input=input, capture_output=True, text=True, env=full_env, timeout=120,
         )
         return CliResult(done.returncode, done.stdout, done.stderr)
 
