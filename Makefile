@@ -8,8 +8,9 @@ PY := $(VENV)/bin/python
 NPM_STAMP := node_modules/.swarm-installed
 VENV_STAMP := $(VENV)/.swarm-installed
 FORGE := ../node_modules/.bin/forge
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install demo test test-contracts test-python snapshot bench-gas clean
+.PHONY: install postgres demo test test-contracts test-python snapshot bench-gas bench-indexer clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -23,15 +24,24 @@ $(VENV_STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
+# PostgreSQL for the ledger tests, which start their own throwaway server: Debian's package,
+# installed once when no initdb is found (Debian keeps it in /usr/lib/postgresql/<v>/bin).
+postgres:
+	@if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then \
+		echo "Installing PostgreSQL from Debian's packages"; \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql; \
+	fi
+
 demo: install
 	$(VENV)/bin/swarm demo
 
-test: test-contracts test-python
+test: postgres test-contracts test-python
 
 test-contracts: $(NPM_STAMP)
 	cd contracts && $(FORGE) test
 
-test-python: install
+test-python: install postgres
 	$(PY) -m pytest
 
 # Regenerates the committed gas figures: .gas-snapshot (every test) and snapshots/swarm.json.
@@ -40,6 +50,10 @@ snapshot: $(NPM_STAMP)
 
 bench-gas: install
 	$(PY) bench/gas.py
+
+# Indexer throughput: ≥ 100,000 Swarm events synced into SQLite and PostgreSQL.
+bench-indexer: install postgres
+	$(PY) bench/indexer.py
 
 clean:
 	rm -rf contracts/out contracts/cache build .pytest_cache .hypothesis

@@ -41,6 +41,7 @@ class JobInfo:
     max_units: int
     provider: str
     dispute_end: int
+    fee_bps: int  # the protocol fee agreed at assignment
     price_per_unit: int
     units_used: int
     result_hash: bytes
@@ -52,7 +53,7 @@ class JobInfo:
 
 def job_info(swarm: Swarm, job_id: int) -> JobInfo:
     j = swarm.market.functions.getJob(job_id).call()
-    return JobInfo(job_id, j[0], j[1], JobStatus(j[2]), j[3], j[4], j[5], j[6], j[7], j[8], bytes(j[9]))
+    return JobInfo(job_id, j[0], j[1], JobStatus(j[2]), j[3], j[4], j[5], j[6], j[7], j[8], j[9], bytes(j[10]))
 
 
 def post_job(

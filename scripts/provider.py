@@ -12,7 +12,11 @@ import click
 
 from ledger import rewards, stake
 from ledger.client import Swarm
+from ledger.db import open_session
 from ledger.errors import InvalidInput, SwarmError
+from ledger.indexer.rewards import reward_leaf
+from ledger.keys import Keystore
+from ledger.merkle import verify
 from ledger.specs import load_spec, store_spec
 from ledger.stake import HardwareSpec, ProviderInfo
 from ledger.tx import Receipt, Sender
@@ -147,9 +151,6 @@ def unjail(account: int | None, key_ref: str | None, as_json: bool) -> None:
 @_signed
 def claim(account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Claim every reward finalized for you so far, with one proof from the ledger."""
-    from ledger.indexer.rewards import reward_leaf  # the ledger database is only needed here
-    from ledger.db import open_session
-
     swarm = open_swarm()
     sender = signer(swarm, account, key_ref)
     with open_session(settings()) as session:
@@ -159,6 +160,10 @@ def claim(account: int | None, key_ref: str | None, as_json: bool) -> None:
             f"The ledger holds no finalized rewards for {sender.address}; run `swarm ledger sync` and try again."
         )
     epoch, cumulative, proof = leaf
+    if not verify(bytes(swarm.distributor.functions.rewardsRoot().call()), sender.address, cumulative, proof):
+        raise SwarmError(
+            "The ledger's rewards are older than the chain's latest finalized epoch; run `swarm ledger sync` and retry."
+        )
     already = int(swarm.distributor.functions.claimed(sender.address).call())
     if cumulative <= already:
         raise SwarmError(
@@ -234,16 +239,11 @@ def _registered(swarm: Swarm, sender: Sender) -> ProviderInfo:
 def _own_address(swarm: Swarm, account: int | None, key_ref: str | None) -> str:
     if account is not None:
         return signer(swarm, account, None).address
-    from ledger.keys import Keystore
-
     return Keystore(settings().home / "keys").find(key_ref).address
 
 
 def _claimable(swarm: Swarm, who: str) -> int | None:
     """Finalized cumulative rewards in the ledger less what was claimed on-chain; None if not indexed."""
-    from ledger.db import open_session
-    from ledger.indexer.rewards import reward_leaf
-
     try:
         with open_session(settings()) as session:
             leaf = reward_leaf(session, swarm.chain.chain_id, who)

@@ -92,3 +92,15 @@ def one_line_error(result: CliResult) -> str:
     assert len(text.splitlines()) == 1, text
     assert text.startswith("error: "), text
     return text
+
+
+# ── the ledger database, on both backends ────────────────────────────────────
+pytest_plugins = ["tests.postgres"]
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty ledger database: a SQLite file, then a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ledger.db'}"
+    return request.getfixturevalue("postgres_server").create_database()

@@ -154,3 +154,69 @@ def test_account_is_refused_on_a_chain_that_is_not_a_devnet(cli, tmp_path) -> No
         assert dev_account(0).key.hex() not in deployed.stdout + deployed.stderr
     finally:
         node.stop()
+
+
+def test_keystore_signed_stake_and_wrong_password(cli, swarm: Swarm, swarm_home, tmp_path, rpc: RpcClient) -> None:
+    import shutil
+
+    from ledger.keys import Keystore
+
+    home = tmp_path / "home"
+    shutil.copytree(swarm_home / "deployments", home / "deployments")
+    info = Keystore(home / "keys", kdf_iterations=1024).create("correct horse", name="prov")
+    rpc.call("anvil_setBalance", info.address, hex(10**18))
+    funder = swarm.sender(dev_account(0).key)
+    funder.send(swarm.token.functions.transfer(info.address, 5_000 * ONE))
+    env = {"SWARM_HOME": str(home), "SWARM_KEY_PASSWORD": "correct horse"}
+
+    registered = cli("provider", "register", "--gpu-model", "L4", "--gpus", "1", "--vram-gb", "24",
+                     "--key", "prov", "--json", env=env)
+    assert registered.code == 0, registered.stderr
+    staked = _json(cli("provider", "stake", "1500", "--key", "prov", "--json", env=env))
+    assert int(staked["stake_wei"]) == 1_500 * ONE
+    assert stake.provider_info(swarm, info.address).stake == 1_500 * ONE
+
+    nonce = swarm.chain.w3.eth.get_transaction_count(info.address)
+    wrong = cli("provider", "stake", "10", "--key", "prov", env=env | {"SWARM_KEY_PASSWORD": "wrong"})
+    assert "Wrong password for keystore" in one_line_error(wrong)
+    assert swarm.chain.w3.eth.get_transaction_count(info.address) == nonce
+    unknown = cli("provider", "stake", "10", "--key", "nobody", env=env)
+    assert "No keystore for nobody" in one_line_error(unknown)
+
+
+def test_claim_uses_the_proof_from_the_ledger_and_status_shows_what_is_claimable(
+    cli, swarm: Swarm, rpc: RpcClient, tmp_path
+) -> None:
+    from ledger.db import migrate, open_engine, session
+    from ledger.indexer import store_reward_tree
+    from ledger.merkle import RewardTree
+    from tests.test_rewards import _settle
+
+    db = {"SWARM_DB_URL": f"sqlite:///{tmp_path / 'ledger.db'}"}
+    engine = open_engine(db["SWARM_DB_URL"])
+    migrate(engine)
+    other = dev_account(2).address
+
+    def publish(epoch: int, cumulative: dict[str, int]) -> None:
+        with session(engine) as s:
+            store_reward_tree(s, swarm.chain.chain_id, epoch, RewardTree.build(cumulative).root, cumulative)
+        _settle(swarm, rpc, epoch, cumulative, sum(cumulative.values()) - (0 if epoch == 1 else 150 * ONE))
+
+    never_synced = _json(cli("provider", "status", "--account", str(P), "--json", env=db))
+    assert never_synced["claimable_wei"] is None
+    publish(1, {ADDRESS: 100 * ONE, other: 50 * ONE})
+    assert _json(cli("ledger", "sync", "--json", env=db))["events"] > 0
+    assert int(_json(cli("provider", "status", "--account", str(P), "--json", env=db))["claimable_wei"]) == 100 * ONE
+
+    wallet = swarm.balance_of(ADDRESS)
+    _json(cli("provider", "claim", "--account", str(P), "--json", env=db))
+    assert swarm.balance_of(ADDRESS) == wallet + 100 * ONE
+    assert int(_json(cli("provider", "status", "--account", str(P), "--json", env=db))["claimable_wei"]) == 0
+    assert "Nothing to claim" in one_line_error(cli("provider", "claim", "--account", str(P), env=db))
+
+    publish(2, {ADDRESS: 160 * ONE, other: 90 * ONE})  # finalized on chain, ledger not synced yet
+    assert "run `swarm ledger sync` and retry" in one_line_error(cli("provider", "claim", "--account", str(P), env=db))
+    _json(cli("ledger", "sync", "--json", env=db))
+    _json(cli("provider", "claim", "--account", str(P), "--json", env=db))
+    assert swarm.balance_of(ADDRESS) == wallet + 160 * ONE
+    engine.dispose()
