@@ -95,7 +95,7 @@ def one_line_error(result: CliResult) -> str:
 
 
 # ── the ledger database, on both backends ────────────────────────────────────
-pytest_plugins = ["tests.postgres"]
+pytest_plugins = ["tests.postgres", "tests.ray_cluster"]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -1,0 +1,17 @@
+"""Errors of the compute side a user or operator can act on."""
+
+
+class ComputeError(Exception):
+    """A job or node request that cannot be served; the message says why and what to do."""
+
+
+class InvalidJob(ComputeError):
+    """A job's parameters are malformed or impossible (checked before any Ray work)."""
+
+
+class ProviderFault(ComputeError):
+    """The job failed because of the provider's nodes (lost, dead or unreachable)."""
+
+    def __init__(self, provider: str, message: str) -> None:
+        super().__init__(message)
+        self.provider = provider

@@ -1,0 +1,1 @@
+"""The four job runners: train, finetune, infer, tune."""

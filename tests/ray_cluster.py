@@ -1,0 +1,65 @@
+"""One real Ray cluster per test session: a head with no CPUs and three simulated
+providers — A with two nodes, B and C with one — each node a raylet with one CPU,
+labelled provider=<address> and carrying the provider:<address> resource."""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+# Ray reads its authentication settings when it is first imported: set them before that.
+os.environ["RAY_AUTH_MODE"] = "token"
+os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from anvil import dev_account
+from compute.placement import node_labels, node_resources
+
+PROVIDER_A, PROVIDER_B, PROVIDER_C = (dev_account(i).address for i in (1, 2, 3))
+OBJECT_STORE = 80 * 1024 * 1024
+
+
+@dataclass
+class RayCluster:
+    cluster: object  # ray.cluster_utils.Cluster
+    address: str
+    nodes: dict[str, list] = field(default_factory=dict)  # provider → its Node objects
+
+    def add_node(self, provider: str, num_cpus: int = 1):
+        node = self.cluster.add_node(
+            num_cpus=num_cpus,
+            labels=node_labels(provider),
+            resources=node_resources(provider),
+            object_store_memory=OBJECT_STORE,
+        )
+        self.nodes.setdefault(provider, []).append(node)
+        return node
+
+    def remove_node(self, node, allow_graceful: bool = False) -> None:
+        self.cluster.remove_node(node, allow_graceful=allow_graceful)
+        for nodes in self.nodes.values():
+            if node in nodes:
+                nodes.remove(node)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster() -> Iterator[RayCluster]:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 0, "include_dashboard": False, "object_store_memory": OBJECT_STORE},
+    )
+    rc = RayCluster(cluster=cluster, address=cluster.address)
+    for provider, count in ((PROVIDER_A, 2), (PROVIDER_B, 1), (PROVIDER_C, 1)):
+        for _ in range(count):
+            rc.add_node(provider)
+    cluster.wait_for_nodes()
+    ray.init(address=cluster.address, log_to_driver=False)
+    yield rc
+    ray.shutdown()
+    cluster.shutdown()

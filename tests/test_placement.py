@@ -1,0 +1,56 @@
+"""Provider nodes on a real Ray cluster: work for provider A never runs on B; a job's
+parameters are checked before any Ray work."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+import pytest
+import ray
+
+from compute.errors import InvalidJob
+from compute.jobs import ComputeJob, check_capacity, run_job
+from compute.placement import provider_capacity, providers_in_cluster, task_options
+from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C
+
+
+@ray.remote
+def _where() -> str:
+    return ray.get_runtime_context().get_node_labels().get("provider")
+
+
+def test_work_for_a_provider_runs_only_on_its_nodes(ray_cluster) -> None:
+    for provider in (PROVIDER_A, PROVIDER_B, PROVIDER_C):
+        ran_on = ray.get([_where.options(**task_options(provider)).remote() for _ in range(6)])
+        assert set(ran_on) == {provider}
+
+
+def test_capacity_counts_each_providers_nodes(ray_cluster) -> None:
+    assert providers_in_cluster() == sorted([PROVIDER_A, PROVIDER_B, PROVIDER_C])
+    a = provider_capacity(PROVIDER_A)
+    assert (a.nodes, a.cpus, a.gpus, a.max_workers) == (2, 2.0, 0.0, 2)
+    assert provider_capacity(PROVIDER_B).max_workers == 1
+
+
+@pytest.mark.parametrize(
+    ("job", "message"),
+    [
+        (ComputeJob("j1", "mine-bitcoin", PROVIDER_A), "unknown job kind 'mine-bitcoin'"),
+        (ComputeJob("j2", "train", PROVIDER_A, workers=0), "workers must be at least 1"),
+        (ComputeJob("j3", "train", PROVIDER_B, workers=2), "asks for 2 workers but provider"),
+        (ComputeJob("j4", "train", "0x000000000000000000000000000000000000dEaD"), "has no live nodes"),
+    ],
+    ids=["unknown-kind", "zero-workers", "too-many-workers", "unknown-provider"],
+)
+def test_bad_jobs_fail_fast_with_no_ray_work(ray_cluster, tmp_path, job: ComputeJob, message: str) -> None:
+    job = replace(job, storage=str(tmp_path))
+    started = time.monotonic()
+    with pytest.raises(InvalidJob, match=message):
+        run_job(job)
+    assert time.monotonic() - started < 5
+    assert not job.result_dir().exists()  # no runner started: runners create it first
+
+
+def test_capacity_check_passes_for_a_job_that_fits(ray_cluster) -> None:
+    assert check_capacity(ComputeJob("j5", "train", PROVIDER_A, workers=2)).nodes == 2
