@@ -10,7 +10,7 @@ VENV_STAMP := $(VENV)/.swarm-installed
 FORGE := ../node_modules/.bin/forge
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres demo test test-contracts test-python snapshot bench-gas bench-indexer clean
+.PHONY: install postgres demo test test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -54,6 +54,14 @@ bench-gas: install
 # Indexer throughput: ≥ 100,000 Swarm events synced into SQLite and PostgreSQL.
 bench-indexer: install postgres
 	$(PY) bench/indexer.py
+
+# Dispatch overhead of the train runner against a plain TorchTrainer on the same cluster.
+bench-dispatch: install
+	$(PY) bench/dispatch.py --runs 5
+
+# The benchmark challenge: node time, round trip through Ray, and verification (≤ 5 s per node).
+bench-challenge: install
+	$(PY) bench/challenge.py --runs 5
 
 clean:
 	rm -rf contracts/out contracts/cache build .pytest_cache .hypothesis

@@ -11,8 +11,10 @@ import sys
 import click
 
 from anvil import AnvilError
+from compute.errors import ComputeError
 from ledger.errors import SwarmError
 from scripts.chain import chain
+from scripts.cluster import cluster
 from scripts.demo import demo
 from scripts.keys import keys
 from scripts.ledger_cmd import ledger
@@ -32,6 +34,7 @@ cli.add_command(provider)
 cli.add_command(ledger)
 cli.add_command(token)
 cli.add_command(demo)
+cli.add_command(cluster)
 
 
 def main() -> None:
@@ -43,7 +46,7 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except (SwarmError, AnvilError) as exc:
+    except (SwarmError, AnvilError, ComputeError) as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(1)
     except KeyboardInterrupt:

@@ -1,0 +1,100 @@
+"""Every NVML call of the project: a GPU snapshot read through `pynvml` (nvidia-ml-py).
+
+A machine where NVML cannot start (no driver, no GPU) reports `gpus=0`, no devices and
+the reason. A field a GPU does not support (power on some boards) is `None`. Nothing
+here makes up a number.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import pynvml
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class DeviceReading:
+    index: int
+    name: str
+    utilization_pct: float | None
+    memory_used_mb: float | None
+    memory_total_mb: float | None
+    temperature_c: float | None
+    power_w: float | None
+
+
+@dataclass(frozen=True)
+class GpuSnapshot:
+    gpus: int
+    devices: list[DeviceReading] = field(default_factory=list)
+    error: str | None = None  # why NVML gave no reading (e.g. no driver on this machine)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def reading_from_raw(
+    index: int,
+    name: str | bytes,
+    utilization_gpu: int | None,
+    memory_used_bytes: int | None,
+    memory_total_bytes: int | None,
+    temperature_c: int | None,
+    power_mw: int | None,
+) -> DeviceReading:
+    """Converts NVML's raw units (bytes, milliwatts) into a reading (MiB, watts)."""
+    return DeviceReading(
+        index=index,
+        name=name.decode() if isinstance(name, bytes) else name,
+        utilization_pct=None if utilization_gpu is None else float(utilization_gpu),
+        memory_used_mb=None if memory_used_bytes is None else memory_used_bytes / MIB,
+        memory_total_mb=None if memory_total_bytes is None else memory_total_bytes / MIB,
+        temperature_c=None if temperature_c is None else float(temperature_c),
+        power_w=None if power_mw is None else power_mw / 1000.0,
+    )
+
+
+def _optional(read, *args):
+    """One NVML field, or None where the device does not support it."""
+    try:
+        return read(*args)
+    except pynvml.NVMLError:
+        return None
+
+
+def _read_device(index: int) -> DeviceReading:
+    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+    utilization = _optional(pynvml.nvmlDeviceGetUtilizationRates, handle)
+    memory = _optional(pynvml.nvmlDeviceGetMemoryInfo, handle)
+    return reading_from_raw(
+        index=index,
+        name=pynvml.nvmlDeviceGetName(handle),
+        utilization_gpu=None if utilization is None else utilization.gpu,
+        memory_used_bytes=None if memory is None else memory.used,
+        memory_total_bytes=None if memory is None else memory.total,
+        temperature_c=_optional(pynvml.nvmlDeviceGetTemperature, handle, pynvml.NVML_TEMPERATURE_GPU),
+        power_mw=_optional(pynvml.nvmlDeviceGetPowerUsage, handle),
+    )
+
+
+def gpu_snapshot() -> GpuSnapshot:
+    """The GPUs of this machine as NVML sees them now; gpus=0 where NVML cannot start."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return GpuSnapshot(gpus=0, devices=[], error=f"NVML unavailable: {exc}")
+    try:
+        count = pynvml.nvmlDeviceGetCount()
+    except pynvml.NVMLError as exc:
+        pynvml.nvmlShutdown()
+        return GpuSnapshot(gpus=0, devices=[], error=f"NVML could not count the devices: {exc}")
+    try:
+        return GpuSnapshot(gpus=count, devices=[_read_device(i) for i in range(count)])
+    except pynvml.NVMLError as exc:
+        # The GPUs are there but unreadable (a lost device): say how many, invent no readings.
+        return GpuSnapshot(gpus=count, devices=[], error=f"NVML could not read the devices: {exc}")
+    finally:
+        pynvml.nvmlShutdown()

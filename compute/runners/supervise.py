@@ -1,0 +1,108 @@
+"""Watching pinned work: a job whose provider has no live node left, or that runs past its
+timeout, is stopped within a few seconds instead of waiting for nodes that will not come.
+
+Ray would otherwise keep a job pending forever: its work is pinned to the provider's
+nodes, and no other node may take it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import ray
+from ray.train.v2._internal.execution.callback import ControllerCallback
+
+from compute.errors import ComputeError, ProviderFault
+from compute.jobs import ComputeJob
+from compute.placement import provider_capacity
+
+POLL_S = 1.0
+
+
+def provider_gone(provider: str) -> bool:
+    """True when the cluster lists no live node for `provider` (a failed read counts as alive)."""
+    try:
+        return provider_capacity(provider).nodes == 0
+    except Exception:  # the GCS may be briefly unreachable; the next poll decides
+        return False
+
+
+def lost_provider(job: ComputeJob) -> ProviderFault:
+    return ProviderFault(
+        job.provider,
+        f"job {job.job_id} stopped: provider {job.provider} has no live nodes left; "
+        "post the job again to run it on another provider.",
+    )
+
+
+def timed_out(job: ComputeJob) -> ComputeError:
+    return ComputeError(
+        f"job {job.job_id} ran past its timeout of {job.timeout_s:g} s and was stopped; "
+        "raise timeout_s or make the job smaller."
+    )
+
+
+def failure_for(job: ComputeJob, started: float) -> ComputeError | None:
+    """Why a job's work stopped, if the provider or the clock explains it."""
+    if provider_gone(job.provider):
+        return lost_provider(job)
+    if time.monotonic() - started >= job.timeout_s:
+        return timed_out(job)
+    return None
+
+
+class ProviderWatch(ControllerCallback):
+    """Runs inside the Ray Train controller: kills it once the provider has no live node
+    or the deadline passes. Ray then removes the run's placement group and its workers,
+    and the driver's `fit()` raises, which the runner turns into the matching error.
+
+    The controller blocks its own event loop while it waits for workers to be placed,
+    so the watch runs on a thread and ends the actor with `ray.kill`, not `abort()`.
+    """
+
+    def __init__(self, provider: str, deadline: float, poll_s: float = POLL_S) -> None:
+        self.provider = provider
+        self.deadline = deadline  # time.time() of the job's timeout
+        self.poll_s = poll_s
+        self._done: threading.Event | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_done"}
+
+    def after_controller_start(self, train_run_context: Any) -> None:
+        self._done = threading.Event()
+        controller = ray.get_runtime_context().current_actor
+        threading.Thread(target=self._watch, args=(controller, self._done), daemon=True,
+                         name="swarm-provider-watch").start()
+
+    def after_controller_finish(self, result: Any) -> None:
+        if self._done is not None:
+            self._done.set()
+
+    def _watch(self, controller: Any, done: threading.Event) -> None:
+        while not done.wait(self.poll_s):
+            if provider_gone(self.provider) or time.time() >= self.deadline:
+                ray.kill(controller, no_restart=True)
+                return
+
+
+def await_pinned(ref: ray.ObjectRef, job: ComputeJob, started: float) -> Any:
+    """`ray.get(ref)` for a task pinned to the job's provider, stopped (and the task
+    cancelled) if the provider loses its last node or the job's timeout passes."""
+    while True:
+        ready, _ = ray.wait([ref], timeout=POLL_S)
+        if ready:
+            try:
+                return ray.get(ref)
+            except (ray.exceptions.RayTaskError, ray.exceptions.WorkerCrashedError,
+                    ray.exceptions.NodeDiedError, ray.exceptions.TaskCancelledError) as error:
+                failure = failure_for(job, started)
+                if failure is not None:
+                    raise failure from error
+                raise
+        failure = failure_for(job, started)
+        if failure is not None:
+            ray.cancel(ref, force=True)
+            raise failure

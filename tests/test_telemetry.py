@@ -1,0 +1,77 @@
+"""Liveness probes on a real Ray cluster: every live provider answers with its node's clock
+and an honest GPU snapshot; a provider whose node is gone is recorded as down within the
+timeout, never waited on."""
+
+from __future__ import annotations
+
+import glob
+import re
+import time
+
+from anvil import dev_account
+from compute.nvml import DeviceReading, gpu_snapshot, reading_from_raw
+from compute.placement import provider_nodes
+from compute.telemetry import probe, probe_all
+from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C
+
+PROVIDER_D = dev_account(4).address  # joins for one test, then loses its only node
+
+
+def _gpu_device_files() -> int:
+    """GPUs the kernel exposes (/dev/nvidia0, /dev/nvidia1, ...), independent of NVML."""
+    return len([p for p in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", p)])
+
+
+def test_gpu_snapshot_reports_this_machines_gpus_and_invents_none() -> None:
+    snapshot = gpu_snapshot()
+    assert snapshot.gpus == _gpu_device_files()
+    assert len(snapshot.devices) == snapshot.gpus
+    if snapshot.gpus == 0:  # this machine: NVML cannot start, and the snapshot says why
+        assert snapshot.devices == []
+        assert "NVML" in snapshot.error
+    for device in snapshot.devices:
+        assert device.name and device.memory_total_mb > 0
+
+
+def test_raw_nvml_units_become_mebibytes_and_watts() -> None:
+    reading = reading_from_raw(0, b"NVIDIA H100 80GB HBM3", 87, 40 * 1024**3, 80 * 1024**3, 64, 312_500)
+    assert reading == DeviceReading(0, "NVIDIA H100 80GB HBM3", 87.0, 40_960.0, 81_920.0, 64.0, 312.5)
+    unsupported = reading_from_raw(1, "Tesla T4", 0, 0, 15 * 1024**3, None, None)
+    assert (unsupported.temperature_c, unsupported.power_w) == (None, None)
+
+
+def test_probe_of_each_live_provider_answers_from_its_own_node(ray_cluster) -> None:
+    before = time.time()
+    results = probe_all([PROVIDER_A, PROVIDER_B, PROVIDER_C], timeout_s=60)
+    after = time.time()
+    for provider, result in zip((PROVIDER_A, PROVIDER_B, PROVIDER_C), results):
+        assert result.provider == provider
+        assert result.alive, result.error
+        assert result.node_id in {n["NodeID"] for n in provider_nodes(provider)}
+        assert before <= result.stamp <= after
+        assert 0 < result.latency_s <= after - before
+        assert (result.gpu.gpus, result.gpu.devices) == (0, [])
+
+
+def test_probe_of_a_dead_node_records_downtime_within_the_timeout(ray_cluster) -> None:
+    node = ray_cluster.add_node(PROVIDER_D)
+    ray_cluster.cluster.wait_for_nodes()
+    joined = probe(PROVIDER_D, timeout_s=60)
+    assert joined.alive and joined.node_id == node.node_id
+
+    ray_cluster.remove_node(node)
+    started = time.monotonic()
+    down, live = probe_all([PROVIDER_D, PROVIDER_A], timeout_s=5)
+    elapsed = time.monotonic() - started
+
+    assert not down.alive and down.node_id is None and down.stamp is None and down.gpu is None
+    assert down.error
+    assert elapsed < 5 + 2  # gave up at the timeout instead of waiting for the node
+    assert live.alive  # one dead provider does not hold up the others
+
+
+def test_probe_of_a_provider_that_never_joined_is_down(ray_cluster) -> None:
+    started = time.monotonic()
+    result = probe(dev_account(5).address, timeout_s=2)
+    assert not result.alive and result.error == "no answer within the timeout"
+    assert time.monotonic() - started < 2 + 2
