@@ -1,4 +1,5 @@
-"""`swarm provider …`: register, stake, unstake, withdraw, unjail, claim, status.
+"""`swarm provider …`: register, stake, unstake, withdraw, unjail, claim, status, and
+join/leave a Ray cluster as a provider node.
 
 Every command checks what it can before signing, so a refused command sends nothing.
 """
@@ -26,7 +27,7 @@ from scripts.common import account_option, console, emit, json_option, key_optio
 
 @click.group()
 def provider() -> None:
-    """Provider registration, stake and rewards."""
+    """Provider registration, stake, rewards and Ray nodes."""
 
 
 def _signed(fn: Callable) -> Callable:
@@ -280,3 +281,77 @@ def _duration(seconds: int) -> str:
     minutes, secs = divmod(int(seconds), 60)
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h {minutes}m" if hours else (f"{minutes}m {secs}s" if minutes else f"{secs}s")
+
+
+# ── Ray nodes: join a cluster, leave it ──────────────────────────────────────
+
+@provider.command()
+@click.option("--ray-address", required=True, help="The Ray head's GCS address, HOST:PORT.")
+@click.option("--num-cpus", type=click.IntRange(min=1), default=1, show_default=True,
+              help="CPUs the node offers.")
+@click.option("--num-gpus", type=click.IntRange(min=0), default=0, show_default=True,
+              help="GPUs the node offers.")
+@account_option
+@key_option
+@json_option
+def join(ray_address: str, num_cpus: int, num_gpus: int, account: int | None, key_ref: str | None,
+         as_json: bool) -> None:
+    """Start a Ray node for your provider on this machine, once the chain says you may serve.
+
+    The node is labelled provider=<address> and carries the provider:<address> resource; it
+    authenticates with the cluster's token in $SWARM_HOME/ray/auth_token.
+    """
+    from compute import node
+
+    node.parse_address(ray_address)  # a malformed address is refused before anything else
+    swarm = open_swarm()
+    who = _own_address(swarm, account, key_ref)
+    _may_serve(swarm, stake.provider_info(swarm, who))
+    joined = node.join(node.RayHome.of(settings().home), ray_address, node.NodeSpec(who, num_cpus, num_gpus))
+    emit(as_json, joined.as_dict(), lambda: console.print(
+        f"Joined {ray_address} as node {joined.node_id} for {who} ({num_cpus} CPU, {num_gpus} GPU); "
+        "stop it with `swarm provider leave`."
+    ))
+
+
+@provider.command()
+@account_option
+@key_option
+@json_option
+def leave(account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Stop the Ray node this machine runs for your provider (running work drains first)."""
+    from compute import node
+
+    who = _own_address(open_swarm(), account, key_ref)
+    left = node.leave(node.RayHome.of(settings().home), who)
+    emit(as_json, {"provider": who, "stopped": left is not None, "node_id": left and left.node_id},
+         lambda: console.print(f"Node {left.node_id} for {who} has left {left.head_address}." if left
+                               else f"No Ray node runs here for {who}; nothing to do."))
+
+
+def _may_serve(swarm: Swarm, info: ProviderInfo) -> None:
+    """Refuses, in one sentence, a provider the chain does not let serve work."""
+    who = info.address
+    if not info.registered:
+        raise SwarmError(f"{who} is not registered; run `swarm provider register` first.")
+    if info.tombstoned:
+        raise SwarmError(f"{who} is tombstoned for fraud and can never serve again.")
+    if info.jailed_until:
+        if swarm.chain.timestamp() < info.jailed_until:
+            raise SwarmError(
+                f"{who} is jailed until {_when(info.jailed_until)}; "
+                "after that run `swarm provider unjail`, then join."
+            )
+        raise SwarmError(
+            f"{who} was jailed until {_when(info.jailed_until)}; run `swarm provider unjail` first."
+        )
+    if info.stake < info.min_stake:
+        raise SwarmError(
+            f"{who} has {format_amount(info.stake)} staked, "
+            f"below its minimum of {format_amount(info.min_stake)}; "
+            f"stake {format_amount(info.min_stake - info.stake)} more with `swarm provider stake`."
+        )
+    if not swarm.vault.functions.isEligible(who).call():
+        raise SwarmError(
+            f"The staking vault does not list {who} as eligible for work; see `swarm provider status`."
+        )

@@ -1,0 +1,373 @@
+"""Provider nodes on Ray (DESIGN §4): a provider's machine joins a Ray cluster as a node
+labelled provider=<address> that carries the provider:<address> resource.
+
+Also what every Ray process the CLI starts shares: token authentication
+(RAY_AUTH_MODE=token) with the token in $SWARM_HOME/ray/auth_token (mode 0600), and a
+short-lived read of the cluster's nodes from its GCS.
+
+Ray reads its authentication settings when it is first loaded, so nothing here imports
+Ray at module level: `use_auth` runs first, then Ray is imported where it is needed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from compute.errors import ComputeError
+
+# One budget for a node to register with the head, and one for it to drain and stop.
+JOIN_TIMEOUT_S = 120.0
+LEAVE_TIMEOUT_S = 60.0
+_GCS_TIMEOUT_S = 10.0
+_ADDRESS = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
+
+
+@dataclass(frozen=True)
+class RayHome:
+    """Where Swarm keeps its Ray files: $SWARM_HOME/ray."""
+
+    root: Path
+
+    @classmethod
+    def of(cls, swarm_home: Path) -> RayHome:
+        return cls(Path(swarm_home).expanduser().resolve() / "ray")
+
+    @property
+    def token(self) -> Path:
+        return self.root / "auth_token"
+
+    @property
+    def cluster_state(self) -> Path:
+        return self.root / "cluster.json"
+
+    @property
+    def logs(self) -> Path:
+        return self.root / "logs"
+
+    def node_record(self, provider: str) -> Path:
+        return self.root / "nodes" / f"{provider}.json"
+
+
+# ── authentication ───────────────────────────────────────────────────────────
+
+def ensure_token(home: RayHome) -> Path:
+    """Creates the cluster's auth token once (mode 0600); the token itself is never returned."""
+    home.root.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(home.token, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return require_token(home)
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_hex(32))
+    return home.token
+
+
+def require_token(home: RayHome) -> Path:
+    """The token file, refused when missing or readable by anyone but its owner."""
+    if not home.token.is_file():
+        raise ComputeError(
+            f"No Ray auth token at {home.token}; copy the cluster's token there (mode 0600) "
+            "or start a local cluster with `swarm cluster up`."
+        )
+    if stat.S_IMODE(home.token.stat().st_mode) & 0o077:
+        raise ComputeError(
+            f"The Ray auth token {home.token} is readable by others; run `chmod 600 {home.token}`."
+        )
+    return home.token
+
+
+def auth_env(home: RayHome, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a Ray process: token auth, with the token read from $SWARM_HOME/ray."""
+    env = dict(os.environ if base is None else base)
+    env.pop("RAY_AUTH_TOKEN", None)  # it would take precedence over the token file
+    env["RAY_AUTH_MODE"] = "token"
+    env["RAY_AUTH_TOKEN_PATH"] = str(require_token(home))
+    return env
+
+
+def use_auth(home: RayHome) -> None:
+    """Applies `auth_env` to this process, before (or, refreshing Ray's caches, after) Ray loads."""
+    env = auth_env(home)
+    os.environ.pop("RAY_AUTH_TOKEN", None)
+    os.environ.update({k: env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")})
+    if "ray._raylet" in sys.modules:
+        from ray._raylet import AuthenticationTokenLoader, Config
+
+        Config.initialize("")
+        AuthenticationTokenLoader.instance().reset_cache()
+
+
+# ── reading the cluster ──────────────────────────────────────────────────────
+
+@dataclass(frozen=True)
+class RayNode:
+    """One node as the cluster's GCS sees it."""
+
+    node_id: str
+    provider: str | None  # None for nodes without the provider label (the head)
+    alive: bool
+    head: bool
+    cpus: float
+    gpus: float
+    ip: str
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"state": "alive" if self.alive else "dead"}
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """HOST:PORT of a Ray head's GCS, refused with the expected shape otherwise."""
+    match = _ADDRESS.match(address.strip())
+    if not match or not 0 < int(match["port"]) < 65536:
+        raise ComputeError(
+            f"Ray address {address!r} is not HOST:PORT; give the head's GCS address, e.g. 10.0.0.5:6379."
+        )
+    return match["host"].strip("[]"), int(match["port"])
+
+
+def check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Refuses quickly when nothing listens at `address` (Ray's own client waits 40 s)."""
+    host, port = parse_address(address)
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError:
+        raise ComputeError(
+            f"No Ray cluster answers at {address}; check the head's address and that it is running."
+        ) from None
+
+
+def cluster_nodes(home: RayHome, address: str) -> list[RayNode]:
+    """Every node the GCS at `address` knows, alive or dead, read with this home's token."""
+    return _read_nodes(_gcs_client(home, address), address)
+
+
+def _gcs_client(home: RayHome, address: str):
+    check_reachable(address)
+    use_auth(home)
+    from ray._raylet import GcsClient
+    from ray.exceptions import AuthenticationError
+
+    try:
+        return GcsClient(address=address)
+    except AuthenticationError:
+        raise ComputeError(
+            f"The Ray cluster at {address} refused the token in {home.token}; copy the cluster's token there."
+        ) from None
+
+
+def _read_nodes(gcs, address: str) -> list[RayNode]:
+    from ray.exceptions import RpcError
+
+    from compute.placement import LABEL
+
+    try:
+        infos = gcs.get_all_node_info(timeout=_GCS_TIMEOUT_S)
+    except RpcError:
+        raise ComputeError(
+            f"The Ray cluster at {address} stopped answering; check that its head is still running."
+        ) from None
+    nodes = []
+    for node_id, info in infos.items():
+        resources = dict(info.resources_total)
+        nodes.append(RayNode(
+            node_id=node_id.hex(),
+            provider=dict(info.labels).get(LABEL),
+            alive=info.state == 0,  # GcsNodeInfo.ALIVE
+            head=bool(info.is_head_node),
+            cpus=resources.get("CPU", 0.0),
+            gpus=resources.get("GPU", 0.0),
+            ip=info.node_manager_address,
+        ))
+    return sorted(nodes, key=lambda n: (not n.head, n.provider or "", n.node_id))
+
+
+# ── a provider's node ────────────────────────────────────────────────────────
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """What a provider offers from this machine."""
+
+    provider: str
+    num_cpus: int = 1
+    num_gpus: int = 0
+
+    def __post_init__(self) -> None:
+        if self.num_cpus < 1:
+            raise ComputeError(f"--num-cpus must be at least 1, got {self.num_cpus}.")
+        if self.num_gpus < 0:
+            raise ComputeError(f"--num-gpus cannot be negative, got {self.num_gpus}.")
+
+
+@dataclass(frozen=True)
+class JoinedNode:
+    """The record of a node this machine started, kept so that `leave` can stop it."""
+
+    provider: str
+    head_address: str
+    node_id: str
+    pid: int  # the `ray start --block` process; its children are the node's raylet and agents
+    num_cpus: int
+    num_gpus: int
+    log: str
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def join(home: RayHome, address: str, spec: NodeSpec, timeout: float = JOIN_TIMEOUT_S) -> JoinedNode:
+    """Starts a Ray node for `spec.provider` against the head at `address`; returns once it is alive."""
+    running = joined(home, spec.provider)
+    if running is not None:
+        raise ComputeError(
+            f"{spec.provider} already runs a node here (node {running.node_id[:12]}, pid {running.pid}); "
+            "stop it with `swarm provider leave` first."
+        )
+    gcs = _gcs_client(home, address)
+    before = {n.node_id for n in _read_nodes(gcs, address)}
+    home.logs.mkdir(parents=True, exist_ok=True)
+    log = home.logs / f"node-{spec.provider}.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            _ray_start_command(address, spec), env=auth_env(home), stdin=subprocess.DEVNULL,
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        node = _wait_for_node(gcs, address, process, spec.provider, before, log, timeout)
+    except BaseException:
+        stop_session(process.pid, LEAVE_TIMEOUT_S)
+        raise
+    record = JoinedNode(
+        spec.provider, address, node.node_id, process.pid, spec.num_cpus, spec.num_gpus, str(log)
+    )
+    _write_json(home.node_record(spec.provider), record.as_dict())
+    return record
+
+
+def joined(home: RayHome, provider: str) -> JoinedNode | None:
+    """The node this machine runs for `provider`, if its process still lives (a stale record is dropped)."""
+    path = home.node_record(provider)
+    if not path.is_file():
+        return None
+    record = JoinedNode(**json.loads(path.read_text()))
+    if not _is_ray_start(record.pid):
+        path.unlink(missing_ok=True)
+        return None
+    return record
+
+
+def leave(home: RayHome, provider: str, timeout: float = LEAVE_TIMEOUT_S) -> JoinedNode | None:
+    """Stops the node this machine runs for `provider` (it drains first); None if there is none."""
+    record = joined(home, provider)
+    if record is None:
+        return None
+    stop_session(record.pid, timeout)  # `ray start --block` drains the node on SIGTERM
+    home.node_record(provider).unlink(missing_ok=True)
+    _wait_until_dead(home, record)
+    return record
+
+
+def _ray_start_command(address: str, spec: NodeSpec) -> list[str]:
+    from compute.placement import node_labels, node_resources
+
+    labels = ",".join(f"{k}={v}" for k, v in node_labels(spec.provider).items())
+    return [
+        str(Path(sys.executable).with_name("ray")), "start", "--block",
+        "--address", address,
+        "--labels", labels,
+        "--resources", json.dumps(node_resources(spec.provider)),
+        "--num-cpus", str(spec.num_cpus),
+        "--num-gpus", str(spec.num_gpus),
+        # Ray's fixed default (52365) collides with any other node on the same machine.
+        "--dashboard-agent-listen-port", str(free_port()),
+        "--disable-usage-stats",
+    ]
+
+
+def _wait_for_node(gcs, address: str, process: subprocess.Popen, provider: str, before: set[str],
+                   log: Path, timeout: float) -> RayNode:
+    """Waits until the GCS lists a new alive node labelled for `provider`, or the process exits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ComputeError(
+                f"The Ray node for {provider} exited while starting (code {process.returncode}); see {log}."
+            )
+        nodes = _read_nodes(gcs, address)
+        fresh = [n for n in nodes if n.alive and n.provider == provider and n.node_id not in before]
+        if fresh:
+            return fresh[0]
+        try:
+            process.wait(timeout=0.5)  # returns early if the node's process dies
+        except subprocess.TimeoutExpired:
+            pass
+    raise ComputeError(f"The Ray node for {provider} did not register within {timeout:.0f} s; see {log}.")
+
+
+def _wait_until_dead(home: RayHome, record: JoinedNode, timeout: float = 15.0) -> None:
+    """Best effort: the raylet unregisters as it stops; wait for the GCS to say so."""
+    try:
+        gcs = _gcs_client(home, record.head_address)
+    except ComputeError:
+        return  # the head is gone: nothing left to tell
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            nodes = _read_nodes(gcs, record.head_address)
+        except ComputeError:
+            return
+        if not any(n.alive and n.node_id == record.node_id for n in nodes):
+            return
+        time.sleep(0.2)
+
+
+def stop_session(pid: int, timeout: float) -> None:
+    """SIGTERM to `pid`, the leader of a session started here, and a wait for it to clean up; then
+    SIGKILL to whatever is left in its session (its raylets, agents and workers)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        proc.terminate()
+        proc.wait(timeout=timeout)
+    except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+        pass
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _is_ray_start(pid: int) -> bool:
+    import psutil
+
+    try:
+        cmdline = psutil.Process(pid).cmdline()
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return False
+    return "start" in cmdline and "--block" in cmdline and any(part.endswith("ray") for part in cmdline[:2])
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=2))
+    tmp.replace(path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

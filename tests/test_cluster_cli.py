@@ -1,0 +1,337 @@
+"""`swarm cluster up|down|status` and `swarm provider join|leave` end to end: clusters the CLI
+starts itself (their own raylets, apart from the session's `ray_cluster`), on the session anvil."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+import pytest
+
+from anvil import AnvilNode, dev_account
+from anvil.node import free_port
+from ledger import stake
+from ledger.client import Swarm
+from ledger.deploy import DeployResult
+from ledger.units import ONE
+from tests.conftest import one_line_error
+
+SIMULATED = dev_account(1).address
+JOINER = 4  # the dev account that joins with its own node
+JOINER_ADDRESS = dev_account(JOINER).address
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    home: Path
+    address: str
+    up: dict  # what `swarm cluster up --json` printed
+    output: str  # everything `up` wrote, to check that no secret leaked
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"SWARM_HOME": str(self.home)}
+
+    @property
+    def token(self) -> str:
+        return (self.home / "ray" / "auth_token").read_text()
+
+
+def _swarm(anvil: AnvilNode, home: Path, *args: str) -> subprocess.CompletedProcess:
+    """The real CLI, as the `cli` fixture runs it, for fixtures wider than one test."""
+    env = os.environ | {"SWARM_HOME": str(home), "SWARM_RPC_URL": anvil.config.url,
+                        "SWARM_ANVIL_PORT": str(anvil.config.port), "COLUMNS": "200"}
+    return subprocess.run([sys.executable, "-m", "scripts.cli", *args],
+                          capture_output=True, text=True, env=env, timeout=300)
+
+
+def _stop_leftovers(home: Path) -> None:
+    """Last resort if `down` failed: end the supervisor's session (only ever this home's)."""
+    state = home / "ray" / "cluster.json"
+    if state.exists():
+        try:
+            os.killpg(json.loads(state.read_text())["pid"], 9)
+        except ProcessLookupError:
+            pass
+
+
+@pytest.fixture(scope="module")
+def local_cluster(tmp_path_factory: pytest.TempPathFactory, swarm_home: Path, anvil_node: AnvilNode,
+                  deployed: DeployResult) -> Iterator[LocalCluster]:
+    """`swarm cluster up --providers 1` in its own SWARM_HOME (with the session's deployment)."""
+    home = tmp_path_factory.mktemp("cluster-home")
+    shutil.copytree(swarm_home / "deployments", home / "deployments")
+    try:
+        port = str(free_port())
+        up = _swarm(anvil_node, home, "cluster", "up", "--providers", "1", "--port", port, "--json")
+        assert up.returncode == 0, up.stderr
+        payload = json.loads(up.stdout)
+        yield LocalCluster(home, payload["address"], payload, up.stdout + up.stderr)
+    finally:
+        down = _swarm(anvil_node, home, "cluster", "down")
+        _stop_leftovers(home)
+        assert down.returncode == 0, down.stderr
+
+
+def _status(cli, cluster: LocalCluster) -> dict:
+    done = cli("cluster", "status", "--json", env=cluster.env)
+    assert done.code == 0, done.stderr
+    assert cluster.token not in done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def _token_env(cluster: LocalCluster) -> dict[str, str]:
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(cluster.home / "ray" / "auth_token")}
+
+
+def _ray_client(address: str, env: dict[str, str], code: str, timeout: float = 120
+                ) -> subprocess.CompletedProcess:
+    """A fresh Python process that connects to `address` with ray.init and runs `code`."""
+    script = f"import ray\nray.init(address={address!r}, log_to_driver=False)\n{code}"
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=clean | env,
+                          timeout=timeout)
+
+
+# ── up / status ──────────────────────────────────────────────────────────────
+
+def test_status_lists_the_head_and_a_labelled_node_per_provider(cli, local_cluster: LocalCluster) -> None:
+    status = _status(cli, local_cluster)
+    assert status["running"] and status["address"] == local_cluster.address
+    head = [n for n in status["nodes"] if n["head"]]
+    providers = [n for n in status["nodes"] if n["kind"] == "simulated"]
+    assert len(head) == 1 and head[0]["cpus"] == 0 and head[0]["state"] == "alive"
+    assert [(n["provider"], n["state"], n["cpus"]) for n in providers] == [(SIMULATED, "alive", 1.0)]
+    assert providers[0]["node_id"] == local_cluster.up["nodes"][0]["node_id"]
+
+    human = cli("cluster", "status", env=local_cluster.env)
+    assert human.code == 0, human.stderr
+    assert local_cluster.address in human.stdout and SIMULATED in human.stdout and "alive" in human.stdout
+
+
+def test_token_file_is_private_and_never_printed(cli, local_cluster: LocalCluster) -> None:
+    token_file = local_cluster.home / "ray" / "auth_token"
+    assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
+    token = local_cluster.token
+    assert len(token) >= 32
+    human = cli("cluster", "status", env=local_cluster.env)
+    for output in (local_cluster.output, human.stdout + human.stderr):
+        assert token not in output
+
+
+def test_a_client_with_a_wrong_token_is_refused(local_cluster: LocalCluster) -> None:
+    count = "print('nodes', len([n for n in ray.nodes() if n['Alive']]))"
+    wrong = _ray_client(local_cluster.address, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64}, count)
+    assert wrong.returncode != 0 and "nodes" not in wrong.stdout
+    assert "InvalidAuthToken" in wrong.stderr or "Authentication" in wrong.stderr, wrong.stderr[-2000:]
+
+    right = _ray_client(local_cluster.address, _token_env(local_cluster), count)
+    assert right.returncode == 0, right.stderr[-2000:]
+    assert "nodes 2" in right.stdout  # the same client, with the cluster's token, gets in
+
+
+def test_dashboard_listens_on_localhost_only_and_wants_the_token(local_cluster: LocalCluster) -> None:
+    url = local_cluster.up["dashboard"]
+    assert url.startswith("http://127.0.0.1:")
+    port = int(url.rsplit(":", 1)[1])
+    listeners = [c for c in psutil.net_connections("tcp")
+                 if c.status == psutil.CONN_LISTEN and c.laddr.port == port]
+    assert listeners and {c.laddr.ip for c in listeners} == {"127.0.0.1"}
+    with pytest.raises(urllib.error.HTTPError) as refused:  # the dashboard wants the token too
+        urllib.request.urlopen(f"{url}/api/version", timeout=30)
+    assert refused.value.code == 401
+    bearer = {"Authorization": f"Bearer {local_cluster.token}"}
+    signed = urllib.request.Request(f"{url}/api/version", headers=bearer)
+    with urllib.request.urlopen(signed, timeout=30) as answer:
+        assert answer.status == 200 and "ray_version" in json.loads(answer.read())
+    public_ip = local_cluster.address.rsplit(":", 1)[0]
+    if public_ip not in ("127.0.0.1", "localhost"):
+        with pytest.raises(OSError):
+            socket.create_connection((public_ip, port), timeout=5).close()
+
+
+def test_up_is_refused_while_a_cluster_runs(cli, local_cluster: LocalCluster) -> None:
+    text = one_line_error(cli("cluster", "up", "--providers", "1", env=local_cluster.env))
+    assert "already up" in text and "swarm cluster down" in text
+    assert _status(cli, local_cluster)["address"] == local_cluster.address
+
+
+# ── join / leave ─────────────────────────────────────────────────────────────
+
+def _ray_start_processes(provider: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info["cmdline"] or []
+        if "start" in cmdline and f"provider={provider}" in cmdline:
+            found.append(proc)
+    return found
+
+
+def _session(pid: int) -> list[psutil.Process]:
+    """Processes still in the session `pid` led (the supervisor's: head, raylets, workers)."""
+    alive = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) == pid and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
+            pass
+    return alive
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or only its exit status is left (the CLI that started it has exited)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def _register_and_stake(swarm: Swarm, account: int, amount: int) -> None:
+    sender = swarm.sender(dev_account(account).key)
+    stake.register(swarm, sender, b"\x01" * 32, 1)  # one GPU: a minimum of 1,000 SWARM
+    if amount:
+        stake.stake(swarm, sender, amount)
+
+
+def test_join_starts_a_labelled_node_that_runs_pinned_work_and_leave_stops_it(
+    cli, swarm: Swarm, local_cluster: LocalCluster
+) -> None:
+    _register_and_stake(swarm, JOINER, 1_000 * ONE)
+    joined = cli("provider", "join", "--ray-address", local_cluster.address, "--account", str(JOINER),
+                 "--json", env=local_cluster.env)
+    assert joined.code == 0, joined.stderr
+    record = json.loads(joined.stdout)
+    try:
+        assert record["provider"] == JOINER_ADDRESS
+        nodes = {n["node_id"]: n for n in _status(cli, local_cluster)["nodes"]}
+        node = nodes[record["node_id"]]
+        assert node["provider"] == JOINER_ADDRESS
+        assert (node["state"], node["kind"], node["cpus"]) == ("alive", "joined", 1.0)
+
+        # Work pinned to the provider lands on the node that joined (label and resource both).
+        from compute.placement import task_options
+
+        options = task_options(JOINER_ADDRESS, num_cpus=1)
+        where = _ray_client(
+            local_cluster.address, _token_env(local_cluster),
+            "f = ray.remote(lambda: ray.get_runtime_context().get_node_id())\n"
+            f"print('ran on', ray.get(f.options(**{options!r}).remote(), timeout=90))")
+        assert where.returncode == 0, where.stderr[-2000:]
+        assert f"ran on {record['node_id']}" in where.stdout
+
+        again = one_line_error(cli("provider", "join", "--ray-address", local_cluster.address,
+                                   "--account", str(JOINER), env=local_cluster.env))
+        assert "already runs a node here" in again and "swarm provider leave" in again
+    finally:
+        left = cli("provider", "leave", "--account", str(JOINER), "--json", env=local_cluster.env)
+    assert left.code == 0, left.stderr
+    assert json.loads(left.stdout) == {"provider": JOINER_ADDRESS, "stopped": True,
+                                       "node_id": record["node_id"]}
+    assert _gone(record["pid"]) and _session(record["pid"]) == []
+    assert _ray_start_processes(JOINER_ADDRESS) == []
+    after = {n["node_id"]: n for n in _status(cli, local_cluster)["nodes"]}
+    assert after.get(record["node_id"], {"state": "dead"})["state"] == "dead"
+    assert not any(n["provider"] == JOINER_ADDRESS and n["state"] == "alive" for n in after.values())
+
+    nothing = cli("provider", "leave", "--account", str(JOINER), env=local_cluster.env)
+    assert nothing.code == 0 and "No Ray node runs here" in nothing.stdout
+
+
+def _jail(swarm: Swarm, address: str, until: int) -> None:
+    admin = swarm.sender(dev_account(0).key)
+    vault = swarm.vault.functions
+    admin.send(vault.grantRole(vault.SLASHER_ROLE().call(), admin.address))
+    admin.send(vault.jail(address, until))
+
+
+def _unregistered(swarm: Swarm) -> str:
+    return f"{JOINER_ADDRESS} is not registered; run `swarm provider register` first."
+
+
+def _understaked(swarm: Swarm) -> str:
+    _register_and_stake(swarm, JOINER, 400 * ONE)
+    return f"{JOINER_ADDRESS} has 400 SWARM staked, below its minimum of 1,000 SWARM; stake 600 SWARM more"
+
+
+def _jailed(swarm: Swarm) -> str:
+    _register_and_stake(swarm, JOINER, 1_000 * ONE)
+    until = swarm.chain.timestamp() + 3_600
+    _jail(swarm, JOINER_ADDRESS, until)
+    return f"{JOINER_ADDRESS} is jailed until {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(until))}"
+
+
+@pytest.mark.parametrize("setup", [_unregistered, _understaked, _jailed],
+                         ids=["unregistered", "understaked", "jailed"])
+def test_join_is_refused_when_the_chain_says_no_and_no_node_starts(
+    cli, swarm: Swarm, local_cluster: LocalCluster, setup
+) -> None:
+    message = setup(swarm)
+    before = {n["node_id"] for n in _status(cli, local_cluster)["nodes"]}
+    text = one_line_error(cli("provider", "join", "--ray-address", local_cluster.address,
+                              "--account", str(JOINER), env=local_cluster.env))
+    assert message in text
+    assert {n["node_id"] for n in _status(cli, local_cluster)["nodes"]} == before
+    assert _ray_start_processes(JOINER_ADDRESS) == []
+    assert not (local_cluster.home / "ray" / "nodes" / f"{JOINER_ADDRESS}.json").exists()
+
+
+def test_join_refuses_an_address_where_no_cluster_answers(
+    cli, swarm: Swarm, local_cluster: LocalCluster
+) -> None:
+    _register_and_stake(swarm, JOINER, 1_000 * ONE)
+    dead = f"127.0.0.1:{free_port()}"
+    text = one_line_error(cli("provider", "join", "--ray-address", dead, "--account", str(JOINER),
+                              env=local_cluster.env))
+    assert f"No Ray cluster answers at {dead}" in text
+    assert _ray_start_processes(JOINER_ADDRESS) == []
+
+
+# ── down ─────────────────────────────────────────────────────────────────────
+
+def test_down_stops_every_process_and_forgets_the_cluster(cli, tmp_path: Path) -> None:
+    env = {"SWARM_HOME": str(tmp_path)}
+    assert "No local Ray cluster is running" in cli("cluster", "status", env=env).stdout
+    up = cli("cluster", "up", "--providers", "2", "--no-dashboard", "--port", str(free_port()), "--json",
+             env=env)
+    try:
+        assert up.code == 0, up.stderr
+        state = json.loads(up.stdout)
+        assert state["dashboard"] is None
+        assert [n["provider"] for n in state["nodes"]] == [dev_account(1).address, dev_account(2).address]
+        assert len(_session(state["pid"])) > 3  # supervisor, GCS, raylets, …
+        status = json.loads(cli("cluster", "status", "--json", env=env).stdout)
+        assert sorted(n["provider"] for n in status["nodes"] if n["kind"] == "simulated") == \
+            sorted(n["provider"] for n in state["nodes"])
+    finally:
+        down = cli("cluster", "down", "--json", env=env)
+        _stop_leftovers(tmp_path)
+    assert down.code == 0, down.stderr
+    assert json.loads(down.stdout) == {"stopped": True, "address": state["address"]}
+    assert _session(state["pid"]) == []
+    assert not (tmp_path / "ray" / "cluster.json").exists()
+    host, port = state["address"].rsplit(":", 1)
+    with pytest.raises(OSError):
+        socket.create_connection((host, int(port)), timeout=5).close()
+    assert json.loads(cli("cluster", "status", "--json", env=env).stdout) == {"running": False, "nodes": []}
+    again = cli("cluster", "down", env=env)
+    assert again.code == 0 and "No local Ray cluster is running" in again.stdout
+
+
+@pytest.mark.parametrize("count", ["0", "10"])
+def test_providers_out_of_range_is_a_usage_error(cli, tmp_path: Path, count: str) -> None:
+    done = cli("cluster", "up", "--providers", count, env={"SWARM_HOME": str(tmp_path)})
+    assert done.code == 2 and "1<=x<=9" in done.stderr
+    assert not (tmp_path / "ray" / "cluster.json").exists()
