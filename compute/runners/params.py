@@ -9,6 +9,7 @@ from compute.errors import InvalidJob
 from compute.jobs import ComputeJob
 
 P = TypeVar("P")
+KIND_OF = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
 
 def parse_params(cls: type[P], job: ComputeJob) -> P:
@@ -32,8 +33,7 @@ def _check_type(job: ComputeJob, key: str, value: Any, default: Any) -> None:
     expected: tuple[type, ...] = (int, float) if isinstance(default, float) else (type(default),)
     if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
         raise InvalidJob(
-            f"job {job.job_id}: {job.kind} parameter {key} must be a {expected[-1].__name__}, "
-            f"got {value!r}."
+            f"job {job.job_id}: {job.kind} parameter {key} must be {KIND_OF[expected[-1]]}, got {value!r}."
         )
 
 

@@ -12,13 +12,17 @@ import time
 from typing import Any
 
 import ray
+from ray._common.utils import hex_to_binary
+from ray._raylet import PlacementGroupID
 from ray.train.v2._internal.execution.callback import ControllerCallback
+from ray.util.placement_group import PlacementGroup
 
 from compute.errors import ComputeError, ProviderFault
 from compute.jobs import ComputeJob
-from compute.placement import provider_capacity
+from compute.placement import provider_capacity, provider_resource
 
 POLL_S = 1.0
+ABORT_GRACE_S = 10.0
 
 
 def provider_gone(provider: str) -> bool:
@@ -54,12 +58,15 @@ def failure_for(job: ComputeJob, started: float) -> ComputeError | None:
 
 
 class ProviderWatch(ControllerCallback):
-    """Runs inside the Ray Train controller: kills it once the provider has no live node
-    or the deadline passes. Ray then removes the run's placement group and its workers,
-    and the driver's `fit()` raises, which the runner turns into the matching error.
+    """Runs inside the Ray Train controller and stops it once the provider has no live
+    node or the job's deadline passes; the driver's `fit()` then raises, and the runner
+    turns that into a ProviderFault or a timeout error.
 
     The controller blocks its own event loop while it waits for workers to be placed,
-    so the watch runs on a thread and ends the actor with `ray.kill`, not `abort()`.
+    so the watch runs on a thread. For a lost provider it ends the actor with `ray.kill`
+    (its workers die with it) and removes the placement groups pinned to the provider,
+    which could never be placed again. Past the deadline, when training is running, it
+    asks for `abort()` first, which stops the workers and frees their resources.
     """
 
     def __init__(self, provider: str, deadline: float, poll_s: float = POLL_S) -> None:
@@ -68,8 +75,11 @@ class ProviderWatch(ControllerCallback):
         self.poll_s = poll_s
         self._done: threading.Event | None = None
 
-    def __getstate__(self) -> dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:  # sent to the controller before it starts: no Event yet
         return {k: v for k, v in self.__dict__.items() if k != "_done"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _done=None)
 
     def after_controller_start(self, train_run_context: Any) -> None:
         self._done = threading.Event()
@@ -83,9 +93,26 @@ class ProviderWatch(ControllerCallback):
 
     def _watch(self, controller: Any, done: threading.Event) -> None:
         while not done.wait(self.poll_s):
-            if provider_gone(self.provider) or time.time() >= self.deadline:
+            if provider_gone(self.provider):
+                # Killed first, so that it cannot ask for a new placement group; the ones it
+                # asked for can never be placed again, and Ray would keep them pending.
+                ray.kill(controller, no_restart=True)
+                release_placement_groups(self.provider)
+                return
+            if time.time() >= self.deadline:
+                # Training (not placement) is running, so the controller can abort cleanly.
+                stopping = controller.abort.remote()
+                ray.wait([stopping], timeout=ABORT_GRACE_S)
                 ray.kill(controller, no_restart=True)
                 return
+
+
+def release_placement_groups(provider: str) -> None:
+    """Removes every placement group that asks for `provider`'s nodes."""
+    resource = provider_resource(provider)
+    for pg_id, table in ray.util.placement_group_table().items():
+        if table["state"] != "REMOVED" and any(resource in b for b in table["bundles"].values()):
+            ray.util.remove_placement_group(PlacementGroup(PlacementGroupID(hex_to_binary(pg_id))))
 
 
 def await_pinned(ref: ray.ObjectRef, job: ComputeJob, started: float) -> Any:

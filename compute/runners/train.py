@@ -1,0 +1,328 @@
+"""The `train` runner: Ray Train's TorchTrainer on the provider's nodes only.
+
+Params (`job.params`):
+  model         "mlp" | "tiny-transformer"                        (default "mlp")
+  dataset       "synthetic-classification" | "synthetic-sequences" (default: the model's own)
+  samples       dataset size; the last fifth is held out for validation (default 1024)
+  epochs        passes over the training split, a checkpoint after each (default 3)
+  batch_size    per-worker batch size (default 32)
+  lr            Adam learning rate (default 1e-3)
+  precision     "fp32" | "bf16" — bf16 runs forward passes under autocast (default "fp32")
+  max_failures  worker-group failures to recover from, each from the last checkpoint (default 2)
+
+`job.workers` workers, each pinned to the provider by label selector and a sliver of its
+custom resource. A checkpoint is written every epoch under `job.storage` (a local directory
+or any pyarrow filesystem URI) in `<storage>/<job_id>`; running the same job id again
+resumes from the last one. The job's outputs — the final model and its per-epoch metrics —
+go to `<result_dir>/outputs`; where and when it ran goes to `<result_dir>/run.json`, so on
+the CPU with one seed the resultHash is the same on every provider.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+import ray.train
+import torch
+import torch.distributed as dist
+from ray.train import Checkpoint, CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+from ray.train.torch import TorchTrainer
+from safetensors.torch import load_file, save_file
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+from compute.accounting import BusyTimer, usage
+from compute.checkpoints import save_model
+from compute.data import DATASETS, load_dataset
+from compute.errors import ProviderFault
+from compute.jobs import ComputeJob, JobResult
+from compute.manifest import OUTPUT_DIR, result_hash
+from compute.models import MODELS, build_model
+from compute.placement import LABEL, PIN, label_selector, provider_resource
+from compute.runners.params import parse_params, require
+from compute.runners.supervise import ProviderWatch, failure_for, release_placement_groups
+
+DATASET_FOR = {"mlp": "synthetic-classification", "tiny-transformer": "synthetic-sequences"}
+PRECISIONS = ("fp32", "bf16")
+MAX_SAMPLES = 1_000_000
+STATE = "state.json"
+OPTIMIZER = "optimizer.pt"
+WEIGHTS = "model.safetensors"
+RUN_RECORD = "run.json"
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    model: str = "mlp"
+    dataset: str = ""
+    samples: int = 1024
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 1e-3
+    precision: str = "fp32"
+    max_failures: int = 2
+
+    @classmethod
+    def from_job(cls, job: ComputeJob) -> TrainParams:
+        params = parse_params(cls, job)
+        require(params.model in MODELS, job,
+                f"unknown model {params.model!r}; choose one of {', '.join(MODELS)}.")
+        dataset = params.dataset or DATASET_FOR[params.model]
+        require(dataset in DATASETS, job,
+                f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}.")
+        require(dataset == DATASET_FOR[params.model], job,
+                f"model {params.model} trains on {DATASET_FOR[params.model]}, not {dataset}.")
+        require(10 <= params.samples <= MAX_SAMPLES, job,
+                f"samples must be between 10 and {MAX_SAMPLES}, got {params.samples}.")
+        require(params.epochs >= 1, job, f"epochs must be at least 1, got {params.epochs}.")
+        require(params.batch_size >= 1, job, f"batch_size must be at least 1, got {params.batch_size}.")
+        require(params.lr > 0, job, f"lr must be positive, got {params.lr}.")
+        require(params.precision in PRECISIONS, job,
+                f"precision must be one of {', '.join(PRECISIONS)}, got {params.precision!r}.")
+        require(params.max_failures >= 0, job, f"max_failures must be 0 or more, got {params.max_failures}.")
+        return cls(**(asdict(params) | {"dataset": dataset}))
+
+
+# ── on the workers ───────────────────────────────────────────────────────────
+
+
+def make_deterministic(seed: int) -> None:
+    """One thread, deterministic kernels, every generator seeded: the same numbers on any CPU node."""
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+
+
+def split(inputs: torch.Tensor, labels: torch.Tensor) -> tuple[TensorDataset, TensorDataset]:
+    """(training, validation): the validation set is the last fifth of the samples."""
+    held_out = max(1, len(labels) // 5)
+    cut = len(labels) - held_out
+    return TensorDataset(inputs[:cut], labels[:cut]), TensorDataset(inputs[cut:], labels[cut:])
+
+
+def validation_set(params: TrainParams, seed: int) -> TensorDataset:
+    return split(*load_dataset(params.dataset, seed, n=params.samples))[1]
+
+
+def autocast(device: torch.device, precision: str) -> torch.autocast:
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, data: TensorDataset, precision: str = "fp32", batch_size: int = 256) -> dict:
+    """Mean cross-entropy and accuracy of `model` on `data`."""
+    model.eval()
+    device = next(model.parameters()).device
+    loss_sum, correct = 0.0, 0
+    for inputs, labels in DataLoader(data, batch_size=batch_size):
+        inputs, labels = inputs.to(device), labels.to(device)
+        with autocast(device, precision):
+            logits = model(inputs)
+        loss_sum += nn.functional.cross_entropy(logits.float(), labels, reduction="sum").item()
+        correct += (logits.argmax(dim=1) == labels).sum().item()
+    model.train()
+    return {"loss": loss_sum / len(data), "accuracy": correct / len(data)}
+
+
+def gather(value: Any) -> list[Any]:
+    """`value` from every worker, in rank order."""
+    if not dist.is_initialized():
+        return [value]
+    values: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(values, value)
+    return values
+
+
+def where_am_i(**extra: Any) -> dict[str, Any]:
+    """The node this process runs on and the provider its label names."""
+    context = ray.get_runtime_context()
+    return extra | {"node_id": context.get_node_id(), "provider": context.get_node_labels().get(LABEL, "")}
+
+
+def load_state(checkpoint: Checkpoint | None, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    """Restores model and optimizer from `checkpoint`; returns the run's state (epoch 0 if none)."""
+    if checkpoint is None:
+        return {"epoch": 0, "history": [], "units": 0.0, "placements": [], "first_step_at": None}
+    with checkpoint.as_directory() as directory:
+        model.load_state_dict(load_file(str(Path(directory) / WEIGHTS)))
+        optimizer.load_state_dict(torch.load(Path(directory) / OPTIMIZER, weights_only=True))
+        return json.loads((Path(directory) / STATE).read_text())
+
+
+def save_state(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict) -> None:
+    weights = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    save_file(weights, str(directory / WEIGHTS))
+    torch.save(optimizer.state_dict(), directory / OPTIMIZER)
+    (directory / STATE).write_text(json.dumps(state, sort_keys=True))
+
+
+def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer, device: torch.device,
+                precision: str, state: dict) -> tuple[float, int, str]:
+    """One pass over this worker's shard: (summed loss, samples seen, dtype of the logits)."""
+    loss_sum, count = torch.zeros((), dtype=torch.float64), 0
+    for inputs, labels in loader:
+        if state["first_step_at"] is None:
+            state["first_step_at"] = time.time()
+        inputs, labels = inputs.to(device), labels.to(device)
+        with autocast(device, precision):
+            logits = model(inputs)
+        loss = nn.functional.cross_entropy(logits.float(), labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        loss_sum += loss.detach().double().cpu() * len(labels)
+        count += len(labels)
+    return loss_sum.item(), count, str(logits.dtype).removeprefix("torch.")
+
+
+def train_loop(config: dict[str, Any]) -> None:
+    """One Ray Train worker: `config` is {"params": TrainParams as a dict, "seed": int}.
+    Plain enough to hand to any TorchTrainer (the dispatch benchmark does)."""
+    params, seed = TrainParams(**config["params"]), int(config["seed"])
+    make_deterministic(seed)
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    device = ray.train.torch.get_device()
+
+    train_set, val_set = split(*load_dataset(params.dataset, seed, n=params.samples))
+    model = build_model(params.model).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=params.lr)
+    state = load_state(ray.train.get_checkpoint(), model, optimizer)
+    state["resumed_from_epoch"] = state["epoch"]
+    state["placements"].append(gather(where_am_i(rank=rank)))
+    ddp = DistributedDataParallel(model) if world > 1 else model
+    sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=seed)
+    loader = DataLoader(train_set, batch_size=params.batch_size, sampler=sampler)
+
+    for epoch in range(state["epoch"], params.epochs):
+        sampler.set_epoch(epoch)
+        with BusyTimer() as timer:
+            loss_sum, count, state["compute_dtype"] = train_epoch(ddp, loader, optimizer, device,
+                                                                  params.precision, state)
+            val = evaluate(model, val_set, params.precision)
+        totals = gather((loss_sum, count, timer.seconds))
+        state["epoch"] = epoch + 1
+        state["units"] += sum(t[2] for t in totals)
+        state["history"].append({
+            "epoch": epoch + 1,
+            "loss": round(sum(t[0] for t in totals) / sum(t[1] for t in totals), 6),
+            "val_loss": round(val["loss"], 6),
+            "val_accuracy": round(val["accuracy"], 6),
+        })
+        with tempfile.TemporaryDirectory() as directory:
+            checkpoint = None
+            if rank == 0:  # the model is the same on every rank after DDP's all-reduce
+                save_state(Path(directory), model, optimizer, state)
+                checkpoint = Checkpoint.from_directory(directory)
+            ray.train.report(state["history"][-1], checkpoint=checkpoint)
+
+
+# ── on the driver ────────────────────────────────────────────────────────────
+
+
+def loop_config(job: ComputeJob, params: TrainParams) -> dict[str, Any]:
+    return {"params": asdict(params), "seed": job.seed}
+
+
+def scaling_config(job: ComputeJob) -> ScalingConfig:
+    """`job.workers` workers of one CPU (or GPU), on the job's provider's nodes only."""
+    devices = {"CPU": 1, "GPU": 1} if job.use_gpu else {"CPU": 1}
+    return ScalingConfig(
+        num_workers=job.workers,
+        use_gpu=job.use_gpu,
+        resources_per_worker=devices | {provider_resource(job.provider): PIN},
+        label_selector=label_selector(job.provider),
+    )
+
+
+def storage_path(job: ComputeJob) -> str:
+    """Where Ray Train keeps the job's checkpoints: `<storage_path>/<job_id>`."""
+    if "://" in job.storage:
+        return job.storage
+    return str(job.result_dir().parent.resolve())
+
+
+def run_config(job: ComputeJob, params: TrainParams) -> RunConfig:
+    return RunConfig(
+        name=job.job_id,
+        storage_path=storage_path(job),
+        failure_config=FailureConfig(max_failures=params.max_failures),
+        checkpoint_config=CheckpointConfig(num_to_keep=2),
+        callbacks=[ProviderWatch(job.provider, deadline=time.time() + job.timeout_s)],
+    )
+
+
+def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
+    """Runs the trainer; a lost provider, a timeout or dead workers become compute errors."""
+    started = time.monotonic()
+    trainer = TorchTrainer(train_loop, train_loop_config=loop_config(job, params),
+                           scaling_config=scaling_config(job), run_config=run_config(job, params))
+    try:
+        return trainer.fit()
+    except (ray.exceptions.RayError, ray.train.TrainingFailedError) as error:
+        failure = failure_for(job, started)
+        if isinstance(failure, ProviderFault):
+            release_placement_groups(job.provider)  # in case the controller asked again after the watch
+        if failure is not None:
+            raise failure from error
+        if workers_died(error):
+            raise ProviderFault(
+                job.provider,
+                f"job {job.job_id}: workers on provider {job.provider} died more than max_failures="
+                f"{params.max_failures} times; post it again or raise max_failures.",
+            ) from error
+        raise
+
+
+def workers_died(error: BaseException) -> bool:
+    """True when a worker group failed because its actors died (a node loss), not a bug in the loop."""
+    failures = getattr(error, "worker_failures", None) or {}
+    return any(isinstance(e, ray.exceptions.RayActorError) for e in failures.values())
+
+
+def write_outputs(job: ComputeJob, params: TrainParams, model: nn.Module, state: dict) -> Path:
+    """The deterministic part of the result: the model and its per-epoch metrics."""
+    outputs = job.result_dir() / OUTPUT_DIR
+    shutil.rmtree(outputs, ignore_errors=True)
+    save_model(model, params.model, {}, outputs,
+               dataset=params.dataset, samples=params.samples, seed=job.seed, precision=params.precision)
+    record = {"params": asdict(params), "seed": job.seed, "workers": job.workers, "history": state["history"],
+              "compute_dtype": state["compute_dtype"]}
+    (outputs / "metrics.json").write_text(json.dumps(record, sort_keys=True, indent=2))
+    return outputs
+
+
+def run(job: ComputeJob) -> JobResult:
+    """Trains on the provider's nodes and returns the result with its hash and units."""
+    params = TrainParams.from_job(job)
+    started = time.time()
+    result = fit(job, params)
+    model = build_model(params.model)
+    with result.checkpoint.as_directory() as directory:
+        model.load_state_dict(load_file(str(Path(directory) / WEIGHTS)))
+        state = json.loads((Path(directory) / STATE).read_text())
+    write_outputs(job, params, model, state)
+    result_dir = job.result_dir()
+    used = usage([state["units"]], job.use_gpu)
+    last = state["history"][-1]
+    metrics = {
+        "epochs": state["epoch"], "loss": last["loss"], "val_loss": last["val_loss"],
+        "val_accuracy": last["val_accuracy"], "history": state["history"], "precision": params.precision,
+        "compute_dtype": state["compute_dtype"], "resumed_from_epoch": state["resumed_from_epoch"],
+        "placements": state["placements"], "first_step_at": state["first_step_at"],
+        "checkpoint": result.checkpoint.path, "wall_s": round(time.time() - started, 3),
+    }
+    record = metrics | {"started_at": started}
+    (result_dir / RUN_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True))
+    return JobResult(job.job_id, job.kind, job.provider, metrics, str(result_dir), result_hash(result_dir),
+                     used.amount, used.unit)
