@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,9 +33,13 @@ class ComputeJob:
     timeout_s: float = 3_600.0  # a job that runs longer is stopped and fails
 
     def result_dir(self) -> Path:
-        """The local directory for this job's results (outputs/ plus bookkeeping)."""
-        base = Path(self.storage) if self.storage and "://" not in self.storage else Path(".swarm/results")
-        return base / self.job_id
+        """The local directory for this job's results (outputs/ plus bookkeeping).
+
+        With a URI storage, checkpoints go to the URI and the outputs to $SWARM_HOME/results.
+        """
+        if self.storage and "://" not in self.storage:
+            return Path(self.storage) / self.job_id
+        return Path(os.environ.get("SWARM_HOME", ".swarm")) / "results" / self.job_id
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,17 @@ def test_bf16_precision_runs_under_autocast_and_is_recorded(ray_cluster, storage
     assert '"precision": "bf16"' in recorded and '"compute_dtype": "bfloat16"' in recorded
 
 
+def test_checkpoints_go_to_a_pyarrow_filesystem_uri(ray_cluster, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SWARM_HOME", str(tmp_path / "home"))
+    remote = tmp_path / "remote"
+    result = run_job(ComputeJob(job_id="uri-on-c", kind="train", provider=PROVIDER_C, storage=f"file://{remote}",
+                                timeout_s=WAIT_S, params={"model": "mlp", "samples": 256, "epochs": 2}))
+    assert len(checkpoints_of(remote / "uri-on-c")) == 2
+    assert Path(result.result_dir) == tmp_path / "home" / "results" / "uri-on-c"
+    assert result.result_hash == result_hash(Path(result.result_dir))
+    assert (Path(result.result_dir) / OUTPUT_DIR / "model.safetensors").exists()
+
+
 def wait_for_first_checkpoint(result_dir: Path, running: Future) -> Path:
     """The job's first checkpoint, once Ray Train has registered it (a checkpoint written
     but not yet registered when a node dies is not one a retry resumes from)."""
