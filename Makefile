@@ -10,7 +10,7 @@ VENV_STAMP := $(VENV)/.swarm-installed
 FORGE := ../node_modules/.bin/forge
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres demo test test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge clean
+.PHONY: install postgres demo test test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -62,6 +62,10 @@ bench-dispatch: install
 # The benchmark challenge: node time, round trip through Ray, and verification (≤ 5 s per node).
 bench-challenge: install
 	$(PY) bench/challenge.py --runs 5
+
+# Matcher throughput: 100,000 open jobs on 10,000 providers.
+bench-matcher: install
+	$(PY) bench/matcher.py --runs 5
 
 clean:
 	rm -rf contracts/out contracts/cache build .pytest_cache .hypothesis

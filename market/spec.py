@@ -1,0 +1,366 @@
+"""The job spec a buyer writes (YAML or JSON), validated before anything goes on-chain.
+
+A bad spec raises `SpecError` with one sentence naming the field path (`resources.workers`)
+and what it may be. The kind's `params` are checked with the runner's own parsing, so a
+parameter the runner would refuse is refused here. `canonical()` is the JSON that
+`ledger.specs.store_spec` hashes; it loads back into an equal `JobSpec`.
+
+How the top-level `model` and `dataset` reach the runner:
+  train, tune   model → params.model (mlp | tiny-transformer), dataset → params.dataset
+  finetune      model → params.base_checkpoint, dataset → params.dataset
+  infer         model → params.checkpoint, dataset → params.dataset_path (a .npy file)
+A checkpoint is `job:<id>` (that job's result directory) or a directory path.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime
+from decimal import Decimal, localcontext
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+    model_validator,
+)
+from pydantic_core import ErrorDetails
+
+from compute.errors import ComputeError, InvalidJob
+from compute.jobs import KINDS, ComputeJob
+from compute.reference import PEAK_FP32_TFLOPS, normalize_model
+from ledger.errors import InvalidInput
+from ledger.units import DECIMALS, parse_amount
+
+JOB_REF = "job:"
+# Where each kind's runner takes the spec's model and dataset.
+MODEL_PARAM = {"train": "model", "tune": "model", "finetune": "base_checkpoint", "infer": "checkpoint"}
+DATASET_PARAM = {"train": "dataset", "tune": "dataset", "finetune": "dataset", "infer": "dataset_path"}
+DURATION = re.compile(r"(\d+)\s*([smhdw])")
+SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
+GPU_MODELS = ", ".join(PEAK_FP32_TFLOPS)
+
+# What each field may be, for the error sentence.
+ALLOWED = {
+    "kind": f"one of {', '.join(KINDS)}",
+    "model": "a non-empty string: a model name for train and tune, or a checkpoint, job:<id> or a path, for "
+             "finetune and infer",
+    "dataset": "a non-empty string: a dataset name, or for infer a .npy file path",
+    "resources": "a mapping of workers, gpus_per_worker, gpu_model, vram_gb_per_worker, cpus_per_worker "
+                 "and memory_gb",
+    "resources.workers": "an integer of at least 1",
+    "resources.gpus_per_worker": "an integer of at least 0",
+    "resources.gpu_model": f"one of {GPU_MODELS}, in any case",
+    "resources.vram_gb_per_worker": "a number of at least 0",
+    "resources.cpus_per_worker": "a number greater than 0",
+    "resources.memory_gb": "a number of at least 0",
+    "max_price_per_unit": f"a token amount greater than 0 with at most {DECIMALS} decimals, "
+                          "like 0.5 or \"2\"",
+    "max_units": "an integer of at least 1",
+    "deadline": "a future time: ISO-8601 with a timezone (2026-12-01T12:00:00Z), a duration from now "
+                "(30m, 2h, 1d12h) or unix seconds",
+    "min_provider_score": "a number from 0 to 1",
+    "priority": "an integer from 0 to 10",
+    "replicas": "an integer from 1 to 3",
+    "seed": "an integer of at least 0",
+    "params": "a mapping of the runner's parameter names to values",
+}
+
+
+class SpecError(InvalidInput):
+    """A job spec that cannot be posted; `field` is the offending field path, if one is to blame."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class FieldError(ValueError):
+    """Raised inside validators: a field path and the clause saying what is wrong with it."""
+
+    def __init__(self, path: str, clause: str) -> None:
+        super().__init__(clause)
+        self.path = path
+        self.clause = clause
+
+
+# ── field parsers ───────────────────────────────────────────────────────────────────
+
+
+def _wei(value: Any) -> int:
+    allowed = ALLOWED["max_price_per_unit"]
+    refusal = FieldError("max_price_per_unit", f"must be {allowed} (got {_show(value)})")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, Decimal)):
+        raise refusal
+    try:
+        return parse_amount(value, "max_price_per_unit")
+    except InvalidInput:
+        raise refusal from None
+
+
+def parse_deadline(value: Any, now: float | None = None) -> int:
+    """Unix seconds of an ISO-8601 time with timezone, a duration from `now`, or unix seconds."""
+    now = time.time() if now is None else now
+    if isinstance(value, str) and DURATION.sub("", value).strip() == "" and DURATION.search(value):
+        at = int(now) + sum(int(n) * SECONDS[u] for n, u in DURATION.findall(value))
+    elif isinstance(value, str) or isinstance(value, datetime):
+        at = _iso_seconds(value)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        at = value
+    else:
+        raise FieldError("deadline", f"must be {ALLOWED['deadline']} (got {_show(value)})")
+    if at <= now:
+        raise FieldError("deadline", f"must be in the future (got {_show(value)}, which is not after now)")
+    return at
+
+
+def _iso_seconds(value: str | datetime) -> int:
+    try:
+        moment = value if isinstance(value, datetime) else datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise FieldError("deadline", f"must be {ALLOWED['deadline']} (got {_show(value)})") from None
+    if moment.tzinfo is None:
+        raise FieldError("deadline", f"needs a timezone, like 2026-12-01T12:00:00Z (got {_show(value)})")
+    return int(moment.timestamp())
+
+
+def _gpu_model(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            model = normalize_model(value)
+        except ComputeError:
+            model = None
+        if model in PEAK_FP32_TFLOPS:
+            return model
+    raise FieldError("resources.gpu_model", f"must be {ALLOWED['resources.gpu_model']} (got {_show(value)})")
+
+
+# ── the spec ────────────────────────────────────────────────────────────────────────
+
+STRICT = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+NonEmpty = Annotated[str, Field(min_length=1)]
+
+
+class Resources(BaseModel):
+    """What each of the job's workers needs; all of them on one provider's nodes."""
+
+    model_config = STRICT
+
+    workers: int = Field(ge=1)
+    gpus_per_worker: int = Field(default=0, ge=0)
+    gpu_model: Annotated[str | None, BeforeValidator(_gpu_model)] = None  # a compute.reference key
+    vram_gb_per_worker: float = Field(default=0.0, ge=0)
+    cpus_per_worker: float = Field(default=1.0, gt=0)
+    memory_gb: float = Field(default=0.0, ge=0)  # RAM per worker
+
+    @model_validator(mode="after")
+    def _gpu_fields_need_gpus(self) -> Resources:
+        for name in ("gpu_model", "vram_gb_per_worker"):
+            if self.gpus_per_worker == 0 and (value := getattr(self, name)):
+                clause = "applies only to GPU jobs; set resources.gpus_per_worker to 1 or more or remove it"
+                raise FieldError(f"resources.{name}", f"{clause} (got {_show(value)})")
+        return self
+
+
+class JobSpec(BaseModel):
+    model_config = STRICT
+
+    kind: Literal["train", "finetune", "infer", "tune"]
+    model: NonEmpty
+    dataset: NonEmpty
+    resources: Resources
+    max_price_per_unit: Annotated[int, BeforeValidator(_wei)]  # wei per unit (GPU- or CPU-second)
+    max_units: int = Field(ge=1)
+    deadline: int  # unix seconds; see parse_deadline for what a spec may write
+    min_provider_score: float = Field(default=0.0, ge=0, le=1)
+    priority: int = Field(default=5, ge=0, le=10)
+    replicas: int = Field(default=1, ge=1, le=3)
+    seed: int = Field(default=0, ge=0)
+    params: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("deadline", mode="before")
+    @classmethod
+    def _deadline(cls, value: Any, info: ValidationInfo) -> int:
+        return parse_deadline(value, (info.context or {}).get("now"))
+
+    @model_validator(mode="after")
+    def _params_suit_the_runner(self, info: ValidationInfo) -> JobSpec:
+        if self.kind in ("finetune", "infer") and self.model.startswith(JOB_REF):
+            ref = self.model[len(JOB_REF):]
+            if not ref or "/" in ref:
+                raise FieldError("model", f"must name a job as job:<id> with no '/' "
+                                          f"(got {_show(self.model)})")
+        now = (info.context or {}).get("now") or time.time()
+        check_params(self, timeout_s=max(1.0, self.deadline - now))
+        return self
+
+    @property
+    def escrow_wei(self) -> int:
+        """What one run of the job may cost at most: price × units."""
+        return self.max_price_per_unit * self.max_units
+
+    def canonical(self) -> dict[str, Any]:
+        """JSON-able and loadable again: the price as a token decimal string, the deadline as unix seconds."""
+        data = self.model_dump(mode="json")
+        data["max_price_per_unit"] = tokens(self.max_price_per_unit)
+        return data
+
+    def runner_params(self, storage: str = "") -> dict[str, Any]:
+        """The runner's params: the spec's params plus its model and dataset under the runner's names."""
+        model = self.model
+        if self.kind in ("finetune", "infer") and model.startswith(JOB_REF):
+            prior = ComputeJob(job_id=model[len(JOB_REF):], kind="train", provider="", storage=storage)
+            model = str(prior.result_dir())
+        return {**self.params, MODEL_PARAM[self.kind]: model, DATASET_PARAM[self.kind]: self.dataset}
+
+    def to_compute_job(self, job_id: str, provider: str, storage: str = "",
+                       now: float | None = None) -> ComputeJob:
+        """The job one provider runs; it is stopped at the deadline."""
+        now = time.time() if now is None else now
+        return ComputeJob(
+            job_id=job_id, kind=self.kind, provider=provider, workers=self.resources.workers, seed=self.seed,
+            params=self.runner_params(storage), storage=storage, use_gpu=self.resources.gpus_per_worker > 0,
+            timeout_s=max(1.0, self.deadline - now),
+        )
+
+
+def tokens(wei: int) -> str:
+    """Wei as an exact token decimal string ('0.5'), which parse_amount reads back to the same wei."""
+    with localcontext() as ctx:
+        ctx.prec = 100
+        return format(Decimal(wei).scaleb(-DECIMALS).normalize(), "f")
+
+
+# ── params, checked by the runner's own parsing ────────────────────────────────────────
+
+
+def check_params(spec: JobSpec, timeout_s: float) -> None:
+    """Runs the kind's params parsing (pure: no Ray work) and names the field it refuses."""
+    from compute.runners import finetune, infer, train, tune  # heavy imports, needed only here
+
+    classes = {"train": train.TrainParams, "finetune": finetune.FinetuneParams, "infer": infer.InferParams,
+               "tune": tune.TuneParams}
+    known = [f for f in classes[spec.kind].__dataclass_fields__ if f not in _top_level(spec.kind)]
+    for key in spec.params:
+        if key in _top_level(spec.kind):
+            field = "model" if key == MODEL_PARAM[spec.kind] else "dataset"
+            raise FieldError(f"params.{key}", f"is set by the top-level {field} field; remove it from params")
+        if key not in known:
+            raise FieldError(f"params.{key}",
+                             f"is not a {spec.kind} parameter; known ones are {', '.join(known)}")
+    job = ComputeJob(job_id="spec", kind=spec.kind, provider="", params=spec.runner_params(),
+                     timeout_s=timeout_s)
+    parse = {"train": train.TrainParams.from_job, "finetune": finetune.FinetuneParams.from_job,
+             "infer": infer.InferParams.from_job, "tune": tune.parse}[spec.kind]
+    try:
+        parse(job)
+    except InvalidJob as exc:
+        text = str(exc).removeprefix("job spec: ")
+        path = _blamed(spec.kind, text, [*known, *_top_level(spec.kind)])
+        raise FieldError(path, f"is not valid for a {spec.kind} job: {_clause(text)}") from None
+
+
+def _top_level(kind: str) -> tuple[str, str]:
+    return MODEL_PARAM[kind], DATASET_PARAM[kind]
+
+
+def _blamed(kind: str, text: str, names: list[str]) -> str:
+    """The spec field a runner's message is about: the parameter it names first."""
+    if " trains on " in text:  # a model/dataset mismatch: the model is known, its dataset is not its kind
+        return "dataset"
+    found = [(m.start(), name) for name in names
+             if (m := re.search(rf"(?<![\w.]){re.escape(name)}(?!\w)", text))]
+    if not found:
+        return "params"
+    name = min(found)[1]
+    if name == MODEL_PARAM[kind]:
+        return "model"
+    if name == DATASET_PARAM[kind]:
+        return "dataset"
+    return f"params.{name}"
+
+
+# ── loading, and pydantic's errors as one sentence ─────────────────────────────────────
+
+
+def load_spec(path: str | Path, now: float | None = None) -> JobSpec:
+    """Reads and validates a spec file (.json as JSON, anything else as YAML)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "it is not UTF-8 text"
+        raise SpecError(f"spec file {path} cannot be read ({reason}); "
+                        "give the path of a YAML or JSON file.") from None
+    fmt: Literal["yaml", "json"] = "json" if path.suffix.lower() == ".json" else "yaml"
+    return parse_spec(text, fmt, source=f"spec file {path}", now=now)
+
+
+def parse_spec(text: str, fmt: Literal["yaml", "json"] = "yaml", *, source: str = "the spec",
+               now: float | None = None) -> JobSpec:
+    """Validates spec text; `now` (unix seconds) fixes the clock that deadlines are judged by."""
+    data = _decode(text, fmt, source)
+    if not isinstance(data, dict):
+        raise SpecError(f"{source} must hold a mapping of spec fields (kind, model, ...), "
+                        f"not {_kind_of(data)}.")
+    return validate_spec(data, now=now)
+
+
+def validate_spec(data: dict[str, Any], now: float | None = None) -> JobSpec:
+    try:
+        return JobSpec.model_validate(data, context={"now": time.time() if now is None else now})
+    except ValidationError as exc:
+        path, message = _sentence(exc.errors()[0])
+        raise SpecError(message, path) from None
+
+
+def _decode(text: str, fmt: str, source: str) -> Any:
+    if fmt == "json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            where = f"line {exc.lineno}, column {exc.colno}"
+            raise SpecError(f"{source} is not valid JSON ({exc.msg} at {where}).") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "unreadable"
+        raise SpecError(f"{source} is not valid YAML ({problem}{where}).") from None
+
+
+def _sentence(error: ErrorDetails) -> tuple[str, str]:
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, FieldError):
+        return cause.path, f"spec field {cause.path} {cause.clause}."
+    path = ".".join(str(part) for part in error["loc"])
+    if error["type"] == "missing":
+        return path, f"spec field {path} is required; it must be {ALLOWED.get(path, 'given')}."
+    if error["type"] == "extra_forbidden":
+        parent, _, _ = path.rpartition(".")
+        known = JobSpec.model_fields if not parent else Resources.model_fields
+        return path, f"spec field {path} is not allowed; known fields{' of ' + parent if parent else ''} " \
+                     f"are {', '.join(known)}."
+    top = path if path in ALLOWED else path.split(".")[0]
+    return top, f"spec field {top} must be {ALLOWED.get(top, 'valid')} (got {_show(error['input'])})."
+
+
+def _clause(message: str) -> str:
+    """A runner's sentence as a clause to follow a colon."""
+    text = message.strip().rstrip(".")
+    return text[:1].lower() + text[1:] if text[1:2].islower() else text
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _kind_of(value: Any) -> str:
+    return "an empty document" if value is None else f"a {type(value).__name__}"
