@@ -1,5 +1,5 @@
-"""Buyers' jobs in escrow — JobMarket calls: post, cancel, reclaim, assign, complete,
-fail, dispute, settle."""
+"""Buyers' jobs in escrow — JobMarket calls: post, cancel, reclaim, assign, reassign,
+complete, fail, dispute, settle."""
 
 from __future__ import annotations
 
@@ -106,6 +106,22 @@ def dispute_job(swarm: Swarm, sender: Sender, job_id: int) -> Receipt:
 def assign_job(swarm: Swarm, sender: Sender, job_id: int, provider: str, price_per_unit: int) -> Receipt:
     provider = parse_address(provider, "provider address")
     return sender.send(swarm.market.functions.assignJob(job_id, provider, price_per_unit))
+
+
+def reassign_job(
+    swarm: Swarm,
+    sender: Sender,
+    job_id: int,
+    provider: str,
+    price_per_unit: int,
+    reason: str,
+    slash_bps: int = 0,
+) -> Receipt:
+    """Moves an assigned job to `provider`, escrow in place; slashes the previous one by `slash_bps`."""
+    provider = parse_address(provider, "provider address")
+    return sender.send(
+        swarm.market.functions.reassignJob(job_id, provider, price_per_unit, reason_bytes(reason), slash_bps)
+    )
 
 
 def complete_job(swarm: Swarm, sender: Sender, job_id: int, result_hash: bytes, units_used: int) -> Receipt:

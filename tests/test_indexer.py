@@ -21,6 +21,7 @@ from typing import Self
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 from eth_abi import encode as abi_encode
 from eth_utils import keccak
 from sqlalchemy import inspect, select
@@ -32,11 +33,11 @@ from anvil.node import free_port
 from ledger import jobs, rewards, stake
 from ledger.chain import Chain, connect
 from ledger.client import Swarm
-from ledger.db import current_revision, migrate, open_engine, open_ledger, session
+from ledger.db import alembic_config, current_revision, migrate, open_engine, open_ledger, session
 from ledger.deploy import Deployment, deploy, devnet_committee_keys, error_decoder
 from ledger.errors import InvalidInput
 from ledger.indexer import Indexer, NotIndexed, SyncReport, reward_leaf, store_reward_tree
-from ledger.indexer.models import metadata
+from ledger.indexer.models import TABLES, metadata
 from ledger.indexer.store import read_cursor
 from ledger.jobs import JobStatus
 from ledger.merkle import RewardTree
@@ -64,10 +65,14 @@ def sync(swarm: Swarm, engine: Engine, **options) -> SyncReport:
 
 
 def dump(engine: Engine, chain_id: int = CHAIN_ID) -> dict[str, list[tuple]]:
-    """Every ledger row of one chain (the cursor without its timestamp), in a stable order."""
+    """Every indexer row of one chain (the cursor without its timestamp), in a stable order.
+
+    Only the indexer's tables: the market service's share the metadata and do not exist
+    at older revisions.
+    """
     out = {}
     with engine.connect() as conn:
-        for table in metadata.sorted_tables:
+        for table in (model.__table__ for model in TABLES):
             columns = [c for c in table.columns if c.name != "updated_at"]
             rows = conn.execute(select(*columns).where(table.c.chain_id == chain_id)).all()
             out[table.name] = sorted(
@@ -146,7 +151,7 @@ def own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnChain]:
         # One Staked event per block, sent without the sender's estimate-and-wait round trips.
         data = "0x" + keccak(text="stake(uint256)")[:4].hex() + abi_encode(["uint256"], [ONE]).hex()
         for _ in range(BUSY_BLOCKS):
-            node.rpc.call(
+            last = node.rpc.call(
                 "eth_sendTransaction",
                 {
                     "from": A.address,
@@ -155,6 +160,8 @@ def own(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnChain]:
                     "gas": hex(150_000),
                 },
             )
+        # Mined in nonce order: once the last is in, all are, before any test snapshots the chain.
+        chain.w3.eth.wait_for_transaction_receipt(last, timeout=120)
         yield OwnChain(node, chain, deployment, home)
     finally:
         node.stop()
@@ -315,6 +322,39 @@ def test_sync_indexes_every_table_equal_to_onchain_state_and_a_second_sync_adds_
     again = sync(swarm, engine)
     assert (again.events, again.ranges, again.reorgs) == (0, 0, [])
     assert dump(engine) == before
+
+
+def test_a_reassigned_job_shows_its_new_provider_and_price_and_the_slash_it_ordered(
+    swarm: Swarm, engine: Engine
+) -> None:
+    a, b = swarm.sender(A.key), swarm.sender(B.key)
+    matcher, buyer = swarm.sender(dev_account(0).key), swarm.sender(dev_account(4).key)
+    for who, spec in ((a, b"\x01"), (b, b"\x02")):
+        stake.register(swarm, who, spec * 32, 1)
+        stake.stake(swarm, who, 1_000 * ONE)
+    job_id, _ = jobs.post_job(swarm, buyer, b"\x35" * 32, 2 * ONE, 10, swarm.chain.timestamp() + 86_400)
+    jobs.assign_job(swarm, matcher, job_id, a.address, 2 * ONE)
+    sync(swarm, engine)  # the job is indexed as assigned to a, then moves in a later range
+    receipt = jobs.reassign_job(swarm, matcher, job_id, b.address, ONE, "nodes lost", slash_bps=500)
+    (slashed,) = swarm.events(receipt, "Slashed")
+
+    sync(swarm, engine)
+    job = onchain_job(swarm, job_id)
+    (row,) = rows_of(engine, "jobs", job_id=job_id)
+    assert (row["status"], row["provider"], row["price_per_unit"], row["escrow"]) == (
+        "assigned",
+        b.address,
+        ONE,
+        20 * ONE,
+    )
+    assert (job["provider"], job["pricePerUnit"]) == (row["provider"], row["price_per_unit"])
+    (event,) = rows_of(engine, "events", name="JobReassigned")
+    assert (event["job_id"], event["provider"], event["args"]["from"]) == (job_id, b.address, a.address)
+    (slash,) = rows_of(engine, "slashes", tx_hash=receipt.tx_hash)
+    assert (slash["job_id"], slash["provider"], slash["reason"]) == (job_id, a.address, "nodes lost")
+    assert slash["amount"] == slashed.args["fromStake"] + slashed.args["fromUnbonding"] == 50 * ONE
+    (provider,) = rows_of(engine, "providers", address=a.address)
+    assert provider["stake"] == stake.provider_info(swarm, a.address).stake == 950 * ONE
 
 
 # ── reorgs ───────────────────────────────────────────────────────────────────
@@ -612,7 +652,7 @@ def test_upgrading_the_schema_keeps_every_row_and_migrate_is_idempotent(
 
     migrate(engine)
     migrate(engine)
-    assert current_revision(engine) == "0002"
+    assert current_revision(engine) == ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert dump(engine) == before
     assert "ix_jobs_chain_id_status" in {i["name"] for i in inspect(engine).get_indexes("jobs")}
     with engine.connect() as conn:

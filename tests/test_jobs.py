@@ -1,5 +1,5 @@
 """Escrowed jobs on a real anvil: posted, assigned, completed and paid; cancelled;
-reclaimed after the deadline — balances and events to the wei."""
+reassigned to another provider; reclaimed after the deadline — balances and events to the wei."""
 
 from __future__ import annotations
 
@@ -84,6 +84,23 @@ def test_job_reclaimed_by_the_buyer_after_its_deadline(swarm: Swarm, rpc: RpcCli
     assert jobs.job_info(swarm, job_id).status is JobStatus.RECLAIMED
 
 
+def test_anyone_may_reclaim_an_expired_job_and_the_refund_goes_to_the_buyer(
+    swarm: Swarm, rpc: RpcClient, parties
+) -> None:
+    provider, buyer, matcher = parties
+    stranger = swarm.sender(dev_account(6).key)
+    buyer0, stranger0 = swarm.balance_of(buyer.address), swarm.balance_of(stranger.address)
+    deadline = swarm.chain.timestamp() + 600
+    job_id, _ = jobs.post_job(swarm, buyer, SPEC, PRICE, UNITS, deadline)
+    jobs.assign_job(swarm, matcher, job_id, provider.address, PRICE)
+    rpc.increase_time(601)
+    (reclaimed,) = swarm.events(jobs.reclaim_expired(swarm, stranger, job_id), "JobReclaimed")
+    assert reclaimed.args == {"jobId": job_id, "refund": PRICE * UNITS}
+    assert swarm.balance_of(buyer.address) == buyer0
+    assert swarm.balance_of(stranger.address) == stranger0
+    assert jobs.job_info(swarm, job_id).status is JobStatus.RECLAIMED
+
+
 def test_failed_job_refunds_the_buyer_and_slashes_the_provider_at_fault(swarm: Swarm, parties) -> None:
     provider, buyer, matcher = parties
     before = swarm.balance_of(buyer.address)
@@ -94,6 +111,38 @@ def test_failed_job_refunds_the_buyer_and_slashes_the_provider_at_fault(swarm: S
     assert failed.args["refund"] == PRICE * UNITS
     assert swarm.balance_of(buyer.address) == before
     assert stake.provider_info(swarm, provider.address).stake == 900 * ONE
+
+
+def test_reassigned_job_moves_to_the_new_provider_with_escrow_in_place_and_slashes_the_old_one(
+    swarm: Swarm, parties
+) -> None:
+    provider, buyer, matcher = parties
+    successor = swarm.sender(dev_account(2).key)
+    stake.register(swarm, successor, b"\x46" * 32, 1)
+    stake.stake(swarm, successor, 1_000 * ONE)
+    job_id, _ = jobs.post_job(swarm, buyer, SPEC, PRICE, UNITS, swarm.chain.timestamp() + 3_600)
+    jobs.assign_job(swarm, matcher, job_id, provider.address, PRICE)
+    buyer0, escrowed0 = swarm.balance_of(buyer.address), swarm.market.functions.totalEscrowed().call()
+
+    receipt = jobs.reassign_job(swarm, matcher, job_id, successor.address, PRICE // 2, "nodes lost", slash_bps=1_000)
+    (reassigned,) = swarm.events(receipt, "JobReassigned")
+    assert reassigned.args == {"jobId": job_id, "from": provider.address, "to": successor.address,
+                               "pricePerUnit": PRICE // 2, "reason": b"nodes lost".ljust(32, b"\0"),
+                               "slashBps": 1_000}
+    (slashed,) = swarm.events(receipt, "Slashed")
+    assert slashed.args["provider"] == provider.address
+    assert slashed.args["evidenceHash"] == job_id.to_bytes(32, "big")  # the job is the evidence
+
+    info = jobs.job_info(swarm, job_id)
+    assert (info.status, info.provider, info.price_per_unit) == (JobStatus.ASSIGNED, successor.address, PRICE // 2)
+    assert swarm.market.functions.totalEscrowed().call() == escrowed0
+    assert swarm.balance_of(swarm.market.address) == escrowed0
+    assert swarm.balance_of(buyer.address) == buyer0
+    assert stake.provider_info(swarm, provider.address).stake == 900 * ONE
+    assert stake.provider_info(swarm, successor.address).stake == 1_000 * ONE
+
+    with pytest.raises(TransactionFailed, match=rf"SameProvider\(jobId={job_id}, provider={successor.address}\)"):
+        jobs.reassign_job(swarm, matcher, job_id, successor.address, PRICE, "again")
 
 
 def test_assigning_an_unstaked_provider_is_refused_and_leaves_the_job_posted(swarm: Swarm, parties) -> None:

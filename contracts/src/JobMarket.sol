@@ -16,13 +16,15 @@ import {IStakingVault} from "./interfaces/IStakingVault.sol";
 /// hash and the units used. After the buyer's dispute window anyone settles it: the
 /// provider gets `units × price` less the protocol fee, the treasury the fee, the buyer
 /// the rest. A failed job refunds the buyer (and may slash the provider); a disputed one
-/// is resolved by ARBITER_ROLE; after the deadline the buyer alone reclaims an
-/// unfinished job, so no operator can strand a buyer's funds.
+/// is resolved by ARBITER_ROLE. When a provider loses its nodes the matcher reassigns the
+/// job to another provider with the escrow in place. After the deadline anyone may
+/// return an unfinished job's escrow to its buyer, so no operator can strand a buyer's
+/// funds.
 /// @dev Invariants:
 ///  - token.balanceOf(this) == totalEscrowed == the sum of escrow(j) over open jobs
 ///    (Posted, Assigned, Completed, Disputed), unless tokens are sent directly;
 ///  - a job leaves escrow exactly once (Settled, Failed, Cancelled or Reclaimed);
-///  - a pause stops postJob and assignJob, never cancel, reclaim, settle or fail.
+///  - a pause stops postJob, assignJob and reassignJob, never cancel, reclaim, settle or fail.
 contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
 
@@ -89,8 +91,16 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     );
     event JobCancelled(uint256 indexed jobId, uint256 refund);
     event JobAssigned(uint256 indexed jobId, address indexed provider, uint256 pricePerUnit);
+    event JobReassigned(
+        uint256 indexed jobId,
+        address indexed from,
+        address indexed to,
+        uint256 pricePerUnit,
+        bytes32 reason,
+        uint16 slashBps
+    );
     event JobCompleted(uint256 indexed jobId, bytes32 resultHash, uint256 unitsUsed, uint64 disputeEnd);
-    event JobDisputed(uint256 indexed jobId, address indexed buyer);
+    event JobDisputed(uint256 indexed jobId, address indexed by);
     event DisputeResolved(uint256 indexed jobId, bool buyerUpheld, uint16 slashBps);
     event JobSettled(uint256 indexed jobId, address indexed provider, uint256 payment, uint256 fee, uint256 refund);
     event JobFailed(uint256 indexed jobId, address indexed provider, bytes32 reason, uint16 slashBps, uint256 refund);
@@ -114,6 +124,7 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     error DisputeWindowClosed(uint256 jobId, uint64 disputeEnd);
     error FeeTooHigh(uint16 feeBps, uint16 max);
     error DisputeWindowTooLong(uint64 window, uint64 max);
+    error SameProvider(uint256 jobId, address provider);
 
     constructor(
         IERC20 token_,
@@ -175,12 +186,13 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         emit JobCancelled(jobId, refund);
     }
 
-    /// @notice Refunds a job that was not completed by its deadline, or a dispute the
-    /// arbiter left unresolved for ARBITRATION_PERIOD after the dispute window. Only the
-    /// buyer, who needs no operator for it. Never stopped by a pause. Emits {JobReclaimed}.
+    /// @notice Refunds to its buyer a job that was not completed by its deadline, or a
+    /// dispute the arbiter left unresolved for ARBITRATION_PERIOD after the dispute window.
+    /// Anyone may call — the buyer needs no operator, and the market service expires jobs
+    /// for buyers — and the refund always goes to the buyer. Never stopped by a pause.
+    /// Emits {JobReclaimed}.
     function reclaimExpired(uint256 jobId) external nonReentrant {
         Job storage job = _job(jobId);
-        if (msg.sender != job.buyer) revert NotBuyer(jobId, msg.sender);
         Status status = job.status;
         if (status == Status.Posted || status == Status.Assigned) {
             if (block.timestamp <= job.deadline) revert DeadlineNotReached(jobId, job.deadline);
@@ -197,10 +209,11 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     }
 
     /// @notice Disputes a completed job during its dispute window, holding its payment
-    /// until ARBITER_ROLE resolves it. Only the buyer. Emits {JobDisputed}.
+    /// until ARBITER_ROLE resolves it. The buyer, or MATCHER_ROLE when replicas of the job
+    /// disagree on the result. Emits {JobDisputed}.
     function disputeJob(uint256 jobId) external {
         Job storage job = _job(jobId);
-        if (msg.sender != job.buyer) revert NotBuyer(jobId, msg.sender);
+        if (msg.sender != job.buyer && !hasRole(MATCHER_ROLE, msg.sender)) revert NotBuyer(jobId, msg.sender);
         _requireStatus(jobId, job, Status.Completed);
         if (block.timestamp >= job.disputeEnd) revert DisputeWindowClosed(jobId, job.disputeEnd);
         job.status = Status.Disputed;
@@ -227,6 +240,30 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         job.feeBps = feeBps;
         job.pricePerUnit = pricePerUnit;
         emit JobAssigned(jobId, provider, pricePerUnit);
+    }
+
+    /// @notice Moves an assigned job to `provider` at `pricePerUnit` (within the buyer's
+    /// cap) when its provider can no longer run it, before the deadline; the escrow stays
+    /// in place and the fee agreed at the first assignment holds. The previous provider is
+    /// slashed by `slashBps` when the loss is its own. Only MATCHER_ROLE. Stopped by a
+    /// pause (a paused market fails the job instead). Emits {JobReassigned}.
+    function reassignJob(uint256 jobId, address provider, uint128 pricePerUnit, bytes32 reason, uint16 slashBps)
+        external
+        onlyRole(MATCHER_ROLE)
+        whenNotPaused
+        nonReentrant
+    {
+        Job storage job = _job(jobId);
+        _requireStatus(jobId, job, Status.Assigned);
+        if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
+        address previous = job.provider;
+        if (provider == previous) revert SameProvider(jobId, provider);
+        if (pricePerUnit > job.maxPricePerUnit) revert PriceAboveCap(pricePerUnit, job.maxPricePerUnit);
+        vault.requireEligible(provider);
+        job.provider = provider;
+        job.pricePerUnit = pricePerUnit;
+        emit JobReassigned(jobId, previous, provider, pricePerUnit, reason, slashBps);
+        if (slashBps > 0) vault.slash(previous, slashBps, reason, bytes32(jobId));
     }
 
     /// @notice Records an assigned job as done with `resultHash` and the `unitsUsed`

@@ -368,6 +368,35 @@ contract GasTest is SwarmTestBase {
         assertEq(job.provider, alice);
     }
 
+    function test_Gas_ReassignJob() public {
+        uint256 jobId = _assignedJob(); // bob, staked in setUp, takes it over
+
+        vm.startPrank(matcher);
+        _start("reassignJob");
+        market.reassignJob(jobId, bob, PRICE / 2, "nodes lost", 0);
+        vm.stopSnapshotGas();
+        vm.stopPrank();
+
+        JobMarket.Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.status), uint8(JobMarket.Status.Assigned));
+        assertEq(job.provider, bob);
+        assertEq(job.pricePerUnit, PRICE / 2);
+        assertEq(market.escrowOf(jobId), uint256(PRICE) * UNITS);
+    }
+
+    function test_Gas_ReassignJobWithSlash() public {
+        uint256 jobId = _assignedJob();
+
+        vm.startPrank(matcher);
+        _start("reassignJob_slash");
+        market.reassignJob(jobId, bob, PRICE, "nodes lost", 1_000);
+        vm.stopSnapshotGas();
+        vm.stopPrank();
+
+        assertEq(market.getJob(jobId).provider, bob);
+        assertEq(vault.providerInfo(alice).stake, STAKE - STAKE / 10);
+    }
+
     function test_Gas_CompleteJob() public {
         uint256 jobId = _assignedJob();
 

@@ -69,6 +69,16 @@ contract JobMarketTest is SwarmTestBase {
         market.completeJob(jobId, RESULT, units);
     }
 
+    function _reassign(uint256 jobId, address provider, uint128 price, uint16 slashBps) internal {
+        vm.prank(matcher);
+        market.reassignJob(jobId, provider, price, REASON, slashBps);
+    }
+
+    /// @dev Makes bob an eligible provider, staked like alice.
+    function _stakeBob() internal {
+        _registerAndStake(bob, 1, ALICE_STAKE);
+    }
+
     function _assigned() internal returns (uint256 jobId) {
         jobId = _postDefault();
         _assign(jobId, alice, RATE);
@@ -597,6 +607,232 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Posted));
     }
 
+    // ─── reassignJob ─────────────────────────────────────────────────────────
+
+    function test_ReassignJob_MovesJobToNewProviderAndKeepsEscrow() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        vm.expectEmit(address(market));
+        emit JobMarket.JobReassigned(jobId, alice, bob, CAP, REASON, 0);
+        _reassign(jobId, bob, CAP, 0);
+
+        JobMarket.Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.status), uint8(JobMarket.Status.Assigned));
+        assertEq(job.provider, bob);
+        assertEq(job.pricePerUnit, CAP);
+        assertEq(job.buyer, carol);
+        assertEq(job.deadline, deadline);
+        assertEq(job.maxPricePerUnit, CAP);
+        assertEq(job.maxUnits, UNITS);
+        assertEq(job.feeBps, FEE_BPS);
+        assertEq(market.escrowOf(jobId), ESCROW);
+        assertEq(market.totalEscrowed(), ESCROW);
+        assertEq(token.balanceOf(address(market)), ESCROW);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW);
+        assertEq(_stakeOf(alice), ALICE_STAKE);
+    }
+
+    function test_ReassignJob_KeepsTheFeeAgreedAtFirstAssignment() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        vm.prank(admin);
+        market.setFee(MAX_FEE_RAISE, treasury);
+        _reassign(jobId, bob, RATE, 0);
+        assertEq(market.getJob(jobId).feeBps, FEE_BPS);
+    }
+
+    function test_ReassignJob_SettlementPaysTheNewProvider() public {
+        uint256 jobId = _postDefault();
+        _assign(jobId, alice, CAP);
+        _stakeBob();
+        vm.prank(admin);
+        market.setFee(MAX_FEE_RAISE, treasury); // after the first assignment: not this job's fee
+        _reassign(jobId, bob, RATE, 0);
+        _complete(jobId, USED);
+        uint256 treasuryBefore = token.balanceOf(treasury);
+        vm.warp(block.timestamp + DISPUTE_WINDOW);
+
+        vm.expectEmit(address(market));
+        emit JobMarket.JobSettled(jobId, bob, PROVIDER_CUT, FEE, REFUND);
+        market.settleJob(jobId);
+
+        assertEq(token.balanceOf(bob), ACTOR_FUNDS - ALICE_STAKE + PROVIDER_CUT);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE);
+        assertEq(token.balanceOf(treasury), treasuryBefore + FEE);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW + REFUND);
+        assertEq(token.balanceOf(address(market)), 0);
+        assertEq(market.totalEscrowed(), 0);
+    }
+
+    function test_ReassignJob_SlashesThePreviousProvider() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        uint16 slashBps = 2_500;
+        uint256 slashed = ALICE_STAKE * slashBps / BPS;
+        uint256 treasuryBefore = token.balanceOf(treasury);
+
+        vm.expectEmit(address(market));
+        emit JobMarket.JobReassigned(jobId, alice, bob, RATE, REASON, slashBps);
+        vm.expectEmit(address(vault));
+        emit StakingVault.Slashed(alice, REASON, slashed, 0, slashBps, bytes32(jobId), slashed / 2);
+        _reassign(jobId, bob, RATE, slashBps);
+
+        assertEq(_stakeOf(alice), ALICE_STAKE - slashed);
+        assertEq(_stakeOf(bob), ALICE_STAKE);
+        assertEq(token.balanceOf(treasury), treasuryBefore + slashed / 2);
+        assertEq(market.getJob(jobId).provider, bob);
+        assertEq(market.totalEscrowed(), ESCROW);
+        assertEq(token.balanceOf(address(market)), ESCROW);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW);
+    }
+
+    function test_ReassignJob_AcceptsPriceAtCapAndAtDeadline() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        vm.warp(deadline);
+        _reassign(jobId, bob, CAP, 0);
+        assertEq(market.getJob(jobId).pricePerUnit, CAP);
+    }
+
+    function test_ReassignJob_MayMoveBackToAnEarlierProvider() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        _reassign(jobId, bob, RATE, 0);
+        _reassign(jobId, alice, RATE - 1, 0);
+        assertEq(market.getJob(jobId).provider, alice);
+        assertEq(market.getJob(jobId).pricePerUnit, RATE - 1);
+        assertEq(market.totalEscrowed(), ESCROW);
+    }
+
+    function test_RevertWhen_ReassignJobCallerNotMatcher() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        _expectUnauthorized(carol, MATCHER_ROLE);
+        vm.prank(carol);
+        market.reassignJob(jobId, bob, RATE, REASON, 0);
+    }
+
+    function test_RevertWhen_ReassignJobPosted() public {
+        uint256 jobId = _postDefault();
+        _stakeBob();
+        _expectWrongStatus(jobId, JobMarket.Status.Posted);
+        _reassign(jobId, bob, RATE, 0);
+    }
+
+    function test_RevertWhen_ReassignJobCompleted() public {
+        uint256 jobId = _completed();
+        _stakeBob();
+        _expectWrongStatus(jobId, JobMarket.Status.Completed);
+        _reassign(jobId, bob, RATE, 0);
+    }
+
+    function test_RevertWhen_ReassignJobDisputed() public {
+        uint256 jobId = _disputed();
+        _stakeBob();
+        _expectWrongStatus(jobId, JobMarket.Status.Disputed);
+        _reassign(jobId, bob, RATE, 0);
+    }
+
+    function test_RevertWhen_ReassignJobSettled() public {
+        uint256 jobId = _settled();
+        _stakeBob();
+        _expectWrongStatus(jobId, JobMarket.Status.Settled);
+        _reassign(jobId, bob, RATE, 0);
+    }
+
+    function test_RevertWhen_ReassignJobFailed() public {
+        uint256 jobId = _assigned();
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, 0);
+        _stakeBob();
+        _expectWrongStatus(jobId, JobMarket.Status.Failed);
+        _reassign(jobId, bob, RATE, 0);
+    }
+
+    function test_RevertWhen_ReassignJobUnknown() public {
+        _stakeBob();
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.UnknownJob.selector, 7));
+        _reassign(7, bob, RATE, 0);
+    }
+
+    function test_RevertWhen_ReassignJobAfterDeadline() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        vm.warp(deadline + 1);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DeadlinePassed.selector, jobId, deadline));
+        _reassign(jobId, bob, RATE, 0);
+    }
+
+    function test_RevertWhen_ReassignJobSameProvider() public {
+        uint256 jobId = _assigned();
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.SameProvider.selector, jobId, alice));
+        _reassign(jobId, alice, RATE, 500);
+        assertEq(_stakeOf(alice), ALICE_STAKE);
+    }
+
+    function test_RevertWhen_ReassignJobPriceAboveCap() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.PriceAboveCap.selector, uint256(CAP) + 1, uint256(CAP)));
+        _reassign(jobId, bob, CAP + 1, 0);
+    }
+
+    function test_RevertWhen_ReassignJobProviderNotRegistered() public {
+        uint256 jobId = _assigned();
+        vm.expectRevert(abi.encodeWithSelector(StakingVault.NotRegistered.selector, bob));
+        _reassign(jobId, bob, RATE, 0);
+    }
+
+    function test_RevertWhen_ReassignJobProviderUnstaked() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        vm.prank(bob);
+        vault.requestUnstake(ALICE_STAKE);
+        vm.expectRevert(
+            abi.encodeWithSelector(StakingVault.StakeBelowMinimum.selector, bob, 0, uint256(MIN_STAKE_PER_GPU))
+        );
+        _reassign(jobId, bob, RATE, 0);
+    }
+
+    function test_RevertWhen_ReassignJobProviderJailed() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        uint64 until = uint64(block.timestamp + 1 hours);
+        vm.prank(slasher);
+        vault.jail(bob, until);
+        vm.expectRevert(abi.encodeWithSelector(StakingVault.ProviderJailed.selector, bob, until));
+        _reassign(jobId, bob, RATE, 0);
+    }
+
+    function test_RevertWhen_ReassignJobProviderTombstoned() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        vm.prank(slasher);
+        vault.tombstone(bob);
+        vm.expectRevert(abi.encodeWithSelector(StakingVault.ProviderTombstoned.selector, bob));
+        _reassign(jobId, bob, RATE, 0);
+    }
+
+    function test_RevertWhen_ReassignJobPaused() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        _pauseMarket();
+        vm.expectRevert(Pausable.EnforcedPause.selector);
+        _reassign(jobId, bob, RATE, 0);
+        assertEq(market.getJob(jobId).provider, alice);
+    }
+
+    function test_RevertWhen_ReassignJobSlashAboveVaultCap() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        vm.expectRevert(
+            abi.encodeWithSelector(StakingVault.InvalidBps.selector, uint256(MAX_SLASH_BPS) + 1, uint256(MAX_SLASH_BPS))
+        );
+        _reassign(jobId, bob, RATE, MAX_SLASH_BPS + 1);
+        assertEq(market.getJob(jobId).provider, alice);
+        assertEq(_stakeOf(alice), ALICE_STAKE);
+    }
+
     // ─── completeJob ─────────────────────────────────────────────────────────
 
     function test_CompleteJob_RecordsResultAndOpensDisputeWindow() public {
@@ -768,10 +1004,37 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(token.balanceOf(address(market)), ESCROW);
     }
 
+    function test_DisputeJob_ByMatcherWhenReplicasDisagree() public {
+        uint256 jobId = _completed();
+        vm.expectEmit(address(market));
+        emit JobMarket.JobDisputed(jobId, matcher);
+        vm.prank(matcher);
+        market.disputeJob(jobId);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Disputed));
+        assertEq(market.escrowOf(jobId), ESCROW);
+    }
+
     function test_RevertWhen_DisputeJobNotBuyer() public {
         uint256 jobId = _completed();
         vm.expectRevert(abi.encodeWithSelector(JobMarket.NotBuyer.selector, jobId, dave));
         vm.prank(dave);
+        market.disputeJob(jobId);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Completed));
+    }
+
+    function test_RevertWhen_DisputeJobByProvider() public {
+        uint256 jobId = _completed();
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.NotBuyer.selector, jobId, alice));
+        vm.prank(alice);
+        market.disputeJob(jobId);
+    }
+
+    function test_RevertWhen_MatcherDisputesAfterWindow() public {
+        uint256 jobId = _completed();
+        uint64 disputeEnd = uint64(block.timestamp) + DISPUTE_WINDOW;
+        vm.warp(disputeEnd);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DisputeWindowClosed.selector, jobId, disputeEnd));
+        vm.prank(matcher);
         market.disputeJob(jobId);
     }
 
@@ -956,11 +1219,25 @@ contract JobMarketTest is SwarmTestBase {
 
     // ─── reclaimExpired ──────────────────────────────────────────────────────
 
-    function test_RevertWhen_ReclaimExpiredNotBuyer() public {
-        uint256 jobId = _postDefault();
+    function test_ReclaimExpired_ByAStrangerRefundsTheBuyer() public {
+        uint256 jobId = _assigned();
         vm.warp(deadline + 1);
-        vm.expectRevert(abi.encodeWithSelector(JobMarket.NotBuyer.selector, jobId, dave));
-        vm.prank(dave);
+        vm.expectEmit(address(market));
+        emit JobMarket.JobReclaimed(jobId, ESCROW);
+        vm.prank(stranger);
+        market.reclaimExpired(jobId);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(token.balanceOf(stranger), 0);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE);
+        assertEq(token.balanceOf(address(market)), 0);
+        assertEq(market.totalEscrowed(), 0);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Reclaimed));
+    }
+
+    function test_RevertWhen_StrangerReclaimsBeforeDeadline() public {
+        uint256 jobId = _postDefault();
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DeadlineNotReached.selector, jobId, deadline));
+        vm.prank(stranger);
         market.reclaimExpired(jobId);
     }
 
@@ -1184,6 +1461,39 @@ contract JobMarketTest is SwarmTestBase {
         market.failJob(jobId, REASON, slashBps);
         assertEq(_stakeOf(alice), ALICE_STAKE - ALICE_STAKE * slashBps / BPS);
         assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+    }
+
+    function testFuzz_ReassignConservesEscrow(uint128 price, uint16 slashBps, uint64 unitsUsed) public {
+        price = uint128(bound(price, 0, CAP));
+        slashBps = uint16(bound(slashBps, 0, MAX_SLASH_BPS));
+        unitsUsed = uint64(bound(unitsUsed, 0, UNITS));
+        uint256 jobId = _assigned();
+        _stakeBob();
+        _reassign(jobId, bob, price, slashBps);
+
+        assertEq(market.totalEscrowed(), ESCROW);
+        assertEq(market.escrowOf(jobId), ESCROW);
+        assertEq(token.balanceOf(address(market)), ESCROW);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW);
+        assertEq(_stakeOf(alice), ALICE_STAKE - ALICE_STAKE * slashBps / BPS);
+        assertEq(_stakeOf(bob), ALICE_STAKE);
+
+        _complete(jobId, unitsUsed);
+        uint256 treasuryBefore = token.balanceOf(treasury);
+        vm.warp(block.timestamp + DISPUTE_WINDOW);
+        market.settleJob(jobId);
+
+        uint256 payment = uint256(price) * unitsUsed;
+        uint256 fee = payment * FEE_BPS / BPS;
+        uint256 toProvider = token.balanceOf(bob) - (ACTOR_FUNDS - ALICE_STAKE);
+        uint256 toTreasury = token.balanceOf(treasury) - treasuryBefore;
+        uint256 refund = token.balanceOf(carol) - (ACTOR_FUNDS - ESCROW);
+        assertEq(toProvider, payment - fee);
+        assertEq(toTreasury, fee);
+        assertEq(toProvider + toTreasury + refund, ESCROW);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE);
+        assertEq(token.balanceOf(address(market)), 0);
+        assertEq(market.totalEscrowed(), 0);
     }
 
     function testFuzz_RevertWhen_AssignPriceAboveCap(uint128 cap, uint128 price) public {

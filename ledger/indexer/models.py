@@ -198,7 +198,7 @@ class SlashRow(LedgerModel, table=True):
     to_treasury: int = _u256()
     evidence_hash: str = Field(max_length=66)
     epoch: int | None = _big(default=None)  # set when an epoch's finalization applied it
-    job_id: int | None = _big(default=None)  # set when a failed or disputed job caused it
+    job_id: int | None = _big(default=None)  # set when a failed, disputed or reassigned job caused it
 
 
 class ClaimRow(LedgerModel, table=True):

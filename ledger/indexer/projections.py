@@ -33,6 +33,7 @@ JOB_EVENTS = frozenset(
         "JobPosted",
         "JobCancelled",
         "JobAssigned",
+        "JobReassigned",
         "JobCompleted",
         "JobDisputed",
         "JobSettled",
@@ -49,6 +50,8 @@ def event_keys(log: Log) -> tuple[str | None, int | None, int | None]:
     provider = args.get("provider")
     if provider is None and log.name == "SlashProposed":
         provider = args["slash"]["provider"]
+    elif provider is None and log.name == "JobReassigned":
+        provider = args["to"]  # the provider the job now runs on
     return provider, args.get("jobId"), args.get("epoch")
 
 
@@ -136,7 +139,7 @@ class Projection:
         self.slashes: list[dict[str, Any]] = []
         self.claims: list[dict[str, Any]] = []
         # What an earlier event of the same transaction says about a slash: which epoch's
-        # finalization or which job's failure ordered it.
+        # finalization or which job's failure or reassignment ordered it.
         self._cause: dict[str, dict[str, int]] = {}
         self._handlers: dict[tuple[str, str], Callable[[Log], None]] = {
             **{("StakingVault", n): self._provider for n in PROVIDER_EVENTS},
@@ -242,6 +245,10 @@ class Projection:
             )
         elif name == "JobAssigned":
             j.update(status="assigned", provider=a["provider"], price_per_unit=a["pricePerUnit"])
+        elif name == "JobReassigned":
+            # The escrow stays; the vault's Slashed event, if any, follows in this transaction.
+            j.update(status="assigned", provider=a["to"], price_per_unit=a["pricePerUnit"])
+            self._cause.setdefault(log.tx_hash, {})["job_id"] = job_id
         elif name == "JobCompleted":
             j.update(
                 status="completed",

@@ -5,7 +5,8 @@ import {JobMarket} from "../../src/JobMarket.sol";
 import {HandlerBase} from "./HandlerBase.sol";
 
 /// @notice Plays the buyers, the matcher and the arbiter through every job transition, and
-/// accounts for each job's escrow leaving the market.
+/// accounts for each job's escrow leaving the market. Reassignments move no escrow; the
+/// slashes they order go through the vault and the shared slash audit.
 contract MarketHandler is HandlerBase {
     uint256 internal constant MAX_PRICE = 10 ether;
     uint256 internal constant MAX_UNITS = 1_000;
@@ -32,6 +33,9 @@ contract MarketHandler is HandlerBase {
     mapping(uint256 jobId => JobGhost) internal _ghosts;
     /// @dev A closing call during which some balance went the wrong way.
     bool public balanceWentBackwards;
+    /// @dev A reassignment that moved tokens in or out of the market, changed the escrow
+    /// books or paid anyone but the slash's treasury share.
+    bool public reassignMovedEscrow;
 
     constructor(Deps memory d, address matcher_, address arbiter_, address[] memory buyers_) HandlerBase(d) {
         matcher = matcher_;
@@ -51,15 +55,17 @@ contract MarketHandler is HandlerBase {
         _cancel(id, job);
     }
 
-    /// @dev Disputes a completed job in its window, completing one first if there is none.
-    function disputeJob(uint256 jobSeed) external step {
+    /// @dev Disputes a completed job in its window, completing one first if there is none;
+    /// half the time the matcher disputes it (replicas that disagree), not the buyer.
+    function disputeJob(uint256 jobSeed, uint256 bySeed) external step {
         (uint256 id, JobMarket.Job memory job) = _completedInWindow(jobSeed);
         if (id == 0) return;
-        _dispute(id, job);
+        _dispute(id, job, bySeed % 2 == 0 ? job.buyer : matcher);
     }
 
     /// @dev Reclaims a posted or assigned job (posting one if there is none); half the
-    /// time waits for the deadline of a live one first.
+    /// time waits for the deadline of a live one first. Half the reclaims are made by an
+    /// outsider: the refund must still reach the buyer.
     function reclaimExpired(uint256 jobSeed, uint256 waitSeed) external step {
         (uint256 id, JobMarket.Job memory job) = _find(jobSeed, JobMarket.Status.Posted, false);
         if (id == 0) (id, job) = _find(jobSeed, JobMarket.Status.Assigned, false);
@@ -69,10 +75,11 @@ contract MarketHandler is HandlerBase {
             _advanceTo(uint256(job.deadline) + 1);
         }
         Balances memory before = _balances(job);
-        vm.prank(job.buyer);
+        bool byOutsider = (waitSeed >> 1) % 2 == 0;
+        vm.prank(byOutsider ? outsider : job.buyer);
         market.reclaimExpired(id);
         _recordClose(id, job, before, 0);
-        _count("reclaim");
+        _count(byOutsider ? "reclaimByOutsider" : "reclaim");
     }
 
     // ─── Matcher ─────────────────────────────────────────────────────────────
@@ -89,6 +96,38 @@ contract MarketHandler is HandlerBase {
         (uint256 id, JobMarket.Job memory job) = _assignedLive(jobSeed);
         if (id == 0) return;
         _complete(id, job, units);
+    }
+
+    /// @dev Moves a live assigned job (assigning one first if there is none) to another
+    /// eligible provider at a new price; half the time the previous provider is slashed.
+    function reassignJob(uint256 jobSeed, uint256 providerSeed, uint256 priceSeed) external step {
+        (uint256 id, JobMarket.Job memory job) = _assignedLive(jobSeed);
+        if (id == 0) return;
+        address provider = _eligibleProvider(providerSeed, job.provider);
+        if (provider == address(0)) return;
+        uint16 bps = priceSeed % 2 == 0 ? 0 : uint16(_bound(priceSeed >> 1, 1, vault.maxSlashBps()));
+        uint128 price = uint128(_bound(priceSeed >> 17, 0, job.maxPricePerUnit));
+
+        uint256 marketBefore = token.balanceOf(address(market));
+        uint256 escrowedBefore = market.totalEscrowed();
+        uint256 buyerBefore = token.balanceOf(job.buyer);
+        uint256 toBefore = token.balanceOf(provider);
+        uint256 fromBefore = token.balanceOf(job.provider);
+        SlashWatch memory w = _watch();
+        vm.prank(matcher);
+        market.reassignJob(id, provider, price, "lost", bps);
+        _audit(w);
+        if (
+            token.balanceOf(address(market)) != marketBefore || market.totalEscrowed() != escrowedBefore
+                || market.escrowOf(id) != _ghosts[id].escrow || token.balanceOf(job.buyer) != buyerBefore
+                || token.balanceOf(provider) != toBefore || token.balanceOf(job.provider) != fromBefore
+        ) reassignMovedEscrow = true;
+        JobMarket.Job memory moved = market.getJob(id);
+        if (
+            moved.provider != provider || moved.pricePerUnit != price || moved.feeBps != job.feeBps
+                || moved.status != JobMarket.Status.Assigned
+        ) reassignMovedEscrow = true;
+        _count(bps > 0 ? "reassignWithSlash" : "reassign");
     }
 
     /// @dev Half the failures blame the provider and slash it.
@@ -118,7 +157,7 @@ contract MarketHandler is HandlerBase {
         if (id == 0) {
             (id, job) = _completedInWindow(jobSeed);
             if (id == 0) return;
-            job = _dispute(id, job);
+            job = _dispute(id, job, job.buyer);
         }
         bool buyerUpheld = verdictSeed % 2 == 0;
         uint16 bps =
@@ -126,8 +165,8 @@ contract MarketHandler is HandlerBase {
         _resolve(id, job, buyerUpheld, bps);
     }
 
-    /// @dev Pauses the market for one call: posting and assigning must stop; cancelling,
-    /// failing and settling must not.
+    /// @dev Pauses the market for one call: posting, assigning and reassigning must stop;
+    /// cancelling, failing and settling must not.
     function pauseInterlude(uint256 jobSeed) external step {
         vm.prank(admin);
         market.pause();
@@ -155,7 +194,15 @@ contract MarketHandler is HandlerBase {
                 _settle(id, job);
             } else {
                 (id, job) = _find(jobSeed, JobMarket.Status.Assigned, false);
-                if (id != 0) _fail(id, job, 0);
+                if (id != 0) {
+                    vm.prank(matcher);
+                    try market.reassignJob(id, _provider(jobSeed), 0, "paused", 0) {
+                        _expectPaused(true, "");
+                    } catch (bytes memory err) {
+                        _expectPaused(false, err);
+                    }
+                    _fail(id, job, 0);
+                }
             }
         }
         vm.prank(admin);
@@ -254,7 +301,7 @@ contract MarketHandler is HandlerBase {
         private
         returns (JobMarket.Job memory)
     {
-        address provider = _eligibleProvider(providerSeed);
+        address provider = _eligibleProvider(providerSeed, address(0));
         if (provider == address(0)) return job;
         vm.prank(matcher);
         market.assignJob(id, provider, uint128(_bound(price, 0, job.maxPricePerUnit)));
@@ -270,10 +317,10 @@ contract MarketHandler is HandlerBase {
         return market.getJob(id);
     }
 
-    function _dispute(uint256 id, JobMarket.Job memory job) private returns (JobMarket.Job memory) {
-        vm.prank(job.buyer);
+    function _dispute(uint256 id, JobMarket.Job memory job, address by) private returns (JobMarket.Job memory) {
+        vm.prank(by);
         market.disputeJob(id);
-        _count("dispute");
+        _count(by == job.buyer ? "dispute" : "disputeByMatcher");
         return market.getJob(id);
     }
 
@@ -354,11 +401,12 @@ contract MarketHandler is HandlerBase {
         return (0, job);
     }
 
-    function _eligibleProvider(uint256 seed) private view returns (address) {
+    /// @dev An eligible provider other than `except`, from a random start; address(0) if none.
+    function _eligibleProvider(uint256 seed, address except) private view returns (address) {
         uint256 n = providers.length;
         for (uint256 k; k < n; ++k) {
             address p = providers[(seed % n + k) % n];
-            if (vault.isEligible(p)) return p;
+            if (p != except && vault.isEligible(p)) return p;
         }
         return address(0);
     }

@@ -180,7 +180,8 @@ contract SwarmInvariantsTest is SwarmTestBase {
         assertEq(market.totalEscrowed(), sumEscrow, "totalEscrowed != sum of escrowOf");
         assertEq(token.balanceOf(address(market)), market.totalEscrowed(), "market balance != totalEscrowed");
         assertFalse(marketHandler.balanceWentBackwards(), "a payout reduced someone's balance");
-        assertFalse(marketHandler.pauseNotEnforced(), "market pause did not stop post/assign");
+        assertFalse(marketHandler.reassignMovedEscrow(), "a reassignment moved escrow or paid someone");
+        assertFalse(marketHandler.pauseNotEnforced(), "market pause did not stop post/assign/reassign");
     }
 
     // ─── 5. Epochs ───────────────────────────────────────────────────────────
@@ -257,15 +258,19 @@ contract SwarmInvariantsTest is SwarmTestBase {
         for (uint256 i; i < distributorActions.length; ++i) {
             assertGt(distributorHandler.counts(distributorActions[i]), 0, distributorActions[i]);
         }
-        string[13] memory marketActions = [
+        string[17] memory marketActions = [
             "pauseInterlude",
             "post",
             "assign",
+            "reassign",
+            "reassignWithSlash",
             "complete",
             "dispute",
+            "disputeByMatcher",
             "settle",
             "cancel",
             "reclaim",
+            "reclaimByOutsider",
             "fail",
             "failWithSlash",
             "resolveForBuyer",
@@ -337,8 +342,9 @@ contract SwarmInvariantsTest is SwarmTestBase {
     }
 
     function _marketSelectors() private pure returns (bytes4[] memory s) {
-        s = new bytes4[](11);
+        s = new bytes4[](12);
         s[10] = MarketHandler.pauseInterlude.selector;
+        s[11] = MarketHandler.reassignJob.selector;
         s[0] = MarketHandler.postJob.selector;
         s[1] = MarketHandler.cancelJob.selector;
         s[2] = MarketHandler.disputeJob.selector;
