@@ -22,7 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from compute.errors import ComputeError
-from compute.node import RayHome, RayNode, auth_env, cluster_nodes, ensure_token, free_port, stop_session
+from compute.node import (
+    RayHome, RayNode, auth_env, check_reachable, cluster_nodes, ensure_token, free_port, stop_session, use_auth,
+)
 
 MAX_PROVIDERS = 9
 START_TIMEOUT_S = 180.0
@@ -116,6 +118,31 @@ def running(home: RayHome) -> ClusterState | None:
         home.cluster_state.unlink(missing_ok=True)
         return None
     return state
+
+
+def connect(home: RayHome, address: str | None = None) -> str:
+    """Joins this process to a Ray cluster as a driver; returns the head's address.
+
+    The address is `address`, else RAY_ADDRESS, else this home's local cluster. The token
+    is RAY_AUTH_TOKEN when set, else the one in $SWARM_HOME/ray.
+    """
+    import ray
+
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address:
+        state = running(home)
+        if state is None:
+            raise ComputeError("No Ray cluster to run jobs on: start one with `swarm cluster up`, or give its "
+                               "head's address with --ray-address or RAY_ADDRESS.")
+        address = state.address
+    check_reachable(address)
+    if os.environ.get("RAY_AUTH_TOKEN"):
+        os.environ["RAY_AUTH_MODE"] = "token"
+    else:
+        use_auth(home)
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False, configure_logging=False)
+    return address
 
 
 def stop(home: RayHome, timeout: float = STOP_TIMEOUT_S) -> ClusterState | None:

@@ -15,3 +15,7 @@ class ProviderFault(ComputeError):
     def __init__(self, provider: str, message: str) -> None:
         super().__init__(message)
         self.provider = provider
+
+
+class JobTimedOut(ComputeError):
+    """The job ran past its timeout and was stopped."""

@@ -210,23 +210,33 @@ class JobSpec(BaseModel):
         data["max_price_per_unit"] = tokens(self.max_price_per_unit)
         return data
 
-    def runner_params(self, storage: str = "") -> dict[str, Any]:
-        """The runner's params: the spec's params plus its model and dataset under the runner's names."""
+    def runner_params(self, storage: str = "", namespace: str = "") -> dict[str, Any]:
+        """The runner's params: the spec's params plus its model and dataset under the runner's names.
+
+        `job:<id>` becomes that job's result directory, its compute id being `namespace + id`.
+        """
         model = self.model
         if self.kind in ("finetune", "infer") and model.startswith(JOB_REF):
-            prior = ComputeJob(job_id=model[len(JOB_REF):], kind="train", provider="", storage=storage)
+            prior = ComputeJob(job_id=namespace + model[len(JOB_REF):], kind="train", provider="", storage=storage)
             model = str(prior.result_dir())
         return {**self.params, MODEL_PARAM[self.kind]: model, DATASET_PARAM[self.kind]: self.dataset}
 
     def to_compute_job(self, job_id: str, provider: str, storage: str = "",
-                       now: float | None = None) -> ComputeJob:
-        """The job one provider runs; it is stopped at the deadline."""
+                       now: float | None = None, namespace: str = "") -> ComputeJob:
+        """The job one provider runs as compute job `namespace + job_id`; it is stopped at the deadline."""
         now = time.time() if now is None else now
         return ComputeJob(
-            job_id=job_id, kind=self.kind, provider=provider, workers=self.resources.workers, seed=self.seed,
-            params=self.runner_params(storage), storage=storage, use_gpu=self.resources.gpus_per_worker > 0,
+            job_id=namespace + job_id, kind=self.kind, provider=provider, workers=self.resources.workers,
+            seed=self.seed, params=self.runner_params(storage, namespace), storage=storage,
+            use_gpu=self.resources.gpus_per_worker > 0,
             timeout_s=max(1.0, self.deadline - now),
         )
+
+
+def job_namespace(chain_id: int, market_address: str) -> str:
+    """The prefix of a deployment's compute job ids (`31337-5fbdb231-`), so that results of
+    a redeployed market, or of another chain, never mix with older ones in one SWARM_HOME."""
+    return f"{chain_id}-{market_address.lower().removeprefix('0x')[:8]}-"
 
 
 def tokens(wei: int) -> str:

@@ -17,7 +17,7 @@ from ray._raylet import PlacementGroupID
 from ray.train.v2._internal.execution.callback import ControllerCallback
 from ray.util.placement_group import PlacementGroup
 
-from compute.errors import ComputeError, ProviderFault
+from compute.errors import ComputeError, JobTimedOut, ProviderFault
 from compute.jobs import ComputeJob
 from compute.placement import provider_capacity, provider_resource
 
@@ -41,8 +41,8 @@ def lost_provider(job: ComputeJob) -> ProviderFault:
     )
 
 
-def timed_out(job: ComputeJob) -> ComputeError:
-    return ComputeError(
+def timed_out(job: ComputeJob) -> JobTimedOut:
+    return JobTimedOut(
         f"job {job.job_id} ran past its timeout of {job.timeout_s:g} s and was stopped; "
         "raise timeout_s or make the job smaller."
     )

@@ -1,0 +1,139 @@
+"""What each provider offers the matcher this round, from the ledger and the Ray cluster.
+
+The ledger says who may take work (registered, staked above the minimum for the declared
+GPUs, not jailed or tombstoned) and what each provider declared (GPU model, VRAM, asking
+price, in its content-addressed hardware spec). The cluster says what is really there:
+the CPUs, GPUs and memory of the provider's live nodes. What the market's own running
+jobs hold is taken off, so nothing is oversubscribed between rounds.
+
+Score, measured performance and reliability come from the oracle's epochs; a provider the
+oracle has not scored yet is offered with the neutral values of `Newcomer`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+import math
+from pathlib import Path
+
+import ray
+from sqlmodel import Session, select
+
+from ledger.errors import SwarmError
+from ledger.indexer.models import Provider
+from ledger.specs import load_spec
+from market.matcher import JobRequest, ProviderOffer
+from market.spec import JobSpec
+
+GB = 1024**3
+LABEL = "provider"  # compute.placement.LABEL: the node label naming its provider
+
+
+@dataclass(frozen=True)
+class Newcomer:
+    """How a provider with no oracle record yet is offered: an uninformed prior."""
+
+    score: float = 0.5
+    measured_perf: float = 1.0
+    reliability: float = 0.5
+
+
+@dataclass(frozen=True)
+class Capacity:
+    cpus: float = 0.0
+    gpus: float = 0.0
+    memory_gb: float = 0.0
+
+    def __sub__(self, other: Capacity) -> Capacity:
+        return Capacity(self.cpus - other.cpus, self.gpus - other.gpus, self.memory_gb - other.memory_gb)
+
+    def __add__(self, other: Capacity) -> Capacity:
+        return Capacity(self.cpus + other.cpus, self.gpus + other.gpus, self.memory_gb + other.memory_gb)
+
+
+def cluster_capacity() -> dict[str, Capacity]:
+    """Each provider's live nodes in the Ray cluster, summed (needs ray.init)."""
+    found: dict[str, Capacity] = {}
+    for node in ray.nodes():
+        provider = (node.get("Labels") or {}).get(LABEL)
+        if not node.get("Alive") or not provider:
+            continue
+        r = node.get("Resources") or {}
+        here = Capacity(r.get("CPU", 0.0), r.get("GPU", 0.0), r.get("memory", 0.0) / GB)
+        found[provider] = found.get(provider, Capacity()) + here
+    return found
+
+
+def job_needs(spec: JobSpec) -> Capacity:
+    """What one run of a job holds on its provider while it runs."""
+    r = spec.resources
+    return Capacity(r.workers * r.cpus_per_worker, r.workers * r.gpus_per_worker, r.workers * r.memory_gb)
+
+
+def job_request(job_id: int, spec: JobSpec, replicas: int | None = None) -> JobRequest:
+    r = spec.resources
+    return JobRequest(
+        job_id=job_id,
+        workers=r.workers,
+        gpus_per_worker=r.gpus_per_worker,
+        gpu_model=r.gpu_model,
+        vram_gb_per_worker=r.vram_gb_per_worker,
+        cpus_per_worker=max(1, math.ceil(r.cpus_per_worker)),
+        memory_gb=r.memory_gb,
+        max_price_per_unit=spec.max_price_per_unit,
+        min_score=spec.min_provider_score,
+        priority=spec.priority,
+        replicas=spec.replicas if replicas is None else replicas,
+    )
+
+
+def declared(home: Path, spec_hash: str) -> dict:
+    """A provider's hardware spec, or {} when this SWARM_HOME does not hold it."""
+    try:
+        return load_spec(home, bytes.fromhex(spec_hash.removeprefix("0x")))
+    except (SwarmError, ValueError):
+        return {}
+
+
+def build_offers(
+    session: Session,
+    chain_id: int,
+    home: Path,
+    min_stake_per_gpu: int,
+    capacity: Mapping[str, Capacity],
+    busy: Mapping[str, Capacity],
+    default_price: int,
+    newcomer: Newcomer = Newcomer(),
+    exclude: Iterable[str] = (),
+) -> list[ProviderOffer]:
+    """One offer per registered provider, or per provider whose nodes are in the cluster.
+
+    A provider in the cluster but not registered on chain is offered as unstaked, so that
+    an explanation counts it; one registered but with no live node offers no capacity.
+    """
+    excluded = set(exclude)
+    rows = {p.address: p for p in session.exec(select(Provider).where(Provider.chain_id == chain_id))}
+    offers = []
+    for address in sorted(set(rows) | set(capacity)):
+        if address in excluded:
+            continue
+        row = rows.get(address)
+        spec = declared(home, row.spec_hash) if row is not None else {}
+        free = capacity.get(address, Capacity()) - busy.get(address, Capacity())
+        staked = row is not None and row.stake >= min_stake_per_gpu * row.gpus and row.stake > 0
+        offers.append(ProviderOffer(
+            address=address,
+            gpu_model=str(spec.get("gpu_model", "")),
+            gpus=max(0, int(free.gpus)),
+            vram_gb=float(spec.get("vram_gb", 0)),
+            cpus=max(0, int(free.cpus)),
+            memory_gb=max(0.0, free.memory_gb),
+            price_per_unit=int(spec.get("price_per_unit", default_price)),
+            stake_ok=staked,
+            jailed=row is not None and (row.tombstoned or row.jailed_until != 0),
+            score=newcomer.score,
+            measured_perf=newcomer.measured_perf,
+            reliability=newcomer.reliability,
+        ))
+    return offers

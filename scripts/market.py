@@ -1,0 +1,81 @@
+"""`swarm market run`: the market service — match posted jobs, run them on Ray, settle them."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+import click
+
+from compute import cluster as local
+from compute.node import RayHome
+from ledger.db import database_url, open_ledger
+from ledger.units import format_amount, parse_amount
+from market.service import MarketConfig, MarketService, TickReport
+from scripts.common import account_option, console, dev_sender, emit, json_option, key_option, open_swarm, settings, signer
+
+
+@click.group()
+def market() -> None:
+    """The market service."""
+
+
+@market.command()
+@click.option("--once", is_flag=True, help="One pass: match, run and complete what is posted now, then exit.")
+@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
+              help="Seconds between passes.")
+@click.option("--max-running", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Jobs run at once, at most.")
+@click.option("--fault-slash-bps", type=click.IntRange(0, 10_000), default=100, show_default=True,
+              help="Slash for a provider whose nodes vanish mid-job, in basis points of its stake.")
+@click.option("--default-price", default="0.001", show_default=True,
+              help="Price per unit, in SWARM, for providers whose spec declares none.")
+@click.option("--storage", default="", help="Where runs keep results and checkpoints (a directory or a URI; "
+              "default $SWARM_HOME/results).")
+@click.option("--ray-address", default=None, help="The Ray head, HOST:PORT (default RAY_ADDRESS, else the "
+              "local cluster).")
+@account_option
+@key_option
+@json_option
+def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, default_price: str, storage: str,
+        ray_address: str | None, account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Run the market: signs with the key holding MATCHER_ROLE (on a devnet, dev account 0 by default)."""
+    config = MarketConfig(interval_s=interval, max_running=max_running, fault_slash_bps=fault_slash_bps,
+                          default_price_per_unit=parse_amount(default_price, "--default-price"), storage=storage)
+    s = settings()
+    swarm = open_swarm()
+    if account is None and key_ref is None and swarm.chain.is_devnet:
+        sender = dev_sender(swarm, 0)
+    else:
+        sender = signer(swarm, account, key_ref)
+    address = local.connect(RayHome.of(s.home), ray_address)
+    engine = open_ledger(database_url(s.home))
+    log = (lambda line: None) if as_json else (lambda line: console.print(line, highlight=False))
+    service = MarketService(swarm, sender, engine, s.home, config, log)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: (stop.set(), service.wake.set()))
+    if not as_json:
+        console.print(f"Market service on chain {swarm.chain.chain_id} as {sender.address}, Ray at {address}.")
+    totals: dict[str, int] = {}
+
+    def on_tick(report: TickReport) -> None:
+        for what, n in report.counts.items():
+            totals[what] = totals.get(what, 0) + n
+
+    try:
+        last = service.run(stop, once=once, on_tick=on_tick)
+    finally:
+        service.close()
+        engine.dispose()
+    payload = {"totals": totals, "unmatched": {str(k): v for k, v in last.unmatched.items()},
+               "running": last.running, "default_price_wei": str(config.default_price_per_unit)}
+    emit(as_json, payload, lambda: _summary(totals, last, config))
+
+
+def _summary(totals: dict[str, int], last: TickReport, config: MarketConfig) -> None:
+    done = ", ".join(f"{n} {what}" for what, n in sorted(totals.items())) or "nothing to do"
+    console.print(f"Market pass done: {done}.")
+    for job_id, why in sorted(last.unmatched.items()):
+        console.print(f"  {why}")
+    console.print(f"Providers without a declared price ask {format_amount(config.default_price_per_unit)} per unit.")

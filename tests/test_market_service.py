@@ -1,0 +1,334 @@
+"""The market service end to end: a real anvil, a real Ray cluster, a real ledger database.
+
+Providers A (two nodes), B and C (one node each) from tests/ray_cluster.py register and
+stake on chain; buyers post specs; the service matches, assigns, runs, completes and
+settles them, and the test checks every balance to the wei.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from sqlmodel import Session, select
+
+from anvil import RpcClient, dev_account
+from ledger import jobs as chain_jobs
+from ledger import stake
+from ledger.client import Swarm
+from ledger.db import open_ledger
+from ledger.indexer.models import EventRow
+from ledger.jobs import JobStatus, job_info
+from ledger.services import MarketJob, MarketTransition
+from ledger.specs import store_spec
+from market.service import MarketConfig, MarketService
+from market.spec import validate_spec
+from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C, RayCluster
+
+ONE = 10**18
+MILLI = 10**15
+BUYER = 5
+# Asking prices, wei per CPU-second: A is the cheapest, then B, then C.
+PRICES = {PROVIDER_A: MILLI // 2, PROVIDER_B: MILLI * 8 // 10, PROVIDER_C: MILLI}
+
+
+def train_spec(**over) -> dict:
+    spec = {
+        "kind": "train", "model": "mlp", "dataset": "synthetic-classification",
+        "resources": {"workers": 1, "cpus_per_worker": 1},
+        "max_price_per_unit": "0.001", "max_units": 600, "deadline": "1h", "seed": 3,
+        "params": {"samples": 256, "epochs": 2, "batch_size": 64},
+    }
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(spec.get(key), dict):
+            spec[key] = spec[key] | value
+        else:
+            spec[key] = value
+    return spec
+
+
+def post(swarm: Swarm, home: Path, spec: dict, buyer: int = BUYER, now: float | None = None) -> list[int]:
+    """What `swarm job post` does: validate, store the spec, escrow one job per replica."""
+    parsed = validate_spec(spec, now=now if now is not None else swarm.chain.timestamp())
+    digest = store_spec(home, parsed.canonical())
+    sender = swarm.sender(dev_account(buyer).key)
+    return [chain_jobs.post_job(swarm, sender, digest, parsed.max_price_per_unit, parsed.max_units,
+                                parsed.deadline)[0] for _ in range(parsed.replicas)]
+
+
+@pytest.fixture
+def providers(swarm: Swarm, swarm_home: Path, ray_cluster: RayCluster) -> dict[str, int]:
+    """A, B and C registered with one declared GPU, their prices, and the minimum stake."""
+    stakes = {}
+    for index, address in ((1, PROVIDER_A), (2, PROVIDER_B), (3, PROVIDER_C)):
+        sender = swarm.sender(dev_account(index).key)
+        spec = {"gpu_model": "RTX4090", "gpus": 1, "vram_gb": 24, "price_per_unit": str(PRICES[address])}
+        stake.register(swarm, sender, store_spec(swarm_home, spec), 1)
+        stake.stake(swarm, sender, 1_000 * ONE)
+        stakes[address] = 1_000 * ONE
+    return stakes
+
+
+@pytest.fixture
+def ledger_engine(tmp_path: Path):
+    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def service(swarm: Swarm, swarm_home: Path, ledger_engine, providers, tmp_path: Path) -> Iterator[MarketService]:
+    config = MarketConfig(interval_s=0.2, storage=str(tmp_path / "results"), fault_slash_bps=100)
+    market = MarketService(swarm, swarm.sender(dev_account(0).key), ledger_engine, swarm_home, config)
+    yield market
+    market.close(wait=True)
+
+
+def record(engine, job_id: int) -> MarketJob:
+    with Session(engine) as session:
+        return session.exec(select(MarketJob).where(MarketJob.job_id == job_id)).one()
+
+
+def drive(service: MarketService, until: Callable[[], bool], timeout: float = 180.0) -> None:
+    """Ticks the service until `until()` holds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        service.tick()
+        if until():
+            return
+        service.wake.wait(0.3)
+        service.wake.clear()
+    raise AssertionError(f"the market did not get there within {timeout} s")
+
+
+def in_state(engine, job_id: int, *states: str) -> Callable[[], bool]:
+    def check() -> bool:
+        with Session(engine) as session:
+            found = session.exec(select(MarketJob).where(MarketJob.job_id == job_id)).first()
+            return found is not None and found.state in states
+    return check
+
+
+def balances(swarm: Swarm, *addresses: str) -> list[int]:
+    return [swarm.balance_of(a) for a in addresses]
+
+
+def settle_after_window(swarm: Swarm, rpc: RpcClient, service: MarketService, engine, job_ids: list[int]) -> None:
+    window = swarm.market.functions.disputeWindow().call()
+    rpc.increase_time(window + 1)
+    rpc.mine()
+    drive(service, lambda: all(in_state(engine, j, "settled")() for j in job_ids))
+
+
+def test_posted_job_runs_completes_and_pays_provider_and_refunds_buyer(
+    swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine, rpc: RpcClient,
+) -> None:
+    buyer = dev_account(BUYER).address
+    treasury = swarm.market.functions.treasury().call()
+    before = balances(swarm, buyer, PROVIDER_A, treasury, swarm.market.address)
+    (job_id,) = post(swarm, swarm_home, train_spec())
+    escrow = MILLI * 600
+
+    drive(service, in_state(ledger_engine, job_id, "completed"))
+    info = job_info(swarm, job_id)
+    rec = record(ledger_engine, job_id)
+    assert info.status == JobStatus.COMPLETED
+    assert info.provider == PROVIDER_A, "the cheapest provider per unit of useful work is chosen"
+    assert info.price_per_unit == PRICES[PROVIDER_A]
+    assert "0x" + info.result_hash.hex() == rec.result_hash
+    assert 1 <= info.units_used == min(600, math.ceil(rec.units)), "CPU-seconds, rounded up"
+    assert rec.metrics["epochs"] == 2 and (Path(rec.result_dir) / "outputs" / "metrics.json").is_file()
+
+    settle_after_window(swarm, rpc, service, ledger_engine, [job_id])
+    payment = info.units_used * PRICES[PROVIDER_A]
+    fee = payment * info.fee_bps // 10_000
+    after = balances(swarm, buyer, PROVIDER_A, treasury, swarm.market.address)
+    assert after[0] - before[0] == -payment  # the buyer gets back everything not used
+    assert after[1] - before[1] == payment - fee
+    assert after[2] - before[2] == fee
+    assert after[3] == before[3], "nothing is left in escrow"
+    assert escrow > payment
+    states = [t.to_state for t in _transitions(ledger_engine, job_id)]
+    assert states == ["queued", "assigned", "running", "ran", "completed", "settled"]
+
+
+def test_a_job_nothing_can_take_is_explained_and_a_cancel_refunds_it(
+    swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine,
+) -> None:
+    buyer = dev_account(BUYER).address
+    before = swarm.balance_of(buyer)
+    (job_id,) = post(swarm, swarm_home, train_spec(min_provider_score=0.9))
+    report = service.tick()
+    assert "score ruled out the most, 3 of 3 providers" in report.unmatched[job_id]
+    assert record(ledger_engine, job_id).explanation == report.unmatched[job_id]
+    assert job_info(swarm, job_id).status == JobStatus.POSTED
+
+    chain_jobs.cancel_job(swarm, swarm.sender(dev_account(BUYER).key), job_id)
+    drive(service, in_state(ledger_engine, job_id, "cancelled"), timeout=30)
+    assert swarm.balance_of(buyer) == before
+
+
+def test_a_job_past_its_deadline_is_expired_and_the_buyer_refunded(
+    swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine, rpc: RpcClient,
+) -> None:
+    buyer = dev_account(BUYER).address
+    before = swarm.balance_of(buyer)
+    (job_id,) = post(swarm, swarm_home, train_spec(max_price_per_unit="0.0001", deadline="10m"))
+    report = service.tick()
+    assert "price ruled out the most, 3 of 3 providers" in report.unmatched[job_id]
+    assert swarm.balance_of(buyer) == before - 10**14 * 600
+
+    rpc.increase_time(11 * 60)
+    rpc.mine()
+    report = service.tick()
+    assert report.counts.get("expired") == 1
+    assert job_info(swarm, job_id).status == JobStatus.RECLAIMED
+    assert swarm.balance_of(buyer) == before
+    assert record(ledger_engine, job_id).state == "expired"
+
+
+def test_a_provider_whose_node_dies_mid_job_loses_it_to_another_which_completes_it(
+    swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine, rpc: RpcClient,
+    ray_cluster: RayCluster, providers: dict[str, int],
+) -> None:
+    # C asks the least for this job, so it gets it; then its only node dies.
+    sender_c = swarm.sender(dev_account(3).key)
+    cheap = {"gpu_model": "RTX4090", "gpus": 1, "vram_gb": 24, "price_per_unit": str(MILLI // 10)}
+    stake.update_spec(swarm, sender_c, store_spec(swarm_home, cheap), 1)
+    buyer = dev_account(BUYER).address
+    treasury = swarm.market.functions.treasury().call()
+    before = balances(swarm, buyer, PROVIDER_A, PROVIDER_C, treasury, swarm.market.address)
+    (job_id,) = post(swarm, swarm_home, train_spec(params={"samples": 2048, "epochs": 15, "batch_size": 16}))
+
+    drive(service, in_state(ledger_engine, job_id, "running"), timeout=60)
+    assert job_info(swarm, job_id).provider == PROVIDER_C
+    time.sleep(6)  # into training
+    (node,) = ray_cluster.nodes[PROVIDER_C]
+    try:
+        ray_cluster.remove_node(node)
+        drive(service, in_state(ledger_engine, job_id, "completed"), timeout=240)
+    finally:
+        ray_cluster.add_node(PROVIDER_C)
+        ray_cluster.cluster.wait_for_nodes()
+
+    info = job_info(swarm, job_id)
+    assert info.provider == PROVIDER_A, "reassigned to the next cheapest provider"
+    rec = record(ledger_engine, job_id)
+    assert rec.lost_providers == [PROVIDER_C] and rec.attempts == 2
+    details = [t.detail for t in _transitions(ledger_engine, job_id)]
+    assert any(d.startswith(f"reassigned from {PROVIDER_C}") for d in details)
+    slashed = stake.provider_info(swarm, PROVIDER_C).stake
+    assert slashed == providers[PROVIDER_C] * 99 // 100, "C loses 1% for abandoning the job"
+
+    settle_after_window(swarm, rpc, service, ledger_engine, [job_id])
+    after = balances(swarm, buyer, PROVIDER_A, PROVIDER_C, treasury, swarm.market.address)
+    payment = info.units_used * PRICES[PROVIDER_A]
+    fee = payment * info.fee_bps // 10_000
+    assert after[1] - before[1] == payment - fee
+    assert after[2] == before[2], "C is paid nothing"
+    assert after[4] == before[4]
+    # The escrow is conserved to the wei: what the buyer paid is what A and the treasury got.
+    assert before[0] - after[0] == (after[1] - before[1]) + (after[3] - before[3] - _slash_income(swarm, job_id))
+
+
+def _slash_income(swarm: Swarm, job_id: int) -> int:
+    """What the treasury received from slashes during the test (the vault's share of C's slash)."""
+    logs = swarm.vault.events.Slashed().get_logs(from_block=0)
+    return sum(int(log.args.get("toTreasury", 0)) for log in logs if log.args["provider"] == PROVIDER_C)
+
+
+def test_replicas_run_on_distinct_providers_and_agreeing_results_complete(
+    swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine,
+) -> None:
+    first, second = post(swarm, swarm_home, train_spec(replicas=2))
+    drive(service, lambda: all(in_state(ledger_engine, j, "completed")() for j in (first, second)))
+    a, b = job_info(swarm, first), job_info(swarm, second)
+    assert {a.provider, b.provider} == {PROVIDER_A, PROVIDER_B}, "the two cheapest, distinct providers"
+    assert a.result_hash == b.result_hash, "deterministic CPU training agrees across providers"
+    assert record(ledger_engine, first).group_id == record(ledger_engine, second).group_id == first
+    assert record(ledger_engine, first).evidence is None
+
+
+def test_replicas_that_disagree_are_disputed_with_the_evidence(
+    swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine,
+) -> None:
+    first, second = post(swarm, swarm_home, train_spec(replicas=2))
+    drive(service, lambda: all(in_state(ledger_engine, j, "ran", "completed")() for j in (first, second)))
+    # Results are recorded one tick and acted on the next: here both are recorded.
+    # One provider hands back a different result: its record says what its outputs hash to.
+    forged = "0x" + "ee" * 32
+    with Session(ledger_engine) as session:
+        rec = session.exec(select(MarketJob).where(MarketJob.job_id == second)).one()
+        assert rec.state == "ran", "replicas wait for each other before completing"
+        rec.result_hash = forged
+        session.add(rec)
+        session.commit()
+    drive(service, lambda: all(in_state(ledger_engine, j, "disputed")() for j in (first, second)), timeout=60)
+    for job_id in (first, second):
+        assert job_info(swarm, job_id).status == JobStatus.DISPUTED
+        evidence = record(ledger_engine, job_id).evidence
+        assert evidence[str(second)]["result_hash"] == forged
+        assert evidence[str(first)]["result_hash"] != forged
+    assert "0x" + job_info(swarm, second).result_hash.hex() == forged
+
+
+def test_the_service_killed_mid_job_and_restarted_assigns_and_settles_once(
+    swarm: Swarm, swarm_home: Path, ledger_engine, providers, rpc: RpcClient, ray_cluster: RayCluster,
+    anvil_node, tmp_path: Path,
+) -> None:
+    (job_id,) = post(swarm, swarm_home, train_spec(params={"samples": 2048, "epochs": 15, "batch_size": 16}))
+    env = os.environ | {
+        "SWARM_HOME": str(swarm_home), "SWARM_RPC_URL": anvil_node.config.url,
+        "SWARM_DB_URL": str(ledger_engine.url), "RAY_ADDRESS": ray_cluster.address,
+    }
+    command = [sys.executable, "-m", "scripts.cli", "market", "run", "--interval", "0.3",
+               "--storage", str(tmp_path / "results")]
+    log = open(tmp_path / "market.log", "w")
+    first = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait(in_state(ledger_engine, job_id, "running"), 90)
+        time.sleep(5)  # into training
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        assert record(ledger_engine, job_id).state == "running"
+
+        done = subprocess.run([*command, "--once"], env=env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert record(ledger_engine, job_id).state == "completed"
+        rpc.increase_time(swarm.market.functions.disputeWindow().call() + 1)
+        rpc.mine()
+        done = subprocess.run([*command, "--once"], env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        if first.poll() is None:
+            first.kill()
+        log.close()
+    assert job_info(swarm, job_id).status == JobStatus.SETTLED
+    with Session(ledger_engine) as session:
+        names = [e.name for e in session.exec(select(EventRow).where(EventRow.job_id == job_id))]
+    assert names.count("JobAssigned") == 1 and names.count("JobCompleted") == 1 and names.count("JobSettled") == 1
+    rec = record(ledger_engine, job_id)
+    assert rec.attempts == 2
+    assert any("interrupted" in t.detail for t in _transitions(ledger_engine, job_id))
+
+
+def _wait(check: Callable[[], bool], timeout: float) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"not reached within {timeout} s")
+
+
+def _transitions(engine, job_id: int) -> list[MarketTransition]:
+    with Session(engine) as session:
+        return list(session.exec(select(MarketTransition).where(MarketTransition.job_id == job_id)
+                                 .order_by(MarketTransition.id)))
