@@ -10,7 +10,7 @@ VENV_STAMP := $(VENV)/.swarm-installed
 FORGE := ../node_modules/.bin/forge
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres demo test test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher clean
+.PHONY: install postgres demo test test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -66,6 +66,10 @@ bench-challenge: install
 # Matcher throughput: 100,000 open jobs on 10,000 providers.
 bench-matcher: install
 	$(PY) bench/matcher.py --runs 5
+
+# End to end: a posted train job to its first training step, with the market's share.
+bench-post-to-step: install
+	$(PY) bench/post_to_step.py --runs 5
 
 clean:
 	rm -rf contracts/out contracts/cache build .pytest_cache .hypothesis

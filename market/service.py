@@ -66,7 +66,7 @@ FINAL = {"settled": "settled", "failed": "failed", "cancelled": "cancelled", "re
 
 @dataclass(frozen=True)
 class MarketConfig:
-    interval_s: float = 2.0  # between ticks when nothing wakes the loop earlier
+    interval_s: float = 1.0  # between ticks when nothing wakes the loop earlier
     max_running: int = 16  # runs at once (threads; the cluster's capacity is the real limit)
     fault_slash_bps: int = 100  # slash for a provider whose nodes vanish mid-job: 1% of its stake
     default_price_per_unit: int = 10**15  # 0.001 SWARM per unit, for providers that declared no price

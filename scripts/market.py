@@ -22,7 +22,7 @@ def market() -> None:
 
 @market.command()
 @click.option("--once", is_flag=True, help="One pass: match, run and complete what is posted now, then exit.")
-@click.option("--interval", type=click.FloatRange(min=0.1), default=2.0, show_default=True,
+@click.option("--interval", type=click.FloatRange(min=0.1), default=1.0, show_default=True,
               help="Seconds between passes.")
 @click.option("--max-running", type=click.IntRange(min=1), default=16, show_default=True,
               help="Jobs run at once, at most.")
