@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import resource
 import statistics
 import subprocess
 import sys

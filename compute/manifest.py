@@ -37,9 +37,17 @@ def build_manifest(result_dir: Path) -> list[dict]:
     return entries
 
 
+def canonical(entries: list[dict]) -> bytes:
+    return json.dumps(entries, sort_keys=True, separators=(",", ":")).encode()
+
+
+def manifest_hash(entries: list[dict]) -> str:
+    """0x-prefixed sha256 of a manifest's canonical form: what `resultHash` is."""
+    return "0x" + hashlib.sha256(canonical(entries)).hexdigest()
+
+
 def result_hash(result_dir: Path) -> str:
-    """Writes result_dir/manifest.json and returns 0x-prefixed sha256 of its canonical form."""
+    """Writes result_dir/manifest.json and returns its hash (see `manifest_hash`)."""
     entries = build_manifest(result_dir)
-    canonical = json.dumps(entries, sort_keys=True, separators=(",", ":")).encode()
-    (result_dir / MANIFEST).write_bytes(canonical)
-    return "0x" + hashlib.sha256(canonical).hexdigest()
+    (result_dir / MANIFEST).write_bytes(canonical(entries))
+    return manifest_hash(entries)

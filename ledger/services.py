@@ -63,3 +63,92 @@ class MarketTransition(LedgerModel, table=True):
     provider: str | None = Field(default=None, max_length=42)
     detail: str = ""
     tx_hash: str | None = Field(default=None, max_length=66)
+
+
+# ── the oracle ───────────────────────────────────────────────────────────────────────
+
+# An epoch's progress; each step is recorded before the next begins (see oracle.epoch).
+ORACLE_STATES = ("aggregated", "signed", "submitted", "finalized")
+
+
+class ProbeSample(LedgerModel, table=True):
+    """One liveness probe of one provider: did any of its nodes answer in time."""
+
+    __tablename__ = "probe_samples"
+    __table_args__ = (Index(None, "chain_id", "at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    chain_id: int = Field(sa_type=BigInteger)
+    provider: str = Field(max_length=42)
+    at: float
+    ok: bool
+    latency_s: float
+    node_id: str | None = Field(default=None, max_length=64)
+    gpus: int = 0  # what NVML reported on the node that answered
+
+
+class ChallengeRecord(LedgerModel, table=True):
+    """One benchmark challenge of one provider, as verified by the oracle."""
+
+    __tablename__ = "challenge_results"
+    __table_args__ = (Index(None, "chain_id", "at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    chain_id: int = Field(sa_type=BigInteger)
+    provider: str = Field(max_length=42)
+    at: float
+    declared_model: str = Field(max_length=32)
+    seed: int = Field(sa_type=BigInteger)
+    checksum_ok: bool
+    measured_gflops: float
+    reference_gflops: float
+    ratio: float
+    device: str = Field(max_length=16)
+    gpus: int = 0
+    reason: str = ""
+
+
+class OracleEpoch(LedgerModel, table=True):
+    """One epoch's report as the oracle builds, signs, submits and finalizes it."""
+
+    __tablename__ = "oracle_epochs"
+
+    chain_id: int = Field(sa_type=BigInteger, primary_key=True)
+    epoch: int = Field(sa_type=BigInteger, primary_key=True)
+    state: str = Field(max_length=16)
+    window_start: float
+    window_end: float
+    from_block: int = Field(sa_type=BigInteger)  # chain events after this block and up to to_block count
+    to_block: int = Field(sa_type=BigInteger)
+    utilization: float = 0.0
+    emission_wei: int = Field(default=0, sa_type=Uint256)
+    rewards_root: str = Field(max_length=66)
+    slashes: list = Field(default_factory=list, sa_type=Json)  # ledger.reports.Slash fields + row, detail
+    signatures: list = Field(default_factory=list, sa_type=Json)  # [signer, 0x signature]
+    submit_tx: str | None = Field(default=None, max_length=66)
+    finalize_tx: str | None = Field(default=None, max_length=66)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+class ProviderScore(LedgerModel, table=True):
+    """A provider's scores and reward in one epoch (what `swarm oracle show` prints)."""
+
+    __tablename__ = "provider_scores"
+    __table_args__ = (Index(None, "chain_id", "provider"),)
+
+    chain_id: int = Field(sa_type=BigInteger, primary_key=True)
+    epoch: int = Field(sa_type=BigInteger, primary_key=True)
+    provider: str = Field(max_length=42, primary_key=True)
+    samples: int = 0
+    uptime: float = 0.0
+    measured_gflops: float | None = None
+    performance: float = 0.0
+    reliability: float = 0.0
+    loyalty: float = 0.0
+    epochs_staked: int = 0
+    weight: float = 0.0
+    eligible: bool = False
+    reward_wei: int = Field(default=0, sa_type=Uint256)
+    cumulative_wei: int = Field(default=0, sa_type=Uint256)
+    note: str = ""  # why it earned nothing, or ""

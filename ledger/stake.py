@@ -15,6 +15,7 @@ from ledger.units import parse_address
 MAX_GPUS = 2**32 - 1
 MAX_GPUS_PER_NODE = 1_024
 MAX_VRAM_GB = 4_096
+MAX_PRICE_PER_UNIT = 2**128 - 1  # JobMarket's uint128 price
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 _REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 
@@ -27,6 +28,7 @@ class HardwareSpec:
     gpus: int
     vram_gb: int
     region: str | None = None
+    price_per_unit: int | None = None  # asking price, wei per GPU-second (CPU-second on CPU-only nodes)
 
     def __post_init__(self) -> None:
         if not _MODEL.match(self.gpu_model):
@@ -39,10 +41,18 @@ class HardwareSpec:
             raise InvalidInput(f"vram must be from 1 to {MAX_VRAM_GB} GB per GPU, got {self.vram_gb}.")
         if self.region is not None and not _REGION.match(self.region):
             raise InvalidInput(f"region {self.region!r} must be lower-case letters, digits and '-' (e.g. eu-west).")
+        price = self.price_per_unit
+        if price is not None and (isinstance(price, bool) or not isinstance(price, int)
+                                  or not 0 < price <= MAX_PRICE_PER_UNIT):
+            raise InvalidInput(
+                f"price per unit must be from 1 to {MAX_PRICE_PER_UNIT} wei, got {price!r}; give a positive price."
+            )
 
     def as_dict(self) -> dict:
+        """The stored JSON; the price as a decimal wei string, since it outgrows JavaScript's numbers."""
         spec = {"gpu_model": self.gpu_model, "gpus": self.gpus, "vram_gb": self.vram_gb}
-        return spec | ({"region": self.region} if self.region else {})
+        spec |= {"region": self.region} if self.region else {}
+        return spec | ({"price_per_unit": str(self.price_per_unit)} if self.price_per_unit is not None else {})
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,10 @@ from ledger.errors import SwarmError
 from scripts.chain import chain
 from scripts.cluster import cluster
 from scripts.demo import demo
+from scripts.job import job
 from scripts.keys import keys
 from scripts.ledger_cmd import ledger
+from scripts.market import market
 from scripts.provider import provider
 from scripts.token import token
 
@@ -31,10 +33,12 @@ def cli() -> None:
 cli.add_command(chain)
 cli.add_command(keys)
 cli.add_command(provider)
+cli.add_command(job)
 cli.add_command(ledger)
 cli.add_command(token)
 cli.add_command(demo)
 cli.add_command(cluster)
+cli.add_command(market)
 
 
 def main() -> None:

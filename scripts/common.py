@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -116,3 +117,15 @@ def _json_default(value: Any) -> Any:
     if hasattr(value, "as_dict"):
         return value.as_dict()
     return str(value)
+
+
+def when(timestamp: int) -> str:
+    """A chain time as UTC text."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
+
+
+def duration(seconds: int) -> str:
+    """Seconds as `2h 5m`, `3m 10s` or `42s`."""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes}m" if hours else (f"{minutes}m {secs}s" if minutes else f"{secs}s")

@@ -6,7 +6,6 @@ Every command checks what it can before signing, so a refused command sends noth
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import click
@@ -22,7 +21,9 @@ from ledger.specs import load_spec, store_spec
 from ledger.stake import HardwareSpec, ProviderInfo
 from ledger.tx import Receipt, Sender
 from ledger.units import format_amount, parse_address, parse_amount
-from scripts.common import account_option, console, emit, json_option, key_option, open_swarm, settings, signer, table
+from scripts.common import (
+    account_option, console, duration, emit, json_option, key_option, open_swarm, settings, signer, table, when,
+)
 
 
 @click.group()
@@ -40,14 +41,17 @@ def _signed(fn: Callable) -> Callable:
 @click.option("--gpus", type=int, required=True, help="Number of GPUs on offer.")
 @click.option("--vram-gb", type=int, required=True, help="Memory per GPU in GB.")
 @click.option("--region", default=None, help="Where the machines are, e.g. eu-west.")
+@click.option("--price", default=None, metavar="AMOUNT",
+              help="Asking price in SWARM per unit: a GPU-second, or a CPU-second on CPU-only nodes.")
 @click.option("--update", is_flag=True, help="Declare new hardware for an already registered provider.")
 @_signed
 def register(
-    gpu_model: str, gpus: int, vram_gb: int, region: str | None, update: bool,
+    gpu_model: str, gpus: int, vram_gb: int, region: str | None, price: str | None, update: bool,
     account: int | None, key_ref: str | None, as_json: bool,
 ) -> None:
-    """Register as a provider, declaring the hardware on offer."""
-    spec = HardwareSpec(gpu_model, gpus, vram_gb, region)  # validated before anything else
+    """Register as a provider, declaring the hardware on offer and, optionally, its price."""
+    price_wei = None if price is None else parse_amount(price, "price per unit")
+    spec = HardwareSpec(gpu_model, gpus, vram_gb, region, price_wei)  # validated before anything else
     swarm = open_swarm()
     sender = signer(swarm, account, key_ref)
     info = stake.provider_info(swarm, sender.address)
@@ -63,10 +67,12 @@ def register(
     receipt = (stake.update_spec if update else stake.register)(swarm, sender, digest, spec.gpus)
     info = stake.provider_info(swarm, sender.address)
     payload = {"provider": sender.address, "spec": spec.as_dict(), "spec_hash": "0x" + digest.hex(),
+               "price_per_unit_wei": None if price_wei is None else str(price_wei),
                "min_stake_wei": str(info.min_stake), "tx": receipt.tx_hash}
+    asking = "" if price_wei is None else f" at {format_amount(price_wei)} per unit"
     emit(as_json, payload, lambda: console.print(
         f"{'Updated' if update else 'Registered'} {sender.address}: {spec.gpus}× {spec.gpu_model} "
-        f"({spec.vram_gb} GB). Minimum stake {format_amount(info.min_stake)}; "
+        f"({spec.vram_gb} GB){asking}. Minimum stake {format_amount(info.min_stake)}; "
         f"stake with `swarm provider stake AMOUNT`."
     ))
 
@@ -103,7 +109,7 @@ def unstake(amount: str, account: int | None, key_ref: str | None, as_json: bool
     receipt = stake.request_unstake(swarm, sender, wei)
     info = stake.provider_info(swarm, sender.address)
     _report(swarm, sender, receipt, as_json,
-            f"Unbonding {format_amount(info.unbonding)}, withdrawable at {_when(info.unbonding_end)}")
+            f"Unbonding {format_amount(info.unbonding)}, withdrawable at {when(info.unbonding_end)}")
 
 
 @provider.command()
@@ -118,8 +124,8 @@ def withdraw(account: int | None, key_ref: str | None, as_json: bool) -> None:
     now = swarm.chain.timestamp()
     if now < info.unbonding_end:
         raise SwarmError(
-            f"{format_amount(info.unbonding)} is still unbonding until {_when(info.unbonding_end)} "
-            f"({_duration(info.unbonding_end - now)} from now); withdraw after that."
+            f"{format_amount(info.unbonding)} is still unbonding until {when(info.unbonding_end)} "
+            f"({duration(info.unbonding_end - now)} from now); withdraw after that."
         )
     receipt = stake.withdraw(swarm, sender)
     _report(swarm, sender, receipt, as_json, f"Withdrew {format_amount(info.unbonding)}")
@@ -138,7 +144,7 @@ def unjail(account: int | None, key_ref: str | None, as_json: bool) -> None:
     if info.jailed_until == 0:
         raise SwarmError(f"{sender.address} is not jailed; nothing to do.")
     if now < info.jailed_until:
-        raise SwarmError(f"{sender.address} is jailed until {_when(info.jailed_until)}; unjail after that.")
+        raise SwarmError(f"{sender.address} is jailed until {when(info.jailed_until)}; unjail after that.")
     if info.stake < info.min_stake:
         raise SwarmError(
             f"Unjailing needs the minimum stake of {format_amount(info.min_stake)}; "
@@ -191,6 +197,7 @@ def status(address: str | None, account: int | None, key_ref: str | None, as_jso
         "provider": who,
         "registered": info.registered,
         "hardware": spec,
+        "price_per_unit_wei": (spec or {}).get("price_per_unit"),
         "stake_wei": str(info.stake),
         "min_stake_wei": str(info.min_stake),
         "unbonding_wei": str(info.unbonding),
@@ -209,13 +216,15 @@ def status(address: str | None, account: int | None, key_ref: str | None, as_jso
             return
         jail = "tombstoned (for ever)" if info.tombstoned else (
             "free" if info.jailed_until == 0 else
-            f"jailed until {_when(info.jailed_until)}" + (" — may unjail now" if now >= info.jailed_until else ""))
+            f"jailed until {when(info.jailed_until)}" + (" — may unjail now" if now >= info.jailed_until else ""))
         unbonding = format_amount(info.unbonding)
         if info.unbonding:
-            ready = "withdrawable now" if now >= info.unbonding_end else f"withdrawable at {_when(info.unbonding_end)}"
+            ready = "withdrawable now" if now >= info.unbonding_end else f"withdrawable at {when(info.unbonding_end)}"
             unbonding += f" ({ready})"
         rows = [
             ("hardware", f"{spec['gpus']}× {spec['gpu_model']} ({spec['vram_gb']} GB)" if spec else "spec not stored here"),
+            *([("asking price", f"{format_amount(int(spec['price_per_unit']))} per unit")]
+              if spec and "price_per_unit" in spec else []),
             ("stake", f"{format_amount(info.stake)} (minimum {format_amount(info.min_stake)})"),
             ("unbonding", unbonding),
             ("jail", jail),
@@ -271,16 +280,6 @@ def _report(swarm: Swarm, sender: Sender, receipt: Receipt, as_json: bool, messa
     emit(as_json, payload, lambda: console.print(
         f"{message}. Stake now {format_amount(info.stake)} ({receipt.tx_hash})"
     ))
-
-
-def _when(timestamp: int) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
-
-
-def _duration(seconds: int) -> str:
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes}m" if hours else (f"{minutes}m {secs}s" if minutes else f"{secs}s")
 
 
 # ── Ray nodes: join a cluster, leave it ──────────────────────────────────────
@@ -339,11 +338,11 @@ def _may_serve(swarm: Swarm, info: ProviderInfo) -> None:
     if info.jailed_until:
         if swarm.chain.timestamp() < info.jailed_until:
             raise SwarmError(
-                f"{who} is jailed until {_when(info.jailed_until)}; "
+                f"{who} is jailed until {when(info.jailed_until)}; "
                 "after that run `swarm provider unjail`, then join."
             )
         raise SwarmError(
-            f"{who} was jailed until {_when(info.jailed_until)}; run `swarm provider unjail` first."
+            f"{who} was jailed until {when(info.jailed_until)}; run `swarm provider unjail` first."
         )
     if info.stake < info.min_stake:
         raise SwarmError(

@@ -37,6 +37,27 @@ def test_register_stores_the_spec_and_sets_the_minimum_stake(cli, swarm: Swarm) 
     assert int(done["min_stake_wei"]) == 8 * 1_000 * ONE
     status = _json(cli("provider", "status", "--account", str(P), "--json"))
     assert status["hardware"] == done["spec"] and status["eligible"] is False
+    assert done["price_per_unit_wei"] is None and status["price_per_unit_wei"] is None
+
+
+def test_register_with_an_asking_price_stores_it_in_the_spec_and_status_shows_it(cli, swarm: Swarm) -> None:
+    done = _register(cli, "--price", "0.0025")
+    price = 25 * ONE // 10_000
+    assert done["spec"] == {"gpu_model": "H100", "gpus": 8, "vram_gb": 80, "region": "eu-west",
+                            "price_per_unit": str(price)}
+    assert done["price_per_unit_wei"] == str(price)
+    assert "0x" + stake.provider_info(swarm, ADDRESS).spec_hash.hex() == done["spec_hash"]
+    status = _json(cli("provider", "status", ADDRESS, "--json"))
+    assert status["hardware"] == done["spec"] and status["price_per_unit_wei"] == str(price)
+    human = cli("provider", "status", ADDRESS)
+    assert human.code == 0 and "asking price" in human.stdout and "0.0025 SWARM per unit" in human.stdout
+
+
+def test_update_can_change_only_the_price(cli, swarm: Swarm) -> None:
+    first = _register(cli, "--price", "0.002")
+    updated = _register(cli, "--price", "0.003", "--update")
+    assert updated["spec_hash"] != first["spec_hash"] and updated["price_per_unit_wei"] == str(3 * ONE // 1_000)
+    assert "0x" + stake.provider_info(swarm, ADDRESS).spec_hash.hex() == updated["spec_hash"]
 
 
 def test_register_again_is_refused_and_update_declares_new_hardware(cli, swarm: Swarm) -> None:
@@ -106,12 +127,19 @@ BAD_INPUTS = [
      "is not a model name"),
     (("provider", "register", "--gpu-model", "H100", "--gpus", "0", "--vram-gb", "80", "--account", str(P)),
      "gpus must be from 1 to"),
+    (("provider", "register", "--gpu-model", "H100", "--gpus", "8", "--vram-gb", "80", "--price", "0",
+      "--account", str(P)), "price per unit must be greater than zero"),
+    (("provider", "register", "--gpu-model", "H100", "--gpus", "8", "--vram-gb", "80", "--price", "cheap",
+      "--account", str(P)), "price per unit 'cheap' is not a number"),
+    (("provider", "register", "--gpu-model", "H100", "--gpus", "8", "--vram-gb", "80", "--price", str(2**128),
+      "--account", str(P)), "price per unit must be from 1 to"),
 ]
 
 
 @pytest.mark.parametrize(("args", "message"), BAD_INPUTS, ids=[
     "malformed-address", "above-balance", "zero", "not-a-number", "unstake-above-stake", "withdraw-nothing",
-    "unknown-account", "account-and-key", "bad-gpu-model", "zero-gpus"])
+    "unknown-account", "account-and-key", "bad-gpu-model", "zero-gpus", "zero-price", "price-not-a-number",
+    "price-above-uint128"])
 def test_bad_input_is_refused_and_nothing_is_sent(cli, swarm: Swarm, args, message) -> None:
     stake.register(swarm, swarm.sender(dev_account(P).key), b"\x01" * 32, 1)
     stake.stake(swarm, swarm.sender(dev_account(P).key), 9_000 * ONE)

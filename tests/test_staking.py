@@ -8,8 +8,10 @@ import pytest
 from anvil import RpcClient, dev_account
 from ledger import stake
 from ledger.client import Swarm
-from ledger.errors import TransactionFailed
+from ledger.errors import InvalidInput, TransactionFailed
 from ledger.reports import reason_bytes
+from ledger.specs import spec_hash
+from ledger.stake import HardwareSpec
 from ledger.units import ONE
 
 PROVIDER = 1
@@ -126,3 +128,28 @@ def test_unjail_after_serving_time_restores_eligibility(swarm: Swarm, rpc: RpcCl
     (unjailed,) = swarm.events(stake.unjail(swarm, p), "Unjailed")
     assert unjailed.args["provider"] == p.address
     assert vault.isEligible(p.address).call()
+
+
+# ── the asking price in the hardware spec ────────────────────────────────────
+
+def test_hardware_spec_holds_the_price_as_a_wei_string_only_when_given() -> None:
+    assert HardwareSpec("H100", 8, 80, "eu-west").as_dict() == {
+        "gpu_model": "H100", "gpus": 8, "vram_gb": 80, "region": "eu-west"}
+    top = HardwareSpec("L4", 1, 24, price_per_unit=2**128 - 1).as_dict()
+    assert top == {"gpu_model": "L4", "gpus": 1, "vram_gb": 24, "price_per_unit": str(2**128 - 1)}
+    assert spec_hash(HardwareSpec("L4", 1, 24, price_per_unit=1).as_dict()) != spec_hash(
+        HardwareSpec("L4", 1, 24).as_dict())
+
+
+@pytest.mark.parametrize("price", [0, -1, 2**128, True, 1.5, "100"])
+def test_hardware_spec_refuses_a_price_that_is_not_a_positive_uint128(price) -> None:
+    with pytest.raises(InvalidInput, match="price per unit must be from 1 to"):
+        HardwareSpec("H100", 8, 80, price_per_unit=price)
+
+
+def test_a_priced_spec_registers_under_its_hash(swarm: Swarm) -> None:
+    p = _provider(swarm)
+    digest = spec_hash(HardwareSpec("H100", 2, 80, price_per_unit=ONE // 500).as_dict())
+    (registered,) = swarm.events(stake.register(swarm, p, digest, 2), "Registered")
+    assert registered.args["specHash"] == digest
+    assert stake.provider_info(swarm, p.address).spec_hash == digest
