@@ -55,7 +55,7 @@ from ledger.indexer.models import Job
 from ledger.services import FINAL_STATES, MarketJob, MarketTransition
 from ledger.specs import load_spec
 from ledger.tx import Receipt, Sender
-from market.matcher import Explanation, match
+from market.matcher import match
 from market.offers import Capacity, Newcomer, build_offers, cluster_capacity, job_needs, job_request
 from market.spec import JobSpec, SpecError, job_namespace, validate_spec
 

@@ -7,7 +7,7 @@ from alembic import context
 from sqlalchemy import create_engine
 
 from ledger.indexer.models import metadata
-import ledger.services  # noqa: F401  (its tables share the metadata)
+import ledger.services  # noqa: F401  -- registers the market tables on the same metadata
 
 config = context.config
 VERSION_TABLE = config.get_main_option("version_table") or "ledger_alembic_version"
