@@ -10,7 +10,7 @@ VENV_STAMP := $(VENV)/.swarm-installed
 FORGE := ../node_modules/.bin/forge
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres demo test test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step clean
+.PHONY: install postgres demo test test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-oracle bench-merkle clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -70,6 +70,14 @@ bench-matcher: install
 # End to end: a posted train job to its first training step, with the market's share.
 bench-post-to-step: install
 	$(PY) bench/post_to_step.py --runs 5
+
+# Oracle epoch: score 100,000 providers from 10,000,000 probe samples (≤ 5 s, ≤ 2 GB).
+bench-oracle: install
+	$(PY) bench/oracle_epoch.py --runs 5
+
+# Reward tree: 100,000 leaves, built with every proof (≤ 2 s).
+bench-merkle: install
+	$(PY) bench/merkle.py --runs 5
 
 clean:
 	rm -rf contracts/out contracts/cache build .pytest_cache .hypothesis

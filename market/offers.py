@@ -6,8 +6,12 @@ price, in its content-addressed hardware spec). The cluster says what is really 
 the CPUs, GPUs and memory of the provider's live nodes. What the market's own running
 jobs hold is taken off, so nothing is oversubscribed between rounds.
 
-Score, measured performance and reliability come from the oracle's epochs; a provider the
-oracle has not scored yet is offered with the neutral values of `Newcomer`.
+Score, measured performance and reliability come from the oracle's latest finalized epoch
+(`ledger.services.ProviderScore`): performance is measured throughput ÷ the reference for
+the declared model, reliability the lower bound of the Beta posterior over job outcomes
+(it ranks providers of equal cost), and the score a job's `min_provider_score` is held
+against is the provider's measured uptime. A provider the oracle has not scored yet is
+offered with the neutral values of `Newcomer`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from sqlmodel import Session, select
 
 from ledger.errors import SwarmError
 from ledger.indexer.models import Provider
+from ledger.services import OracleEpoch, ProviderScore
 from ledger.specs import load_spec
 from market.matcher import JobRequest, ProviderOffer
 from market.spec import JobSpec
@@ -96,6 +101,24 @@ def declared(home: Path, spec_hash: str) -> dict:
         return {}
 
 
+@dataclass(frozen=True)
+class TrackRecord:
+    score: float
+    measured_perf: float
+    reliability: float
+
+
+def track_records(session: Session, chain_id: int) -> dict[str, TrackRecord]:
+    """Each provider's scores in the oracle's latest finalized epoch."""
+    latest = session.exec(select(OracleEpoch.epoch).where(
+        OracleEpoch.chain_id == chain_id, OracleEpoch.state == "finalized").order_by(OracleEpoch.epoch.desc())).first()
+    if latest is None:
+        return {}
+    rows = session.exec(select(ProviderScore).where(ProviderScore.chain_id == chain_id, ProviderScore.epoch == latest))
+    return {r.provider: TrackRecord(r.uptime, r.performance, r.reliability)
+            for r in rows if r.samples > 0 and r.performance > 0}
+
+
 def build_offers(
     session: Session,
     chain_id: int,
@@ -114,6 +137,7 @@ def build_offers(
     """
     excluded = set(exclude)
     rows = {p.address: p for p in session.exec(select(Provider).where(Provider.chain_id == chain_id))}
+    records = track_records(session, chain_id)
     offers = []
     for address in sorted(set(rows) | set(capacity)):
         if address in excluded:
@@ -122,6 +146,7 @@ def build_offers(
         spec = declared(home, row.spec_hash) if row is not None else {}
         free = capacity.get(address, Capacity()) - busy.get(address, Capacity())
         staked = row is not None and row.stake >= min_stake_per_gpu * row.gpus and row.stake > 0
+        known = records.get(address) or TrackRecord(newcomer.score, newcomer.measured_perf, newcomer.reliability)
         offers.append(ProviderOffer(
             address=address,
             gpu_model=str(spec.get("gpu_model", "")),
@@ -132,8 +157,8 @@ def build_offers(
             price_per_unit=int(spec.get("price_per_unit", default_price)),
             stake_ok=staked,
             jailed=row is not None and (row.tombstoned or row.jailed_until != 0),
-            score=newcomer.score,
-            measured_perf=newcomer.measured_perf,
-            reliability=newcomer.reliability,
+            score=known.score,
+            measured_perf=known.measured_perf,
+            reliability=known.reliability,
         ))
     return offers

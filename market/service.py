@@ -17,8 +17,8 @@ run's outcome is handled on the loop's thread, where all transactions are sent:
   - done: the record keeps its result; the job is completed with `resultHash` and units
     (GPU- or CPU-seconds, rounded up, at most the job's maxUnits);
   - the provider's nodes vanished: the job is reassigned to another provider (the escrow
-    stays, the lost provider is slashed `fault_slash_bps`), or failed with a full refund
-    when no other provider can take it;
+    stays; the oracle counts the abandonment, and `fault_slash_bps` can slash at once), or
+    failed with a full refund when no other provider can take it;
   - the job itself is at fault (a checkpoint it names is missing, say): failed, refunded,
     no one slashed; the deadline passed: failed and refunded.
 A job still posted at its deadline is expired: its escrow goes back to the buyer.
@@ -68,7 +68,9 @@ FINAL = {"settled": "settled", "failed": "failed", "cancelled": "cancelled", "re
 class MarketConfig:
     interval_s: float = 1.0  # between ticks when nothing wakes the loop earlier
     max_running: int = 16  # runs at once (threads; the cluster's capacity is the real limit)
-    fault_slash_bps: int = 100  # slash for a provider whose nodes vanish mid-job: 1% of its stake
+    # An immediate slash for a provider whose nodes vanish mid-job. 0: the oracle's slashing
+    # matrix (job abandonment) charges it at the epoch's end, from the chain's events.
+    fault_slash_bps: int = 0
     default_price_per_unit: int = 10**15  # 0.001 SWARM per unit, for providers that declared no price
     storage: str = ""  # where runs keep results and checkpoints: a directory or a pyarrow URI
     newcomer: Newcomer = Newcomer()

@@ -20,6 +20,7 @@ from scripts.job import job
 from scripts.keys import keys
 from scripts.ledger_cmd import ledger
 from scripts.market import market
+from scripts.oracle import oracle
 from scripts.provider import provider
 from scripts.token import token
 
@@ -39,6 +40,7 @@ cli.add_command(token)
 cli.add_command(demo)
 cli.add_command(cluster)
 cli.add_command(market)
+cli.add_command(oracle)
 
 
 def main() -> None:

@@ -26,8 +26,9 @@ def market() -> None:
               help="Seconds between passes.")
 @click.option("--max-running", type=click.IntRange(min=1), default=16, show_default=True,
               help="Jobs run at once, at most.")
-@click.option("--fault-slash-bps", type=click.IntRange(0, 10_000), default=100, show_default=True,
-              help="Slash for a provider whose nodes vanish mid-job, in basis points of its stake.")
+@click.option("--fault-slash-bps", type=click.IntRange(0, 10_000), default=0, show_default=True,
+              help="Slash at once a provider whose nodes vanish mid-job, in basis points of its stake "
+                   "(0: the oracle's slashing matrix charges job abandonment at the epoch's end).")
 @click.option("--default-price", default="0.001", show_default=True,
               help="Price per unit, in SWARM, for providers whose spec declares none.")
 @click.option("--storage", default="", help="Where runs keep results and checkpoints (a directory or a URI; "

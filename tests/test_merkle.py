@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from eth_utils import to_checksum_address
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.merkle import RewardTree, verify
+from ledger.merkle import RewardTree, checksum_addresses, verify
 
 REPO = Path(__file__).resolve().parents[1]
 OZ_TREE = """
@@ -52,3 +53,34 @@ def test_a_proof_does_not_verify_another_amount(values: dict[str, int], bump: in
     tree = RewardTree.build(values)
     provider, cumulative = next(iter(values.items()))
     assert not verify(tree.root, provider, (cumulative + bump) % 2**256, tree.proof(provider))
+
+
+def test_every_proof_of_a_random_1000_leaf_tree_verifies_and_matches_openzeppelin() -> None:
+    rng = random.Random(1000)
+    values = {to_checksum_address(f"0x{rng.getrandbits(160):040x}"): rng.getrandbits(rng.choice((8, 70, 256)))
+              for _ in range(1000)}
+    tree = RewardTree.build(values)
+    proofs = tree.proofs()
+    assert set(proofs) == set(values)
+    theirs = _openzeppelin(values)
+    assert "0x" + tree.root.hex() == theirs["root"]
+    for provider, cumulative in values.items():
+        assert proofs[provider] == tree.proof(provider)
+        assert ["0x" + p.hex() for p in proofs[provider]] == theirs["proofs"][provider]
+        assert verify(tree.root, provider, cumulative, proofs[provider])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.binary(min_size=20, max_size=20), min_size=1, max_size=30),
+       st.sampled_from([str.lower, str.upper, lambda a: a]))
+def test_addresses_are_checksummed_in_a_batch_as_eth_utils_does(raw: list[bytes], case) -> None:
+    addresses = ["0x" + case(to_checksum_address(b)[2:]) for b in raw]
+    assert checksum_addresses(addresses) == [to_checksum_address(a) for a in addresses]
+
+
+def test_a_provider_is_found_by_any_spelling_of_its_address() -> None:
+    provider = to_checksum_address("0x" + "ab" * 20)
+    tree = RewardTree.build({provider.lower(): 5})
+    assert list(tree.values) == [provider]
+    assert tree.proof(provider.lower()) == tree.proof(provider) == []
+    assert verify(tree.root, provider.upper().replace("0X", "0x"), 5, [])

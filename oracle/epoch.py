@@ -1,0 +1,437 @@
+"""One oracle epoch, exactly once (DESIGN §6): aggregate → sign → submit → finalize.
+
+Each step is written to the ledger database (`oracle_epochs`, `provider_scores`) before the
+next one starts, and each run first reads the chain, so an oracle killed at any point picks
+the epoch up where it stopped:
+
+  aggregated  the scores, rewards, cumulative tree and slashes are stored; a restart signs
+              these, never a recomputation over data that has grown since;
+  signed      the committee's signatures are stored as each signer gives one; the
+              aggregator submits once the threshold is reached;
+  submitted   the report waits out the challenge window on chain; a restart that finds its
+              digest pending on chain records the submission it had not recorded;
+  finalized   rewards may be claimed and the slashes are applied; the reward tree and its
+              proofs are in the ledger for `swarm provider claim`.
+
+The distributor accepts a report only for the epoch after the last finalized one and only
+one at a time, and its rewards are cumulative per provider, so a report sent twice is
+refused and an epoch can never pay twice.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+from eth_utils import keccak
+from sqlalchemy import func
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, delete, select
+
+from ledger import rewards as chain_rewards
+from ledger.client import Swarm
+from ledger.errors import SwarmError, TransactionFailed
+from ledger.indexer import Indexer
+from ledger.indexer.models import EventRow, Job, Provider
+from ledger.indexer.rewards import store_reward_tree
+from ledger.merkle import RewardTree
+from ledger.reports import EpochReport, Slash, reason_bytes, sign_report, slashes_hash
+from ledger.services import ChallengeRecord, MarketJob, OracleEpoch, ProbeSample, ProviderScore
+from ledger.tx import Sender
+from oracle.collector import declared_model
+from oracle.config import OracleConfig
+from oracle.scoring import EpochInputs, score_epoch
+
+# Job failures that are the provider's doing (the market's failJob/reassignJob reasons).
+PROVIDER_FAULTS = ("provider-lost",)
+
+
+@dataclass
+class EpochOutcome:
+    epoch: int
+    state: str
+    did: list[str] = field(default_factory=list)  # the steps this call took
+
+    def step(self, what: str) -> None:
+        self.did.append(what)
+
+
+class EpochRunner:
+    """Builds, signs, submits and finalizes this deployment's epochs.
+
+    `signers` are the committee keys this process holds (all of them on a devnet; one per
+    operator elsewhere, with `sign_as` run by each); `sender` pays for submit and finalize.
+    """
+
+    def __init__(self, swarm: Swarm, engine: Engine, home: Path, config: OracleConfig, sender: Sender,
+                 signers: Sequence[bytes] = (), epoch_length_s: float | None = None,
+                 utilization: Callable[[], float] | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.swarm = swarm
+        self.engine = engine
+        self.home = home
+        self.config = config
+        self.sender = sender
+        self.signers = list(signers)
+        self.chain_id = swarm.chain.chain_id
+        self.epoch_length_s = epoch_length_s or config.epoch.length_s
+        self.capacity = utilization
+        self.log = log or (lambda line: None)
+        self.indexer = Indexer(swarm, engine, confirmations=0)
+        d = swarm.distributor.functions
+        self.threshold = int(d.threshold().call())
+        self.committee = [a.lower() for a in d.signers().call()]
+
+    # ── the whole step ───────────────────────────────────────────────────────
+    def run(self, now: float | None = None, open_new: bool = True) -> EpochOutcome | None:
+        """Moves the open epoch as far as it can go now, or, with none open, opens the next one
+        when it is due. One epoch per call: the next opens on the call after this one's end.
+
+        Returns what happened to the epoch it worked on, or None when there was nothing to do.
+        """
+        now = time.time() if now is None else now
+        self.indexer.sync()
+        with Session(self.engine) as session:
+            open_epoch = self._open(session)
+            if open_epoch is not None:
+                return self._advance(session, open_epoch, now)  # one report at a time
+            record = self.aggregate(session, now) if open_new else None
+            return None if record is None else self._advance(session, record, now)
+
+    def _open(self, session: Session) -> OracleEpoch | None:
+        return session.exec(select(OracleEpoch).where(
+            OracleEpoch.chain_id == self.chain_id, OracleEpoch.state != "finalized",
+        ).order_by(OracleEpoch.epoch)).first()
+
+    def _advance(self, session: Session, record: OracleEpoch, now: float) -> EpochOutcome:
+        outcome = EpochOutcome(record.epoch, record.state)
+        if record.state == "aggregated":
+            self._sign(session, record, outcome)
+        if record.state == "signed":
+            self._submit(session, record, outcome)
+        if record.state == "submitted":
+            self._finalize(session, record, outcome)
+        outcome.state = record.state
+        return outcome
+
+    # ── 1. aggregate ─────────────────────────────────────────────────────────
+    def aggregate(self, session: Session, now: float) -> OracleEpoch | None:
+        """Scores the epoch that ends now and stores its report; None if it is not due yet."""
+        last = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == self.chain_id)
+                            .order_by(OracleEpoch.epoch.desc())).first()
+        chain_last = int(self.swarm.distributor.functions.lastFinalizedEpoch().call())
+        epoch = max(chain_last, last.epoch if last else 0) + 1
+        start = last.window_end if last else self._first_sample(session, now)
+        if now - start < self.epoch_length_s * 0.999:
+            return None
+        from_block = last.to_block if last else self.swarm.deployment.block_number
+        to_block = self.indexer.sync().cursor  # what the ledger holds: later events fall in the next epoch
+        computed = self._compute(session, epoch, start, now, from_block, to_block)
+        if computed is None:
+            return None
+        inputs, scores, rows, slashes, tree = computed
+        record = OracleEpoch(
+            chain_id=self.chain_id, epoch=epoch, state="aggregated", window_start=start, window_end=now,
+            from_block=from_block, to_block=to_block, utilization=inputs.utilization,
+            emission_wei=int(scores.emission_wei), rewards_root="0x" + tree.root.hex(), slashes=slashes,
+            signatures=[], created_at=time.time(), updated_at=time.time(),
+        )
+        session.exec(delete(ProviderScore).where(ProviderScore.chain_id == self.chain_id,
+                                                 ProviderScore.epoch == epoch))
+        session.add(record)
+        session.add_all(rows)
+        session.commit()
+        self.log(f"epoch {epoch}: aggregated {len(inputs.providers)} providers, "
+                 f"{int(scores.emission_wei)} wei to pay, {len(slashes)} slashes")
+        return record
+
+    def _compute(self, session: Session, epoch: int, start: float, end: float, from_block: int, to_block: int,
+                 utilization: float | None = None):
+        """The epoch's scores, score rows, slashes and cumulative tree; None with nothing to report."""
+        inputs, previous, extra = self._inputs(session, start, end, from_block, to_block, utilization)
+        if not inputs.providers and not previous:
+            return None
+        scores = score_epoch(inputs, self.config, epoch_length_s=self.epoch_length_s)
+        cumulative = dict(previous)
+        rows = []
+        for i, provider in enumerate(inputs.providers):
+            reward = int(scores.reward_wei[i])
+            cumulative[provider] = cumulative.get(provider, 0) + reward
+            rows.append(ProviderScore(
+                chain_id=self.chain_id, epoch=epoch, provider=provider, samples=int(extra["samples"][i]),
+                uptime=float(scores.uptime[i]), measured_gflops=_finite(inputs.measured_gflops[i]),
+                performance=float(scores.performance[i]), reliability=float(scores.reliability[i]),
+                loyalty=float(scores.loyalty[i]), epochs_staked=int(inputs.epochs_staked[i]),
+                weight=float(scores.weight[i]), eligible=bool(scores.eligible[i]), reward_wei=reward,
+                cumulative_wei=cumulative[provider], note=scores.reasons[i],
+            ))
+        for provider, amount in previous.items():  # providers gone since keep their leaf to claim with
+            if provider not in inputs.providers:
+                rows.append(ProviderScore(chain_id=self.chain_id, epoch=epoch, provider=provider,
+                                          cumulative_wei=amount, note="not staked this epoch"))
+        slashes = [_slash_json(s, self._evidence(epoch, s)) for s in scores.slashes]
+        return inputs, scores, rows, slashes, RewardTree.build(cumulative)
+
+    def verify(self, session: Session, record: OracleEpoch) -> None:
+        """Recomputes a stored report from the ledger and refuses one this member would not sign."""
+        computed = self._compute(session, record.epoch, record.window_start, record.window_end, record.from_block,
+                                 record.to_block, record.utilization)
+        if computed is None:
+            raise SwarmError(f"Epoch {record.epoch} has nothing to report in this ledger; not signing it.")
+        _, scores, _, slashes, tree = computed
+        root = "0x" + tree.root.hex()
+        if root != record.rewards_root or slashes != record.slashes or int(scores.emission_wei) != record.emission_wei:
+            raise SwarmError(
+                f"Epoch {record.epoch}'s stored report (root {record.rewards_root}) differs from this member's own "
+                f"computation from the ledger (root {root}); not signing it."
+            )
+
+    def _first_sample(self, session: Session, now: float) -> float:
+        first = session.exec(select(func.min(ProbeSample.at)).where(ProbeSample.chain_id == self.chain_id)).one()
+        return float(first) - 1e-3 if first is not None else now  # the first sample belongs to it
+
+    def _inputs(self, session: Session, start: float, end: float, from_block: int, to_block: int,
+                utilization: float | None = None):
+        """Everything the scoring needs, from the ledger: one array per provider."""
+        chain = self.chain_id
+        rows = session.exec(select(Provider).where(Provider.chain_id == chain)).all()
+        staked = sorted((r for r in rows if r.stake > 0), key=lambda r: r.address)
+        providers = [r.address for r in staked]
+        index = {p: i for i, p in enumerate(providers)}
+        n = len(providers)
+
+        samples = session.exec(select(ProbeSample.provider, ProbeSample.ok).where(
+            ProbeSample.chain_id == chain, ProbeSample.at > start, ProbeSample.at <= end)).all()
+        known = [(index[p], ok) for p, ok in samples if p in index]
+        probe_provider = np.fromiter((k for k, _ in known), dtype=np.int32, count=len(known))
+        probe_ok = np.fromiter((ok for _, ok in known), dtype=bool, count=len(known))
+
+        measured = np.full(n, np.nan)
+        challenge_ok = np.ones(n, dtype=bool)
+        for c in session.exec(select(ChallengeRecord).where(
+                ChallengeRecord.chain_id == chain, ChallengeRecord.at > start, ChallengeRecord.at <= end)
+                .order_by(ChallengeRecord.at)):
+            if c.provider in index:
+                i = index[c.provider]
+                measured[i] = c.measured_gflops
+                challenge_ok[i] &= c.checksum_ok
+
+        successes, failures, abandoned = (np.zeros(n, dtype=np.int64) for _ in range(3))
+        for provider, status, reason in session.exec(select(Job.provider, Job.status, Job.fail_reason).where(
+                Job.chain_id == chain, Job.status.in_(("settled", "failed")))):
+            if provider in index:
+                if status == "settled":
+                    successes[index[provider]] += 1
+                elif reason in PROVIDER_FAULTS:
+                    failures[index[provider]] += 1
+        unstaked = set()
+        for name, args, block in session.exec(select(EventRow.name, EventRow.args, EventRow.block_number).where(
+                EventRow.chain_id == chain, EventRow.block_number <= to_block,
+                EventRow.name.in_(("JobReassigned", "JobFailed", "UnstakeRequested")))):
+            in_window = block > from_block
+            if name == "UnstakeRequested":
+                if in_window:
+                    unstaked.add(args["provider"])
+                continue
+            loser = args.get("from") if name == "JobReassigned" else args.get("provider")
+            reason = _reason_text(args.get("reason", ""))
+            if loser in index and reason in PROVIDER_FAULTS:
+                if name == "JobReassigned":
+                    failures[index[loser]] += 1
+                if in_window:
+                    abandoned[index[loser]] += 1
+
+        mismatch = np.zeros(n, dtype=bool)
+        for provider in self._replication_losers(session, start, end):
+            if provider in index:
+                mismatch[index[provider]] = True
+
+        previous_scores = {}
+        last = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == chain, OracleEpoch.window_end <= start)
+                            .order_by(OracleEpoch.epoch.desc())).first()
+        if last is not None:
+            previous_scores = {s.provider: s for s in session.exec(select(ProviderScore).where(
+                ProviderScore.chain_id == chain, ProviderScore.epoch == last.epoch))}
+        epochs_staked = np.array([
+            0 if p in unstaked else (previous_scores[p].epochs_staked + 1 if p in previous_scores else 0)
+            for p in providers], dtype=np.int64)
+        previous_perf = np.array([previous_scores[p].performance if p in previous_scores
+                                  and previous_scores[p].samples else np.nan for p in providers])
+        previous_cumulative = {p: s.cumulative_wei for p, s in previous_scores.items() if s.cumulative_wei}
+
+        inputs = EpochInputs(
+            providers=providers,
+            stake_wei=[r.stake for r in staked],
+            declared_model=[declared_model(self.home, r.spec_hash) for r in staked],
+            probe_provider=probe_provider,
+            probe_ok=probe_ok,
+            measured_gflops=measured,
+            challenge_ok=challenge_ok,
+            job_successes=successes,
+            job_failures=failures,
+            abandoned=abandoned,
+            replication_mismatch=mismatch,
+            epochs_staked=epochs_staked,
+            jailed=np.array([r.tombstoned or r.jailed_until != 0 for r in staked], dtype=bool),
+            utilization=self._utilization(session, start, end, from_block, to_block)
+            if utilization is None else utilization,
+            previous_performance=previous_perf,
+        )
+        extra = {"samples": np.bincount(probe_provider, minlength=n) if n else np.zeros(0, dtype=np.int64)}
+        return inputs, previous_cumulative, extra
+
+    def _replication_losers(self, session: Session, start: float, end: float) -> list[str]:
+        """Providers outvoted by a strict majority of their job's replicas, disputed this epoch.
+
+        Two replicas that disagree have no majority: the arbiter decides, with the evidence.
+        """
+        losers = []
+        seen = set()
+        for record in session.exec(select(MarketJob).where(
+                MarketJob.chain_id == self.chain_id, MarketJob.evidence.is_not(None),
+                MarketJob.updated_at > start, MarketJob.updated_at <= end)):
+            if record.group_id in seen or not record.evidence:
+                continue
+            seen.add(record.group_id)
+            votes: dict[str, int] = {}
+            for e in record.evidence.values():
+                votes[e["result_hash"]] = votes.get(e["result_hash"], 0) + 1
+            winner, count = max(votes.items(), key=lambda kv: kv[1])
+            if count * 2 > len(record.evidence):
+                losers += [e["provider"] for e in record.evidence.values() if e["result_hash"] != winner]
+        return losers
+
+    def _utilization(self, session: Session, start: float, end: float, from_block: int, to_block: int) -> float:
+        """Units the market completed in the window over the devices the cluster offered."""
+        if self.capacity is None or end <= start:
+            return 0.0
+        devices = self.capacity()
+        if devices <= 0:
+            return 0.0
+        used = sum(int(args.get("unitsUsed", 0)) for (args,) in session.exec(select(EventRow.args).where(
+            EventRow.chain_id == self.chain_id, EventRow.name == "JobCompleted",
+            EventRow.block_number > from_block, EventRow.block_number <= to_block)).all())
+        return min(1.0, used / (devices * (end - start)))
+
+    def _evidence(self, epoch: int, decision) -> str:
+        """The slash's evidence hash: keccak of its canonical JSON (kept in the epoch's record)."""
+        body = {"epoch": epoch, "provider": decision.provider, "row": decision.row, "detail": decision.detail}
+        return "0x" + keccak(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hex()
+
+    # ── 2. sign ──────────────────────────────────────────────────────────────
+    def report(self, record: OracleEpoch) -> tuple[EpochReport, list[Slash]]:
+        slashes = [_slash(s) for s in record.slashes]
+        return EpochReport(record.epoch, bytes.fromhex(record.rewards_root[2:]), record.emission_wei,
+                           slashes_hash(slashes)), slashes
+
+    def sign_as(self, session: Session, record: OracleEpoch, key: bytes) -> bool:
+        """One committee member signs the stored report; False if it had signed already."""
+        report, _ = self.report(record)
+        signer, signature = sign_report(report, key, self.chain_id, self.swarm.distributor.address)
+        if signer.lower() not in self.committee:
+            raise SwarmError(f"{signer} is not on the distributor's committee; it cannot sign epoch reports.")
+        if any(s[0].lower() == signer.lower() for s in record.signatures):
+            return False
+        record.signatures = [*record.signatures, [signer, "0x" + signature.hex()]]
+        record.updated_at = time.time()
+        session.add(record)
+        session.commit()
+        return True
+
+    def _sign(self, session: Session, record: OracleEpoch, outcome: EpochOutcome) -> None:
+        for key in self.signers:
+            if len(record.signatures) >= self.threshold:
+                break
+            if self.sign_as(session, record, key):
+                outcome.step("signed")
+        if len(record.signatures) >= self.threshold:
+            self._move(session, record, "signed")
+
+    # ── 3. submit ────────────────────────────────────────────────────────────
+    def _submit(self, session: Session, record: OracleEpoch, outcome: EpochOutcome) -> None:
+        report, slashes = self.report(record)
+        pending = chain_rewards.pending_report(self.swarm)
+        if pending is not None and pending.epoch == record.epoch and not pending.vetoed \
+                and pending.rewards_root == report.rewards_root and pending.slashes_hash == report.slashes_hash:
+            self._move(session, record, "submitted")  # sent before a crash, not recorded then
+            return
+        if int(self.swarm.distributor.functions.lastFinalizedEpoch().call()) >= record.epoch:
+            self._move(session, record, "finalized")
+            return
+        ordered = sorted(record.signatures, key=lambda s: int(s[0], 16))[: self.threshold]
+        signatures = [bytes.fromhex(s[1][2:]) for s in ordered]
+        try:
+            receipt = chain_rewards.submit_epoch(self.swarm, self.sender, report, slashes, signatures)
+        except TransactionFailed as exc:
+            self.log(f"epoch {record.epoch}: submit refused: {exc}")
+            return
+        record.submit_tx = receipt.tx_hash
+        self._move(session, record, "submitted")
+        outcome.step("submitted")
+
+    # ── 4. finalize ──────────────────────────────────────────────────────────
+    def _finalize(self, session: Session, record: OracleEpoch, outcome: EpochOutcome) -> None:
+        finalized = int(self.swarm.distributor.functions.lastFinalizedEpoch().call()) >= record.epoch
+        if not finalized:
+            pending = chain_rewards.pending_report(self.swarm)
+            if pending is None or pending.epoch != record.epoch:
+                return
+            if pending.vetoed:
+                self._vetoed(session, record)
+                outcome.step("vetoed")
+                return
+            if self.swarm.chain.timestamp() < pending.finalizable_at:
+                return
+            _, slashes = self.report(record)
+            try:
+                receipt = chain_rewards.finalize_epoch(self.swarm, self.sender, slashes)
+            except TransactionFailed as exc:
+                self.log(f"epoch {record.epoch}: finalize refused: {exc}")
+                return
+            record.finalize_tx = receipt.tx_hash
+            outcome.step("finalized")
+        cumulative = {s.provider: s.cumulative_wei for s in session.exec(select(ProviderScore).where(
+            ProviderScore.chain_id == self.chain_id, ProviderScore.epoch == record.epoch))}
+        store_reward_tree(session, self.chain_id, record.epoch, record.rewards_root, cumulative)
+        self._move(session, record, "finalized")
+        self.indexer.sync()  # the ledger shows the finalized root, so claims find their proofs
+
+    def _vetoed(self, session: Session, record: OracleEpoch) -> None:
+        """A guardian vetoed the report: drop it; the epoch is aggregated again next time."""
+        self.log(f"epoch {record.epoch}: vetoed on chain; it will be aggregated again")
+        session.exec(delete(ProviderScore).where(ProviderScore.chain_id == self.chain_id,
+                                                 ProviderScore.epoch == record.epoch))
+        session.delete(record)
+        session.commit()
+
+    def _move(self, session: Session, record: OracleEpoch, state: str) -> None:
+        record.state = state
+        record.updated_at = time.time()
+        session.add(record)
+        session.commit()
+        self.log(f"epoch {record.epoch}: {state}")
+
+
+def _finite(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
+
+
+def _reason_text(value: str) -> str:
+    if not isinstance(value, str) or not value.startswith("0x"):
+        return str(value)
+    return bytes.fromhex(value[2:]).rstrip(b"\0").decode(errors="replace")
+
+
+def _slash_json(decision, evidence: str) -> dict:
+    return {"provider": decision.provider, "bps": int(decision.bps), "reason": decision.reason,
+            "evidence_hash": evidence, "jail_seconds": int(decision.jail_seconds),
+            "tombstone": bool(decision.tombstone), "row": decision.row, "detail": decision.detail}
+
+
+def _slash(data: dict) -> Slash:
+    return Slash(data["provider"], data["bps"], reason_bytes(data["reason"]), bytes.fromhex(data["evidence_hash"][2:]),
+                 data["jail_seconds"], data["tombstone"])

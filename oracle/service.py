@@ -1,0 +1,115 @@
+"""The oracle on a schedule (DESIGN §6): APScheduler runs the probes every probe interval,
+a benchmark challenge of every provider once per epoch, and the epoch step often enough to
+close each epoch on time and finalize the previous one as soon as its challenge window ends.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+import ray
+from apscheduler.schedulers.background import BackgroundScheduler
+from sqlmodel import Session
+
+from ledger.client import Swarm
+from ledger.tx import Sender
+from oracle.collector import Collector, watched_providers
+from oracle.config import EpochTiming, OracleConfig
+from oracle.epoch import EpochOutcome, EpochRunner
+
+LABEL = "provider"  # compute.placement.LABEL: the node label naming its provider
+
+
+def schedule(config: OracleConfig, devnet: bool, epoch_length_s: float | None = None) -> EpochTiming:
+    """The config's clock for this kind of chain (a devnet runs on seconds), its epoch length overridden."""
+    timing = config.epoch.timing(devnet)
+    return replace(timing, length_s=epoch_length_s) if epoch_length_s else timing
+
+
+def cluster_devices() -> float:
+    """CPUs and GPUs of the providers' live nodes: the capacity utilization is measured against."""
+    total = 0.0
+    for node in ray.nodes():
+        if node.get("Alive") and (node.get("Labels") or {}).get(LABEL):
+            resources = node.get("Resources") or {}
+            total += resources.get("GPU", 0.0) or resources.get("CPU", 0.0)
+    return total
+
+
+class OracleService:
+    """Probes, challenges and epochs for one deployment."""
+
+    def __init__(self, swarm: Swarm, engine, home: Path, config: OracleConfig, sender: Sender,
+                 signers: list[bytes], schedule: EpochTiming, log: Callable[[str], None] | None = None) -> None:
+        self.swarm = swarm
+        self.engine = engine
+        self.home = home
+        self.config = config
+        self.schedule = schedule
+        self.log = log or (lambda line: None)
+        self.collector = Collector(engine, swarm.chain.chain_id, schedule.probe_timeout_s, schedule.challenge_size,
+                                   schedule.challenge_rounds, schedule.challenge_timeout_s)
+        self.runner = EpochRunner(swarm, engine, home, config, sender, signers, schedule.length_s,
+                                  utilization=cluster_devices, log=self.log)
+        self.outcomes: list[EpochOutcome] = []
+        self._lock = threading.Lock()  # the jobs share the ledger and the sender: one at a time
+
+    def watched(self):
+        with Session(self.engine) as session:
+            return watched_providers(session, self.swarm.chain.chain_id, self.home)
+
+    def probe(self) -> None:
+        with self._lock:
+            self.runner.indexer.sync()
+            self.collector.probe([w.address for w in self.watched()])
+
+    def challenge(self) -> None:
+        with self._lock:
+            rows = self.collector.challenge(self.watched())
+            for row in rows:
+                self.log(f"challenge {row.provider}: {row.reason}")
+
+    def epoch(self, now: float | None = None, open_new: bool = True) -> EpochOutcome | None:
+        with self._lock:
+            outcome = self.runner.run(now, open_new)
+        if outcome is not None and outcome.did:
+            self.outcomes.append(outcome)
+        return outcome
+
+    def run(self, stop: threading.Event) -> None:
+        """Runs the schedule until `stop` is set."""
+        scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1,
+                                                      "misfire_grace_time": None})
+        start = time.time()
+        length = self.schedule.length_s
+        scheduler.add_job(self._guarded(self.probe), "interval", seconds=self.schedule.probe_interval_s,
+                          id="probe", next_run_time=_at(start))
+        scheduler.add_job(self._guarded(self.challenge), "interval", seconds=length, id="challenge",
+                          next_run_time=_at(start + min(2.0, length / 4)))
+        step = max(1.0, min(length / 10, 10.0))
+        scheduler.add_job(self._guarded(self.epoch), "interval", seconds=step, id="epoch",
+                          next_run_time=_at(start + step))
+        scheduler.start()
+        try:
+            stop.wait()
+        finally:
+            scheduler.shutdown(wait=True)
+
+    def _guarded(self, job: Callable[[], object]) -> Callable[[], None]:
+        """A scheduled job that logs its failure instead of stopping the schedule."""
+        def run() -> None:
+            try:
+                job()
+            except Exception as exc:  # the next run tries again; the error is reported, not lost
+                self.log(f"{job.__name__} failed: {type(exc).__name__}: {exc}")
+        return run
+
+
+def _at(timestamp: float):
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc)

@@ -1,0 +1,343 @@
+"""The oracle end to end: real probes and challenges on the Ray cluster's provider nodes, a
+real ledger database, reports signed by the devnet committee and settled on anvil.
+
+Providers A (two nodes), B and C (one node each) come from tests/ray_cluster.py. Every
+node is a CPU of this machine, so an honest provider declares `cpu`; what the machine
+cannot show — GPUs of different speeds — is written as challenge results for the
+fast-versus-slow comparison, and says so.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlmodel import Session, select
+
+from anvil import RpcClient, dev_account
+from ledger import rewards as chain_rewards
+from ledger import stake
+from ledger.client import Swarm
+from ledger.db import open_ledger
+from ledger.deploy import devnet_committee_keys
+from ledger.errors import TransactionFailed
+from ledger.indexer.rewards import reward_leaf
+from ledger.services import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
+from ledger.specs import store_spec
+from oracle.config import load_config
+from oracle.epoch import EpochRunner
+from oracle.service import OracleService, schedule as make_schedule
+from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C, RayCluster
+
+ONE = 10**18
+STAKE = 2_000 * ONE
+
+
+def register(swarm: Swarm, home: Path, index: int, model: str = "cpu") -> None:
+    sender = swarm.sender(dev_account(index).key)
+    stake.register(swarm, sender, store_spec(home, {"gpu_model": model, "gpus": 1, "vram_gb": 1}), 1)
+    stake.stake(swarm, sender, STAKE)
+
+
+@pytest.fixture
+def engine(tmp_path: Path):
+    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture
+def oracle(swarm: Swarm, swarm_home: Path, engine, ray_cluster: RayCluster) -> Iterator[OracleService]:
+    config = load_config()
+    schedule = make_schedule(config, devnet=True, epoch_length_s=1.0)
+    service = OracleService(swarm, engine, swarm_home, config, swarm.sender(dev_account(0).key),
+                            devnet_committee_keys(), schedule)
+    yield service
+
+
+def close_epoch(service: OracleService, rpc: RpcClient, probes: int = 3, challenge: bool = True,
+                finalize: bool = True) -> OracleEpoch:
+    """Probes, challenges, then aggregates, signs, submits and (past the window) finalizes one epoch."""
+    for _ in range(probes):
+        service.probe()
+        time.sleep(0.2)
+    if challenge:
+        service.challenge()
+    time.sleep(1.0)  # the epoch is at least epoch_length_s long
+    outcome = service.epoch()
+    assert outcome is not None and outcome.state == "submitted", outcome
+    if finalize:
+        window = service.swarm.distributor.functions.challengeWindow().call()
+        rpc.increase_time(window + 1)
+        rpc.mine()
+        outcome = service.epoch()
+        assert outcome.state == "finalized", outcome
+    with Session(service.engine) as session:
+        return session.get(OracleEpoch, (service.swarm.chain.chain_id, outcome.epoch))
+
+
+def scores(service: OracleService, epoch: int) -> dict[str, ProviderScore]:
+    with Session(service.engine) as session:
+        return {s.provider: s for s in session.exec(select(ProviderScore).where(ProviderScore.epoch == epoch))}
+
+
+def test_an_epoch_pays_exactly_its_emission_and_one_proof_claims_several_epochs(
+    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+) -> None:
+    for i in (1, 2, 3):
+        register(swarm, swarm_home, i)
+    first = close_epoch(oracle, rpc)
+    paid = scores(oracle, first.epoch)
+    assert {p: s.uptime for p, s in paid.items()} == {PROVIDER_A: 1.0, PROVIDER_B: 1.0, PROVIDER_C: 1.0}
+    assert sum(s.reward_wei for s in paid.values()) == first.emission_wei > 0
+    assert swarm.distributor.functions.lastFinalizedEpoch().call() == first.epoch
+
+    second = close_epoch(oracle, rpc)
+    both = scores(oracle, second.epoch)
+    assert sum(s.reward_wei for s in both.values()) == second.emission_wei
+    for provider in (PROVIDER_A, PROVIDER_B):
+        assert both[provider].cumulative_wei == paid[provider].reward_wei + both[provider].reward_wei
+
+    # One claim, with the latest proof, pays both epochs.
+    with Session(oracle.engine) as session:
+        leaf = reward_leaf(session, swarm.chain.chain_id, PROVIDER_B)
+    before = swarm.balance_of(PROVIDER_B)
+    chain_rewards.claim(swarm, swarm.sender(dev_account(2).key), PROVIDER_B, leaf.cumulative,
+                        list(leaf.proof))
+    assert swarm.balance_of(PROVIDER_B) - before == both[PROVIDER_B].cumulative_wei
+
+
+def test_a_faster_honest_provider_earns_more_than_a_slower_one(
+    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+) -> None:
+    register(swarm, swarm_home, 1, model="T4")
+    register(swarm, swarm_home, 2, model="T4")
+    oracle.probe()  # the epoch begins
+    # This machine has no GPUs: the challenge results of a fast and a slow T4 stand in for them.
+    with Session(oracle.engine) as session:
+        for provider, gflops in ((PROVIDER_A, 4_000.0), (PROVIDER_B, 2_500.0)):
+            session.add(ChallengeRecord(chain_id=swarm.chain.chain_id, provider=provider, at=time.time(),
+                                        declared_model="T4", seed=1, checksum_ok=True, measured_gflops=gflops,
+                                        reference_gflops=4_050.0, ratio=gflops / 4_050.0, device="cuda", gpus=1))
+        session.commit()
+    record = close_epoch(oracle, rpc, challenge=False, finalize=False)
+    paid = scores(oracle, record.epoch)
+    assert paid[PROVIDER_A].reward_wei > paid[PROVIDER_B].reward_wei > 0
+    assert record.slashes == []
+
+
+def test_a_provider_down_for_most_of_an_epoch_is_slashed_jailed_and_can_unjail_after(
+    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient, ray_cluster: RayCluster,
+) -> None:
+    for i in (1, 2, 3):
+        register(swarm, swarm_home, i)
+    (node,) = ray_cluster.nodes[PROVIDER_C]
+    oracle.probe()
+    ray_cluster.remove_node(node)
+    try:
+        record = close_epoch(oracle, rpc, probes=4, challenge=False)
+    finally:
+        ray_cluster.add_node(PROVIDER_C)
+        ray_cluster.cluster.wait_for_nodes()
+    c = scores(oracle, record.epoch)[PROVIDER_C]
+    assert c.uptime == pytest.approx(1 / 5) and c.reward_wei == 0 and not c.eligible
+    (slash,) = record.slashes
+    assert slash["provider"] == PROVIDER_C and slash["row"] == "downtime" and slash["jail_seconds"] > 0
+    info = stake.provider_info(swarm, PROVIDER_C)
+    assert info.stake == STAKE - STAKE * slash["bps"] // 10_000
+    assert info.jailed_until > swarm.chain.timestamp()
+
+    sender = swarm.sender(dev_account(3).key)
+    with pytest.raises(TransactionFailed, match="ProviderJailed|JailNotOver|jail"):
+        stake.unjail(swarm, sender)
+    rpc.increase_time(slash["jail_seconds"] + 1)
+    rpc.mine()
+    stake.unjail(swarm, sender)
+    assert stake.provider_info(swarm, PROVIDER_C).jailed_until == 0
+
+
+def test_a_misdeclared_gpu_is_caught_by_its_challenge(
+    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+) -> None:
+    register(swarm, swarm_home, 1)  # honest: a CPU that says so
+    register(swarm, swarm_home, 2, model="H100")  # a CPU node claiming an H100
+    record = close_epoch(oracle, rpc)
+    (slash,) = record.slashes
+    assert slash["provider"] == PROVIDER_B and slash["row"] == "misrepresentation"
+    paid = scores(oracle, record.epoch)
+    assert paid[PROVIDER_B].reward_wei == 0 and paid[PROVIDER_A].reward_wei == record.emission_wei
+    with Session(oracle.engine) as session:
+        challenge = session.exec(select(ChallengeRecord).where(ChallengeRecord.provider == PROVIDER_B)).one()
+    assert challenge.checksum_ok and challenge.ratio < 0.5
+    assert stake.provider_info(swarm, PROVIDER_B).jailed_until > 0
+
+
+def test_fraud_is_tombstoned(swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient) -> None:
+    register(swarm, swarm_home, 1)
+    register(swarm, swarm_home, 2)
+    oracle.probe()  # the epoch begins
+    # Provider B's node answered the challenge with a checksum that is not the computation's.
+    with Session(oracle.engine) as session:
+        session.add(ChallengeRecord(chain_id=swarm.chain.chain_id, provider=PROVIDER_B, at=time.time(),
+                                    declared_model="cpu", seed=7, checksum_ok=False, measured_gflops=80.0,
+                                    reference_gflops=40.0, ratio=2.0, device="cpu", gpus=0,
+                                    reason="checksum mismatch: the node did not compute the challenge"))
+        session.commit()
+    record = close_epoch(oracle, rpc, challenge=False)
+    (slash,) = record.slashes
+    assert slash["provider"] == PROVIDER_B and slash["row"] == "fraud" and slash["tombstone"]
+    info = stake.provider_info(swarm, PROVIDER_B)
+    assert info.tombstoned and info.stake == STAKE // 2
+
+
+def test_a_report_with_too_few_or_duplicate_signatures_is_refused(
+    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+) -> None:
+    register(swarm, swarm_home, 1)
+    oracle.probe()
+    time.sleep(1.0)
+    runner = oracle.runner
+    with Session(oracle.engine) as session:
+        record = runner.aggregate(session, time.time())
+        report, slashes = runner.report(record)
+    signed = chain_rewards.sign(swarm, report, devnet_committee_keys())
+    submitter = swarm.sender(dev_account(0).key)
+    with pytest.raises(TransactionFailed):
+        chain_rewards.submit_epoch(swarm, submitter, report, slashes, signed[:2])  # threshold is 3
+    with pytest.raises(TransactionFailed):
+        chain_rewards.submit_epoch(swarm, submitter, report, slashes, [signed[0], signed[0], signed[1]])
+    assert chain_rewards.pending_report(swarm) is None
+    chain_rewards.submit_epoch(swarm, submitter, report, slashes, signed[:3])
+    assert chain_rewards.pending_report(swarm).epoch == record.epoch
+
+
+# ── crash points: an oracle killed mid-epoch finishes it once on restart ─────────────
+
+def _restarted(oracle: OracleService) -> EpochRunner:
+    """A new runner on the same database and chain, as a restarted process would build."""
+    old = oracle.runner
+    return EpochRunner(old.swarm, old.engine, old.home, old.config, old.sender, devnet_committee_keys(),
+                       epoch_length_s=1.0)
+
+
+def _finalize(runner: EpochRunner, rpc: RpcClient) -> None:
+    rpc.increase_time(runner.swarm.distributor.functions.challengeWindow().call() + 1)
+    rpc.mine()
+    outcome = runner.run()
+    assert outcome is not None and outcome.state == "finalized", outcome
+
+
+def test_killed_after_aggregating_the_restart_signs_the_stored_report(
+    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+) -> None:
+    register(swarm, swarm_home, 1)
+    oracle.probe()
+    time.sleep(1.0)
+    with Session(oracle.engine) as session:
+        stored = oracle.runner.aggregate(session, time.time())
+        root = stored.rewards_root
+    oracle.probe()  # more samples arrive before the restart
+    runner = _restarted(oracle)
+    outcome = runner.run()
+    assert outcome.epoch == stored.epoch and outcome.state == "submitted"
+    assert chain_rewards.pending_report(swarm).rewards_root.hex() == root[2:], "the stored report, not a new one"
+    _finalize(runner, rpc)
+    assert swarm.distributor.functions.lastFinalizedEpoch().call() == stored.epoch
+
+
+def test_killed_after_signing_the_restart_submits_once(
+    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+) -> None:
+    register(swarm, swarm_home, 1)
+    oracle.probe()
+    time.sleep(1.0)
+    with Session(oracle.engine) as session:
+        record = oracle.runner.aggregate(session, time.time())
+        for key in devnet_committee_keys()[:3]:
+            oracle.runner.sign_as(session, record, key)
+        record.state = "signed"
+        session.add(record)
+        session.commit()
+        epoch = record.epoch
+    runner = _restarted(oracle)
+    assert runner.run().state == "submitted"
+    _finalize(runner, rpc)
+    with Session(oracle.engine) as session:
+        assert len(session.get(OracleEpoch, (swarm.chain.chain_id, epoch)).signatures) == 3
+
+
+def test_killed_after_submitting_before_recording_the_restart_pays_once(
+    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+) -> None:
+    register(swarm, swarm_home, 1)
+    oracle.probe()
+    time.sleep(1.0)
+    runner = oracle.runner
+    with Session(oracle.engine) as session:
+        record = runner.aggregate(session, time.time())
+        for key in devnet_committee_keys()[:3]:
+            runner.sign_as(session, record, key)
+        report, slashes = runner.report(record)
+        signatures = [bytes.fromhex(s[1][2:]) for s in sorted(record.signatures, key=lambda s: int(s[0], 16))]
+        # The submission reaches the chain; the process dies before writing "submitted".
+        chain_rewards.submit_epoch(swarm, runner.sender, report, slashes, signatures)
+        assert record.state == "aggregated"
+        epoch, emission = record.epoch, record.emission_wei
+    restarted = _restarted(oracle)
+    assert restarted.run().state == "submitted"
+    _finalize(restarted, rpc)
+    assert swarm.distributor.functions.lastFinalizedEpoch().call() == epoch
+    before = swarm.balance_of(PROVIDER_A)
+    with Session(oracle.engine) as session:
+        leaf = reward_leaf(session, swarm.chain.chain_id, PROVIDER_A)
+        epochs = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == swarm.chain.chain_id)).all()
+    assert [e.epoch for e in epochs] == [epoch], "no second report for the same epoch"
+    chain_rewards.claim(swarm, swarm.sender(dev_account(1).key), PROVIDER_A, leaf.cumulative,
+                        list(leaf.proof))
+    assert swarm.balance_of(PROVIDER_A) - before == emission, "paid once"
+    with Session(oracle.engine) as session:
+        assert session.exec(select(ProbeSample)).first() is not None
+
+
+def test_a_job_lost_by_its_provider_is_charged_as_abandonment(
+    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+) -> None:
+    from ledger import jobs
+
+    register(swarm, swarm_home, 1)
+    register(swarm, swarm_home, 2)
+    oracle.probe()  # the epoch begins
+    buyer, matcher = swarm.sender(dev_account(5).key), swarm.sender(dev_account(0).key)
+    job_id, _ = jobs.post_job(swarm, buyer, b"\x01" * 32, 10**15, 100, swarm.chain.timestamp() + 3_600)
+    jobs.assign_job(swarm, matcher, job_id, PROVIDER_A, 10**15)
+    jobs.reassign_job(swarm, matcher, job_id, PROVIDER_B, 10**15, "provider-lost")  # A's nodes vanished
+    record = close_epoch(oracle, rpc, challenge=False)
+    (slash,) = record.slashes
+    assert slash["provider"] == PROVIDER_A and slash["row"] == "abandonment" and slash["jail_seconds"] > 0
+    assert stake.provider_info(swarm, PROVIDER_A).stake == STAKE - STAKE * slash["bps"] // 10_000
+    assert scores(oracle, record.epoch)[PROVIDER_A].reliability < scores(oracle, record.epoch)[PROVIDER_B].reliability
+
+
+def test_a_replica_outvoted_by_the_others_is_tombstoned_for_fraud(
+    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+) -> None:
+    from ledger.services import MarketJob
+
+    for i in (1, 2, 3):
+        register(swarm, swarm_home, i)
+    oracle.probe()  # the epoch begins
+    # The market's evidence for a job run by three replicas, one of which disagrees.
+    evidence = {"11": {"provider": PROVIDER_A, "result_hash": "0x" + "aa" * 32},
+                "12": {"provider": PROVIDER_B, "result_hash": "0x" + "aa" * 32},
+                "13": {"provider": PROVIDER_C, "result_hash": "0x" + "cc" * 32}}
+    with Session(oracle.engine) as session:
+        for job_id in (11, 12, 13):
+            session.add(MarketJob(chain_id=swarm.chain.chain_id, job_id=job_id, group_id=11, replicas=3,
+                                  state="disputed", evidence=evidence, updated_at=time.time()))
+        session.commit()
+    record = close_epoch(oracle, rpc, challenge=False)
+    (slash,) = record.slashes
+    assert slash["provider"] == PROVIDER_C and slash["row"] == "fraud" and slash["tombstone"]
+    assert stake.provider_info(swarm, PROVIDER_C).tombstoned
