@@ -199,3 +199,15 @@ def open_session(settings: Settings) -> Iterator[Session]:
             yield s
     finally:
         engine.dispose()
+
+
+def forget_chain(engine: Engine, chain_id: int) -> None:
+    """Deletes every row of chain `chain_id` from every ledger table — for a devnet started
+    afresh under the same chain id, whose old rows would describe contracts that are gone."""
+    import ledger.services  # noqa: F401 -- the services' tables share the metadata
+    from ledger.indexer.models import metadata
+
+    with engine.begin() as connection:
+        for table in reversed(metadata.sorted_tables):
+            if "chain_id" in table.c:
+                connection.execute(table.delete().where(table.c.chain_id == chain_id))

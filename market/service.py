@@ -257,6 +257,14 @@ class MarketService:
                            "checkpoint", provider=job.provider)
             elif record.state == "queued":
                 self._move(session, record, "assigned", "assigned on chain", provider=job.provider)
+            elif record.state in ("completed", "disputed") or record.state in FINAL_STATES:
+                # The chain no longer shows what followed (a devnet restarted from an older state).
+                back = "ran" if record.result_hash and record.result_dir else "assigned"
+                self._move(session, record, back, f"the chain shows it assigned again; {back} once more",
+                           provider=job.provider)
+        elif status == "posted" and record.state != "queued":
+            record.provider, record.result_hash = None, None
+            self._move(session, record, "queued", "the chain shows it posted again; it is matched once more")
 
     # ── runs that ended ──────────────────────────────────────────────────────
     def _collect(self, session: Session, jobs: dict[int, Job], records: dict[int, MarketJob],

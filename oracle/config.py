@@ -170,6 +170,7 @@ class SlashRow(_Section):
 
 class DowntimeRow(SlashRow):
     below_uptime: Fraction01
+    min_samples: int = Field(ge=1)  # fewer probes than this in an epoch prove nothing either way
 
 
 class AbandonmentRow(SlashRow):

@@ -96,11 +96,27 @@ class EpochRunner:
         now = time.time() if now is None else now
         self.indexer.sync()
         with Session(self.engine) as session:
+            self._reconcile(session)
             open_epoch = self._open(session)
             if open_epoch is not None:
                 return self._advance(session, open_epoch, now)  # one report at a time
             record = self.aggregate(session, now) if open_new else None
             return None if record is None else self._advance(session, record, now)
+
+    def _reconcile(self, session: Session) -> None:
+        """Steps recorded past what the chain shows (a devnet restarted from an older state) are
+        taken again: the stored, signed report is submitted and finalized once more."""
+        chain_last = int(self.swarm.distributor.functions.lastFinalizedEpoch().call())
+        pending = chain_rewards.pending_report(self.swarm)
+        ahead = session.exec(select(OracleEpoch).where(
+            OracleEpoch.chain_id == self.chain_id, OracleEpoch.epoch > chain_last,
+            OracleEpoch.state.in_(("submitted", "finalized")))).all()
+        for record in ahead:
+            if pending is not None and pending.epoch == record.epoch:
+                if record.state != "submitted":
+                    self._move(session, record, "submitted")
+            else:
+                self._move(session, record, "signed")
 
     def _open(self, session: Session) -> OracleEpoch | None:
         return session.exec(select(OracleEpoch).where(

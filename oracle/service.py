@@ -5,6 +5,7 @@ close each epoch on time and finalize the previous one as soon as its challenge 
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -56,15 +57,19 @@ class OracleService:
         self.runner = EpochRunner(swarm, engine, home, config, sender, signers, schedule.length_s,
                                   utilization=cluster_devices, log=self.log)
         self.outcomes: list[EpochOutcome] = []
-        self._lock = threading.Lock()  # the jobs share the ledger and the sender: one at a time
+        self._lock = threading.Lock()  # challenges and epochs share the sender and the ledger: one at a time
+        self._probing = threading.Lock()  # probes run beside them, so a long challenge never delays one
+        self._ledger = threading.Lock()  # one ledger sync at a time
 
     def watched(self):
         with Session(self.engine) as session:
             return watched_providers(session, self.swarm.chain.chain_id, self.home)
 
     def probe(self) -> None:
-        with self._lock:
-            self.runner.indexer.sync()
+        """Probes the providers the ledger shows staked (the epoch step keeps it synced)."""
+        with self._probing:
+            with self._ledger:
+                self.runner.indexer.sync()
             self.collector.probe([w.address for w in self.watched()])
 
     def challenge(self) -> None:
@@ -74,7 +79,7 @@ class OracleService:
                 self.log(f"challenge {row.provider}: {row.reason}")
 
     def epoch(self, now: float | None = None, open_new: bool = True) -> EpochOutcome | None:
-        with self._lock:
+        with self._lock, self._ledger:
             outcome = self.runner.run(now, open_new)
         if outcome is not None and outcome.did:
             self.outcomes.append(outcome)
@@ -82,6 +87,8 @@ class OracleService:
 
     def run(self, stop: threading.Event) -> None:
         """Runs the schedule until `stop` is set."""
+        # A step that waits for the previous one is skipped, by design: no need to say so each time.
+        logging.getLogger("apscheduler").setLevel(logging.ERROR)
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1,
                                                       "misfire_grace_time": None})
         start = time.time()

@@ -94,7 +94,8 @@ def slashing_matrix(
     abandoned = np.asarray(inputs.abandoned, dtype=np.int64)
     with np.errstate(invalid="ignore"):
         triggered = {
-            "downtime": ~jailed & (measures.samples > 0) & (measures.uptime < s.downtime.below_uptime),
+            "downtime": ~jailed & (measures.samples >= s.downtime.min_samples)
+                    & (measures.uptime < s.downtime.below_uptime),
             "abandonment": abandoned > 0,
             "misrepresentation": ~jailed & ~bad_checksum & (measures.ratio < s.misrepresentation.below_ratio),
             "fraud": bad_checksum | mismatch,
@@ -195,7 +196,8 @@ def matrix_rows(config: OracleConfig, *, devnet: bool = False) -> list[MatrixRow
         "misrepresentation": f"challenge throughput under {s.misrepresentation.below_ratio:g}× the reference "
                              "of the declared GPU model",
         "abandonment": "a job lost through the provider's own fault this epoch",
-        "downtime": f"uptime under {s.downtime.below_uptime:.0%} of the epoch's probes (with probes sent)",
+        "downtime": f"uptime under {s.downtime.below_uptime:.0%} of the epoch's probes (at least "
+                    f"{s.downtime.min_samples} sent)",
     }
     correlated = (f"; ×min({c.max_multiplier:g}, 1 + {c.factor:g} × f) when a fraction f > {c.threshold:g} "
                   "of providers is hit at once")

@@ -15,6 +15,7 @@ from compute.errors import ComputeError
 from ledger.errors import SwarmError
 from scripts.chain import chain
 from scripts.cluster import cluster
+from scripts.dashboard import dashboard
 from scripts.demo import demo
 from scripts.job import job
 from scripts.keys import keys
@@ -41,6 +42,7 @@ cli.add_command(demo)
 cli.add_command(cluster)
 cli.add_command(market)
 cli.add_command(oracle)
+cli.add_command(dashboard)
 
 
 def main() -> None:
