@@ -84,16 +84,24 @@ class Sender:
 
         A call that would revert is refused before anything is sent.
         """
-        with self._lock:
-            tx: dict[str, Any] = {"from": self.address, "value": value, "chainId": self.chain.chain_id}
-            try:
-                gas = with_retries(lambda: fn.estimate_gas(tx), self.chain.url)
-            except ContractLogicError as exc:
-                raise self._failure(fn, exc) from None
-            tx.update(self._fees())
-            tx["gas"] = int(gas * GAS_MARGIN) + 10_000
-            tx_hash = self._sign_and_send(fn, tx)
-        return self._wait(fn, HexBytes(tx_hash))
+        try:
+            with self._lock:
+                tx: dict[str, Any] = {"from": self.address, "value": value, "chainId": self.chain.chain_id}
+                try:
+                    gas = with_retries(lambda: fn.estimate_gas(tx), self.chain.url)
+                except ContractLogicError as exc:
+                    raise self._failure(fn, exc) from None
+                tx.update(self._fees())
+                tx["gas"] = int(gas * GAS_MARGIN) + 10_000
+                tx_hash = self._sign_and_send(fn, tx)
+            return self._wait(fn, HexBytes(tx_hash))
+        except TransactionFailed:
+            raise
+        except Exception:
+            # The node went away or lost what it had (a devnet restarted from older state):
+            # the next transaction reads the nonce afresh instead of trusting the local count.
+            self._nonce = None
+            raise
 
     # ── internals ────────────────────────────────────────────────────────────
     def _sign_and_send(self, fn: ContractFunction | ContractConstructor, tx: dict[str, Any]) -> HexBytes:

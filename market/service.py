@@ -41,7 +41,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import requests
 from sqlalchemy.engine import Engine
+from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 
 from compute.errors import InvalidJob, JobTimedOut, ProviderFault
@@ -141,7 +143,15 @@ class MarketService:
             ) -> TickReport:
         """Ticks until `stop` is set; with `once`, until the jobs this pass took have run and completed."""
         while True:
-            report = self.tick()
+            try:
+                report = self.tick()
+            except (SwarmError, OSError, requests.RequestException, OperationalError) as exc:
+                # The chain or the database stopped answering: the next pass starts over from them.
+                self.log(f"pass failed, retrying: {type(exc).__name__}: {exc}")
+                report = TickReport()
+                if stop.wait(self.config.interval_s):
+                    return report
+                continue
             if on_tick is not None:
                 on_tick(report)
             if (once and not self._runs and not self.wake.is_set()) or stop.is_set():

@@ -21,6 +21,7 @@ from sqlmodel import Session, select
 
 from compute.challenge import Challenge, expected_checksum, run_on_provider, verify
 from compute.errors import ComputeError
+from compute.placement import provider_capacity
 from compute.telemetry import probe_all
 from ledger.indexer.models import Provider
 from ledger.services import ChallengeRecord, ProbeSample
@@ -83,6 +84,8 @@ class Collector:
         """One challenge per provider, each from a new seed; a provider with no live node gets none."""
         rows = []
         for watched in providers:
+            if provider_capacity(watched.address).nodes == 0:
+                continue  # no live node to challenge: the probes count it as down
             challenge = Challenge(seed=secrets.randbits(63), size=self.challenge_size, rounds=self.challenge_rounds)
             try:
                 result = run_on_provider(watched.address, challenge, self.challenge_timeout_s)

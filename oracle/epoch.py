@@ -328,7 +328,7 @@ class EpochRunner:
         devices = self.capacity()
         if devices <= 0:
             return 0.0
-        used = sum(int(args.get("unitsUsed", 0)) for (args,) in session.exec(select(EventRow.args).where(
+        used = sum(int(args.get("unitsUsed", 0)) for args in session.exec(select(EventRow.args).where(
             EventRow.chain_id == self.chain_id, EventRow.name == "JobCompleted",
             EventRow.block_number > from_block, EventRow.block_number <= to_block)).all())
         return min(1.0, used / (devices * (end - start)))

@@ -57,8 +57,9 @@ class OracleService:
         self.runner = EpochRunner(swarm, engine, home, config, sender, signers, schedule.length_s,
                                   utilization=cluster_devices, log=self.log)
         self.outcomes: list[EpochOutcome] = []
-        self._lock = threading.Lock()  # challenges and epochs share the sender and the ledger: one at a time
-        self._probing = threading.Lock()  # probes run beside them, so a long challenge never delays one
+        # Probes, challenges and epoch steps each run one at a time, beside one another: a long
+        # challenge never delays a probe or an epoch. They share only the ledger's indexer.
+        self._probing, self._challenging, self._stepping = threading.Lock(), threading.Lock(), threading.Lock()
         self._ledger = threading.Lock()  # one ledger sync at a time
 
     def watched(self):
@@ -73,13 +74,13 @@ class OracleService:
             self.collector.probe([w.address for w in self.watched()])
 
     def challenge(self) -> None:
-        with self._lock:
+        with self._challenging:
             rows = self.collector.challenge(self.watched())
             for row in rows:
                 self.log(f"challenge {row.provider}: {row.reason}")
 
     def epoch(self, now: float | None = None, open_new: bool = True) -> EpochOutcome | None:
-        with self._lock, self._ledger:
+        with self._stepping, self._ledger:
             outcome = self.runner.run(now, open_new)
         if outcome is not None and outcome.did:
             self.outcomes.append(outcome)

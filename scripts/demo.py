@@ -1,103 +1,419 @@
-"""`swarm demo`: the whole flow on the embedded defaults — anvil, deploy, three staked
-providers, one buyer's job — ending in a table of addresses and balances."""
+"""`swarm demo`: the whole story on the embedded defaults, in about two minutes.
+
+A fresh anvil with the contracts; a Ray cluster in this process with three simulated
+providers — fast (two nodes), slow (one node) and flaky (one node, the cheapest, whose node
+is killed while it runs the first job); two buyers who post a `train` job, an `infer` job
+on the trained model and a `finetune` of it; the market service and the oracle running on
+their schedules; and at the end a summary of stakes, rewards, slashes, job outcomes and
+every balance, checked: every job settled, each epoch's rewards equal its emission, the
+flaky provider slashed, and the token's supply accounted for to the wei.
+
+The devnet's clock is run ten times faster than the wall clock (anvil's evm_increaseTime),
+so the 60 s dispute window and the 30 s challenge window pass in seconds; deadlines are
+hours long, so nothing expires. Running it again starts the devnet afresh: the old chain,
+its ledger rows and the demo's results are replaced.
+"""
 
 from __future__ import annotations
 
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
 import click
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from anvil import dev_account
-from ledger import jobs, stake
+from ledger.errors import SwarmError
 from ledger.stake import HardwareSpec
-from ledger.chain import connect
-from ledger.client import Swarm
-from ledger.deploy import deploy, error_decoder
-from ledger.specs import store_spec
-from ledger.tx import Sender
-from ledger.units import ONE, format_amount
+from ledger.units import format_amount, parse_amount
 from scripts.common import console, emit, json_option, local_node, settings, table
 
-PROVIDERS = (  # dev account, declared hardware
-    (1, HardwareSpec("H100", 8, 80, "eu-west")),
-    (2, HardwareSpec("A100", 4, 40, "us-east")),
-    (3, HardwareSpec("RTX4090", 2, 24, "ap-south")),
+BUYERS = (5, 6)
+CLOCK_SPEEDUP = 10  # devnet seconds per wall second
+EPOCH_S = 8.0
+EPOCHS_AFTER_LOSS = 2  # finalized epochs after the flaky node is lost before the demo ends
+TIMEOUT_S = 420.0
+
+
+@dataclass(frozen=True)
+class DemoProvider:
+    name: str
+    account: int
+    nodes: int
+    hardware: HardwareSpec
+
+
+PROVIDERS = (
+    DemoProvider("fast", 1, 2, HardwareSpec("cpu", 2, 1, "eu-west", parse_amount("0.0008"))),
+    DemoProvider("slow", 2, 1, HardwareSpec("cpu", 1, 1, "us-east", parse_amount("0.0006"))),
+    DemoProvider("flaky", 3, 1, HardwareSpec("cpu", 1, 1, "ap-south", parse_amount("0.0004"))),
 )
-BUYER = 4
-JOB_SPEC = {"kind": "train", "model": "mlp-small", "dataset": "synthetic-classification", "workers": 2}
 STAKE_HEADROOM = 3  # providers stake 1.5× their minimum: minimum × 3 / 2
+
+
+def job_specs(inputs: Path, train_id: int | None = None) -> dict[str, dict]:
+    base = {"resources": {"workers": 1, "cpus_per_worker": 1}, "max_units": 1_200, "deadline": "6h",
+            "max_price_per_unit": "0.001"}
+    return {
+        "train": base | {"kind": "train", "model": "tiny-transformer", "dataset": "synthetic-sequences", "seed": 7,
+                         "params": {"samples": 1024, "epochs": 12, "batch_size": 32}},
+        "infer": base | {"kind": "infer", "model": f"job:{train_id}", "dataset": str(inputs), "priority": 8,
+                         "params": {"batch_size": 64}},
+        "finetune": base | {"kind": "finetune", "model": f"job:{train_id}", "dataset": "synthetic-sequences",
+                            "seed": 11, "params": {"samples": 256, "epochs": 2}},
+    }
 
 
 @click.command()
 @json_option
 def demo(as_json: bool) -> None:
-    """Run the demo on a local anvil (started if needed) and print who holds what."""
-    s = settings()
-    with console.status("Starting anvil…"):
-        node_status = local_node().start()
-        chain = connect(node_status.url)
-    with console.status("Deploying the contracts…"):
-        result = deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), s.home)
-    swarm = Swarm(chain, result.deployment)
-
-    with console.status("Registering and staking three providers…"):
-        for index, hardware in PROVIDERS:
-            _stake_provider(swarm, index, hardware)
-    with console.status("Posting a job…"):
-        buyer = swarm.sender(dev_account(BUYER).key)
-        deadline = chain.timestamp() + 86_400
-        job_id, _ = jobs.post_job(swarm, buyer, store_spec(s.home, JOB_SPEC), 2 * ONE, 500, deadline)
-
-    summary = _summary(swarm, job_id)
-    emit(as_json, summary, lambda: _print(summary, node_status.url))
+    """Run the whole flow on a fresh local devnet and print who holds what."""
+    summary = Demo(settings().home, quiet=as_json).run()
+    emit(as_json, summary, lambda: _print(summary))
 
 
-def _stake_provider(swarm: Swarm, index: int, hardware: HardwareSpec) -> None:
-    sender = swarm.sender(dev_account(index).key)
-    info = stake.provider_info(swarm, sender.address)
-    if not info.registered:
-        stake.register(swarm, sender, store_spec(settings().home, hardware.as_dict()), hardware.gpus)
-        info = stake.provider_info(swarm, sender.address)
-    target = info.min_stake * STAKE_HEADROOM // 2
-    if info.stake < target:
-        stake.stake(swarm, sender, target - info.stake)
+class Demo:
+    def __init__(self, home: Path, quiet: bool = False) -> None:
+        self.home = home
+        self.quiet = quiet
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description:<34}"), BarColumn(),
+                                 TextColumn("{task.completed:g}/{task.total:g}"), TimeElapsedColumn(),
+                                 console=console, disable=quiet, transient=False)
+        self.stop = threading.Event()
+
+    # ── the story ────────────────────────────────────────────────────────────
+    def run(self) -> dict:
+        started = time.monotonic()
+        with self.progress:
+            chain = self.progress.add_task("Devnet: anvil and the contracts", total=2)
+            self._chain()
+            self.progress.advance(chain)
+            self._deploy()
+            self.progress.advance(chain)
+            ray_task = self.progress.add_task("Ray cluster: 3 providers, 4 nodes", total=1)
+            self._cluster()
+            self.progress.advance(ray_task)
+            staking = self.progress.add_task("Providers register and stake", total=len(PROVIDERS))
+            for p in PROVIDERS:
+                self._stake(p)
+                self.progress.advance(staking)
+            try:
+                self._services()
+                self._jobs()
+            finally:
+                self.stop.set()
+                for thread in self.threads:
+                    thread.join(timeout=60)
+                self.market.close(wait=False)
+                self.log_file.close()
+                self._shutdown_cluster()
+        summary = self._summary()
+        summary["seconds"] = round(time.monotonic() - started, 1)
+        return summary
+
+    def _chain(self) -> None:
+        from anvil import RpcClient
+
+        node = local_node()
+        node.stop()
+        node.state_file.unlink(missing_ok=True)  # a fresh devnet every run
+        self.url = node.start().url
+        self.rpc = RpcClient(self.url)
+
+    def _deploy(self) -> None:
+        from ledger.chain import connect
+        from ledger.client import Swarm
+        from ledger.db import database_url, forget_chain, open_ledger
+        from ledger.deploy import deploy, error_decoder
+        from ledger.tx import Sender
+
+        chain = connect(self.url)
+        result = deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), self.home, force=True)
+        self.swarm = Swarm(chain, result.deployment)
+        self.engine = open_ledger(database_url(self.home))
+        forget_chain(self.engine, chain.chain_id)  # rows of an earlier demo's devnet
+        self.supply_at_start = self.swarm.token.functions.totalSupply().call()
+
+    def _cluster(self) -> None:
+        from compute.node import RayHome, ensure_token, use_auth
+
+        ray_home = RayHome.of(self.home)
+        ensure_token(ray_home)
+        use_auth(ray_home)
+        import ray
+        from ray.cluster_utils import Cluster
+
+        from compute.placement import node_labels, node_resources
+
+        store = 80 * 1024 * 1024
+        self.cluster = Cluster(initialize_head=True, head_node_args={
+            "num_cpus": 0, "include_dashboard": False, "object_store_memory": store})
+        self.nodes: dict[str, list] = {}
+        for p in PROVIDERS:
+            address = dev_account(p.account).address
+            self.nodes[p.name] = [self.cluster.add_node(num_cpus=1, labels=node_labels(address),
+                                                        resources=node_resources(address),
+                                                        object_store_memory=store) for _ in range(p.nodes)]
+        self.cluster.wait_for_nodes()
+        ray.init(address=self.cluster.address, log_to_driver=False, configure_logging=False)
+
+    def _shutdown_cluster(self) -> None:
+        import ray
+
+        ray.shutdown()
+        self.cluster.shutdown()
+
+    def _stake(self, p: DemoProvider) -> None:
+        from ledger import stake
+        from ledger.specs import store_spec
+
+        sender = self.swarm.sender(dev_account(p.account).key)
+        stake.register(self.swarm, sender, store_spec(self.home, p.hardware.as_dict()), p.hardware.gpus)
+        info = stake.provider_info(self.swarm, sender.address)
+        stake.stake(self.swarm, sender, info.min_stake * STAKE_HEADROOM // 2)
+
+    def _services(self) -> None:
+        from market.service import MarketConfig, MarketService
+        from oracle.config import load_config
+        from oracle.service import OracleService, schedule
+        from ledger.deploy import devnet_committee_keys
+
+        storage = self.home / "results"
+        log_file = self.home / "demo" / "services.log"
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        self.log_file = open(log_file, "w", encoding="utf-8")  # noqa: SIM115 -- closed when the demo ends
+        lock = threading.Lock()
+
+        def log(line: str) -> None:
+            with lock:
+                self.log_file.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+                self.log_file.flush()
+
+        self.market = MarketService(self.swarm, self.swarm.sender(dev_account(0).key), self.engine, self.home,
+                                    MarketConfig(interval_s=0.5, storage=str(storage)), log=log)
+        config = load_config()
+        self.oracle = OracleService(self.swarm, self.engine, self.home, config, self.swarm.sender(dev_account(0).key),
+                                    devnet_committee_keys(), schedule(config, devnet=True, epoch_length_s=EPOCH_S),
+                                    log=log)
+        self.threads = [
+            threading.Thread(target=self.market.run, args=(self.stop,), daemon=True, name="demo-market"),
+            threading.Thread(target=self.oracle.run, args=(self.stop,), daemon=True, name="demo-oracle"),
+            threading.Thread(target=self._clock, daemon=True, name="demo-clock"),
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _clock(self) -> None:
+        """The devnet's clock at CLOCK_SPEEDUP× the wall clock."""
+        while not self.stop.wait(1.0):
+            self.rpc.increase_time(CLOCK_SPEEDUP - 1)
+            self.rpc.mine()
+
+    def _jobs(self) -> None:
+        import numpy as np
+
+        from compute.data import synthetic_sequences
+
+        inputs = self.home / "demo" / "inputs.npy"
+        inputs.parent.mkdir(parents=True, exist_ok=True)
+        np.save(inputs, synthetic_sequences(99, n=256)[0].numpy())
+        steps = ("posted", "assigned", "running", "completed", "settled")
+        train_task = self.progress.add_task("Buyer 1: train (the flaky provider)", total=len(steps))
+        (train_id,) = self._post(BUYERS[0], job_specs(inputs)["train"])
+        self._follow(train_id, train_task, steps, until="running")
+        flaky = dev_account(PROVIDERS[2].account).address
+        if self._provider_of(train_id) == flaky:
+            time.sleep(6)  # a few epochs in, with checkpoints
+            for node in self.nodes["flaky"]:
+                self.cluster.remove_node(node)
+            self.progress.update(train_task, description="Buyer 1: train (flaky node killed)")
+        self._follow(train_id, train_task, steps, until="completed")
+        specs = job_specs(inputs, train_id)
+        infer_task = self.progress.add_task("Buyer 2: infer on the trained model", total=len(steps))
+        finetune_task = self.progress.add_task("Buyer 1: finetune of the trained model", total=len(steps))
+        (infer_id,) = self._post(BUYERS[1], specs["infer"])
+        (finetune_id,) = self._post(BUYERS[0], specs["finetune"])
+        self.job_ids = {"train": train_id, "infer": infer_id, "finetune": finetune_id}
+        for job_id, task in ((train_id, train_task), (infer_id, infer_task), (finetune_id, finetune_task)):
+            self._follow(job_id, task, steps, until="settled")
+        epochs = self.progress.add_task("Oracle epochs finalized", total=EPOCHS_AFTER_LOSS + 1)
+        self._wait(lambda: self.progress.update(epochs, completed=self._finalized_epochs()) or
+                   self._finalized_epochs() >= EPOCHS_AFTER_LOSS + 1 and self._flaky_slashed())
+        self.stop.set()  # the services rest; the providers claim what they earned
+        for thread in self.threads:
+            thread.join(timeout=60)
+        claims = self.progress.add_task("Providers claim their rewards", total=len(PROVIDERS))
+        for p in PROVIDERS:
+            self._claim(p)
+            self.progress.advance(claims)
+
+    def _claim(self, p: DemoProvider) -> None:
+        """What `swarm provider claim` does: one proof from the ledger for every epoch so far."""
+        from sqlmodel import Session
+
+        from ledger import rewards
+        from ledger.indexer import Indexer
+        from ledger.indexer.rewards import reward_leaf
+
+        Indexer(self.swarm, self.engine, confirmations=0).sync()
+        address = dev_account(p.account).address
+        with Session(self.engine) as session:
+            leaf = reward_leaf(session, self.swarm.chain.chain_id, address)
+        if leaf is not None and leaf.cumulative > 0:
+            rewards.claim(self.swarm, self.swarm.sender(dev_account(p.account).key), address, leaf.cumulative,
+                          list(leaf.proof))
+
+    def _post(self, buyer: int, spec: dict) -> list[int]:
+        from ledger.jobs import post_job
+        from ledger.specs import store_spec
+        from market.spec import validate_spec
+
+        parsed = validate_spec(spec, now=self.swarm.chain.timestamp())
+        digest = store_spec(self.home, parsed.canonical())
+        sender = self.swarm.sender(dev_account(buyer).key)
+        return [post_job(self.swarm, sender, digest, parsed.max_price_per_unit, parsed.max_units, parsed.deadline)[0]
+                for _ in range(parsed.replicas)]
+
+    def _follow(self, job_id: int, task, steps: tuple[str, ...], until: str) -> None:
+        def reached() -> bool:
+            state = self._state(job_id)
+            if state in ("failed", "expired", "cancelled", "reclaimed"):
+                raise SwarmError(f"Demo job {job_id} ended {state}: {self._record(job_id).error}")
+            order = {"queued": 0, "assigned": 1, "running": 2, "ran": 2, "completed": 3, "disputed": 3,
+                     "settled": 4}
+            self.progress.update(task, completed=order.get(state, 0) + 1)
+            return order.get(state, -1) >= steps.index(until)
+        self._wait(reached)
+
+    def _wait(self, check) -> None:
+        end = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < end:
+            if check():
+                return
+            time.sleep(0.5)
+        raise SwarmError(f"The demo did not finish within {TIMEOUT_S:g} s; see `swarm job list --all` and "
+                         "`swarm oracle show`.")
+
+    def _record(self, job_id: int):
+        from sqlmodel import Session
+
+        from ledger.services import MarketJob
+
+        with Session(self.engine) as session:
+            return session.get(MarketJob, (self.swarm.chain.chain_id, job_id))
+
+    def _state(self, job_id: int) -> str:
+        record = self._record(job_id)
+        return record.state if record is not None else "posted"
+
+    def _provider_of(self, job_id: int) -> str | None:
+        record = self._record(job_id)
+        return record.provider if record is not None else None
+
+    def _finalized_epochs(self) -> int:
+        return int(self.swarm.distributor.functions.lastFinalizedEpoch().call())
+
+    def _flaky_slashed(self) -> bool:
+        from ledger import stake
+
+        return stake.provider_info(self.swarm, dev_account(PROVIDERS[2].account).address).jailed_until > 0
+
+    # ── the summary ──────────────────────────────────────────────────────────
+    def _summary(self) -> dict:
+        from sqlmodel import Session, select
+
+        from ledger import stake
+        from ledger.indexer import Indexer
+        from ledger.indexer.models import Job, SlashRow
+        from ledger.jobs import job_info
+        from ledger.services import OracleEpoch, ProviderScore
+
+        Indexer(self.swarm, self.engine, confirmations=0).sync()
+        chain_id = self.swarm.chain.chain_id
+        with Session(self.engine) as session:
+            epochs = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == chain_id, OracleEpoch.state
+                                                            == "finalized").order_by(OracleEpoch.epoch)).all()
+            scores = session.exec(select(ProviderScore).where(ProviderScore.chain_id == chain_id)).all()
+            slashes = session.exec(select(SlashRow).where(SlashRow.chain_id == chain_id)).all()
+            jobs = {j.job_id: j for j in session.exec(select(Job).where(Job.chain_id == chain_id))}
+        last = epochs[-1].epoch if epochs else 0
+        cumulative = {s.provider: s.cumulative_wei for s in scores if s.epoch == last}
+        providers = []
+        for p in PROVIDERS:
+            address = dev_account(p.account).address
+            info = stake.provider_info(self.swarm, address)
+            providers.append({
+                "name": p.name, "address": address, "nodes": p.nodes, "stake_wei": str(info.stake),
+                "jailed": info.jailed_until > 0, "tombstoned": info.tombstoned,
+                "rewards_wei": str(cumulative.get(address, 0)), "balance_wei": str(self.swarm.balance_of(address)),
+                "claimed_wei": str(self.swarm.distributor.functions.claimed(address).call()),
+            })
+        job_rows = []
+        for kind, job_id in self.job_ids.items():
+            info, row = job_info(self.swarm, job_id), jobs.get(job_id)
+            record = self._record(job_id)
+            job_rows.append({
+                "kind": kind, "id": job_id, "status": info.status.name.lower(), "provider": info.provider,
+                "units": info.units_used, "payment_wei": str(row.payment if row else 0),
+                "fee_wei": str(row.fee if row else 0), "refund_wei": str(row.refund if row else 0),
+                "escrow_wei": str(info.escrow), "result_dir": record.result_dir if record else None,
+                "attempts": record.attempts if record else 0,
+            })
+        per_epoch = []
+        for e in epochs:
+            paid = sum(s.reward_wei for s in scores if s.epoch == e.epoch)
+            per_epoch.append({"epoch": e.epoch, "emission_wei": str(e.emission_wei), "paid_wei": str(paid),
+                              "slashes": [{"provider": s["provider"], "row": s["row"], "bps": s["bps"]}
+                                          for s in e.slashes]})
+        holders = {f"account {i}": dev_account(i).address for i in range(10)}
+        holders |= {name: address for name, address in self.swarm.deployment.addresses.items()}
+        balances = {name: str(self.swarm.balance_of(address)) for name, address in holders.items()}
+        supply = self.swarm.token.functions.totalSupply().call()
+        return {
+            "chain_id": chain_id,
+            "providers": providers,
+            "jobs": job_rows,
+            "epochs": per_epoch,
+            "slashes": [{"provider": s.provider, "reason": s.reason, "amount_wei": str(s.from_stake + s.from_unbonding),
+                         "epoch": s.epoch, "job": s.job_id} for s in slashes],
+            "balances": balances,
+            "checks": {
+                "every_job_settled": all(j["status"] == "settled" for j in job_rows),
+                "rewards_equal_emission": all(e["paid_wei"] == e["emission_wei"] for e in per_epoch),
+                "flaky_slashed": any(s.provider == dev_account(PROVIDERS[2].account).address for s in slashes),
+                "supply_accounted": sum(int(b) for b in balances.values()) == supply,
+                "rewards_claimed": all(p["claimed_wei"] == p["rewards_wei"] for p in providers),
+            },
+            "supply_wei": str(supply),
+            "supply_at_start_wei": str(self.supply_at_start),
+            "results": str(self.home / "results"),
+            "log": str(self.home / "demo" / "services.log"),
+            "dashboard": "swarm dashboard  →  http://127.0.0.1:8600",
+            "rpc_url": self.url,
+        }
 
 
-def _summary(swarm: Swarm, job_id: int) -> dict:
-    accounts = []
-    for index, hardware in PROVIDERS:
-        address = dev_account(index).address
-        info = stake.provider_info(swarm, address)
-        accounts.append({
-            "role": f"provider ({hardware.gpus}× {hardware.gpu_model})",
-            "account": index,
-            "address": address,
-            "balance_wei": swarm.balance_of(address),
-            "stake_wei": info.stake,
-            "min_stake_wei": info.min_stake,
-        })
-    buyer = dev_account(BUYER).address
-    accounts.append({"role": "buyer", "account": BUYER, "address": buyer,
-                     "balance_wei": swarm.balance_of(buyer), "stake_wei": 0, "min_stake_wei": 0})
-    contracts = [{"contract": name, "address": address, "balance_wei": swarm.balance_of(address)}
-                 for name, address in swarm.deployment.addresses.items()]
-    job = jobs.job_info(swarm, job_id)
-    return {
-        "chain_id": swarm.chain.chain_id,
-        "accounts": accounts,
-        "contracts": contracts,
-        "job": {"id": job_id, "status": job.status.name.lower(), "escrow_wei": job.escrow, "buyer": job.buyer},
-    }
-
-
-def _print(summary: dict, url: str) -> None:
-    console.print(table(
-        "Accounts", ["role", "account", "address", "balance", "stake", "minimum stake"],
-        [(a["role"], a["account"], a["address"], format_amount(a["balance_wei"]),
-          format_amount(a["stake_wei"]), format_amount(a["min_stake_wei"])) for a in summary["accounts"]],
-    ))
-    console.print(table(
-        "Contracts", ["contract", "address", "token balance"],
-        [(c["contract"], c["address"], format_amount(c["balance_wei"])) for c in summary["contracts"]],
-    ))
-    job = summary["job"]
-    console.print(f"Job {job['id']} is {job['status']}, {format_amount(job['escrow_wei'])} in escrow.")
-    console.print(f"anvil keeps running at {url}; `swarm chain status` shows it, `swarm chain down` stops it.")
+def _print(summary: dict) -> None:
+    console.print(table("Providers", ["name", "address", "nodes", "stake", "rewards claimed", "state", "balance"], [
+        (p["name"], p["address"], p["nodes"], format_amount(int(p["stake_wei"])), format_amount(int(p["claimed_wei"])),
+         "tombstoned" if p["tombstoned"] else "jailed" if p["jailed"] else "active",
+         format_amount(int(p["balance_wei"]))) for p in summary["providers"]]))
+    console.print(table("Jobs", ["kind", "id", "status", "provider", "runs", "units", "paid", "fee", "refund"], [
+        (j["kind"], j["id"], j["status"], j["provider"], j["attempts"], j["units"], format_amount(int(j["payment_wei"])),
+         format_amount(int(j["fee_wei"])), format_amount(int(j["refund_wei"]))) for j in summary["jobs"]]))
+    console.print(table("Oracle epochs", ["epoch", "emission", "paid", "slashes"], [
+        (e["epoch"], format_amount(int(e["emission_wei"])), format_amount(int(e["paid_wei"])),
+         ", ".join(f"{s['provider'][:10]}… {s['row']} {s['bps'] / 100:g}%" for s in e["slashes"]) or "—")
+        for e in summary["epochs"]]))
+    console.print(table("Balances", ["holder", "SWARM"], [(k, format_amount(int(v)))
+                                                          for k, v in summary["balances"].items()]))
+    checks = summary["checks"]
+    console.print("Checks: " + ", ".join(f"{name.replace('_', ' ')} {'✓' if ok else '✗'}"
+                                         for name, ok in checks.items()))
+    console.print(f"Results in {summary['results']}; the dashboard: {summary['dashboard']}; "
+                  f"anvil keeps running at {summary['rpc_url']} (`swarm chain down` stops it). "
+                  f"Done in {summary['seconds']} s.")
+    if not all(checks.values()):
+        raise SwarmError("The demo's checks did not all pass; see the tables above.")

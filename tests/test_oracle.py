@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -51,7 +52,8 @@ def engine(tmp_path: Path):
 @pytest.fixture
 def oracle(swarm: Swarm, swarm_home: Path, engine, ray_cluster: RayCluster) -> Iterator[OracleService]:
     config = load_config()
-    schedule = make_schedule(config, devnet=True, epoch_length_s=1.0)
+    # A generous probe timeout: a probe's first worker on a busy 2-core machine may take seconds to start.
+    schedule = replace(make_schedule(config, devnet=True, epoch_length_s=1.0), probe_timeout_s=8.0)
     service = OracleService(swarm, engine, swarm_home, config, swarm.sender(dev_account(0).key),
                             devnet_committee_keys(), schedule)
     yield service

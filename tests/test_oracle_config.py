@@ -21,7 +21,7 @@ def _write(tmp_path: Path, text: str) -> Path:
 def test_the_packaged_defaults_load_with_the_documented_values() -> None:
     config = load_config()
     assert config.epoch.length_s == 3600 and config.epoch.devnet_length_s == 30
-    assert config.epoch.probe_interval_s == 10 and config.epoch.devnet_probe_interval_s == 2
+    assert config.epoch.probe_interval_s == 10 and config.epoch.devnet_probe_interval_s == 3
     assert config.emission.per_epoch == 1000 * ONE and config.emission.min_fraction == 0.2
     assert (config.eligibility.min_uptime, config.eligibility.min_performance) == (0.8, 0.5)
     assert (config.reliability.prior_successes, config.reliability.prior_failures) == (4.0, 1.0)
@@ -43,7 +43,7 @@ def test_a_file_overrides_only_the_keys_it_sets(tmp_path: Path) -> None:
 def test_the_devnet_timing_is_short_and_its_challenge_small() -> None:
     epoch = load_config().epoch
     devnet, real = epoch.timing(devnet=True), epoch.timing()
-    assert (devnet.length_s, devnet.probe_interval_s) == (30, 2)
+    assert (devnet.length_s, devnet.probe_interval_s) == (30, 3)
     assert (real.length_s, real.probe_interval_s) == (3600, 10)
     # ≈ 1 s on one CPU core at the ~70 GFLOPS this machine measures (BENCHMARKS.md).
     assert 2 * devnet.challenge_size**3 * devnet.challenge_rounds <= 80e9

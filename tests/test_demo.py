@@ -1,0 +1,76 @@
+"""`swarm demo` as a user runs it: a fresh machine's SWARM_HOME, the real command, twice.
+
+The demo's own checks are recomputed here from its summary rather than trusted: every job
+settled, each epoch's rewards equal its emission, the flaky provider slashed and jailed,
+and every token of the supply held by someone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from anvil.node import free_port
+
+FLAKY = "flaky"
+
+
+def swarm(home: Path, port: int, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "SWARM_"))}
+    env |= {"SWARM_HOME": str(home), "SWARM_ANVIL_PORT": str(port), "COLUMNS": "200"}
+    done = subprocess.run([sys.executable, "-m", "scripts.cli", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def run_demo(home: Path, port: int) -> dict:
+    return json.loads(swarm(home, port, "demo", "--json", timeout=900).stdout)
+
+
+def test_the_demo_runs_end_to_end_and_again(tmp_path: Path) -> None:
+    home, port = tmp_path / "swarm", free_port()
+    try:
+        first = run_demo(home, port)
+        check(first)
+        # What the README says to look at next.
+        train_id = str(next(j["id"] for j in first["jobs"] if j["kind"] == "train"))
+        listed = json.loads(swarm(home, port, "job", "list", "--all", "--json").stdout)
+        assert {j["job_id"] for j in listed["jobs"]} == {j["id"] for j in first["jobs"]}
+        assert {j["market_state"] for j in listed["jobs"]} == {"settled"}
+        assert "Verified" in swarm(home, port, "job", "result", train_id).stdout
+        assert "settled" in swarm(home, port, "job", "status", train_id).stdout
+        shown = swarm(home, port, "oracle", "show").stdout
+        assert "finalized" in shown and first["providers"][0]["address"] in shown
+        second = run_demo(home, port)  # again, on the same machine: a fresh devnet, the same story
+        check(second)
+        assert [j["id"] for j in second["jobs"]] == [j["id"] for j in first["jobs"]]
+    finally:
+        subprocess.run([sys.executable, "-m", "scripts.cli", "chain", "down"], capture_output=True, timeout=60,
+                       env=os.environ | {"SWARM_HOME": str(home), "SWARM_ANVIL_PORT": str(port)})
+
+
+def check(summary: dict) -> None:
+    assert all(summary["checks"].values()), summary["checks"]
+    jobs = {j["kind"]: j for j in summary["jobs"]}
+    assert set(jobs) == {"train", "infer", "finetune"}
+    for job in jobs.values():
+        assert job["status"] == "settled"
+        # What the buyer escrowed went to the provider, the treasury and back to the buyer.
+        assert int(job["payment_wei"]) + int(job["fee_wei"]) + int(job["refund_wei"]) == int(job["escrow_wei"])
+        assert Path(job["result_dir"], "outputs").is_dir()
+    providers = {p["name"]: p for p in summary["providers"]}
+    assert jobs["train"]["attempts"] == 2, "the flaky provider's node was killed: the job was run again elsewhere"
+    assert jobs["train"]["provider"] != providers[FLAKY]["address"]
+    assert providers[FLAKY]["jailed"]
+    assert any(s["provider"] == providers[FLAKY]["address"] for s in summary["slashes"])
+    assert len(summary["epochs"]) >= 3
+    for epoch in summary["epochs"]:
+        assert epoch["paid_wei"] == epoch["emission_wei"]
+    assert sum(int(b) for b in summary["balances"].values()) == int(summary["supply_wei"])
+    assert int(providers["fast"]["rewards_wei"]) > 0 and int(providers["slow"]["rewards_wei"]) > 0
+    for p in providers.values():  # every provider claimed all it earned, with one proof
+        assert p["claimed_wei"] == p["rewards_wei"]
