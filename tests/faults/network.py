@@ -1,0 +1,249 @@
+"""A small Swarm network to break: its own anvil (with a state file), the contracts, three
+providers on the session's Ray cluster, buyers' jobs, and the market service and the oracle
+as real `swarm` processes — each of which can be killed with SIGKILL and started again.
+
+The audit at the end reads only the chain (every log since deployment), so it judges what
+really happened, not what any service recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account
+from anvil.node import free_port
+from ledger import jobs, stake
+from ledger.chain import connect
+from ledger.client import Swarm
+from ledger.deploy import deploy, error_decoder
+from ledger.errors import SwarmError
+from ledger.jobs import JobStatus
+from ledger.specs import store_spec
+from ledger.tx import Sender
+from market.spec import validate_spec
+from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C, RayCluster
+
+ONE = 10**18
+PROVIDERS = {1: PROVIDER_A, 2: PROVIDER_B, 3: PROVIDER_C}
+PRICES = {1: "0.0006", 2: "0.0005", 3: "0.0004"}
+BUYERS = (5, 6, 7)
+CLOCK_STEP_S = 4  # devnet seconds added per wall second: windows of 30–60 s pass in 8–15 s
+FINAL = {JobStatus.SETTLED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.RECLAIMED}
+
+
+def job_spec(seed: int) -> dict:
+    return {"kind": "train", "model": "mlp", "dataset": "synthetic-classification",
+            "resources": {"workers": 1, "cpus_per_worker": 1}, "max_price_per_unit": "0.001", "max_units": 300,
+            "deadline": "2h", "seed": seed, "params": {"samples": 512, "epochs": 6, "batch_size": 16}}
+
+
+@dataclass
+class Network:
+    root: Path
+    ray: RayCluster
+    seed: int
+    log: list[str] = field(default_factory=list)
+
+    # ── bringing it up ───────────────────────────────────────────────────────
+    def start(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.home = self.root / "home"
+        self.anvil = AnvilNode(AnvilConfig(home=self.home, port=free_port(), state_interval=1))
+        self.anvil.start()
+        self.url = self.anvil.config.url
+        self.rpc = RpcClient(self.url)
+        chain = connect(self.url)
+        deployment = deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), self.home).deployment
+        self.swarm = Swarm(chain, deployment)
+        self.block0 = deployment.block_number
+        for index, address in PROVIDERS.items():
+            sender = self.swarm.sender(dev_account(index).key)
+            spec = {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1,
+                    "price_per_unit": str(int(float(PRICES[index]) * ONE))}
+            stake.register(self.swarm, sender, store_spec(self.home, spec), 1)
+            stake.stake(self.swarm, sender, 1_500 * ONE)
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SWARM_")} | {
+            "SWARM_HOME": str(self.home), "SWARM_RPC_URL": self.url, "SWARM_ANVIL_PORT": str(self.anvil.config.port),
+            "SWARM_DB_URL": f"sqlite:///{self.root / 'ledger.db'}", "RAY_ADDRESS": self.ray.address,
+        }
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.stop_clock = threading.Event()
+        self.clock = threading.Thread(target=self._tick_clock, daemon=True)
+        self.clock.start()
+
+    def post_jobs(self, count: int) -> list[int]:
+        posted = []
+        for i in range(count):
+            spec = validate_spec(job_spec(self.seed * 100 + i), now=self.swarm.chain.timestamp())
+            digest = store_spec(self.home, spec.canonical())
+            buyer = self.swarm.sender(dev_account(BUYERS[i % len(BUYERS)]).key)
+            job_id, _ = jobs.post_job(self.swarm, buyer, digest, spec.max_price_per_unit, spec.max_units,
+                                      spec.deadline)
+            posted.append(job_id)
+        time.sleep(2.5)  # past anvil's state interval: the posts survive a kill from here on
+        return posted
+
+    def start_market(self) -> None:
+        self._spawn("market", ["market", "run", "--interval", "0.5", "--storage", str(self.root / "results")])
+
+    def start_oracle(self) -> None:
+        self._spawn("oracle", ["oracle", "run", "--epoch-length", "6"])
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = open(self.root / f"{name}.log", "a")  # noqa: SIM115 -- the child holds it
+        self.processes[name] = subprocess.Popen([sys.executable, "-m", "scripts.cli", *args], env=self.env,
+                                                stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+
+    def _tick_clock(self) -> None:
+        while not self.stop_clock.wait(1.0):
+            try:
+                self.rpc.increase_time(CLOCK_STEP_S)
+                self.rpc.mine()
+            except Exception:  # anvil is down for a moment: the clock waits for it
+                continue
+
+    # ── faults ───────────────────────────────────────────────────────────────
+    def kill_anvil(self) -> None:
+        """SIGKILL, then a restart from the state file: what was mined since the last dump is gone."""
+        self.anvil.kill()
+        time.sleep(self.rng.uniform(0.5, 3.0))
+        self.anvil.start()
+        self.log.append("anvil killed and restarted from its state file")
+
+    def kill_service(self, name: str) -> None:
+        process = self.processes[name]
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+        time.sleep(self.rng.uniform(0.2, 2.0))
+        (self.start_market if name == "market" else self.start_oracle)()
+        self.log.append(f"{name} killed and restarted")
+
+    def kill_node(self) -> None:
+        """A provider loses a node; it comes back a while later (the provider fixes it)."""
+        provider = self.rng.choice([PROVIDER_B, PROVIDER_C])
+        (node,) = self.ray.nodes[provider]
+        self.ray.remove_node(node)
+        time.sleep(self.rng.uniform(3.0, 8.0))
+        self.ray.add_node(provider)
+        self.log.append(f"node of {provider} killed, then replaced")
+
+    def inject(self, faults: int, window_s: float) -> None:
+        """`faults` faults at random moments over `window_s` seconds, drawn from the seed."""
+        kinds = ["anvil", "market", "oracle", "node"]
+        moments = sorted(self.rng.uniform(0, window_s) for _ in range(faults))
+        started = time.monotonic()
+        for moment in moments:
+            time.sleep(max(0.0, started + moment - time.monotonic()))
+            kind = self.rng.choice(kinds)
+            if kind == "anvil":
+                self.kill_anvil()
+            elif kind == "node":
+                self.kill_node()
+            else:
+                self.kill_service(kind)
+
+    def settle(self, job_ids: list[int], timeout_s: float) -> None:
+        """Waits until every job is final on chain and an epoch was finalized after the faults."""
+        target = self._finalized() + 1
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            for name, process in self.processes.items():
+                if process.poll() is not None:
+                    raise AssertionError(f"the {name} service exited: {self.tail(name)}")
+            try:
+                statuses = [jobs.job_info(self.swarm, j).status for j in job_ids]
+                if all(s in FINAL for s in statuses) and self._finalized() >= target:
+                    return
+            except SwarmError:
+                pass
+            time.sleep(1.0)
+        raise AssertionError(f"seed {self.seed}: not settled in {timeout_s:g} s; jobs "
+                             f"{[jobs.job_info(self.swarm, j).status.name for j in job_ids]}; faults {self.log}; "
+                             f"market: {self.tail('market')}; oracle: {self.tail('oracle')}")
+
+    def _finalized(self) -> int:
+        return int(self.swarm.distributor.functions.lastFinalizedEpoch().call())
+
+    def tail(self, name: str, lines: int = 15) -> str:
+        path = self.root / f"{name}.log"
+        return "\n".join(path.read_text().splitlines()[-lines:]) if path.exists() else ""
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.stop_clock.set()
+        self.anvil.stop()
+
+    # ── the audit ────────────────────────────────────────────────────────────
+    def audit(self, job_ids: list[int], supply_at_start: int) -> None:
+        """Conservation and exactly-once, from the chain's own logs."""
+        logs = self._logs()
+        token, vault, market, distributor = (self.swarm.token.functions, self.swarm.vault.functions,
+                                             self.swarm.market.functions, self.swarm.distributor.functions)
+        # Tokens change only by burned slashes: no emission is minted, rewards come from the funded pool.
+        burned = sum(e.args["fromStake"] + e.args["fromUnbonding"] - e.args["toTreasury"] for e in logs["Slashed"])
+        supply = token.totalSupply().call()
+        assert supply == supply_at_start - burned, (supply, supply_at_start, burned)
+        holders = [dev_account(i).address for i in range(10)] + list(self.swarm.deployment.addresses.values())
+        assert sum(self.swarm.balance_of(h) for h in holders) == supply, "tokens outside every known holder"
+        # Stakes, escrow and the reward pool are each backed exactly.
+        assert self.swarm.balance_of(self.swarm.vault.address) == vault.totalStaked().call() + \
+            vault.totalUnbonding().call()
+        assert self.swarm.balance_of(self.swarm.market.address) == market.totalEscrowed().call() == 0
+        claimed = sum(e.args["amount"] for e in logs["Claimed"])
+        assert self.swarm.balance_of(self.swarm.distributor.address) == distributor.totalFunded().call() - claimed
+        # Every job left escrow exactly once, and its buyer paid only for work delivered.
+        ends = Counter()
+        for name in ("JobSettled", "JobFailed", "JobCancelled", "JobReclaimed"):
+            for e in logs[name]:
+                ends[e.args["jobId"]] += 1
+        assigned = Counter(e.args["jobId"] for e in logs["JobAssigned"])
+        for job_id in job_ids:
+            info = jobs.job_info(self.swarm, job_id)
+            assert ends[job_id] == 1, f"job {job_id} left escrow {ends[job_id]} times"
+            assert assigned[job_id] <= 1, f"job {job_id} assigned {assigned[job_id]} times"
+            if info.status == JobStatus.SETTLED:
+                (settled,) = [e for e in logs["JobSettled"] if e.args["jobId"] == job_id]
+                paid = info.units_used * info.price_per_unit
+                assert settled.args["payment"] + settled.args["fee"] == paid
+                assert settled.args["refund"] == info.escrow - paid
+            else:
+                (ended,) = [e for name in ("JobFailed", "JobCancelled", "JobReclaimed") for e in logs[name]
+                            if e.args["jobId"] == job_id]
+                assert ended.args["refund"] == info.escrow, f"job {job_id} refunded only part of its escrow"
+        # Every epoch was finalized once, in order, and paid no more than it allocated.
+        finalized = [e.args["epoch"] for e in logs["EpochFinalized"]]
+        assert finalized == list(range(1, len(finalized) + 1)), finalized
+        allocated = sum(e.args["totalRewards"] for e in logs["EpochFinalized"])
+        assert distributor.totalAllocated().call() == allocated >= claimed
+        per_buyer = defaultdict(int)
+        for job_id in job_ids:
+            info = jobs.job_info(self.swarm, job_id)
+            per_buyer[info.buyer] += info.units_used * info.price_per_unit if info.status == JobStatus.SETTLED else 0
+        assert all(spent >= 0 for spent in per_buyer.values())
+
+    def _logs(self) -> dict[str, list]:
+        found: dict[str, list] = defaultdict(list)
+        names = {"Slashed": self.swarm.vault, "Claimed": self.swarm.distributor,
+                 "EpochFinalized": self.swarm.distributor}
+        for name in ("JobAssigned", "JobSettled", "JobFailed", "JobCancelled", "JobReclaimed"):
+            names[name] = self.swarm.market
+        for name, contract in names.items():
+            found[name] = list(getattr(contract.events, name)().get_logs(from_block=self.block0))
+        return found

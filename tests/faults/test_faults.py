@@ -1,0 +1,41 @@
+"""Fault injection (kill -9 of anvil, the market service, the oracle, provider nodes) over
+seeded runs of a small network; after each run the chain must balance to the wei.
+
+`make test` runs a few seeds (SWARM_FAULT_SEEDS, default 2); `make faults` runs all 20.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.faults.network import Network
+from tests.ray_cluster import RayCluster
+
+SEEDS = range(1, int(os.environ.get("SWARM_FAULT_SEEDS", "2")) + 1)
+JOBS = 3
+FAULTS = 4
+WINDOW_S = 30.0
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_network_loses_nothing_under_kill_9(seed: int, tmp_path: Path, ray_cluster: RayCluster) -> None:
+    network = Network(tmp_path, ray_cluster, seed)
+    network.start()
+    try:
+        supply = network.swarm.token.functions.totalSupply().call()
+        job_ids = network.post_jobs(JOBS)
+        network.start_market()
+        network.start_oracle()
+        network.inject(FAULTS, WINDOW_S)
+        network.settle(job_ids, timeout_s=240)
+    finally:
+        network.stop()
+    network.anvil.start()  # from its final state, for the audit
+    try:
+        network.audit(job_ids, supply)
+    finally:
+        network.anvil.stop()
+    assert len(network.log) == FAULTS, network.log
