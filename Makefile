@@ -12,7 +12,7 @@ SLITHER_STAMP := $(SLITHER_VENV)/.swarm-installed
 FORGE := ../node_modules/.bin/forge
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres browser demo test slither test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-oracle bench-merkle bench-econ clean
+.PHONY: install postgres browser demo test slither test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-oracle bench-merkle bench-econ bench-load faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -105,6 +105,14 @@ bench-merkle: install
 # epochs scored by the real oracle (bench/results/econ.json, econ.png).
 bench-econ: install
 	$(PY) bench/econ/simulate.py --epochs 200 --seeds 5
+
+# Load: 1,000 inference jobs posted in a burst; the time for the market to drain them.
+bench-load: install
+	$(PY) bench/load.py --jobs 1000
+
+# The fault suite over all 20 seeds (`make test` runs SWARM_FAULT_SEEDS=2 of them).
+faults: install
+	SWARM_FAULT_SEEDS=20 $(PY) -m pytest tests/faults -p no:randomly
 
 clean:
 	rm -rf contracts/out contracts/cache build .pytest_cache .hypothesis

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 from collections.abc import Iterator, Mapping
@@ -130,11 +131,29 @@ def alembic_config(connection: Any = None) -> Config:
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
-    """Brings the schema to `revision` (default: the newest), keeping every row; idempotent."""
-    with engine.begin() as conn:
+    """Brings the schema to `revision` (default: the newest), keeping every row; idempotent.
+
+    One process migrates at a time: PostgreSQL by an advisory lock, a SQLite file by a lock
+    file beside it (two services started together on a fresh file would otherwise both
+    create its tables)."""
+    with _sqlite_migration_lock(engine), engine.begin() as conn:
         if engine.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         command.upgrade(alembic_config(conn), revision)
+
+
+@contextmanager
+def _sqlite_migration_lock(engine: Engine) -> Iterator[None]:
+    database = engine.url.database if engine.dialect.name == "sqlite" else None
+    if not database or database == ":memory:":
+        yield
+        return
+    with open(f"{database}.migrate-lock", "a+b") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def current_revision(engine: Engine) -> str | None:

@@ -18,7 +18,8 @@ from ledger.deploy import devnet_committee_keys
 from ledger.errors import SwarmError
 from ledger.keys import Keystore
 from ledger.services import OracleEpoch, ProviderScore
-from ledger.units import format_amount
+from ledger import rewards as chain_rewards
+from ledger.units import format_amount, parse_amount
 from oracle.config import load_config
 from oracle.epoch import EpochRunner
 from oracle.service import OracleService, schedule as make_schedule
@@ -188,6 +189,24 @@ def sign(number: int, config_path, key_ref, as_json) -> None:
     emit(as_json, payload, lambda: console.print(
         f"Epoch {number}: {'signed' if signed else 'already signed by this key'}; {count} of "
         f"{runner.threshold} signatures needed."))
+
+
+@oracle.command()
+@click.argument("amount")
+@account_option
+@key_option
+@json_option
+def fund(amount: str, account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Add AMOUNT SWARM to the reward pool the epochs pay from (a devnet's deploy funds it; a real chain's
+    treasury must)."""
+    wei = parse_amount(amount)
+    swarm = open_swarm()
+    sender = signer(swarm, account, key_ref)
+    receipt = chain_rewards.fund(swarm, sender, wei)
+    funded = int(swarm.distributor.functions.totalFunded().call())
+    payload = {"funded_wei": str(wei), "total_funded_wei": str(funded), "tx": receipt.tx_hash}
+    emit(as_json, payload, lambda: console.print(
+        f"Funded the reward pool with {format_amount(wei)}; {format_amount(funded)} funded in all."))
 
 
 def _epoch_payload(session: Session, record: OracleEpoch) -> dict:

@@ -160,3 +160,11 @@ def _wait(check, timeout: float, process: subprocess.Popen, tmp_path: Path) -> N
         assert process.poll() is None, (tmp_path / "oracle.log").read_text()
         time.sleep(0.5)
     raise AssertionError((tmp_path / "oracle.log").read_text()[-3000:])
+
+
+def test_the_reward_pool_is_funded_from_a_signer(cli, swarm: Swarm) -> None:
+    before = swarm.distributor.functions.totalFunded().call()
+    done = cli("oracle", "fund", "250.5", "--account", "4", "--json")
+    assert done.code == 0, done.stderr
+    assert swarm.distributor.functions.totalFunded().call() - before == 250_500_000_000_000_000_000
+    assert "greater than zero" in one_line_error(cli("oracle", "fund", "0", "--account", "4"))
