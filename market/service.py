@@ -377,6 +377,7 @@ class MarketService:
             requests.append(replace(request, max_price_per_unit=min(j.max_price_per_unit for j in
                                                                      (jobs[m] for m in members))))
         if not requests:
+            session.commit()  # the explanations of specs that cannot be read
             return
         result = match(requests, self._offers(session, records))
         by_group: dict[int, list] = {}
@@ -395,6 +396,7 @@ class MarketService:
                 report.count("assigned")
         for group_id, why in result.unmatched.items():
             self._explain(session, records, groups[group_id], why.text, report)
+        session.commit()  # the explanations, in one write
 
     def _explain(self, session: Session, records: dict[int, MarketJob], members: list[int], text: str,
                  report: TickReport) -> None:
@@ -405,7 +407,6 @@ class MarketService:
                 record.explanation = text
                 record.updated_at = time.time()
                 session.add(record)
-        session.commit()
 
     def _offers(self, session: Session, records: dict[int, MarketJob], exclude: set[str] = frozenset()):
         busy: dict[str, Capacity] = {}
