@@ -17,7 +17,7 @@ from anvil import AnvilConfig, AnvilNode, dev_account
 from anvil.accounts import DEV_ACCOUNT_COUNT
 from ledger.client import Swarm
 from ledger.config import Settings
-from ledger.errors import SwarmError
+from ledger.errors import ChainUnavailable, SwarmError
 from ledger.keys import Keystore
 from ledger.tx import Sender
 
@@ -74,6 +74,20 @@ def local_node(port: int | None = None) -> AnvilNode:
 
 def open_swarm() -> Swarm:
     return Swarm.open(settings())
+
+
+def open_swarm_waiting(log: Callable[[str], None], poll_s: float = 2.0) -> Swarm:
+    """For services: the deployment once the chain answers; a node that is down (restarting,
+    say) is waited for rather than fatal. A missing deployment is still an error at once."""
+    said = False
+    while True:
+        try:
+            return open_swarm()
+        except ChainUnavailable as exc:
+            if not said:
+                log(f"waiting for the chain: {exc}")
+                said = True
+            time.sleep(poll_s)
 
 
 def dev_sender(swarm: Swarm, account: int | None, default: int | None = None) -> Sender:

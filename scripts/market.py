@@ -12,7 +12,9 @@ from compute.node import RayHome
 from ledger.db import database_url, open_ledger
 from ledger.units import format_amount, parse_amount
 from market.service import MarketConfig, MarketService, TickReport
-from scripts.common import account_option, console, dev_sender, emit, json_option, key_option, open_swarm, settings, signer
+from scripts.common import (
+    account_option, console, dev_sender, emit, json_option, key_option, open_swarm_waiting, settings, signer,
+)
 
 
 @click.group()
@@ -44,7 +46,7 @@ def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, def
     config = MarketConfig(interval_s=interval, max_running=max_running, fault_slash_bps=fault_slash_bps,
                           default_price_per_unit=parse_amount(default_price, "--default-price"), storage=storage)
     s = settings()
-    swarm = open_swarm()
+    swarm = open_swarm_waiting(lambda line: console.print(line, highlight=False))
     if account is None and key_ref is None and swarm.chain.is_devnet:
         sender = dev_sender(swarm, 0)
     else:

@@ -24,8 +24,8 @@ from oracle.config import load_config
 from oracle.epoch import EpochRunner
 from oracle.service import OracleService, schedule as make_schedule
 from scripts.common import (
-    account_option, console, dev_sender, emit, json_option, key_option, open_swarm, read_password, settings, signer,
-    table,
+    account_option, console, dev_sender, emit, json_option, key_option, open_swarm, open_swarm_waiting, read_password,
+    settings, signer, table,
 )
 
 config_option = click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
@@ -38,10 +38,10 @@ def oracle() -> None:
 
 
 def _setup(config_path: Path | None, account: int | None, key_ref: str | None, signer_keys: tuple[str, ...],
-           epoch_length: float | None):
+           epoch_length: float | None, wait_for_chain: bool = False):
     config = load_config(config_path)
     s = settings()
-    swarm = open_swarm()
+    swarm = open_swarm_waiting(lambda line: console.print(line, highlight=False)) if wait_for_chain else open_swarm()
     devnet = swarm.chain.is_devnet
     sender = dev_sender(swarm, 0) if account is None and key_ref is None and devnet else \
         signer(swarm, account, key_ref)
@@ -74,7 +74,7 @@ def _signed_options(fn):
 def run(config_path, account, key_ref, signer_keys, epoch_length, ray_address) -> None:
     """Run the oracle on its schedule until interrupted."""
     config, s, swarm, sender, keys, schedule, engine = _setup(config_path, account, key_ref, signer_keys,
-                                                               epoch_length)
+                                                               epoch_length, wait_for_chain=True)
     address = local.connect(RayHome.of(s.home), ray_address)
     service = OracleService(swarm, engine, s.home, config, sender, keys, schedule,
                             log=lambda line: console.print(line, highlight=False))
