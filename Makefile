@@ -114,7 +114,7 @@ bench-load: install
 bench-demo: install
 	$(PY) bench/demo.py --runs 3
 
-# The fault suite over all 20 seeds (`make test` runs SWARM_FAULT_SEEDS=2 of them).
+# The fault suite over all 20 seeds (`make test` runs one of them).
 faults: install
 	SWARM_FAULT_SEEDS=20 $(PY) -m pytest tests/faults -p no:randomly
 

@@ -43,8 +43,10 @@ def test_the_demo_runs_end_to_end_and_again(tmp_path: Path) -> None:
         assert {j["market_state"] for j in listed["jobs"]} == {"settled"}
         assert "Verified" in swarm(home, port, "job", "result", train_id).stdout
         assert "settled" in swarm(home, port, "job", "status", train_id).stdout
-        shown = swarm(home, port, "oracle", "show").stdout
-        assert "finalized" in shown and first["providers"][0]["address"] in shown
+        last = first["epochs"][-1]["epoch"]
+        shown = swarm(home, port, "oracle", "show", str(last)).stdout
+        assert f"Epoch {last} (finalized)" in shown and first["providers"][0]["address"] in shown
+        assert "Epoch" in swarm(home, port, "oracle", "show").stdout  # the latest, whatever its state
         second = run_demo(home, port)  # again, on the same machine: a fresh devnet, the same story
         check(second)
         assert [j["id"] for j in second["jobs"]] == [j["id"] for j in first["jobs"]]
