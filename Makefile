@@ -9,10 +9,13 @@ NPM_STAMP := node_modules/.swarm-installed
 VENV_STAMP := $(VENV)/.swarm-installed
 SLITHER_VENV := $(VENV)/slither
 SLITHER_STAMP := $(SLITHER_VENV)/.swarm-installed
-FORGE := ../node_modules/.bin/forge
+# Run from contracts/: the platform binary npm installed (contracts/foundry), so forge's exit code
+# reaches make. FORGE_ARGS narrows a run (e.g. --match-path test/Gas.t.sol).
+FORGE := ./foundry forge
+FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres browser demo test slither test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-oracle bench-merkle bench-econ bench-load bench-demo faults clean
+.PHONY: install postgres browser demo test slither test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -61,14 +64,14 @@ slither: $(NPM_STAMP) $(SLITHER_STAMP)
 	$(SLITHER_VENV)/bin/python contracts/slither_check.py
 
 test-contracts: $(NPM_STAMP)
-	cd contracts && $(FORGE) test
+	cd contracts && $(FORGE) test $(FORGE_ARGS)
 
 test-python: install postgres
 	$(PY) -m pytest
 
 # Regenerates the committed gas figures: .gas-snapshot (every test) and snapshots/swarm.json.
 snapshot: $(NPM_STAMP)
-	cd contracts && $(FORGE) snapshot
+	cd contracts && $(FORGE) snapshot $(FORGE_ARGS)
 
 bench-gas: install
 	$(PY) bench/gas.py
@@ -113,6 +116,14 @@ bench-load: install
 # The demo's wall time, median of three runs (goal ≤ 3 minutes).
 bench-demo: install
 	$(PY) bench/demo.py --runs 3
+
+# Wall time of `swarm --help`, `swarm provider status` and `swarm token balance` (≤ 0.5 s), median of ten.
+bench-startup: install
+	$(PY) bench/startup.py --runs 10
+
+# How soon a challenge, a probe, a bad job, a lost provider and a timed-out job give up.
+bench-failfast: install
+	$(PY) bench/failfast.py --runs 3
 
 # The fault suite over all 20 seeds (`make test` runs one of them).
 faults: install

@@ -41,7 +41,7 @@ from ledger.db import open_ledger  # noqa: E402
 from ledger.deploy import deploy, devnet_committee_keys, error_decoder  # noqa: E402
 from ledger.indexer import Indexer  # noqa: E402
 from ledger.indexer.store import count_rows  # noqa: E402
-from ledger.indexer.sync import DEFAULT_BATCH_BLOCKS  # noqa: E402
+from ledger.indexer import DEFAULT_BATCH_BLOCKS  # noqa: E402
 from ledger.merkle import RewardTree  # noqa: E402
 from ledger.reports import SLASH_TUPLE, EpochReport, Slash, reason_bytes, slashes_hash  # noqa: E402
 from ledger.rewards import sign  # noqa: E402

@@ -46,3 +46,15 @@ def load_model(path: str | Path) -> tuple[nn.Module, dict[str, Any]]:
     model = build_model(meta["model"], **meta.get("config", {}))
     model.load_state_dict(load_file(str(directory / WEIGHTS)))
     return model, meta
+
+
+def registered_checkpoint(run_dir: str | Path) -> Path | None:
+    """The newest checkpoint Ray Train has registered for the run kept in `run_dir` (its
+    storage path / the job id), or None before the first. A checkpoint written but not yet
+    registered is not one a restarted run resumes from, so only registered ones count."""
+    snapshot = Path(run_dir) / "checkpoint_manager_snapshot.json"
+    try:
+        latest = json.loads(snapshot.read_text()).get("latest_checkpoint_result")
+    except (OSError, ValueError):  # not written yet, or caught mid-write
+        return None
+    return Path(run_dir) / latest["checkpoint_dir_name"] if latest else None

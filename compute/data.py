@@ -12,9 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from compute.catalog import DATASETS
 from compute.errors import InvalidJob
-
-DATASETS = ("synthetic-classification", "synthetic-sequences")
 
 
 def synthetic_classification(seed: int, n: int = 2048, features: int = 16, classes: int = 4):

@@ -68,7 +68,6 @@ class TinyTransformer(nn.Module):
 
 
 MODELS = {"mlp": MLP, "tiny-transformer": TinyTransformer}
-LORA_TARGETS = {"tiny-transformer": ["q_proj", "v_proj"], "mlp": ["net.0", "net.2"]}
 
 
 def build_model(name: str, **config: int) -> nn.Module:

@@ -6,8 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import ray
-
 LABEL = "provider"
 # A sliver of the per-node custom resource: enough to pin, never enough to limit.
 PIN = 0.001
@@ -54,6 +52,8 @@ class ProviderCapacity:
 
 def provider_nodes(provider: str) -> list[dict]:
     """The alive Ray nodes labelled for `provider` (needs ray.init)."""
+    import ray
+
     return [
         n for n in ray.nodes()
         if n.get("Alive") and (n.get("Labels") or {}).get(LABEL) == provider
@@ -72,4 +72,6 @@ def provider_capacity(provider: str) -> ProviderCapacity:
 
 def providers_in_cluster() -> list[str]:
     """Every provider address with at least one alive node."""
+    import ray
+
     return sorted({(n.get("Labels") or {}).get(LABEL) for n in ray.nodes() if n.get("Alive")} - {None})

@@ -12,9 +12,6 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-import solcx
-from solcx.exceptions import SolcError
-
 from ledger.errors import SwarmError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -97,6 +94,9 @@ def load_artifacts() -> Artifacts:
 def _compile(sources: dict[str, Path]) -> dict:
     if not (NODE_MODULES / "solc").exists():
         raise SwarmError("The Solidity compiler is not installed; run `npm ci` in the repository first.")
+    import solcx
+    from solcx.exceptions import SolcError
+
     standard_input = {
         "language": "Solidity",
         "sources": {key: {"content": path.read_text()} for key, path in sources.items()},

@@ -1,22 +1,24 @@
-"""A connection to one EVM chain over JSON-RPC."""
+"""A connection to one EVM chain over JSON-RPC.
+
+Reads go through the light client (`rpc`, ledger/rpc.py); web3, which transactions, deploys
+and the indexer use, is imported the first time `w3` is asked for."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import requests
-from web3 import Web3
-from web3.exceptions import ProviderConnectionError, Web3RPCError
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from anvil.rpc import DEVNET_CHAIN_IDS
 from ledger.errors import ChainUnavailable, SwarmError
+from ledger.rpc import RPC_TIMEOUT, JsonRpc, RpcError
 
-RPC_TIMEOUT = 30
+if TYPE_CHECKING:
+    from web3 import Web3
 
 
 @dataclass(frozen=True)
 class Chain:
-    w3: Web3
     url: str
     chain_id: int
 
@@ -24,25 +26,42 @@ class Chain:
     def is_devnet(self) -> bool:
         return self.chain_id in DEVNET_CHAIN_IDS
 
-    def timestamp(self) -> int:
-        return int(self.w3.eth.get_block("latest")["timestamp"])
+    @cached_property
+    def rpc(self) -> JsonRpc:
+        return JsonRpc(self.url)
+
+    @cached_property
+    def w3(self) -> Web3:
+        from web3 import Web3
+
+        return Web3(Web3.HTTPProvider(self.url, request_kwargs={"timeout": RPC_TIMEOUT}))
+
+    def timestamp(self, block: str = "latest") -> int:
+        return int(self.rpc("eth_getBlockByNumber", block, False)["timestamp"], 16)
+
+    def block_number(self) -> int:
+        return int(self.rpc("eth_blockNumber"), 16)
+
+    def code(self, address: str) -> bytes:
+        return bytes.fromhex(self.rpc("eth_getCode", address, "latest")[2:])
+
+    def call(self, to: str, data: bytes, block: int | str = "latest") -> bytes:
+        """eth_call; a revert raises RpcError, whose `revert_data` holds what the call returned."""
+        tag = hex(block) if isinstance(block, int) else block
+        return bytes.fromhex(self.rpc("eth_call", {"to": to, "data": "0x" + data.hex()}, tag)[2:])
 
 
 def connect(url: str, expected_chain_id: int | None = None) -> Chain:
     """Connects to `url`, checking that a node answers and has the expected chain id."""
-    w3 = Web3(Web3.HTTPProvider(url, request_kwargs={"timeout": RPC_TIMEOUT}))
     try:
-        chain_id = int(w3.eth.chain_id)
-    except (requests.exceptions.RequestException, ProviderConnectionError, OSError) as exc:
-        raise ChainUnavailable(
-            f"No chain answers at {url}. Start the local one with `swarm chain up`, "
-            "or point SWARM_RPC_URL at a running node."
-        ) from exc
-    except Web3RPCError as exc:
-        raise ChainUnavailable(f"The node at {url} refused eth_chainId ({exc}); check SWARM_RPC_URL.") from exc
+        chain_id = int(JsonRpc(url)("eth_chainId"), 16)
+    except RpcError as exc:
+        raise ChainUnavailable(f"The node at {url} refused eth_chainId ({exc.message}); check SWARM_RPC_URL.") from exc
+    except (TypeError, ValueError) as exc:
+        raise ChainUnavailable(f"The node at {url} answered eth_chainId with no chain id; check SWARM_RPC_URL.") from exc
     if expected_chain_id is not None and chain_id != expected_chain_id:
         raise SwarmError(
             f"The chain at {url} has chain id {chain_id}, not {expected_chain_id}; "
             "point SWARM_RPC_URL at the intended chain or pass the right --chain-id."
         )
-    return Chain(w3=w3, url=url, chain_id=chain_id)
+    return Chain(url=url, chain_id=chain_id)

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from eth_utils import event_abi_to_log_topic
-from web3._utils.events import get_event_data
-from web3.contract import Contract
-
+from ledger import abi
 from ledger.artifacts import Artifacts, load_artifacts
 from ledger.chain import Chain, connect
 from ledger.config import Settings
 from ledger.deploy import Deployment
-from ledger.errors import ErrorDecoder, NotDeployed
-from ledger.tx import Receipt, Sender
+from ledger.errors import ErrorDecoder, NotDeployed, TransactionFailed
+from ledger.rpc import RpcError
+
+if TYPE_CHECKING:
+    from web3.contract import Contract
+
+    from ledger.tx import Receipt, Sender
 
 
 @dataclass(frozen=True)
@@ -27,7 +29,10 @@ class Event:
 
 
 class Swarm:
-    """The four contracts of one deployment, their senders and their events."""
+    """The four contracts of one deployment, their senders and their events.
+
+    `read` calls a view function through the light client; `contract(...)` (and `token`,
+    `vault`, …) are web3 contracts, for transactions."""
 
     def __init__(self, chain: Chain, deployment: Deployment, artifacts: Artifacts | None = None) -> None:
         self.chain = chain
@@ -83,11 +88,39 @@ class Swarm:
     # ── senders and reads ────────────────────────────────────────────────────
     def sender(self, key: bytes) -> Sender:
         """The one sender for `key` (so its nonces stay in order)."""
+        from ledger.tx import Sender
+
         fresh = Sender(self.chain, key, self.decoder)
         return self._senders.setdefault(fresh.address, fresh)
 
+    def read(self, contract: str, function: str, *args: Any, block: int | str = "latest") -> Any:
+        """Calls the view `contract.function(*args)`: one value, or a tuple for several outputs.
+
+        A revert raises TransactionFailed with the decoded error as its sentence."""
+        item = self._functions.get((contract, function, len(args)))
+        if item is None:
+            raise TypeError(f"{contract} has no function {function} taking {len(args)} arguments")
+        data = abi.selector(item) + abi.encode([abi.type_string(p) for p in item["inputs"]], args)
+        try:
+            returned = self.chain.call(self.deployment.addresses[contract], data, block)
+        except RpcError as exc:
+            decoded = self.decoder.decode(exc.revert_data) if exc.revert_data else None
+            reason = decoded.sentence() if decoded else f"reverted: {exc.message}."
+            raise TransactionFailed(f"{contract}.{function}: {reason}", decoded) from None
+        values = abi.decode([abi.type_string(p) for p in item["outputs"]], returned)
+        return values[0] if len(values) == 1 else values
+
+    @cached_property
+    def _functions(self) -> dict[tuple[str, str, int], dict]:
+        return {
+            (name, item["name"], len(item["inputs"])): item
+            for name in self.deployment.addresses
+            for item in self.artifacts[name].abi
+            if item["type"] == "function"
+        }
+
     def balance_of(self, address: str) -> int:
-        return int(self.token.functions.balanceOf(address).call())
+        return int(self.read("SwarmToken", "balanceOf", address))
 
     # ── events ───────────────────────────────────────────────────────────────
     @cached_property
@@ -96,11 +129,13 @@ class Swarm:
         for name, address in self.deployment.addresses.items():
             for item in self.artifacts[name].abi:
                 if item["type"] == "event":
-                    table[(address.lower(), event_abi_to_log_topic(item))] = (name, item)
+                    table[(address.lower(), abi.keccak256(abi.signature(item).encode()))] = (name, item)
         return table
 
     def events(self, receipt: Receipt, name: str | None = None) -> list[Event]:
         """The Swarm events a transaction emitted, decoded, optionally only those named `name`."""
+        from web3._utils.events import get_event_data
+
         found = []
         for log in receipt.logs:
             if not log["topics"]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.errors import SwarmError
 
 DEFAULT_ANVIL_PORT = 8545
+DB_FILE = "ledger.db"
 
 
 @dataclass(frozen=True)
@@ -40,3 +42,9 @@ class Settings:
             anvil_port=port,
             rpc_url_is_default=not rpc_url,
         )
+
+
+def database_url(home: Path, env: Mapping[str, str] | None = None) -> str:
+    """SWARM_DB_URL, or the SQLite file in SWARM_HOME."""
+    env = os.environ if env is None else env
+    return env.get("SWARM_DB_URL") or f"sqlite:///{home / DB_FILE}"

@@ -4,27 +4,25 @@
 from __future__ import annotations
 
 import fcntl
-import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
-from sqlmodel import Session
 
-from ledger.config import Settings
+from ledger.config import Settings, database_url  # noqa: F401 -- database_url is part of this API
 from ledger.errors import SwarmError
+from ledger.reader import VERSION_TABLE
 
-DB_FILE = "ledger.db"
+if TYPE_CHECKING:  # alembic and sqlmodel load when a migration or a session needs them
+    from alembic.config import Config
+    from sqlmodel import Session
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
-VERSION_TABLE = "ledger_alembic_version"  # not alembic_version: the database may hold other apps' schemas
 MIGRATION_LOCK = 0x5357_524D  # PostgreSQL advisory lock: one migration at a time
 CONNECT_TIMEOUT = 10
 EXAMPLES = "sqlite:////path/to/ledger.db or postgresql://user@host:5432/swarm"
@@ -32,12 +30,6 @@ EXAMPLES = "sqlite:////path/to/ledger.db or postgresql://user@host:5432/swarm"
 
 class DatabaseUnavailable(SwarmError):
     """The ledger database cannot be opened or stopped answering."""
-
-
-def database_url(home: Path, env: Mapping[str, str] | None = None) -> str:
-    """SWARM_DB_URL, or the SQLite file in SWARM_HOME."""
-    env = os.environ if env is None else env
-    return env.get("SWARM_DB_URL") or f"sqlite:///{home / DB_FILE}"
 
 
 def redact(url: str | URL) -> str:
@@ -123,6 +115,8 @@ def _reason(exc: BaseException) -> str:
 
 def alembic_config(connection: Any = None) -> Config:
     """Alembic's configuration, built in code: the scripts ship inside the package."""
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.set_main_option("version_table", VERSION_TABLE)
@@ -136,6 +130,8 @@ def migrate(engine: Engine, revision: str = "head") -> None:
     One process migrates at a time: PostgreSQL by an advisory lock, a SQLite file by a lock
     file beside it (two services started together on a fresh file would otherwise both
     create its tables)."""
+    from alembic import command
+
     with _sqlite_migration_lock(engine), engine.begin() as conn:
         if engine.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
@@ -157,6 +153,8 @@ def _sqlite_migration_lock(engine: Engine) -> Iterator[None]:
 
 
 def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     with engine.connect() as conn:
         return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
 
@@ -199,6 +197,8 @@ def _unavailable_errors() -> tuple[type[BaseException], ...]:
 @contextmanager
 def session(engine: Engine) -> Iterator[Session]:
     """A SQLModel session that commits on success and rolls back on error."""
+    from sqlmodel import Session
+
     with Session(engine) as s:
         try:
             yield s

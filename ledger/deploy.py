@@ -7,13 +7,16 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from anvil.accounts import dev_account, dev_accounts
 from ledger.artifacts import Artifacts, load_artifacts
 from ledger.chain import Chain
 from ledger.errors import ErrorDecoder, SwarmError
-from ledger.tx import Sender
 from ledger.units import ONE
+
+if TYPE_CHECKING:
+    from ledger.tx import Sender
 
 # Devnet committee: public keys derived from anvil's test mnemonic, far from the funded accounts.
 DEVNET_COMMITTEE_INDICES = (100, 101, 102, 103)
@@ -92,7 +95,7 @@ class Deployment:
 
     def is_live(self, chain: Chain) -> bool:
         """Whether every recorded address still holds code on `chain`."""
-        return all(len(chain.w3.eth.get_code(a)) > 0 for a in self.addresses.values())
+        return all(len(chain.code(a)) > 0 for a in self.addresses.values())
 
 
 @dataclass(frozen=True)

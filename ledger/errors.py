@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from eth_abi import decode as abi_decode
-from eth_utils import function_signature_to_4byte_selector, to_checksum_address
+from ledger import abi
 
 
 class SwarmError(Exception):
@@ -94,41 +93,40 @@ class ErrorDecoder:
 
     def __init__(self, abis: dict[str, list[dict]]) -> None:
         self._errors: dict[bytes, tuple[str, dict]] = {}
-        for contract, abi in abis.items():
-            for item in abi:
+        for contract, items in abis.items():
+            for item in items:
                 if item.get("type") != "error":
                     continue
-                types = ",".join(_abi_type(i) for i in item["inputs"])
-                selector = function_signature_to_4byte_selector(f"{item['name']}({types})")
-                self._errors.setdefault(selector, (contract, item))
+                self._errors.setdefault(abi.selector(item), (contract, item))
 
     def decode(self, data: bytes) -> DecodedRevert | None:
         if len(data) < 4:
             return None
         selector, payload = data[:4], data[4:]
         if selector == bytes.fromhex("08c379a0"):  # Error(string)
-            (reason,) = abi_decode(["string"], payload)
-            return DecodedRevert(None, "Error", {"reason": reason})
+            reason = _decode(["string"], payload)
+            return None if reason is None else DecodedRevert(None, "Error", {"reason": reason[0]})
         if selector == bytes.fromhex("4e487b71"):  # Panic(uint256)
-            (code,) = abi_decode(["uint256"], payload)
-            return DecodedRevert(None, "Panic", {"code": hex(code), "meaning": PANICS.get(code, "unknown")})
+            panic = _decode(["uint256"], payload)
+            if panic is None:
+                return None
+            return DecodedRevert(None, "Panic", {"code": hex(panic[0]), "meaning": PANICS.get(panic[0], "unknown")})
         found = self._errors.get(selector)
         if found is None:
             return None
         contract, item = found
-        types = [_abi_type(i) for i in item["inputs"]]
-        values = abi_decode(types, payload)
+        values = _decode([abi.type_string(i) for i in item["inputs"]], payload)
+        if values is None:
+            return None
         args = {}
         for spec, value in zip(item["inputs"], values, strict=True):
-            if spec["type"] == "address":
-                value = to_checksum_address(value)
             args[spec["name"] or f"arg{len(args)}"] = value
         return DecodedRevert(contract, item["name"], args)
 
 
-def _abi_type(spec: dict) -> str:
-    kind = spec["type"]
-    if kind.startswith("tuple"):
-        inner = ",".join(_abi_type(c) for c in spec["components"])
-        return f"({inner}){kind[len('tuple'):]}"
-    return kind
+def _decode(types: list[str], payload: bytes) -> tuple | None:
+    """The revert's arguments; None when the bytes are not a valid encoding of them."""
+    try:
+        return abi.decode(types, payload)
+    except abi.AbiError:
+        return None

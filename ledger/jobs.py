@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TYPE_CHECKING
 
 from ledger.client import Swarm
 from ledger.errors import InvalidInput
 from ledger.permit import Allowance, prepare_spend
 from ledger.reports import reason_bytes
-from ledger.tx import Receipt, Sender
 from ledger.units import parse_address
+
+if TYPE_CHECKING:
+    from ledger.tx import Receipt, Sender
 
 MAX_UINT64 = 2**64 - 1
 MAX_UINT128 = 2**128 - 1
@@ -52,7 +55,7 @@ class JobInfo:
 
 
 def job_info(swarm: Swarm, job_id: int) -> JobInfo:
-    j = swarm.market.functions.getJob(job_id).call()
+    j = swarm.read("JobMarket", "getJob", job_id)
     return JobInfo(job_id, j[0], j[1], JobStatus(j[2]), j[3], j[4], j[5], j[6], j[7], j[8], j[9], bytes(j[10]))
 
 

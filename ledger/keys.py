@@ -17,9 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eth_account import Account
-from eth_utils import is_address, to_checksum_address
-
+from ledger.abi import is_hex_address, to_checksum_address
 from ledger.errors import InvalidInput, SwarmError
 from ledger.units import parse_address
 
@@ -45,6 +43,13 @@ class KeyInfo:
         return {"address": self.address, "name": self.name, "path": str(self.path)}
 
 
+def _eth_account() -> Any:
+    """eth-account's Account, imported when a key is used (listing keystores needs none of it)."""
+    from eth_account import Account
+
+    return Account
+
+
 def parse_private_key(text: str) -> bytes:
     """64 hex digits, with or without 0x, into a secp256k1 key; the text is never echoed back."""
     match = _HEX_KEY.fullmatch(text.strip())
@@ -54,7 +59,7 @@ def parse_private_key(text: str) -> bytes:
         )
     key = bytes.fromhex(match.group(1))
     try:
-        Account.from_key(key)
+        _eth_account().from_key(key)
     except ValueError:
         raise InvalidInput("The private key is outside the secp256k1 range; check what you pasted.") from None
     return key
@@ -62,7 +67,7 @@ def parse_private_key(text: str) -> bytes:
 
 def address_of(private_key: bytes) -> str:
     """The checksummed address a private key signs for."""
-    return Account.from_key(private_key).address
+    return _eth_account().from_key(private_key).address
 
 
 def check_name(name: str | None) -> str | None:
@@ -96,7 +101,7 @@ class Keystore:
 
     def create(self, password: str, name: str | None = None) -> KeyInfo:
         """A new random key, encrypted with `password`."""
-        return self._store(bytes(Account.create().key), password, name)
+        return self._store(bytes(_eth_account().create().key), password, name)
 
     def import_key(self, private_key: str | bytes, password: str, name: str | None = None) -> KeyInfo:
         """An existing key (32 bytes, or 64 hex digits with or without 0x), encrypted with `password`."""
@@ -123,7 +128,7 @@ class Keystore:
         found = [
             KeyInfo(to_checksum_address(path.stem), _read_name(path), path)
             for path in self.directory.glob("*.json")
-            if is_address(path.stem) and path.stem.startswith("0x")
+            if is_hex_address(path.stem) and path.stem.startswith("0x")
         ]
         return sorted(found, key=lambda info: (info.name is None, info.name or "", info.address))
 
@@ -145,7 +150,7 @@ class Keystore:
         """The private key in `info`'s file, decrypted with `password`."""
         keyfile = _read_json(info.path)
         try:
-            key = bytes(Account.decrypt(keyfile, password))
+            key = bytes(_eth_account().decrypt(keyfile, password))
         except ValueError as exc:
             if "mismatch" in str(exc):  # v3 "MAC mismatch", v4 "Checksum mismatch"
                 raise WrongPassword(
@@ -178,7 +183,7 @@ class Keystore:
         check_password(password)
         address = address_of(key)
         self.check_available(address, name)
-        keyfile = Account.encrypt(key, password, iterations=self.kdf_iterations)
+        keyfile = _eth_account().encrypt(key, password, iterations=self.kdf_iterations)
         if name is not None:
             keyfile["name"] = name
         path = self.directory / f"{address}.json"

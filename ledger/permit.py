@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from ledger.client import Swarm
 from ledger.eip712 import domain, typed_message
 from ledger.errors import InvalidInput
-from ledger.tx import Sender
 from ledger.units import format_amount
+
+if TYPE_CHECKING:
+    from ledger.tx import Sender
 
 PERMIT_LIFETIME = 3_600  # seconds a signed permit stays valid
 
@@ -25,18 +28,18 @@ class Permit:
 
 def sign_permit(swarm: Swarm, owner: Sender, spender: str, value: int) -> Permit:
     """`owner` allows `spender` to pull `value` tokens, signed off-chain."""
-    token = swarm.token
+    token = swarm.deployment.addresses["SwarmToken"]
     deadline = swarm.chain.timestamp() + PERMIT_LIFETIME
     typed = typed_message(
         "Permit",
         [("owner", "address"), ("spender", "address"), ("value", "uint256"), ("nonce", "uint256"),
          ("deadline", "uint256")],
-        domain(token.functions.name().call(), "1", swarm.chain.chain_id, token.address),
+        domain(swarm.read("SwarmToken", "name"), "1", swarm.chain.chain_id, token),
         {
             "owner": owner.address,
             "spender": spender,
             "value": value,
-            "nonce": token.functions.nonces(owner.address).call(),
+            "nonce": swarm.read("SwarmToken", "nonces", owner.address),
             "deadline": deadline,
         },
     )
@@ -64,7 +67,7 @@ def prepare_spend(swarm: Swarm, owner: Sender, spender: str, amount: int, purpos
         )
     if mode is Allowance.PERMIT:
         return sign_permit(swarm, owner, spender, amount)
-    allowance = int(swarm.token.functions.allowance(owner.address, spender).call())
+    allowance = int(swarm.read("SwarmToken", "allowance", owner.address, spender))
     if allowance < amount:
         raise InvalidInput(
             f"{owner.address} allows the contract at {spender} to spend {format_amount(allowance)}, "

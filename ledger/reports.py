@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 
-from eth_abi import encode as abi_encode
-from eth_account import Account
-from eth_account.messages import encode_typed_data
-from eth_utils import keccak
-
+from ledger.abi import encode as abi_encode
+from ledger.abi import keccak256 as keccak
 from ledger.eip712 import domain, typed_message
 
 SLASH_TUPLE = "(address,uint16,bytes32,bytes32,uint64,bool)"
@@ -66,12 +63,16 @@ class EpochReport:
         )
 
     def digest(self, chain_id: int, distributor: str) -> bytes:
+        from eth_account.messages import encode_typed_data
+
         signable = encode_typed_data(full_message=self.typed_data(chain_id, distributor))
         return keccak(b"\x19" + signable.version + signable.header + signable.body)
 
 
 def sign_report(report: EpochReport, key: bytes, chain_id: int, distributor: str) -> tuple[str, bytes]:
     """One committee member's signature: (signer address, 65-byte signature)."""
+    from eth_account import Account
+
     account = Account.from_key(key)
     signed = account.sign_typed_data(full_message=report.typed_data(chain_id, distributor))
     return account.address, bytes(signed.signature)

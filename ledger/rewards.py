@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ledger.client import Swarm
 from ledger.errors import InvalidInput
 from ledger.merkle import RewardTree
 from ledger.reports import EpochReport, Slash, order_signatures, sign_report, slashes_hash
-from ledger.tx import Receipt, Sender
 from ledger.units import parse_address
+
+if TYPE_CHECKING:
+    from ledger.tx import Receipt, Sender
 
 
 @dataclass(frozen=True)
@@ -24,7 +27,7 @@ class PendingReport:
 
 
 def pending_report(swarm: Swarm) -> PendingReport | None:
-    p = swarm.distributor.functions.pendingReport().call()
+    p = swarm.read("RewardDistributor", "pendingReport")
     return None if p[0] == 0 else PendingReport(p[0], p[1], p[2], bytes(p[3]), p[4], bytes(p[5]))
 
 

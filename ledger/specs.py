@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from eth_utils import keccak
+from ledger.abi import keccak256 as keccak
 
 from ledger.errors import SwarmError
 

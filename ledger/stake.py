@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ledger.client import Swarm
 from ledger.errors import InvalidInput
 from ledger.permit import Allowance, prepare_spend
 from ledger.reports import reason_bytes
-from ledger.tx import Receipt, Sender
 from ledger.units import parse_address
+
+if TYPE_CHECKING:
+    from ledger.tx import Receipt, Sender
 
 MAX_GPUS = 2**32 - 1
 MAX_GPUS_PER_NODE = 1_024
@@ -74,7 +77,7 @@ class ProviderInfo:
 
 def provider_info(swarm: Swarm, address: str) -> ProviderInfo:
     address = parse_address(address, "provider address")
-    p = swarm.vault.functions.providerInfo(address).call()
+    p = swarm.read("StakingVault", "providerInfo", address)
     return ProviderInfo(
         address=address,
         stake=p[0],
@@ -85,7 +88,7 @@ def provider_info(swarm: Swarm, address: str) -> ProviderInfo:
         registered=p[5],
         tombstoned=p[6],
         spec_hash=bytes(p[7]),
-        min_stake=int(swarm.vault.functions.minStake(address).call()),
+        min_stake=int(swarm.read("StakingVault", "minStake", address)),
     )
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation, localcontext
 
-from eth_utils import is_address, is_checksum_address, to_checksum_address
-
+from ledger.abi import is_hex_address, to_checksum_address
 from ledger.errors import InvalidInput
 
 DECIMALS = 18
@@ -48,8 +47,12 @@ def format_amount(wei: int) -> str:
 def parse_address(text: str, what: str = "address") -> str:
     """A 0x address into its checksummed form; a malformed one is refused."""
     raw = str(text).strip()
-    if not is_address(raw):
+    if len(raw) == 40 and not raw.startswith(("0x", "0X")):
+        raw = "0x" + raw
+    if not is_hex_address(raw):
         raise InvalidInput(f"{what} {text!r} is not an Ethereum address; give 0x followed by 40 hex digits.")
-    if raw != raw.lower() and raw[2:] != raw[2:].upper() and not is_checksum_address(raw):
+    checksummed = to_checksum_address(raw)
+    digits = raw[2:]
+    if digits != digits.lower() and digits != digits.upper() and raw[2:] != checksummed[2:]:
         raise InvalidInput(f"{what} {text!r} has a bad checksum (mixed case); check it for a typo.")
-    return to_checksum_address(raw)
+    return checksummed

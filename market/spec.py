@@ -251,10 +251,9 @@ def tokens(wei: int) -> str:
 
 def check_params(spec: JobSpec, timeout_s: float) -> None:
     """Runs the kind's params parsing (pure: no Ray work) and names the field it refuses."""
-    from compute.runners import finetune, infer, train, tune  # heavy imports, needed only here
+    from compute.runners.params import FinetuneParams, InferParams, TrainParams, TuneParams, parse_tune
 
-    classes = {"train": train.TrainParams, "finetune": finetune.FinetuneParams, "infer": infer.InferParams,
-               "tune": tune.TuneParams}
+    classes = {"train": TrainParams, "finetune": FinetuneParams, "infer": InferParams, "tune": TuneParams}
     known = [f for f in classes[spec.kind].__dataclass_fields__ if f not in _top_level(spec.kind)]
     for key in spec.params:
         if key in _top_level(spec.kind):
@@ -265,8 +264,8 @@ def check_params(spec: JobSpec, timeout_s: float) -> None:
                              f"is not a {spec.kind} parameter; known ones are {', '.join(known)}")
     job = ComputeJob(job_id="spec", kind=spec.kind, provider="", params=spec.runner_params(),
                      timeout_s=timeout_s)
-    parse = {"train": train.TrainParams.from_job, "finetune": finetune.FinetuneParams.from_job,
-             "infer": infer.InferParams.from_job, "tune": tune.parse}[spec.kind]
+    parse = {"train": TrainParams.from_job, "finetune": FinetuneParams.from_job,
+             "infer": InferParams.from_job, "tune": parse_tune}[spec.kind]
     try:
         parse(job)
     except InvalidJob as exc:

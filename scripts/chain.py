@@ -10,7 +10,6 @@ from anvil import dev_account
 from ledger.chain import connect
 from ledger.deploy import DeployParams, Deployment, deploy, error_decoder
 from ledger.errors import SwarmError
-from ledger.tx import Sender
 from ledger.units import parse_address
 from scripts.common import account_option, console, emit, json_option, local_node, settings, table
 
@@ -88,6 +87,8 @@ def deploy_cmd(
     On a devnet the deployer is dev account 0 (or --account N) and the ten dev
     accounts receive tokens. Elsewhere the deployer key comes from SWARM_DEPLOYER_KEY.
     """
+    from ledger.tx import Sender
+
     s = settings()
     target = connect(s.rpc_url, chain_id)
     sender = Sender(target, _deployer_key(target.is_devnet, target.chain_id, account), error_decoder())

@@ -6,6 +6,7 @@ Exit codes: 0 ok, 1 a user error (one sentence on stderr, naming the input and t
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -13,54 +14,63 @@ import click
 from anvil import AnvilError
 from compute.errors import ComputeError
 from ledger.errors import SwarmError
-from scripts.chain import chain
-from scripts.cluster import cluster
-from scripts.dashboard import dashboard
-from scripts.demo import demo
-from scripts.job import job
-from scripts.keys import keys
-from scripts.ledger_cmd import ledger
-from scripts.market import market
-from scripts.oracle import oracle
-from scripts.provider import provider
-from scripts.token import token
+
+# Each noun's module, imported only when the noun is used (or listed by --help): a command
+# loads what it needs and nothing more, so `swarm token balance` never pays for Ray or torch.
+NOUNS = {
+    "chain": "scripts.chain",
+    "keys": "scripts.keys",
+    "provider": "scripts.provider",
+    "job": "scripts.job",
+    "ledger": "scripts.ledger_cmd",
+    "token": "scripts.token",
+    "demo": "scripts.demo",
+    "cluster": "scripts.cluster",
+    "market": "scripts.market",
+    "oracle": "scripts.oracle",
+    "dashboard": "scripts.dashboard",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose commands live in modules imported on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(NOUNS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in NOUNS:
+            return None
+        return getattr(importlib.import_module(NOUNS[name]), name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="swarm", prog_name="swarm")
 def cli() -> None:
     """Swarm: a decentralized cloud for AI compute."""
 
 
-cli.add_command(chain)
-cli.add_command(keys)
-cli.add_command(provider)
-cli.add_command(job)
-cli.add_command(ledger)
-cli.add_command(token)
-cli.add_command(demo)
-cli.add_command(cluster)
-cli.add_command(market)
-cli.add_command(oracle)
-cli.add_command(dashboard)
+def run(args: list[str]) -> int:
+    """Runs `swarm ARGS` and returns its exit code: user errors become one sentence on stderr."""
+    try:
+        code = cli.main(args=args, prog_name="swarm", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return 1
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except (SwarmError, AnvilError, ComputeError) as exc:
+        click.echo(f"error: {exc}", err=True)
+        return 1
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        return 130
+    return code if isinstance(code, int) else 0  # --help and --version return their exit code
 
 
 def main() -> None:
-    try:
-        cli.main(standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        sys.exit(1)
-    except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
-    except (SwarmError, AnvilError, ComputeError) as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        click.echo("Interrupted.", err=True)
-        sys.exit(130)
-    sys.exit(0)
+    sys.exit(run(sys.argv[1:]))
 
 
 if __name__ == "__main__":

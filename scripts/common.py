@@ -7,19 +7,21 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
 from rich.table import Table
 
-from anvil import AnvilConfig, AnvilNode, dev_account
+from anvil import AnvilConfig, AnvilNode, dev_account, dev_address
 from anvil.accounts import DEV_ACCOUNT_COUNT
 from ledger.client import Swarm
 from ledger.config import Settings
 from ledger.errors import ChainUnavailable, SwarmError
 from ledger.keys import Keystore
-from ledger.tx import Sender
+
+if TYPE_CHECKING:
+    from ledger.tx import Sender
 
 # Wide enough for full addresses when output goes to a file or a CI log.
 console = Console(width=None if sys.stdout.isatty() else 160)
@@ -92,6 +94,16 @@ def open_swarm_waiting(log: Callable[[str], None], poll_s: float = 2.0) -> Swarm
 
 def dev_sender(swarm: Swarm, account: int | None, default: int | None = None) -> Sender:
     """The sender for `--account N`, refused on any chain that is not a devnet."""
+    return swarm.sender(dev_account(dev_index(swarm, account, default)).key)
+
+
+def dev_account_address(swarm: Swarm, account: int | None, default: int | None = None) -> str:
+    """The address of `--account N` (devnets only), for commands that read and sign nothing."""
+    return dev_address(dev_index(swarm, account, default))
+
+
+def dev_index(swarm: Swarm, account: int | None, default: int | None = None) -> int:
+    """The dev account `--account N` picks, refused on any chain that is not a devnet."""
     index = default if account is None else account
     if index is None:
         raise SwarmError("Choose who signs with --account N (anvil's dev account N on a devnet).")
@@ -105,7 +117,7 @@ def dev_sender(swarm: Swarm, account: int | None, default: int | None = None) ->
             f"--account {index} is not one of anvil's {DEV_ACCOUNT_COUNT} funded dev accounts; "
             f"choose 0 to {DEV_ACCOUNT_COUNT - 1}."
         )
-    return swarm.sender(dev_account(index).key)
+    return index
 
 
 def emit(as_json: bool, payload: Any, human: Callable[[], None]) -> None:

@@ -6,10 +6,8 @@ import socket
 from pathlib import Path
 
 import click
-import uvicorn
 
-from dashboard import create_app
-from ledger.db import database_url
+from ledger.config import database_url
 from ledger.errors import SwarmError
 from scripts.common import settings
 
@@ -27,6 +25,10 @@ DEFAULT_PORT = 8600
               help="Where the market service keeps run checkpoints (its --storage) [default: $SWARM_HOME/results].")
 def dashboard(port: int, host: str, chain_id: int | None, storage: Path | None) -> None:
     """Serve a live page of providers, jobs, rewards and slashes, a JSON API and Prometheus /metrics."""
+    import uvicorn
+
+    from dashboard import create_app
+
     s = settings()
     app = create_app(s.home, database_url(s.home), storage, chain_id)
     source = app.state.source

@@ -180,7 +180,7 @@ class Demo:
         from oracle.service import OracleService, schedule
         from ledger.deploy import devnet_committee_keys
 
-        storage = self.home / "results"
+        self.storage = self.home / "results"
         log_file = self.home / "demo" / "services.log"
         log_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file = open(log_file, "w", encoding="utf-8")  # noqa: SIM115 -- closed when the demo ends
@@ -192,7 +192,7 @@ class Demo:
                 self.log_file.flush()
 
         self.market = MarketService(self.swarm, self.swarm.sender(dev_account(0).key), self.engine, self.home,
-                                    MarketConfig(interval_s=0.5, storage=str(storage)), log=log)
+                                    MarketConfig(interval_s=0.5, storage=str(self.storage)), log=log)
         config = load_config()
         self.oracle = OracleService(self.swarm, self.engine, self.home, config, self.swarm.sender(dev_account(0).key),
                                     devnet_committee_keys(), schedule(config, devnet=True, epoch_length_s=EPOCH_S),
@@ -214,6 +214,7 @@ class Demo:
     def _jobs(self) -> None:
         import numpy as np
 
+        from compute.checkpoints import registered_checkpoint
         from compute.data import synthetic_sequences
 
         inputs = self.home / "demo" / "inputs.npy"
@@ -225,7 +226,8 @@ class Demo:
         self._follow(train_id, train_task, steps, until="running")
         flaky = dev_account(PROVIDERS[2].account).address
         if self._provider_of(train_id) == flaky:
-            time.sleep(6)  # a few epochs in, with checkpoints
+            run_dir = self.storage / f"{self.market.namespace}{train_id}"
+            self._wait(lambda: registered_checkpoint(run_dir) is not None)  # so the job resumes from it
             for node in self.nodes["flaky"]:
                 self.cluster.remove_node(node)
             self.progress.update(train_task, description="Buyer 1: train (flaky node killed)")

@@ -15,28 +15,30 @@ import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from sqlmodel import Session, col, select
 
 from ledger.client import Swarm
-from ledger.db import database_errors, database_url, open_ledger
+from ledger.config import database_url
 from ledger.errors import SwarmError
-from ledger.indexer import Indexer
-from ledger.indexer.models import Job
 from ledger.jobs import JobInfo, JobStatus, cancel_job, dispute_job, job_info, post_job, reclaim_expired
 from ledger.keys import Keystore
-from ledger.services import MarketJob, MarketTransition
 from ledger.specs import load_spec as load_stored_spec
 from ledger.specs import store_spec
-from ledger.tx import Receipt, Sender
 from ledger.units import format_amount, parse_address
-from market.spec import JobSpec, load_spec
 from scripts.common import (
-    account_option, console, dev_sender, duration, emit, json_option, key_option, open_swarm, settings, signer,
-    table, when,
+    account_option, console, dev_account_address, duration, emit, json_option, key_option, open_swarm, settings,
+    signer, table, when,
 )
+
+if TYPE_CHECKING:  # the ORM, the spec schema and web3 load in the commands that use them
+    from sqlmodel import Session
+
+    from ledger.indexer.models import Job
+    from ledger.services import MarketJob, MarketTransition
+    from ledger.tx import Receipt, Sender
+    from market.spec import JobSpec
 
 ZERO_ADDRESS = "0x" + "00" * 20
 ZERO_HASH = bytes(32)
@@ -63,6 +65,8 @@ def _signed(fn: Callable) -> Callable:
 @_signed
 def post(spec_file: str, account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Escrow payment for the job SPEC (a YAML or JSON file) and post it; one job per replica."""
+    from market.spec import load_spec
+
     spec = load_spec(spec_file)  # a bad spec is refused before the chain is opened
     swarm = open_swarm()
     sender = signer(swarm, account, key_ref)
@@ -147,9 +151,11 @@ def _cancel_posted(swarm: Swarm, sender: Sender, ids: list[int]) -> str:
 @json_option
 def status(job_id: int, as_json: bool) -> None:
     """The on-chain state of JOB, its spec, and the market's record of it."""
+    from ledger.indexer.models import Job
+
     swarm = open_swarm()
     info = _existing(swarm, job_id)
-    escrow_held = int(swarm.market.functions.escrowOf(job_id).call())
+    escrow_held = int(swarm.read("JobMarket", "escrowOf", job_id))
     with _synced_ledger(swarm) as session:
         row = session.get(Job, (swarm.chain.chain_id, job_id))
         market, transitions = _market_record(session, swarm.chain.chain_id, job_id)
@@ -188,6 +194,11 @@ def status(job_id: int, as_json: bool) -> None:
 def list_jobs(buyer: str | None, account: int | None, key_ref: str | None, everyone: bool, wanted: str | None,
               limit: int, as_json: bool) -> None:
     """Your jobs (or --buyer's, or --all), newest first, from the ledger after a sync."""
+    from sqlmodel import col, select
+
+    from ledger.indexer.models import Job
+    from ledger.services import MarketJob
+
     chosen = [flag for flag, given in (("--buyer", buyer), ("--account", account), ("--key", key_ref),
                                        ("--all", everyone or None)) if given is not None]
     if len(chosen) > 1:
@@ -257,7 +268,7 @@ def reclaim(job_id: int, account: int | None, key_ref: str | None, as_json: bool
                 f"{duration(info.deadline - now + 1)} away; reclaim it after that."
             )
     elif info.status is JobStatus.DISPUTED:
-        end = info.dispute_end + int(swarm.market.functions.ARBITRATION_PERIOD().call())
+        end = info.dispute_end + int(swarm.read("JobMarket", "ARBITRATION_PERIOD"))
         if now <= end:
             raise SwarmError(
                 f"Job {job_id} is disputed and awaits the arbiter until {when(end)} "
@@ -280,8 +291,9 @@ def dispute(job_id: int, account: int | None, key_ref: str | None, as_json: bool
     swarm = open_swarm()
     sender = signer(swarm, account, key_ref)
     info = _existing(swarm, job_id)
-    market = swarm.market.functions
-    if sender.address != info.buyer and not market.hasRole(market.MATCHER_ROLE().call(), sender.address).call():
+    if sender.address != info.buyer and not swarm.read(
+        "JobMarket", "hasRole", swarm.read("JobMarket", "MATCHER_ROLE"), sender.address
+    ):
         _require_buyer(info, sender.address, "dispute")
     if info.status is not JobStatus.COMPLETED:
         raise SwarmError(f"Job {job_id} is {_name(info.status)}; only a completed job can be disputed, "
@@ -377,7 +389,7 @@ def _next_block_time(swarm: Swarm) -> int:
     The latest block can be far behind it on a devnet that mines only on demand.
     """
     try:
-        pending = int(swarm.chain.w3.eth.get_block("pending")["timestamp"])
+        pending = swarm.chain.timestamp("pending")
     except Exception:  # noqa: BLE001 - a node without a pending block: the latest is the best estimate
         pending = 0
     return max(pending, swarm.chain.timestamp())
@@ -386,7 +398,7 @@ def _next_block_time(swarm: Swarm) -> int:
 def _existing(swarm: Swarm, job_id: int) -> JobInfo:
     info = job_info(swarm, job_id)
     if info.status is JobStatus.NONE:
-        last = int(swarm.market.functions.nextJobId().call()) - 1
+        last = int(swarm.read("JobMarket", "nextJobId")) - 1
         known = f"jobs run from 1 to {last}" if last else "no job has been posted yet"
         raise SwarmError(f"Job {job_id} does not exist on chain {swarm.chain.chain_id} ({known}).")
     return info
@@ -407,7 +419,7 @@ def _refunded(swarm: Swarm, receipt: Receipt, event: str, info: JobInfo, as_json
 
 def _own_address(swarm: Swarm, account: int | None, key_ref: str | None) -> str:
     if account is not None:
-        return dev_sender(swarm, account).address
+        return dev_account_address(swarm, account)
     store = Keystore(settings().home / "keys")
     if key_ref is None and not store.list():
         raise SwarmError("Say whose jobs to list: --buyer ADDR, --account N, --key K, or --all.")
@@ -416,6 +428,10 @@ def _own_address(swarm: Swarm, account: int | None, key_ref: str | None) -> str:
 
 @contextmanager
 def _ledger() -> Iterator[Session]:
+    from sqlmodel import Session
+
+    from ledger.db import database_errors, open_ledger
+
     url = database_url(settings().home)
     engine = open_ledger(url)
     try:
@@ -428,6 +444,11 @@ def _ledger() -> Iterator[Session]:
 @contextmanager
 def _synced_ledger(swarm: Swarm) -> Iterator[Session]:
     """The ledger, first brought up to the chain's head (incrementally, without output)."""
+    from sqlmodel import Session
+
+    from ledger.db import database_errors, open_ledger
+    from ledger.indexer import Indexer
+
     url = database_url(settings().home)
     engine = open_ledger(url)
     try:
@@ -443,6 +464,10 @@ def _market_record(
     session: Session, chain_id: int, job_id: int
 ) -> tuple[MarketJob | None, list[MarketTransition]]:
     """The market service's row for the job and its transitions, detached so they outlive the session."""
+    from sqlmodel import col, select
+
+    from ledger.services import MarketJob, MarketTransition
+
     market = session.get(MarketJob, (chain_id, job_id))
     transitions = list(session.exec(
         select(MarketTransition)

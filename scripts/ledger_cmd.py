@@ -8,19 +8,18 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from sqlmodel import Session
 
-from ledger.db import database_errors, database_url, open_ledger, redact
-from ledger.indexer import Indexer, RangeDone, SyncReport
-from ledger.indexer.models import Epoch, Job, LedgerModel, Provider, SlashRow
-from ledger.indexer.queries import KINDS, pick_chain, rows
-from ledger.indexer.sync import DEFAULT_BATCH_BLOCKS
+from ledger.config import database_url
+from ledger.indexer import DEFAULT_BATCH_BLOCKS, KINDS
 from ledger.units import format_amount
 from scripts.common import console, emit, json_option, open_swarm, settings, table
+
+if TYPE_CHECKING:  # the indexer (web3) and the ORM load in the command that uses them
+    from ledger.indexer import Indexer, RangeDone, SyncReport
+    from ledger.indexer.models import Epoch, Job, LedgerModel, Provider, SlashRow
 
 NEVER = 2**64 - 1  # a tombstoned provider's jail end
 # Token amounts, shown as `<name>_wei` decimal strings in JSON (they outgrow JavaScript's numbers).
@@ -66,6 +65,9 @@ def sync(follow: bool, interval: float, confirmations: int | None, batch_blocks:
     Safe to stop at any moment: the next run resumes after the last block range written,
     and a reorg is rolled back and re-indexed.
     """
+    from ledger.db import database_errors, open_ledger, redact
+    from ledger.indexer import Indexer
+
     url = database_url(settings().home)
     engine = open_ledger(url)
     indexer = Indexer(open_swarm(), engine, confirmations, batch_blocks)
@@ -117,6 +119,8 @@ def _progress(enabled: bool) -> Iterator[Any]:
     if not enabled:
         yield None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
     columns = (
         TextColumn("indexing blocks"),
         BarColumn(),
@@ -179,6 +183,11 @@ def _print_report(report: SyncReport, database: str | None, following: bool = Fa
 @json_option
 def show(what: str, limit: int, chain_id: int | None, as_json: bool) -> None:
     """Show indexed providers, jobs, epochs or slashes (newest first; providers by stake)."""
+    from sqlmodel import Session
+
+    from ledger.db import database_errors, open_ledger, redact
+    from ledger.indexer.queries import pick_chain, rows
+
     url = database_url(settings().home)
     engine = open_ledger(url)
     with database_errors(url), Session(engine) as session:

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import signal
 import threading
+from typing import TYPE_CHECKING
 
 import click
 
-from compute import cluster as local
-from compute.node import RayHome
-from ledger.db import database_url, open_ledger
+from ledger.config import database_url
 from ledger.units import format_amount, parse_amount
-from market.service import MarketConfig, MarketService, TickReport
 from scripts.common import (
     account_option, console, dev_sender, emit, json_option, key_option, open_swarm_waiting, settings, signer,
 )
+
+if TYPE_CHECKING:  # the service (Ray, torch) loads when it runs
+    from market.service import MarketConfig, TickReport
 
 
 @click.group()
@@ -43,6 +44,11 @@ def market() -> None:
 def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, default_price: str, storage: str,
         ray_address: str | None, account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Run the market: signs with the key holding MATCHER_ROLE (on a devnet, dev account 0 by default)."""
+    from compute import cluster as local
+    from compute.node import RayHome
+    from ledger.db import open_ledger
+    from market.service import MarketConfig, MarketService
+
     config = MarketConfig(interval_s=interval, max_running=max_running, fault_slash_bps=fault_slash_bps,
                           default_price_per_unit=parse_amount(default_price, "--default-price"), storage=storage)
     s = settings()

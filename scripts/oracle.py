@@ -7,26 +7,24 @@ import signal
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from sqlmodel import Session, select
 
-from compute import cluster as local
-from compute.node import RayHome
-from ledger.db import database_url, open_ledger
+from ledger.config import database_url
 from ledger.deploy import devnet_committee_keys
 from ledger.errors import SwarmError
 from ledger.keys import Keystore
-from ledger.services import OracleEpoch, ProviderScore
-from ledger import rewards as chain_rewards
 from ledger.units import format_amount, parse_amount
-from oracle.config import load_config
-from oracle.epoch import EpochRunner
-from oracle.service import OracleService, schedule as make_schedule
 from scripts.common import (
     account_option, console, dev_sender, emit, json_option, key_option, open_swarm, open_swarm_waiting, read_password,
     settings, signer, table,
 )
+
+if TYPE_CHECKING:  # the ORM, the scoring (scipy) and Ray load in the commands that use them
+    from sqlmodel import Session
+
+    from ledger.services import OracleEpoch
 
 config_option = click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
                              help="The oracle's TOML config (default: the packaged oracle/config.toml).")
@@ -39,6 +37,10 @@ def oracle() -> None:
 
 def _setup(config_path: Path | None, account: int | None, key_ref: str | None, signer_keys: tuple[str, ...],
            epoch_length: float | None, wait_for_chain: bool = False):
+    from ledger.db import open_ledger
+    from oracle.config import load_config
+    from oracle.service import schedule as make_schedule
+
     config = load_config(config_path)
     s = settings()
     swarm = open_swarm_waiting(lambda line: console.print(line, highlight=False)) if wait_for_chain else open_swarm()
@@ -73,6 +75,10 @@ def _signed_options(fn):
 @_signed_options
 def run(config_path, account, key_ref, signer_keys, epoch_length, ray_address) -> None:
     """Run the oracle on its schedule until interrupted."""
+    from compute import cluster as local
+    from compute.node import RayHome
+    from oracle.service import OracleService
+
     config, s, swarm, sender, keys, schedule, engine = _setup(config_path, account, key_ref, signer_keys,
                                                                epoch_length, wait_for_chain=True)
     address = local.connect(RayHome.of(s.home), ray_address)
@@ -100,6 +106,13 @@ def run(config_path, account, key_ref, signer_keys, epoch_length, ray_address) -
 def epoch(once, wait, probes, config_path, account, key_ref, signer_keys, epoch_length, ray_address,
           as_json) -> None:
     """Close an epoch now: probe and challenge every provider, score, sign, submit (and with --wait finalize)."""
+    from sqlmodel import Session, select
+
+    from compute import cluster as local
+    from compute.node import RayHome
+    from ledger.services import OracleEpoch
+    from oracle.service import OracleService
+
     config, s, swarm, sender, keys, schedule, engine = _setup(config_path, account, key_ref, signer_keys,
                                                                epoch_length)
     local.connect(RayHome.of(s.home), ray_address)
@@ -139,6 +152,11 @@ def epoch(once, wait, probes, config_path, account, key_ref, signer_keys, epoch_
 @json_option
 def show(number: int | None, as_json: bool) -> None:
     """Per provider: uptime, performance, reliability, weight, reward, slashes, and why (default: latest epoch)."""
+    from sqlmodel import Session, select
+
+    from ledger.db import open_ledger
+    from ledger.services import OracleEpoch
+
     s = settings()
     swarm = open_swarm()
     engine = open_ledger(database_url(s.home))
@@ -164,6 +182,13 @@ def show(number: int | None, as_json: bool) -> None:
 @json_option
 def sign(number: int, config_path, key_ref, as_json) -> None:
     """Sign epoch NUMBER's stored report as one committee member, with that member's keystore."""
+    from sqlmodel import Session
+
+    from ledger.db import open_ledger
+    from ledger.services import OracleEpoch
+    from oracle.config import load_config
+    from oracle.epoch import EpochRunner
+
     config = load_config(config_path)
     s = settings()
     swarm = open_swarm()
@@ -199,17 +224,23 @@ def sign(number: int, config_path, key_ref, as_json) -> None:
 def fund(amount: str, account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Add AMOUNT SWARM to the reward pool the epochs pay from (a devnet's deploy funds it; a real chain's
     treasury must)."""
+    from ledger import rewards as chain_rewards
+
     wei = parse_amount(amount)
     swarm = open_swarm()
     sender = signer(swarm, account, key_ref)
     receipt = chain_rewards.fund(swarm, sender, wei)
-    funded = int(swarm.distributor.functions.totalFunded().call())
+    funded = int(swarm.read("RewardDistributor", "totalFunded"))
     payload = {"funded_wei": str(wei), "total_funded_wei": str(funded), "tx": receipt.tx_hash}
     emit(as_json, payload, lambda: console.print(
         f"Funded the reward pool with {format_amount(wei)}; {format_amount(funded)} funded in all."))
 
 
 def _epoch_payload(session: Session, record: OracleEpoch) -> dict:
+    from sqlmodel import select
+
+    from ledger.services import ProviderScore
+
     scores = session.exec(select(ProviderScore).where(ProviderScore.chain_id == record.chain_id,
                                                       ProviderScore.epoch == record.epoch)
                           .order_by(ProviderScore.provider)).all()

@@ -7,23 +7,24 @@ Every command checks what it can before signing, so a refused command sends noth
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
-from ledger import rewards, stake
+from ledger import stake
 from ledger.client import Swarm
-from ledger.db import open_session
 from ledger.errors import InvalidInput, SwarmError
-from ledger.indexer.rewards import reward_leaf
 from ledger.keys import Keystore
-from ledger.merkle import verify
 from ledger.specs import load_spec, store_spec
 from ledger.stake import HardwareSpec, ProviderInfo
-from ledger.tx import Receipt, Sender
 from ledger.units import format_amount, parse_address, parse_amount
 from scripts.common import (
-    account_option, console, duration, emit, json_option, key_option, open_swarm, settings, signer, table, when,
+    account_option, console, dev_account_address, duration, emit, json_option, key_option, open_swarm, settings,
+    signer, table, when,
 )
+
+if TYPE_CHECKING:
+    from ledger.tx import Receipt, Sender
 
 
 @click.group()
@@ -159,6 +160,9 @@ def unjail(account: int | None, key_ref: str | None, as_json: bool) -> None:
 def claim(account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Claim every reward finalized for you so far, with one proof from the ledger."""
     swarm = open_swarm()
+    from ledger.db import open_session
+    from ledger.indexer.rewards import reward_leaf
+
     sender = signer(swarm, account, key_ref)
     with open_session(settings()) as session:
         leaf = reward_leaf(session, swarm.chain.chain_id, sender.address)
@@ -166,12 +170,15 @@ def claim(account: int | None, key_ref: str | None, as_json: bool) -> None:
         raise SwarmError(
             f"The ledger holds no finalized rewards for {sender.address}; run `swarm ledger sync` and try again."
         )
+    from ledger import rewards
+    from ledger.merkle import verify
+
     epoch, cumulative, proof = leaf
-    if not verify(bytes(swarm.distributor.functions.rewardsRoot().call()), sender.address, cumulative, proof):
+    if not verify(swarm.read("RewardDistributor", "rewardsRoot"), sender.address, cumulative, proof):
         raise SwarmError(
             "The ledger's rewards are older than the chain's latest finalized epoch; run `swarm ledger sync` and retry."
         )
-    already = int(swarm.distributor.functions.claimed(sender.address).call())
+    already = int(swarm.read("RewardDistributor", "claimed", sender.address))
     if cumulative <= already:
         raise SwarmError(
             f"Nothing to claim: {sender.address} has claimed all {format_amount(already)} earned to epoch {epoch}."
@@ -205,7 +212,7 @@ def status(address: str | None, account: int | None, key_ref: str | None, as_jso
         "jailed": info.jailed_until != 0,
         "jailed_until": info.jailed_until or None,
         "tombstoned": info.tombstoned,
-        "eligible": bool(swarm.vault.functions.isEligible(who).call()),
+        "eligible": bool(swarm.read("StakingVault", "isEligible", who)),
         "balance_wei": str(swarm.balance_of(who)),
         "claimable_wei": None if claimable is None else str(claimable),
     }
@@ -248,20 +255,25 @@ def _registered(swarm: Swarm, sender: Sender) -> ProviderInfo:
 
 def _own_address(swarm: Swarm, account: int | None, key_ref: str | None) -> str:
     if account is not None:
-        return signer(swarm, account, None).address
+        return dev_account_address(swarm, account)
     return Keystore(settings().home / "keys").find(key_ref).address
 
 
 def _claimable(swarm: Swarm, who: str) -> int | None:
     """Finalized cumulative rewards in the ledger less what was claimed on-chain; None if not indexed."""
+    from ledger.indexer.rewards import reward_leaf
+    from ledger.reader import read_ledger
+
     try:
-        with open_session(settings()) as session:
-            leaf = reward_leaf(session, swarm.chain.chain_id, who)
+        with read_ledger(settings()) as ledger:
+            if ledger is None:
+                return None
+            leaf = reward_leaf(ledger, swarm.chain.chain_id, who)
     except SwarmError:
         return None
     if leaf is None:
         return 0
-    return max(0, leaf[1] - int(swarm.distributor.functions.claimed(who).call()))
+    return max(0, leaf[1] - int(swarm.read("RewardDistributor", "claimed", who)))
 
 
 def _spec(info: ProviderInfo) -> dict | None:
@@ -350,7 +362,7 @@ def _may_serve(swarm: Swarm, info: ProviderInfo) -> None:
             f"below its minimum of {format_amount(info.min_stake)}; "
             f"stake {format_amount(info.min_stake - info.stake)} more with `swarm provider stake`."
         )
-    if not swarm.vault.functions.isEligible(who).call():
+    if not swarm.read("StakingVault", "isEligible", who):
         raise SwarmError(
             f"The staking vault does not list {who} as eligible for work; see `swarm provider status`."
         )

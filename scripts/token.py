@@ -9,7 +9,7 @@ from ledger.units import format_amount, parse_address, parse_amount
 from scripts.common import (
     account_option,
     console,
-    dev_sender,
+    dev_account_address,
     emit,
     json_option,
     key_option,
@@ -30,7 +30,7 @@ def token() -> None:
 def balance(address: str | None, account: int | None, as_json: bool) -> None:
     """Show the SWARM balance of ADDRESS (or of --account N)."""
     swarm = open_swarm()
-    who = parse_address(address) if address else dev_sender(swarm, account).address
+    who = parse_address(address) if address else dev_account_address(swarm, account)
     wei = swarm.balance_of(who)
     emit(as_json, {"address": who, "balance_wei": str(wei)}, lambda: console.print(f"{who}: {format_amount(wei)}"))
 

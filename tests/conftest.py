@@ -63,18 +63,43 @@ class CliResult:
     stderr: str
 
 
+def _cli_env(swarm_home: Path, anvil_node: AnvilNode) -> dict[str, str]:
+    return {
+        "SWARM_HOME": str(swarm_home),
+        "SWARM_RPC_URL": anvil_node.config.url,
+        "SWARM_ANVIL_PORT": str(anvil_node.config.port),
+        "COLUMNS": "200",
+    }
+
+
 @pytest.fixture
 def cli(swarm_home: Path, anvil_node: AnvilNode):
-    """Runs the real `swarm` command against the session's chain."""
+    """Runs the `swarm` command line in this process against the session's chain: the same
+    code from argument parsing to exit code, without an interpreter start per command (the
+    entry point itself runs as a real process in tests/test_startup.py and cli_process)."""
+    from click.testing import CliRunner
+
+    from scripts.cli import run as run_cli
 
     def run(*args: str, env: dict[str, str] | None = None, input: str = "") -> CliResult:
-        """`input` is piped to standard input, which is never a terminal, so no command can stop at a prompt."""
-        full_env = os.environ | {
-            "SWARM_HOME": str(swarm_home),
-            "SWARM_RPC_URL": anvil_node.config.url,
-            "SWARM_ANVIL_PORT": str(anvil_node.config.port),
-            "COLUMNS": "200",
-        } | (env or {})
+        """`input` is standard input, which is never a terminal, so no command can stop at a prompt."""
+        runner = CliRunner()
+        with runner.isolation(input=input, env=_cli_env(swarm_home, anvil_node) | (env or {})) as (out, err, _):
+            code = run_cli(list(args))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            return CliResult(code, out.getvalue().decode(), err.getvalue().decode())
+
+    return run
+
+
+@pytest.fixture
+def cli_process(swarm_home: Path, anvil_node: AnvilNode):
+    """Runs the real `swarm` command in its own process: for commands that start Ray in the
+    caller (the market, the oracle, provider nodes), which must not share this process."""
+
+    def run(*args: str, env: dict[str, str] | None = None, input: str = "") -> CliResult:
+        full_env = os.environ | _cli_env(swarm_home, anvil_node) | (env or {})
         done = subprocess.run(
             [sys.executable, "-m", "scripts.cli", *args],
             input=input, capture_output=True, text=True, env=full_env, timeout=120,

@@ -95,3 +95,10 @@ def test_cli_chain_up_status_down(cli, tmp_path) -> None:
     assert json.loads(down.stdout) == {"stopped": True}
     after = json.loads(cli("chain", "status", "--json", env=env).stdout)
     assert after["anvil"]["running"] is False
+
+
+def test_the_published_dev_addresses_are_the_ones_the_mnemonic_derives() -> None:
+    from anvil.accounts import DEV_ADDRESSES, dev_address
+
+    assert [dev_account(i).address for i in range(len(DEV_ADDRESSES))] == list(DEV_ADDRESSES)
+    assert dev_address(42) == dev_account(42).address

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-import time
 from dataclasses import replace
 
 import numpy as np
@@ -92,11 +91,10 @@ def test_an_unknown_declared_model_is_refused(challenge, answer_of_b) -> None:
         verify(challenge, answer_of_b, declared_model="Voodoo 3")
 
 
-def test_a_provider_with_no_node_faults_within_the_timeout(ray_cluster) -> None:
-    started = time.monotonic()
+def test_a_provider_with_no_node_faults_at_the_timeout(ray_cluster) -> None:
+    # How soon after the timeout it gives up is measured in bench/failfast.py.
     with pytest.raises(ProviderFault, match="did not answer the challenge within 2 s"):
         run_on_provider("0x000000000000000000000000000000000000dEaD", Challenge(seed=1, size=64, rounds=1), 2)
-    assert time.monotonic() - started < 2 + 2
 
 
 def test_provider_a_answers_on_one_of_its_two_nodes(ray_cluster) -> None:

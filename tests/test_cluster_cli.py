@@ -67,6 +67,13 @@ def _stop_leftovers(home: Path) -> None:
             pass
 
 
+@pytest.fixture
+def cli(cli_process):
+    """`swarm cluster` and `swarm provider join` start and watch Ray processes: each command
+    runs in its own process, as a user runs it."""
+    return cli_process
+
+
 @pytest.fixture(scope="module")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory, swarm_home: Path, anvil_node: AnvilNode,
                   deployed: DeployResult) -> Iterator[LocalCluster]:

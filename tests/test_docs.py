@@ -55,13 +55,16 @@ def sh_blocks(text: str) -> list[str]:
 def commands_in(text: str) -> set[str]:
     """The `swarm <group> <command>` (or `swarm <command>`) named in `text`, resolved
     against the real command tree; `a|b` alternatives count as each."""
+    import click
+
     from scripts.cli import cli
 
+    ctx = click.Context(cli)
     found = set()
     for match in MENTION.finditer(text):
         words = match[1].split()
         for first in words[0].split("|"):
-            command = cli.commands.get(first)
+            command = cli.get_command(ctx, first)
             if command is None:
                 continue
             if not hasattr(command, "commands"):  # a top-level command: `swarm dashboard`

@@ -33,6 +33,7 @@ from anvil.node import free_port
 from ledger import jobs, rewards, stake
 from ledger.chain import Chain, connect
 from ledger.client import Swarm
+from ledger.config import Settings
 from ledger.db import alembic_config, current_revision, migrate, open_engine, open_ledger, session
 from ledger.deploy import Deployment, deploy, devnet_committee_keys, error_decoder
 from ledger.errors import InvalidInput
@@ -42,6 +43,7 @@ from ledger.indexer.store import read_cursor
 from ledger.jobs import JobStatus
 from ledger.merkle import RewardTree
 from ledger.permit import Allowance
+from ledger.reader import SCHEMA_HEAD, SqlAlchemyReader, SqliteReader, read_ledger
 from ledger.reports import Slash, reason_bytes
 from ledger.tx import Sender
 from ledger.units import ONE
@@ -697,3 +699,41 @@ def test_a_proof_read_back_from_the_database_claims_on_chain(
 
     with session(engine) as s, pytest.raises(InvalidInput, match="hash to root"):
         store_reward_tree(s, chain_id, 3, b"\x00" * 32, first)
+
+
+def test_the_read_only_reader_sees_the_claimable_leaf_the_orm_sees(
+    swarm: Swarm, rpc: RpcClient, ledger_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`swarm provider status` reads through ledger.reader: plain sqlite3 for the default SQLite
+    file, SQLAlchemy for PostgreSQL. It never creates or migrates a database."""
+    monkeypatch.setenv("SWARM_DB_URL", ledger_url)
+    settings = Settings.from_env({"SWARM_HOME": str(tmp_path)})
+    if ledger_url.startswith("sqlite"):
+        with read_ledger(settings) as reader:
+            assert reader is None
+        assert not Path(ledger_url.removeprefix("sqlite:///")).exists()
+    engine = open_engine(ledger_url)
+    migrate(engine, "0001")
+    with read_ledger(settings) as reader:
+        assert reader is None  # an older schema: `swarm ledger sync` migrates it first
+    migrate(engine)
+    chain_id = swarm.chain.chain_id
+    amounts = {A.address: 7 * ONE, B.address: 3 * ONE}
+    tree = RewardTree.build(amounts)
+    with session(engine) as s:
+        store_reward_tree(s, chain_id, 1, tree.root, amounts)
+    sync(swarm, engine)
+    settle_epoch(swarm, rpc, 1, tree, 10 * ONE)
+    sync(swarm, engine)
+    with Session(engine) as s:
+        expected = reward_leaf(s, chain_id, A.address)
+    engine.dispose()
+    assert expected is not None and expected.cumulative == 7 * ONE
+    with read_ledger(settings) as reader:
+        assert isinstance(reader, SqliteReader if ledger_url.startswith("sqlite") else SqlAlchemyReader)
+        assert reward_leaf(reader, chain_id, A.address) == expected
+        assert reward_leaf(reader, chain_id, C.address) is None
+
+
+def test_the_readers_schema_head_is_the_newest_migration() -> None:
+    assert SCHEMA_HEAD == ScriptDirectory.from_config(alembic_config()).get_current_head()

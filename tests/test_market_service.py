@@ -20,6 +20,7 @@ import pytest
 from sqlmodel import Session, select
 
 from anvil import RpcClient, dev_account
+from compute.checkpoints import registered_checkpoint
 from ledger import jobs as chain_jobs
 from ledger import stake
 from ledger.client import Swarm
@@ -29,7 +30,7 @@ from ledger.jobs import JobStatus, job_info
 from ledger.services import MarketJob, MarketTransition
 from ledger.specs import store_spec
 from market.service import MarketConfig, MarketService
-from market.spec import validate_spec
+from market.spec import job_namespace, validate_spec
 from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C, RayCluster
 
 ONE = 10**18
@@ -114,6 +115,16 @@ def in_state(engine, job_id: int, *states: str) -> Callable[[], bool]:
             found = session.exec(select(MarketJob).where(MarketJob.job_id == job_id)).first()
             return found is not None and found.state in states
     return check
+
+
+def run_dir_of(swarm: Swarm, storage: Path, job_id: int) -> Path:
+    """Where Ray Train keeps the checkpoints of on-chain job `job_id`."""
+    return storage / f"{job_namespace(swarm.chain.chain_id, swarm.market.address)}{job_id}"
+
+
+def checkpointed(service: MarketService, job_id: int) -> Callable[[], bool]:
+    """Ray Train has registered a checkpoint of the job's run."""
+    return lambda: registered_checkpoint(Path(service.config.storage) / f"{service.namespace}{job_id}") is not None
 
 
 def balances(swarm: Swarm, *addresses: str) -> list[int]:
@@ -209,7 +220,7 @@ def test_a_provider_whose_node_dies_mid_job_loses_it_to_another_which_completes_
 
     drive(service, in_state(ledger_engine, job_id, "running"), timeout=60)
     assert job_info(swarm, job_id).provider == PROVIDER_C
-    time.sleep(6)  # into training
+    drive(service, checkpointed(service, job_id), timeout=120)  # killed after a checkpoint: it resumes
     (node,) = ray_cluster.nodes[PROVIDER_C]
     try:
         ray_cluster.remove_node(node)
@@ -294,7 +305,7 @@ def test_the_service_killed_mid_job_and_restarted_assigns_and_settles_once(
     first = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait(in_state(ledger_engine, job_id, "running"), 90)
-        time.sleep(5)  # into training
+        _wait(lambda: registered_checkpoint(run_dir_of(swarm, tmp_path / "results", job_id)) is not None, 120)
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         assert record(ledger_engine, job_id).state == "running"

@@ -40,9 +40,9 @@ def env(tmp_path: Path, ray_cluster: RayCluster) -> dict[str, str]:
 
 
 def test_one_epoch_on_demand_is_shown_per_provider_and_its_rewards_claimed(
-    cli, staked, env: dict[str, str], swarm: Swarm, rpc: RpcClient,
+    cli, cli_process, staked, env: dict[str, str], swarm: Swarm, rpc: RpcClient,
 ) -> None:
-    done = cli("oracle", "epoch", "--once", "--probes", "2", "--json", env=env)
+    done = cli_process("oracle", "epoch", "--once", "--probes", "2", "--json", env=env)  # Ray in its own process
     assert done.code == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["epoch"] == 1 and report["state"] == "submitted"
@@ -50,12 +50,12 @@ def test_one_epoch_on_demand_is_shown_per_provider_and_its_rewards_claimed(
     assert set(rewards) == {PROVIDER_A, PROVIDER_B}
     assert sum(rewards.values()) == int(report["emission_wei"]) > 0
 
-    refused = cli("oracle", "epoch", "--once", env=env)  # epoch 1 is still in its challenge window
+    refused = cli_process("oracle", "epoch", "--once", env=env)  # epoch 1 is still in its challenge window
     assert "still in its challenge window" in one_line_error(refused)
 
     rpc.increase_time(swarm.distributor.functions.challengeWindow().call() + 1)
     rpc.mine()
-    done = cli("oracle", "epoch", "--once", "--probes", "1", "--json", env=env)
+    done = cli_process("oracle", "epoch", "--once", "--probes", "1", "--json", env=env)
     assert done.code == 0, done.stderr
     assert json.loads(done.stdout)["epoch"] == 2
     assert swarm.distributor.functions.lastFinalizedEpoch().call() == 1
@@ -137,11 +137,11 @@ def _sign_as_member(cli, env: dict[str, str], swarm_home: Path, swarm: Swarm, me
     assert json.loads(again.stdout)["signed"] is False
 
 
-def test_bad_input_gets_one_sentence(cli, env: dict[str, str], tmp_path: Path) -> None:
+def test_bad_input_gets_one_sentence(cli, cli_process, env: dict[str, str], tmp_path: Path) -> None:
     assert "no oracle record of epoch 99" in one_line_error(cli("oracle", "show", "99", env=env))
     bad = tmp_path / "oracle.toml"
     bad.write_text("[slashing.downtime]\nbps = 20000\n")
-    text = one_line_error(cli("oracle", "epoch", "--once", "--config", str(bad), env=env))
+    text = one_line_error(cli_process("oracle", "epoch", "--once", "--config", str(bad), env=env))
     assert "slashing.downtime.bps" in text
     assert "nobody" in one_line_error(cli("oracle", "sign", "5", "--key", "nobody", env=env))
 

@@ -3,7 +3,6 @@ parameters are checked before any Ray work."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import pytest
@@ -45,10 +44,8 @@ def test_capacity_counts_each_providers_nodes(ray_cluster) -> None:
 )
 def test_bad_jobs_fail_fast_with_no_ray_work(ray_cluster, tmp_path, job: ComputeJob, message: str) -> None:
     job = replace(job, storage=str(tmp_path))
-    started = time.monotonic()
     with pytest.raises(InvalidJob, match=message):
         run_job(job)
-    assert time.monotonic() - started < 5
     assert not job.result_dir().exists()  # no runner started: runners create it first
 
 

@@ -19,7 +19,7 @@ from peft import get_peft_model_state_dict
 from safetensors.torch import load_file
 
 from anvil import dev_account
-from compute.checkpoints import load_model
+from compute.checkpoints import load_model, registered_checkpoint
 from compute.data import synthetic_sequences
 from compute.errors import ComputeError, InvalidJob, ProviderFault
 from compute.jobs import ComputeJob, JobResult, run_job
@@ -124,13 +124,10 @@ def test_checkpoints_go_to_a_pyarrow_filesystem_uri(ray_cluster, tmp_path: Path,
 def wait_for_first_checkpoint(result_dir: Path, running: Future) -> Path:
     """The job's first checkpoint, once Ray Train has registered it (a checkpoint written
     but not yet registered when a node dies is not one a retry resumes from)."""
-    snapshot = result_dir / "checkpoint_manager_snapshot.json"
     deadline = time.monotonic() + WAIT_S
     while time.monotonic() < deadline:
-        if snapshot.exists():
-            latest = json.loads(snapshot.read_text()).get("latest_checkpoint_result")
-            if latest:
-                return result_dir / latest["checkpoint_dir_name"]
+        if (found := registered_checkpoint(result_dir)) is not None:
+            return found
         assert not running.done(), running.exception() or "the job ended before its first checkpoint"
         wait([running], timeout=0.05)  # ticks on the job's end, so a failure surfaces at once
     raise AssertionError("no checkpoint within the wait")
@@ -160,13 +157,10 @@ def test_a_provider_losing_its_only_node_fails_with_a_provider_fault(ray_cluster
     with ThreadPoolExecutor(1) as pool:
         running = pool.submit(run_job, doomed)
         wait_for_first_checkpoint(doomed.result_dir(), running)
-        removed_at = time.monotonic()
         ray_cluster.remove_node(node)
         with pytest.raises(ProviderFault, match="has no live nodes left") as caught:
-            running.result(timeout=WAIT_S)
+            running.result(timeout=WAIT_S)  # stopped, not left waiting for a node (bench/failfast.py: how soon)
     assert caught.value.provider == PROVIDER_D
-    noticed_in = time.monotonic() - removed_at
-    assert noticed_in < 90, noticed_in  # noticed and stopped, not left waiting for a node
     assert not (doomed.result_dir() / OUTPUT_DIR).exists()
     assert provider_capacity(PROVIDER_D).nodes == 0
     # The trainer was cancelled: Ray removes its placement group instead of waiting for a node.
@@ -242,11 +236,9 @@ def test_int8_inference_still_returns_one_output_per_input(base, storage, inputs
 
 def test_a_job_past_its_timeout_is_stopped(ray_cluster, storage: Path) -> None:
     slow = ComputeJob("slow-on-b", "train", PROVIDER_B, storage=str(storage), timeout_s=6, params=LONG)
-    started = time.monotonic()
     with pytest.raises(ComputeError, match="ran past its timeout of 6 s") as caught:
         run_job(slow)
     assert not isinstance(caught.value, ProviderFault)  # the provider is still there
-    assert time.monotonic() - started < 60
     assert not (slow.result_dir() / OUTPUT_DIR).exists()
     assert placement_groups_of(PROVIDER_B) == []  # aborted: the workers' resources are free again
 

@@ -336,3 +336,15 @@ def test_a_finetune_of_a_job_runs_on_that_jobs_result(tmp_path: Path) -> None:
     job = spec.to_compute_job("5", "0x" + "cd" * 20, storage=str(tmp_path), now=NOW)
     assert job.params["base_checkpoint"] == str(tmp_path / "4")
     assert job.use_gpu and job.timeout_s == 7_200
+
+
+def test_the_catalog_names_each_built_in_models_constructor_arguments() -> None:
+    """Specs are checked against compute.catalog without torch; it must say what compute.models builds."""
+    import inspect
+
+    from compute.catalog import MODEL_ARGS
+    from compute.models import MODELS
+
+    assert set(MODELS) == set(MODEL_ARGS)
+    for name, factory in MODELS.items():
+        assert tuple(inspect.signature(factory).parameters) == MODEL_ARGS[name]

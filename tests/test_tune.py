@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -138,10 +137,8 @@ def test_bayes_search_draws_from_the_space_through_optuna(ray_cluster, tmp_path)
 def test_a_bad_search_space_fails_fast_with_no_ray_work(ray_cluster, tmp_path, params, message) -> None:
     job = _job(tmp_path, "tune-bad", **params)
     groups = len(ray.util.placement_group_table())
-    started = time.monotonic()
     with pytest.raises(InvalidJob, match=message):
         _run(job)
-    assert time.monotonic() - started < 5
     assert not job.result_dir().exists()
     assert len(ray.util.placement_group_table()) == groups
 
@@ -151,7 +148,5 @@ def test_a_search_whose_provider_has_no_node_stops_with_a_provider_fault(ray_clu
     # ends a search whose provider loses its last node while trials wait for it.
     job = _job(tmp_path, "tune-orphan", provider="0x000000000000000000000000000000000000dEaD",
                search_space={"lr": {"grid": [0.01]}})
-    started = time.monotonic()
     with pytest.raises(ProviderFault, match="has no live nodes left"):
-        tune_runner.run(job)
-    assert time.monotonic() - started < 60  # not the 400 s time budget
+        tune_runner.run(job)  # not after the 400 s time budget: bench/failfast.py times it

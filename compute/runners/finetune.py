@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,45 +37,18 @@ from torch.utils.data import DataLoader
 
 from compute.accounting import BusyTimer, usage
 from compute.checkpoints import find_checkpoint, load_model, save_model
-from compute.data import DATASETS, load_dataset
+from compute.catalog import DATASET_FOR, LORA_TARGETS
+from compute.data import load_dataset
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, file_sha256, result_hash
-from compute.models import LORA_TARGETS, build_model
+from compute.models import build_model
 from compute.placement import task_options
-from compute.runners.params import parse_params, require
+from compute.runners.params import FinetuneParams, require
 from compute.runners.supervise import await_pinned
-from compute.runners.train import DATASET_FOR, MAX_SAMPLES, evaluate, make_deterministic, split, where_am_i
+from compute.runners.train import evaluate, make_deterministic, split, where_am_i
 
 ADAPTER = "adapter.safetensors"
 RUN_RECORD = "run.json"
-
-
-@dataclass(frozen=True)
-class FinetuneParams:
-    base_checkpoint: str = ""
-    dataset: str = ""
-    samples: int = 512
-    epochs: int = 2
-    batch_size: int = 32
-    lr: float = 5e-3
-    lora_rank: int = 4
-    lora_alpha: float = 8.0
-
-    @classmethod
-    def from_job(cls, job: ComputeJob) -> FinetuneParams:
-        params = parse_params(cls, job)
-        require(bool(params.base_checkpoint), job,
-                "base_checkpoint is required; give a train job's result directory.")
-        require(params.dataset in ("", *DATASETS), job,
-                f"unknown dataset {params.dataset!r}; choose one of {', '.join(DATASETS)}.")
-        require(10 <= params.samples <= MAX_SAMPLES, job,
-                f"samples must be between 10 and {MAX_SAMPLES}, got {params.samples}.")
-        require(params.epochs >= 1, job, f"epochs must be at least 1, got {params.epochs}.")
-        require(params.batch_size >= 1, job, f"batch_size must be at least 1, got {params.batch_size}.")
-        require(params.lr > 0, job, f"lr must be positive, got {params.lr}.")
-        require(params.lora_rank >= 1, job, f"lora_rank must be at least 1, got {params.lora_rank}.")
-        require(params.lora_alpha > 0, job, f"lora_alpha must be positive, got {params.lora_alpha}.")
-        return params
 
 
 def lora_config(model_name: str, rank: int, alpha: float) -> LoraConfig:

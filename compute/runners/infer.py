@@ -22,7 +22,6 @@ import json
 import shutil
 import time
 import warnings
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,33 +37,11 @@ from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
 from compute.models import build_model
 from compute.placement import task_options
-from compute.runners.params import parse_params, require
+from compute.runners.params import InferParams, require
 from compute.runners.supervise import await_pinned
 from compute.runners.train import make_deterministic, where_am_i
 
-QUANTIZE = (None, "int8")
 RUN_RECORD = "run.json"
-
-
-@dataclass(frozen=True)
-class InferParams:
-    checkpoint: str = ""
-    dataset_path: str = ""
-    quantize: str | None = None
-    batch_size: int = 64
-    memory_budget_mb: float = 256.0
-
-    @classmethod
-    def from_job(cls, job: ComputeJob) -> InferParams:
-        params = parse_params(cls, job)
-        require(bool(params.checkpoint), job, "checkpoint is required; give a train job's result directory.")
-        require(bool(params.dataset_path), job, "dataset_path is required; give a .npy file of inputs.")
-        require(params.quantize in QUANTIZE, job,
-                f"quantize must be absent or 'int8', got {params.quantize!r}.")
-        require(params.batch_size >= 1, job, f"batch_size must be at least 1, got {params.batch_size}.")
-        require(params.memory_budget_mb > 0, job,
-                f"memory_budget_mb must be positive, got {params.memory_budget_mb}.")
-        return params
 
 
 def quantize_int8(model: nn.Module) -> nn.Module:

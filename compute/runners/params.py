@@ -1,15 +1,32 @@
-"""Reading a job's `params` into a runner's typed settings, with errors that name the key."""
+"""Reading a job's `params` into a runner's typed settings, with errors that name the key.
+
+Every check here is pure (no torch, no Ray), so the market validates a spec with the very
+code its runner will use, without loading either."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
+from compute.catalog import DATASET_FOR, DATASETS, MODEL_ARGS, MODEL_NAMES
 from compute.errors import InvalidJob
 from compute.jobs import ComputeJob
 
 P = TypeVar("P")
 KIND_OF = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+
+PRECISIONS = ("fp32", "bf16")
+MAX_SAMPLES = 1_000_000
+QUANTIZE = (None, "int8")
+SEARCHES = ("random", "grid", "bayes")
+DISTRIBUTIONS = ("uniform", "loguniform", "choice", "grid", "randint")
+# Model sizes the dataset fixes; the others are searchable.
+DATA_SHAPED = {"in_features", "classes", "vocab", "seq_len"}
+TRAINING_DEFAULTS: dict[str, Any] = {"lr": 1e-2, "weight_decay": 0.0, "batch_size": 64}
+FLOAT_KEYS = {"lr", "weight_decay"}  # the others are whole numbers
 
 
 def parse_params(cls: type[P], job: ComputeJob) -> P:
@@ -41,3 +58,189 @@ def require(condition: bool, job: ComputeJob, message: str) -> None:
     """Raises InvalidJob(`job <id>: <message>`) unless `condition` holds."""
     if not condition:
         raise InvalidJob(f"job {job.job_id}: {message}")
+
+
+# ── train, finetune, infer ──────────────────────────────────────────────────────────
+
+@dataclass(frozen=True)
+class TrainParams:
+    model: str = "mlp"
+    dataset: str = ""
+    samples: int = 1024
+    epochs: int = 3
+    batch_size: int = 32
+    lr: float = 1e-3
+    precision: str = "fp32"
+    max_failures: int = 2
+
+    @classmethod
+    def from_job(cls, job: ComputeJob) -> TrainParams:
+        params = parse_params(cls, job)
+        require(params.model in MODEL_NAMES, job,
+                f"unknown model {params.model!r}; choose one of {', '.join(MODEL_NAMES)}.")
+        dataset = params.dataset or DATASET_FOR[params.model]
+        require(dataset in DATASETS, job,
+                f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}.")
+        require(dataset == DATASET_FOR[params.model], job,
+                f"model {params.model} trains on {DATASET_FOR[params.model]}, not {dataset}.")
+        require(10 <= params.samples <= MAX_SAMPLES, job,
+                f"samples must be between 10 and {MAX_SAMPLES}, got {params.samples}.")
+        require(params.epochs >= 1, job, f"epochs must be at least 1, got {params.epochs}.")
+        require(params.batch_size >= 1, job, f"batch_size must be at least 1, got {params.batch_size}.")
+        require(params.lr > 0, job, f"lr must be positive, got {params.lr}.")
+        require(params.precision in PRECISIONS, job,
+                f"precision must be one of {', '.join(PRECISIONS)}, got {params.precision!r}.")
+        require(params.max_failures >= 0, job, f"max_failures must be 0 or more, got {params.max_failures}.")
+        return cls(**(asdict(params) | {"dataset": dataset}))
+
+
+@dataclass(frozen=True)
+class FinetuneParams:
+    base_checkpoint: str = ""
+    dataset: str = ""
+    samples: int = 512
+    epochs: int = 2
+    batch_size: int = 32
+    lr: float = 5e-3
+    lora_rank: int = 4
+    lora_alpha: float = 8.0
+
+    @classmethod
+    def from_job(cls, job: ComputeJob) -> FinetuneParams:
+        params = parse_params(cls, job)
+        require(bool(params.base_checkpoint), job,
+                "base_checkpoint is required; give a train job's result directory.")
+        require(params.dataset in ("", *DATASETS), job,
+                f"unknown dataset {params.dataset!r}; choose one of {', '.join(DATASETS)}.")
+        require(10 <= params.samples <= MAX_SAMPLES, job,
+                f"samples must be between 10 and {MAX_SAMPLES}, got {params.samples}.")
+        require(params.epochs >= 1, job, f"epochs must be at least 1, got {params.epochs}.")
+        require(params.batch_size >= 1, job, f"batch_size must be at least 1, got {params.batch_size}.")
+        require(params.lr > 0, job, f"lr must be positive, got {params.lr}.")
+        require(params.lora_rank >= 1, job, f"lora_rank must be at least 1, got {params.lora_rank}.")
+        require(params.lora_alpha > 0, job, f"lora_alpha must be positive, got {params.lora_alpha}.")
+        return params
+
+
+@dataclass(frozen=True)
+class InferParams:
+    checkpoint: str = ""
+    dataset_path: str = ""
+    quantize: str | None = None
+    batch_size: int = 64
+    memory_budget_mb: float = 256.0
+
+    @classmethod
+    def from_job(cls, job: ComputeJob) -> InferParams:
+        params = parse_params(cls, job)
+        require(bool(params.checkpoint), job, "checkpoint is required; give a train job's result directory.")
+        require(bool(params.dataset_path), job, "dataset_path is required; give a .npy file of inputs.")
+        require(params.quantize in QUANTIZE, job,
+                f"quantize must be absent or 'int8', got {params.quantize!r}.")
+        require(params.batch_size >= 1, job, f"batch_size must be at least 1, got {params.batch_size}.")
+        require(params.memory_budget_mb > 0, job,
+                f"memory_budget_mb must be positive, got {params.memory_budget_mb}.")
+        return params
+
+
+# ── tune: its settings and search space ─────────────────────────────────────────────
+
+@dataclass(frozen=True)
+class TuneParams:
+    model: str = "mlp"
+    dataset: str | None = None
+    samples: int = 1024
+    search_space: Any = None
+    search: str = "random"
+    num_samples: int = 8
+    max_epochs_per_trial: int = 4
+    time_budget_s: float | None = None  # default: the job's timeout
+    max_concurrent_trials: int | None = None  # default: as many as the provider has room for
+
+
+def _model_int_keys(model: str) -> set[str]:
+    return set(MODEL_ARGS[model]) - DATA_SHAPED
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+def _check_values(job: ComputeJob, name: str, values: list[Any]) -> None:
+    """Every value a dimension can take must suit its hyperparameter."""
+    if name == "lr":
+        require(all(_is_number(v) and v > 0 for v in values), job,
+                f"search_space.lr values must be numbers > 0, got {values}.")
+    elif name == "weight_decay":
+        require(all(_is_number(v) and v >= 0 for v in values), job,
+                f"search_space.weight_decay values must be numbers ≥ 0, got {values}.")
+    else:  # batch_size and the model's sizes
+        require(all(_is_int(v) and v >= 1 for v in values), job,
+                f"search_space.{name} values must be whole numbers ≥ 1, got {values}.")
+
+
+def _dimension(job: ComputeJob, name: str, entry: Any, allowed: set[str]) -> tuple[str, list[Any]]:
+    require(name in allowed, job,
+            f"search_space has unknown hyperparameter {name!r}; searchable ones are {', '.join(sorted(allowed))}.")
+    require(isinstance(entry, Mapping) and len(entry) == 1 and next(iter(entry)) in DISTRIBUTIONS, job,
+            f"search_space.{name} must be one of {{{', '.join(DISTRIBUTIONS)}: ...}}, got {entry!r}.")
+    kind, args = next(iter(entry.items()))
+    require(isinstance(args, list) and len(args) >= 1, job,
+            f"search_space.{name}.{kind} must be a non-empty list, got {args!r}.")
+    if kind in ("uniform", "loguniform", "randint"):
+        require(len(args) == 2 and all(_is_number(a) for a in args) and args[0] < args[1], job,
+                f"search_space.{name}.{kind} must be [low, high] numbers with low < high, got {args!r}.")
+        if kind == "loguniform":
+            require(args[0] > 0, job, f"search_space.{name}.loguniform needs low > 0, got {args[0]}.")
+        if kind == "randint":
+            require(all(_is_int(a) for a in args), job,
+                    f"search_space.{name}.randint must be whole numbers [low, high), got {args!r}.")
+        elif name not in FLOAT_KEYS:
+            raise InvalidJob(f"job {job.job_id}: search_space.{name} takes whole numbers; "
+                             f"use randint, choice or grid instead of {kind}.")
+        _check_values(job, name, [args[0], args[1] - 1] if kind == "randint" else args)
+    else:
+        _check_values(job, name, args)
+    return kind, args
+
+
+def parse_space(job: ComputeJob, params: TuneParams) -> dict[str, tuple[str, list[Any]]]:
+    space = params.search_space
+    require(isinstance(space, Mapping) and len(space) > 0, job,
+            "search_space must be a non-empty mapping of hyperparameter → distribution.")
+    allowed = set(TRAINING_DEFAULTS) | _model_int_keys(params.model)
+    dims = {name: _dimension(job, name, entry, allowed) for name, entry in sorted(space.items())}
+    if params.search == "grid":
+        continuous = sorted(n for n, (kind, _) in dims.items() if kind not in ("grid", "choice"))
+        require(not continuous, job, f"a grid search needs grid or choice entries; {', '.join(continuous)} "
+                                     "are continuous: list their values, or use search random or bayes.")
+    if params.search == "bayes":
+        grids = sorted(n for n, (kind, _) in dims.items() if kind == "grid")
+        require(not grids, job, f"a bayes search cannot take grid entries ({', '.join(grids)}); use choice.")
+    return dims
+
+
+def parse_tune(job: ComputeJob) -> tuple[TuneParams, dict[str, tuple[str, list[Any]]]]:
+    """All checks of a tune job; nothing here touches Ray."""
+    params = parse_params(TuneParams, job)
+    require(params.model in MODEL_NAMES, job,
+            f"unknown model {params.model!r}; choose one of {', '.join(MODEL_NAMES)}.")
+    dataset = params.dataset or DATASET_FOR[params.model]
+    require(dataset == DATASET_FOR[params.model], job,
+            f"model {params.model} trains on {DATASET_FOR[params.model]}, not {dataset!r}.")
+    require(params.search in SEARCHES, job, f"unknown search {params.search!r}; choose one of {', '.join(SEARCHES)}.")
+    require(params.samples >= 10, job, f"samples must be at least 10, got {params.samples}.")
+    require(params.num_samples >= 1, job, f"num_samples must be at least 1, got {params.num_samples}.")
+    require(params.max_epochs_per_trial >= 1, job,
+            f"max_epochs_per_trial must be at least 1, got {params.max_epochs_per_trial}.")
+    budget = params.time_budget_s
+    require(budget is None or _is_number(budget) and 0 < budget <= job.timeout_s, job,
+            f"time_budget_s must be a number in (0, {job.timeout_s:g}] (the job's timeout), got {budget!r}.")
+    concurrent = params.max_concurrent_trials
+    require(concurrent is None or _is_int(concurrent) and concurrent >= 1, job,
+            f"max_concurrent_trials must be a whole number ≥ 1, got {concurrent!r}.")
+    return params, parse_space(job, params)

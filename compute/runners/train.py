@@ -24,7 +24,7 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -42,54 +42,19 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from compute.accounting import BusyTimer, usage
 from compute.checkpoints import save_model
-from compute.data import DATASETS, load_dataset
+from compute.data import load_dataset
 from compute.errors import ProviderFault
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
-from compute.models import MODELS, build_model
+from compute.models import build_model
 from compute.placement import LABEL, PIN, label_selector, provider_resource
-from compute.runners.params import parse_params, require
+from compute.runners.params import TrainParams
 from compute.runners.supervise import ProviderWatch, failure_for, release_placement_groups
 
-DATASET_FOR = {"mlp": "synthetic-classification", "tiny-transformer": "synthetic-sequences"}
-PRECISIONS = ("fp32", "bf16")
-MAX_SAMPLES = 1_000_000
 STATE = "state.json"
 OPTIMIZER = "optimizer.pt"
 WEIGHTS = "model.safetensors"
 RUN_RECORD = "run.json"
-
-
-@dataclass(frozen=True)
-class TrainParams:
-    model: str = "mlp"
-    dataset: str = ""
-    samples: int = 1024
-    epochs: int = 3
-    batch_size: int = 32
-    lr: float = 1e-3
-    precision: str = "fp32"
-    max_failures: int = 2
-
-    @classmethod
-    def from_job(cls, job: ComputeJob) -> TrainParams:
-        params = parse_params(cls, job)
-        require(params.model in MODELS, job,
-                f"unknown model {params.model!r}; choose one of {', '.join(MODELS)}.")
-        dataset = params.dataset or DATASET_FOR[params.model]
-        require(dataset in DATASETS, job,
-                f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}.")
-        require(dataset == DATASET_FOR[params.model], job,
-                f"model {params.model} trains on {DATASET_FOR[params.model]}, not {dataset}.")
-        require(10 <= params.samples <= MAX_SAMPLES, job,
-                f"samples must be between 10 and {MAX_SAMPLES}, got {params.samples}.")
-        require(params.epochs >= 1, job, f"epochs must be at least 1, got {params.epochs}.")
-        require(params.batch_size >= 1, job, f"batch_size must be at least 1, got {params.batch_size}.")
-        require(params.lr > 0, job, f"lr must be positive, got {params.lr}.")
-        require(params.precision in PRECISIONS, job,
-                f"precision must be one of {', '.join(PRECISIONS)}, got {params.precision!r}.")
-        require(params.max_failures >= 0, job, f"max_failures must be 0 or more, got {params.max_failures}.")
-        return cls(**(asdict(params) | {"dataset": dataset}))
 
 
 # ── on the workers ───────────────────────────────────────────────────────────

@@ -24,9 +24,7 @@ first, so two runs of a job can stop different trials; one trial at a time
 from __future__ import annotations
 
 import hashlib
-import inspect
 import json
-import math
 import tempfile
 import time
 from collections.abc import Mapping
@@ -45,35 +43,16 @@ from torch import nn
 from compute.accounting import BusyTimer, usage
 from compute.checkpoints import load_model, save_model
 from compute.data import load_dataset
-from compute.errors import ComputeError, InvalidJob
+from compute.errors import ComputeError
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
-from compute.models import MODELS, build_model
+from compute.models import build_model
 from compute.placement import LABEL, PIN, label_selector, provider_capacity, provider_resource
-from compute.runners.params import parse_params, require
+from compute.catalog import DATASET_FOR
+from compute.runners.params import TRAINING_DEFAULTS, TuneParams, parse_tune
 from compute.runners.supervise import lost_provider, provider_gone
 
 METRIC, MODE = "accuracy", "max"
-SEARCHES = ("random", "grid", "bayes")
-DISTRIBUTIONS = ("uniform", "loguniform", "choice", "grid", "randint")
-DATASET_FOR_MODEL = {"mlp": "synthetic-classification", "tiny-transformer": "synthetic-sequences"}
-# Model sizes the dataset fixes; the others are searchable.
-DATA_SHAPED = {"in_features", "classes", "vocab", "seq_len"}
-TRAINING_DEFAULTS: dict[str, Any] = {"lr": 1e-2, "weight_decay": 0.0, "batch_size": 64}
-FLOAT_KEYS = {"lr", "weight_decay"}  # the others are whole numbers
-
-
-@dataclass(frozen=True)
-class TuneParams:
-    model: str = "mlp"
-    dataset: str | None = None
-    samples: int = 1024
-    search_space: Any = None
-    search: str = "random"
-    num_samples: int = 8
-    max_epochs_per_trial: int = 4
-    time_budget_s: float | None = None  # default: the job's timeout
-    max_concurrent_trials: int | None = None  # default: as many as the provider has room for
 
 
 @dataclass(frozen=True)
@@ -88,74 +67,6 @@ class TrialSetup:
     use_gpu: bool
 
 
-# ── the search space ────────────────────────────────────────────────────────────────
-
-def _model_int_keys(model: str) -> set[str]:
-    return {name for name in inspect.signature(MODELS[model]).parameters} - DATA_SHAPED
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
-
-
-def _check_values(job: ComputeJob, name: str, values: list[Any]) -> None:
-    """Every value a dimension can take must suit its hyperparameter."""
-    if name == "lr":
-        require(all(_is_number(v) and v > 0 for v in values), job,
-                f"search_space.lr values must be numbers > 0, got {values}.")
-    elif name == "weight_decay":
-        require(all(_is_number(v) and v >= 0 for v in values), job,
-                f"search_space.weight_decay values must be numbers ≥ 0, got {values}.")
-    else:  # batch_size and the model's sizes
-        require(all(_is_int(v) and v >= 1 for v in values), job,
-                f"search_space.{name} values must be whole numbers ≥ 1, got {values}.")
-
-
-def _dimension(job: ComputeJob, name: str, entry: Any, allowed: set[str]) -> tuple[str, list[Any]]:
-    require(name in allowed, job,
-            f"search_space has unknown hyperparameter {name!r}; searchable ones are {', '.join(sorted(allowed))}.")
-    require(isinstance(entry, Mapping) and len(entry) == 1 and next(iter(entry)) in DISTRIBUTIONS, job,
-            f"search_space.{name} must be one of {{{', '.join(DISTRIBUTIONS)}: ...}}, got {entry!r}.")
-    kind, args = next(iter(entry.items()))
-    require(isinstance(args, list) and len(args) >= 1, job,
-            f"search_space.{name}.{kind} must be a non-empty list, got {args!r}.")
-    if kind in ("uniform", "loguniform", "randint"):
-        require(len(args) == 2 and all(_is_number(a) for a in args) and args[0] < args[1], job,
-                f"search_space.{name}.{kind} must be [low, high] numbers with low < high, got {args!r}.")
-        if kind == "loguniform":
-            require(args[0] > 0, job, f"search_space.{name}.loguniform needs low > 0, got {args[0]}.")
-        if kind == "randint":
-            require(all(_is_int(a) for a in args), job,
-                    f"search_space.{name}.randint must be whole numbers [low, high), got {args!r}.")
-        elif name not in FLOAT_KEYS:
-            raise InvalidJob(f"job {job.job_id}: search_space.{name} takes whole numbers; "
-                             f"use randint, choice or grid instead of {kind}.")
-        _check_values(job, name, [args[0], args[1] - 1] if kind == "randint" else args)
-    else:
-        _check_values(job, name, args)
-    return kind, args
-
-
-def parse_space(job: ComputeJob, params: TuneParams) -> dict[str, tuple[str, list[Any]]]:
-    space = params.search_space
-    require(isinstance(space, Mapping) and len(space) > 0, job,
-            "search_space must be a non-empty mapping of hyperparameter → distribution.")
-    allowed = set(TRAINING_DEFAULTS) | _model_int_keys(params.model)
-    dims = {name: _dimension(job, name, entry, allowed) for name, entry in sorted(space.items())}
-    if params.search == "grid":
-        continuous = sorted(n for n, (kind, _) in dims.items() if kind not in ("grid", "choice"))
-        require(not continuous, job, f"a grid search needs grid or choice entries; {', '.join(continuous)} "
-                                     "are continuous: list their values, or use search random or bayes.")
-    if params.search == "bayes":
-        grids = sorted(n for n, (kind, _) in dims.items() if kind == "grid")
-        require(not grids, job, f"a bayes search cannot take grid entries ({', '.join(grids)}); use choice.")
-    return dims
-
-
 def _domain(kind: str, args: list[Any], search: str) -> Any:
     """The Ray Tune domain of one entry; a grid search walks its choices too."""
     if kind == "grid" or (kind == "choice" and search == "grid"):
@@ -163,27 +74,6 @@ def _domain(kind: str, args: list[Any], search: str) -> Any:
     if kind == "choice":
         return tune.choice(args)
     return {"uniform": tune.uniform, "loguniform": tune.loguniform, "randint": tune.randint}[kind](*args)
-
-
-def parse(job: ComputeJob) -> tuple[TuneParams, dict[str, tuple[str, list[Any]]]]:
-    """All checks of a tune job; nothing here touches Ray."""
-    params = parse_params(TuneParams, job)
-    require(params.model in MODELS, job, f"unknown model {params.model!r}; choose one of {', '.join(MODELS)}.")
-    dataset = params.dataset or DATASET_FOR_MODEL[params.model]
-    require(dataset == DATASET_FOR_MODEL[params.model], job,
-            f"model {params.model} trains on {DATASET_FOR_MODEL[params.model]}, not {dataset!r}.")
-    require(params.search in SEARCHES, job, f"unknown search {params.search!r}; choose one of {', '.join(SEARCHES)}.")
-    require(params.samples >= 10, job, f"samples must be at least 10, got {params.samples}.")
-    require(params.num_samples >= 1, job, f"num_samples must be at least 1, got {params.num_samples}.")
-    require(params.max_epochs_per_trial >= 1, job,
-            f"max_epochs_per_trial must be at least 1, got {params.max_epochs_per_trial}.")
-    budget = params.time_budget_s
-    require(budget is None or _is_number(budget) and 0 < budget <= job.timeout_s, job,
-            f"time_budget_s must be a number in (0, {job.timeout_s:g}] (the job's timeout), got {budget!r}.")
-    concurrent = params.max_concurrent_trials
-    require(concurrent is None or _is_int(concurrent) and concurrent >= 1, job,
-            f"max_concurrent_trials must be a whole number ≥ 1, got {concurrent!r}.")
-    return params, parse_space(job, params)
 
 
 # ── one trial ───────────────────────────────────────────────────────────────────────
@@ -315,8 +205,8 @@ def _trial_rows(grid, dims: dict) -> list[tuple[dict[str, Any], Any]]:
 
 
 def run(job: ComputeJob) -> JobResult:
-    params, dims = parse(job)
-    setup = TrialSetup(params.model, params.dataset or DATASET_FOR_MODEL[params.model], params.samples,
+    params, dims = parse_tune(job)
+    setup = TrialSetup(params.model, params.dataset or DATASET_FOR[params.model], params.samples,
                        job.seed, params.max_epochs_per_trial, job.use_gpu)
     result_dir = job.result_dir()
     outputs = result_dir / OUTPUT_DIR

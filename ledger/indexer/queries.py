@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from sqlmodel import Session, col, select
 
 from ledger.errors import SwarmError
+from ledger.indexer import KINDS
 from ledger.indexer.models import Cursor, Epoch, Job, LedgerModel, Provider, SlashRow
 
-KINDS = ("providers", "jobs", "epochs", "slashes")
 
 
 def indexed_chains(session: Session) -> list[Cursor]:

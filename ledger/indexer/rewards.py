@@ -3,16 +3,17 @@ provider claims with: the one under the root RewardDistributor has finalized."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-from sqlalchemy import delete, insert
-from sqlmodel import Session, select
+import json
+from typing import TYPE_CHECKING, NamedTuple
 
 from ledger.errors import InvalidInput, SwarmError
-from ledger.indexer.models import Cursor, Epoch, RewardRow
-from ledger.indexer.store import CHUNK
-from ledger.merkle import RewardTree
+from ledger.reader import Reader, SqlAlchemyReader, SqliteReader
 from ledger.units import parse_address
+
+if TYPE_CHECKING:
+    from sqlmodel import Session
+
+    from ledger.merkle import RewardTree
 
 
 class NotIndexed(SwarmError):
@@ -38,6 +39,12 @@ def store_reward_tree(
     Storing the same root again replaces its rows. Runs in the caller's transaction
     (the caller commits), so the oracle can record it with the rest of its epoch.
     """
+    from sqlalchemy import delete, insert
+
+    from ledger.indexer.models import RewardRow
+    from ledger.indexer.store import CHUNK
+    from ledger.merkle import RewardTree
+
     tree = RewardTree.build(cumulative)
     root = _hex(rewards_root)
     if _hex(tree.root) != root:
@@ -63,32 +70,35 @@ def store_reward_tree(
     return tree
 
 
-def reward_leaf(session: Session, chain_id: int, provider: str) -> RewardLeaf | None:
+def reward_leaf(db: Reader | Session, chain_id: int, provider: str) -> RewardLeaf | None:
     """The provider's leaf under the latest finalized root, or None when there is none to claim with.
 
     The distributor verifies claims against its latest finalized root only, so an older
     tree's proof would be refused: only the latest finalized epoch (as indexed) counts.
-    Raises NotIndexed when the database has never synced this chain.
+    Raises NotIndexed when the database has never synced this chain. Plain SQL through a
+    ledger.reader (a Session is wrapped in one), so `swarm provider status` needs no ORM.
     """
+    reader = db if isinstance(db, (SqliteReader, SqlAlchemyReader)) else SqlAlchemyReader(db)
     address = parse_address(provider, "provider address")
-    if session.get(Cursor, chain_id) is None:
+    if reader.one(_INDEXED, chain=chain_id) is None:
         raise NotIndexed(
             f"The ledger database has not indexed chain {chain_id} yet; run `swarm ledger sync` first."
         )
-    latest = session.exec(
-        select(Epoch)
-        .where(Epoch.chain_id == chain_id, Epoch.status == "finalized")
-        .order_by(Epoch.epoch.desc())
-    ).first()
+    latest = reader.one(_LATEST_FINALIZED, chain=chain_id)
     if latest is None:
         return None
-    row = session.exec(
-        select(RewardRow).where(
-            RewardRow.chain_id == chain_id,
-            RewardRow.rewards_root == latest.rewards_root,
-            RewardRow.provider == address,
-        )
-    ).first()
+    epoch, root = latest
+    row = reader.one(_LEAF, chain=chain_id, root=root, provider=address)
     if row is None:
         return None
-    return RewardLeaf(latest.epoch, row.cumulative, [bytes.fromhex(p[2:]) for p in row.proof])
+    cumulative, proof = row
+    proof = json.loads(proof) if isinstance(proof, str) else proof  # JSON text on SQLite, JSONB on PostgreSQL
+    return RewardLeaf(int(epoch), int(cumulative), [bytes.fromhex(p[2:]) for p in proof])
+
+
+_INDEXED = "SELECT 1 FROM cursor WHERE chain_id = :chain"
+_LATEST_FINALIZED = (
+    "SELECT epoch, rewards_root FROM epochs WHERE chain_id = :chain AND status = 'finalized' "
+    "ORDER BY epoch DESC LIMIT 1"
+)
+_LEAF = "SELECT cumulative, proof FROM rewards WHERE chain_id = :chain AND rewards_root = :root AND provider = :provider"

@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 
 from ledger.client import Swarm
 from ledger.errors import SwarmError
+from ledger.indexer import DEFAULT_BATCH_BLOCKS
 from ledger.indexer.decode import LogDecoder
 from ledger.indexer.store import (
     CursorMoved,
@@ -44,7 +45,6 @@ from ledger.tx import with_retries
 INDEXED_CONTRACTS = ("StakingVault", "JobMarket", "RewardDistributor")
 DEVNET_CONFIRMATIONS = 0
 DEFAULT_CONFIRMATIONS = 12
-DEFAULT_BATCH_BLOCKS = 2_000
 MAX_LOGS_PER_RANGE = 20_000  # above this the next range is halved, to bound memory and transaction size
 WALK_BACK_CHUNK = 32
 RPC_TIMEOUT = 120
