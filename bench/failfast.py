@@ -37,6 +37,7 @@ from compute.challenge import Challenge, run_on_provider  # noqa: E402
 from compute.checkpoints import registered_checkpoint  # noqa: E402
 from compute.errors import ComputeError, InvalidJob, ProviderFault  # noqa: E402
 from compute.jobs import ComputeJob, run_job  # noqa: E402
+from compute.node import LOCAL_HEALTH_CHECKS  # noqa: E402
 from compute.placement import node_labels, node_resources  # noqa: E402
 from compute.telemetry import probe, probe_all  # noqa: E402
 
@@ -65,7 +66,8 @@ class Bench:
     def __init__(self, storage: Path) -> None:
         self.storage = storage
         self.cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 0, "include_dashboard": False, "object_store_memory": OBJECT_STORE})
+            "num_cpus": 0, "include_dashboard": False, "object_store_memory": OBJECT_STORE,
+            "_system_config": LOCAL_HEALTH_CHECKS})
         for provider in (A, B):
             self.add_node(provider)
         self.cluster.wait_for_nodes()

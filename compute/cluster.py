@@ -23,7 +23,8 @@ from pathlib import Path
 
 from compute.errors import ComputeError
 from compute.node import (
-    RayHome, RayNode, auth_env, check_reachable, cluster_nodes, ensure_token, free_port, stop_session, use_auth,
+    LOCAL_HEALTH_CHECKS, RayHome, RayNode, auth_env, check_reachable, cluster_nodes, ensure_token, free_port,
+    stop_session, use_auth,
 )
 
 MAX_PROVIDERS = 9
@@ -193,6 +194,7 @@ def supervise(home: RayHome, spec: ClusterSpec) -> None:
         "object_store_memory": spec.object_store_bytes,
         "include_dashboard": spec.dashboard,
         "dashboard_agent_listen_port": free_port(),
+        "_system_config": LOCAL_HEALTH_CHECKS,
     }
     if spec.dashboard:
         head_args |= {"dashboard_host": DASHBOARD_HOST, "dashboard_port": free_port()}

@@ -1,6 +1,8 @@
 """Liveness probes: a small task pinned to a provider's nodes returns the node's clock and
-a GPU snapshot. A provider whose nodes do not answer within the timeout — dead, gone, or
-never joined — is recorded as down; a probe never waits longer than its timeout.
+a GPU snapshot. A provider with no live node in the cluster (gone, or never joined) is
+recorded as down at once; one whose nodes do not answer within the timeout (dead, not yet
+noticed by the head) is recorded as down when it runs out; a probe never waits longer than
+its timeout.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from typing import Any
 import ray
 
 from compute.nvml import GpuSnapshot, gpu_snapshot
-from compute.placement import task_options
+from compute.placement import providers_in_cluster, task_options
 
 # Liveness must not queue behind a provider's jobs: the probe asks for no whole CPU.
 PROBE_CPUS = 0
+NO_LIVE_NODE = "no live node in the cluster"
 
 
 @dataclass(frozen=True)
@@ -59,15 +62,18 @@ def _collect(provider: str, ref, sent: float, answered_at: float | None) -> Prob
 def probe_all(providers: Sequence[str], timeout_s: float) -> list[ProbeResult]:
     """Probes every provider at once; the whole call takes at most about `timeout_s`."""
     sent = time.monotonic()
-    refs = [_send(p) for p in providers]
+    present = set(providers_in_cluster())
+    refs = {p: _send(p) for p in dict.fromkeys(providers) if p in present}
     answered_at: dict[Any, float] = {}
-    pending = list(refs)
+    pending = list(refs.values())
     deadline = sent + timeout_s
     while pending and (left := deadline - time.monotonic()) > 0:
         ready, pending = ray.wait(pending, num_returns=1, timeout=left)
         for ref in ready:
             answered_at[ref] = time.monotonic()
-    return [_collect(p, ref, sent, answered_at.get(ref)) for p, ref in zip(providers, refs)]
+    collected = {p: _collect(p, ref, sent, answered_at.get(ref)) for p, ref in refs.items()}
+    return [collected.get(p) or ProbeResult(p, False, None, None, 0.0, None, error=NO_LIVE_NODE)
+            for p in providers]
 
 
 def probe(provider: str, timeout_s: float) -> ProbeResult:

@@ -129,11 +129,14 @@ def emit(as_json: bool, payload: Any, human: Callable[[], None]) -> None:
 
 
 def table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]]) -> Table:
+    """A table whose address and hash columns never wrap: the other columns give way."""
+    cells = [[str(cell) for cell in row] for row in rows]
     t = Table(title=title, title_justify="left")
-    for column in columns:
-        t.add_column(column)
-    for row in rows:
-        t.add_row(*(str(cell) for cell in row))
+    for i, column in enumerate(columns):
+        hexes = bool(cells) and all(row[i].startswith("0x") for row in cells)
+        t.add_column(column, no_wrap=hexes)
+    for row in cells:
+        t.add_row(*row)
     return t
 
 

@@ -137,7 +137,7 @@ class Demo:
         self.supply_at_start = self.swarm.token.functions.totalSupply().call()
 
     def _cluster(self) -> None:
-        from compute.node import RayHome, ensure_token, use_auth
+        from compute.node import LOCAL_HEALTH_CHECKS, RayHome, ensure_token, use_auth
 
         ray_home = RayHome.of(self.home)
         ensure_token(ray_home)
@@ -149,7 +149,8 @@ class Demo:
 
         store = 80 * 1024 * 1024
         self.cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 0, "include_dashboard": False, "object_store_memory": store})
+            "num_cpus": 0, "include_dashboard": False, "object_store_memory": store,
+            "_system_config": LOCAL_HEALTH_CHECKS})
         self.nodes: dict[str, list] = {}
         for p in PROVIDERS:
             address = dev_account(p.account).address

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from anvil import dev_account
+from compute.node import LOCAL_HEALTH_CHECKS
 from compute.placement import node_labels, node_resources
 
 PROVIDER_A, PROVIDER_B, PROVIDER_C = (dev_account(i).address for i in (1, 2, 3))
@@ -52,7 +53,8 @@ def ray_cluster() -> Iterator[RayCluster]:
 
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 0, "include_dashboard": False, "object_store_memory": OBJECT_STORE},
+        head_node_args={"num_cpus": 0, "include_dashboard": False, "object_store_memory": OBJECT_STORE,
+                        "_system_config": LOCAL_HEALTH_CHECKS},
     )
     rc = RayCluster(cluster=cluster, address=cluster.address)
     for provider, count in ((PROVIDER_A, 2), (PROVIDER_B, 1), (PROVIDER_C, 1)):

@@ -5,6 +5,7 @@ verified against its on-chain hash — and malformed specs that never reach the 
 from __future__ import annotations
 
 import copy
+import io
 import json
 import shutil
 import time
@@ -304,6 +305,17 @@ def test_list_shows_jobs_newest_first_with_filters(job, swarm: Swarm, tmp_path: 
     human = job("list", "--account", str(B))
     assert human.code == 0 and str(mine) in human.stdout and "posted" in human.stdout
     assert "only one of" in one_line_error(job("list", "--all", "--buyer", BUYER))
+
+
+def test_an_address_in_a_table_stays_whole_on_a_narrow_terminal() -> None:
+    from rich.console import Console
+
+    from scripts.common import table
+
+    address = dev_account(1).address
+    narrow = Console(width=60, file=io.StringIO(), record=True)
+    narrow.print(table("Jobs", ["job", "provider", "why"], [[7, address, "a reason that takes room " * 4]]))
+    assert address in narrow.export_text()
 
 
 # ── result ───────────────────────────────────────────────────────────────────

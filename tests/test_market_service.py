@@ -38,6 +38,8 @@ MILLI = 10**15
 BUYER = 5
 # Asking prices, wei per CPU-second: A is the cheapest, then B, then C.
 PRICES = {PROVIDER_A: MILLI // 2, PROVIDER_B: MILLI * 8 // 10, PROVIDER_C: MILLI}
+# A job killed just after its first checkpoint: five epochs (seconds each) still to run.
+KILLABLE = {"samples": 2048, "epochs": 6, "batch_size": 16}
 
 
 def train_spec(**over) -> dict:
@@ -216,7 +218,7 @@ def test_a_provider_whose_node_dies_mid_job_loses_it_to_another_which_completes_
     buyer = dev_account(BUYER).address
     treasury = swarm.market.functions.treasury().call()
     before = balances(swarm, buyer, PROVIDER_A, PROVIDER_C, treasury, swarm.market.address)
-    (job_id,) = post(swarm, swarm_home, train_spec(params={"samples": 2048, "epochs": 15, "batch_size": 16}))
+    (job_id,) = post(swarm, swarm_home, train_spec(params=KILLABLE))
 
     drive(service, in_state(ledger_engine, job_id, "running"), timeout=60)
     assert job_info(swarm, job_id).provider == PROVIDER_C
@@ -294,7 +296,7 @@ def test_the_service_killed_mid_job_and_restarted_assigns_and_settles_once(
     swarm: Swarm, swarm_home: Path, ledger_engine, providers, rpc: RpcClient, ray_cluster: RayCluster,
     anvil_node, tmp_path: Path,
 ) -> None:
-    (job_id,) = post(swarm, swarm_home, train_spec(params={"samples": 2048, "epochs": 15, "batch_size": 16}))
+    (job_id,) = post(swarm, swarm_home, train_spec(params=KILLABLE))
     env = os.environ | {
         "SWARM_HOME": str(swarm_home), "SWARM_RPC_URL": anvil_node.config.url,
         "SWARM_DB_URL": str(ledger_engine.url), "RAY_ADDRESS": ray_cluster.address,

@@ -11,7 +11,7 @@ import time
 from anvil import dev_account
 from compute.nvml import DeviceReading, gpu_snapshot, reading_from_raw
 from compute.placement import provider_nodes
-from compute.telemetry import probe, probe_all
+from compute.telemetry import NO_LIVE_NODE, probe, probe_all
 from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C
 
 PROVIDER_D = dev_account(4).address  # joins for one test, then loses its only node
@@ -66,7 +66,12 @@ def test_probe_of_a_dead_node_records_downtime_within_the_timeout(ray_cluster) -
     assert down.error
     assert live.alive  # one dead provider does not hold up the others
 
+    deadline = time.monotonic() + 60  # once the head has marked the node dead, nothing is sent
+    while provider_nodes(PROVIDER_D) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert probe(PROVIDER_D, timeout_s=60).error == NO_LIVE_NODE
 
-def test_probe_of_a_provider_that_never_joined_is_down(ray_cluster) -> None:
+
+def test_probe_of_a_provider_that_never_joined_is_down_without_sending_a_task(ray_cluster) -> None:
     result = probe(dev_account(5).address, timeout_s=2)
-    assert not result.alive and result.error == "no answer within the timeout"
+    assert not result.alive and result.error == NO_LIVE_NODE and result.latency_s == 0.0
