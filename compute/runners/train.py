@@ -21,6 +21,7 @@ the CPU with one seed the resultHash is the same on every provider.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -55,6 +56,11 @@ STATE = "state.json"
 OPTIMIZER = "optimizer.pt"
 WEIGHTS = "model.safetensors"
 RUN_RECORD = "run.json"
+# Ray Train's controller acts on its workers only when it polls them, by default every 2 s: a
+# run waits on those polls to start, to register each checkpoint and to end, a third of a small
+# job's wall time. Swarm's runs poll four times a second unless the environment says otherwise.
+TRAIN_POLL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
+TRAIN_POLL_S = "0.25"
 
 
 # ── on the workers ───────────────────────────────────────────────────────────
@@ -230,6 +236,7 @@ def run_config(job: ComputeJob, params: TrainParams) -> RunConfig:
 def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
     """Runs the trainer; a lost provider, a timeout or dead workers become compute errors."""
     started = time.monotonic()
+    os.environ.setdefault(TRAIN_POLL_ENV, TRAIN_POLL_S)  # read by the controller when it starts
     trainer = TorchTrainer(train_loop, train_loop_config=loop_config(job, params),
                            scaling_config=scaling_config(job), run_config=run_config(job, params))
     try:
