@@ -15,7 +15,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres browser demo test slither test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
+.PHONY: install postgres browser system-packages demo test slither test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -50,7 +50,15 @@ browser:
 demo: install
 	$(VENV)/bin/swarm demo
 
-test: postgres browser slither test-contracts test-python
+# What the tests need is fetched side by side (Debian's packages one apt at a time, node_modules,
+# both venvs), slither and forge run as soon as theirs are in, then pytest alone.
+test:
+	@mkdir -p $(VENV)  # before the two venvs inside it are made at once
+	$(MAKE) --no-print-directory --output-sync=target -j3 system-packages install slither test-contracts
+	$(MAKE) --no-print-directory test-python
+
+system-packages:
+	$(MAKE) --no-print-directory postgres browser
 
 # Slither over contracts/src (config: slither.config.json). Fails on a High or Medium finding
 # not justified in contracts/slither-triage.md. Its own venv: slither pins web3<8.
