@@ -140,7 +140,9 @@ def test_token_file_is_private_and_never_printed(cli, local_cluster: LocalCluste
 
 def test_a_client_with_a_wrong_token_is_refused(local_cluster: LocalCluster) -> None:
     count = "print('nodes', len([n for n in ray.nodes() if n['Alive']]))"
-    wrong = _ray_client(local_cluster.address, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64}, count)
+    # A refused client asks again each second, twenty times by default: twice is enough to see it refused.
+    wrong = _ray_client(local_cluster.address, {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64,
+                                                "RAY_NUM_REDIS_GET_RETRIES": "2"}, count)
     assert wrong.returncode != 0 and "nodes" not in wrong.stdout
     assert "InvalidAuthToken" in wrong.stderr or "Authentication" in wrong.stderr, wrong.stderr[-2000:]
 
