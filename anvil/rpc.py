@@ -13,6 +13,14 @@ from anvil.errors import AnvilError
 DEVNET_CHAIN_IDS = frozenset({31337})
 
 
+def post_json_rpc(url: str, request_id: int, method: str, params: Any, timeout: float) -> Any:
+    """One JSON-RPC request over HTTP: the decoded reply. Transport and JSON errors propagate."""
+    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": list(params)})
+    request = urllib.request.Request(url, data=body.encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
 class RpcClient:
     """Talks JSON-RPC to one node; used for devnet helpers, not for transactions."""
 
@@ -23,13 +31,8 @@ class RpcClient:
 
     def call(self, method: str, *params: Any) -> Any:
         self._next_id += 1
-        body = json.dumps({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": list(params)})
-        request = urllib.request.Request(
-            self.url, data=body.encode(), headers={"Content-Type": "application/json"}
-        )
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                reply = json.loads(response.read())
+            reply = post_json_rpc(self.url, self._next_id, method, params, self.timeout)
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             raise AnvilError(
                 f"No chain answers at {self.url}. Start one with `swarm chain up` or set SWARM_RPC_URL."

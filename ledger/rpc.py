@@ -3,11 +3,10 @@ balances, code, blocks), with no web3 to import."""
 
 from __future__ import annotations
 
-import json
 import urllib.error
-import urllib.request
 from typing import Any
 
+from anvil.rpc import post_json_rpc
 from ledger.errors import ChainUnavailable, SwarmError
 
 RPC_TIMEOUT = 30
@@ -47,11 +46,8 @@ class JsonRpc:
 
     def __call__(self, method: str, *params: Any) -> Any:
         self._next_id += 1
-        body = json.dumps({"jsonrpc": "2.0", "id": self._next_id, "method": method, "params": list(params)})
-        request = urllib.request.Request(self.url, data=body.encode(), headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                reply = json.loads(response.read())
+            reply = post_json_rpc(self.url, self._next_id, method, params, self.timeout)
         except urllib.error.HTTPError as exc:
             raise ChainUnavailable(
                 f"The node at {self.url} answered {method} with HTTP {exc.code}; check SWARM_RPC_URL."
