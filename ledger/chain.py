@@ -5,13 +5,19 @@ and the indexer use, is imported the first time `w3` is asked for."""
 
 from __future__ import annotations
 
+import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from anvil.rpc import DEVNET_CHAIN_IDS
 from ledger.errors import ChainUnavailable, SwarmError
 from ledger.rpc import RPC_TIMEOUT, JsonRpc, RpcError
+
+TRANSIENT_RETRIES = 3
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from web3 import Web3
@@ -65,3 +71,24 @@ def connect(url: str, expected_chain_id: int | None = None) -> Chain:
             "point SWARM_RPC_URL at the intended chain or pass the right --chain-id."
         )
     return Chain(url=url, chain_id=chain_id)
+
+
+def with_retries(action: Callable[[], T], url: str, attempts: int = TRANSIENT_RETRIES) -> T:
+    """Runs an RPC action, retrying connection drops and timeouts with backoff."""
+    import requests
+
+    transient: tuple[type[BaseException], ...] = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
+    web3_errors = sys.modules.get("web3.exceptions")  # only an action that uses web3 raises its errors
+    if web3_errors is not None:
+        transient += (web3_errors.ProviderConnectionError,)
+    for attempt in range(attempts):
+        try:
+            return action()
+        except transient as exc:
+            if attempt == attempts - 1:
+                raise ChainUnavailable(
+                    f"The chain at {url} stopped answering ({type(exc).__name__}); "
+                    "check that the node is running (`swarm chain status`)."
+                ) from exc
+            time.sleep(0.2 * 2**attempt)
+    raise AssertionError("unreachable")

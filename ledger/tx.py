@@ -4,26 +4,20 @@ retries of transient RPC errors, and reverts decoded into sentences."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
-import requests
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from hexbytes import HexBytes
 from web3.contract.contract import ContractConstructor, ContractFunction
-from web3.exceptions import ContractLogicError, ProviderConnectionError, TimeExhausted, Web3RPCError
+from web3.exceptions import ContractLogicError, TimeExhausted, Web3RPCError
 
-from ledger.chain import Chain
-from ledger.errors import ChainUnavailable, ErrorDecoder, SwarmError, TransactionFailed
+from ledger.chain import Chain, with_retries
+from ledger.errors import ErrorDecoder, SwarmError, TransactionFailed
 
 GAS_MARGIN = 1.2  # estimates are exact for the simulated state; leave room for drift
 RECEIPT_TIMEOUT = 120
-TRANSIENT_RETRIES = 3
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -34,21 +28,6 @@ class Receipt:
     logs: list[Any]
     contract_address: str | None
     raw: Any
-
-
-def with_retries(action: Callable[[], T], url: str, attempts: int = TRANSIENT_RETRIES) -> T:
-    """Runs an RPC action, retrying connection drops and timeouts with backoff."""
-    for attempt in range(attempts):
-        try:
-            return action()
-        except (requests.exceptions.ConnectionError, requests.exceptions.Timeout, ProviderConnectionError) as exc:
-            if attempt == attempts - 1:
-                raise ChainUnavailable(
-                    f"The chain at {url} stopped answering ({type(exc).__name__}); "
-                    "check that the node is running (`swarm chain status`)."
-                ) from exc
-            time.sleep(0.2 * 2**attempt)
-    raise AssertionError("unreachable")
 
 
 class Sender:

@@ -25,6 +25,7 @@ import requests
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
+from ledger.chain import with_retries
 from ledger.client import Swarm
 from ledger.errors import SwarmError
 from ledger.indexer import DEFAULT_BATCH_BLOCKS
@@ -40,7 +41,6 @@ from ledger.indexer.store import (
     stored_blocks,
     write_range,
 )
-from ledger.tx import with_retries
 
 INDEXED_CONTRACTS = ("StakingVault", "JobMarket", "RewardDistributor")
 DEVNET_CONFIRMATIONS = 0
