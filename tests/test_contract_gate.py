@@ -48,7 +48,8 @@ def plant(project: Path, passes: bool) -> None:
 def make(project: Path, target: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MAKE", "MFLAGS"))}
     return subprocess.run(
-        ["make", "--no-print-directory", "-C", str(project), target],
+        # -o: never remake the npm stamp here, whose node_modules is the real checkout's.
+        ["make", "--no-print-directory", "-o", "node_modules/.swarm-installed", "-C", str(project), target],
         capture_output=True, text=True, env=env, timeout=300,
     )
 
