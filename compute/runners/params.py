@@ -60,6 +60,15 @@ def require(condition: bool, job: ComputeJob, message: str) -> None:
         raise InvalidJob(f"job {job.job_id}: {message}")
 
 
+def require_loop(params: TrainParams | FinetuneParams, job: ComputeJob) -> None:
+    """What every training loop's parameters must hold: samples, epochs, batch size, rate."""
+    require(10 <= params.samples <= MAX_SAMPLES, job,
+            f"samples must be between 10 and {MAX_SAMPLES}, got {params.samples}.")
+    require(params.epochs >= 1, job, f"epochs must be at least 1, got {params.epochs}.")
+    require(params.batch_size >= 1, job, f"batch_size must be at least 1, got {params.batch_size}.")
+    require(params.lr > 0, job, f"lr must be positive, got {params.lr}.")
+
+
 # ── train, finetune, infer ──────────────────────────────────────────────────────────
 
 @dataclass(frozen=True)
@@ -83,11 +92,7 @@ class TrainParams:
                 f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}.")
         require(dataset == DATASET_FOR[params.model], job,
                 f"model {params.model} trains on {DATASET_FOR[params.model]}, not {dataset}.")
-        require(10 <= params.samples <= MAX_SAMPLES, job,
-                f"samples must be between 10 and {MAX_SAMPLES}, got {params.samples}.")
-        require(params.epochs >= 1, job, f"epochs must be at least 1, got {params.epochs}.")
-        require(params.batch_size >= 1, job, f"batch_size must be at least 1, got {params.batch_size}.")
-        require(params.lr > 0, job, f"lr must be positive, got {params.lr}.")
+        require_loop(params, job)
         require(params.precision in PRECISIONS, job,
                 f"precision must be one of {', '.join(PRECISIONS)}, got {params.precision!r}.")
         require(params.max_failures >= 0, job, f"max_failures must be 0 or more, got {params.max_failures}.")
@@ -112,11 +117,7 @@ class FinetuneParams:
                 "base_checkpoint is required; give a train job's result directory.")
         require(params.dataset in ("", *DATASETS), job,
                 f"unknown dataset {params.dataset!r}; choose one of {', '.join(DATASETS)}.")
-        require(10 <= params.samples <= MAX_SAMPLES, job,
-                f"samples must be between 10 and {MAX_SAMPLES}, got {params.samples}.")
-        require(params.epochs >= 1, job, f"epochs must be at least 1, got {params.epochs}.")
-        require(params.batch_size >= 1, job, f"batch_size must be at least 1, got {params.batch_size}.")
-        require(params.lr > 0, job, f"lr must be positive, got {params.lr}.")
+        require_loop(params, job)
         require(params.lora_rank >= 1, job, f"lora_rank must be at least 1, got {params.lora_rank}.")
         require(params.lora_alpha > 0, job, f"lora_alpha must be positive, got {params.lora_alpha}.")
         return params
