@@ -14,13 +14,20 @@ import {IStakingVault} from "./interfaces/IStakingVault.sol";
 /// @title StakingVault
 /// @notice The provider registry and its stake. A provider declares its hardware
 /// (the spec's keccak hash on-chain, the GPU count for the minimum stake), stakes,
-/// requests an unstake that unbonds for `unbondingPeriod`, and withdraws after it.
-/// SLASHER_ROLE (the reward distributor and the job market) slashes, jails and
-/// tombstones; slashes are bounded per incident and by a network-wide token bucket.
+/// requests an unstake that unbonds for `unbondingPeriod`, and withdraws after it —
+/// and not before any hold a slasher placed while a slash may still come (a job it
+/// runs, a dispute, a pending epoch report), nor while it owes a slash the rate limit
+/// deferred. SLASHER_ROLE (the reward distributor and the job market) holds, slashes,
+/// jails and tombstones; a slash is capped per incident, per slasher and provider over
+/// SLASH_PERIOD, and network-wide by a token bucket whose shortfall is owed, never forgiven.
+/// The reward distributor records each provider's claimed rewards in its record here.
 /// @dev Invariants:
 ///  - token.balanceOf(this) >= totalStaked + totalUnbonding (equal unless tokens are sent directly);
 ///  - a slash never takes more than the stake + unbonding it hits, nor more than
 ///    maxSlashBps of it, nor more than the bucket holds;
+///  - one slasher takes at most maxSlashBpsPerPeriod (summed) from one provider per SLASH_PERIOD;
+///  - no withdrawal before unbondingEnd, before heldUntil, or with a slash debt;
+///  - a provider's release time never moves earlier;
 ///  - a tombstoned provider stays jailed for ever;
 ///  - a pause stops register and stake, never requestUnstake, withdraw or unjail.
 contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
@@ -32,34 +39,75 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     uint16 internal constant BPS = 10_000;
     /// @notice No setting may allow one incident to take more than this share of a stake.
     uint16 public constant MAX_SLASH_BPS_LIMIT = 10_000;
+    /// @notice No setting may make one incident's cap smaller than this (1 %).
+    uint16 public constant MIN_SLASH_BPS_LIMIT = 100;
+    /// @notice The period over which one slasher's slashes of one provider are summed.
+    uint64 public constant SLASH_PERIOD = 30 days;
     /// @notice The longest unbonding period an admin may set.
     uint64 public constant MAX_UNBONDING_PERIOD = 90 days;
+    /// @notice The highest stake per GPU an admin may require.
+    uint128 public constant MAX_MIN_STAKE_PER_GPU = 10_000_000 ether;
+    /// @notice The bucket may not be set smaller than this, so slashing cannot be switched off.
+    uint128 public constant MIN_BUCKET_CAPACITY = 1 ether;
+    /// @notice Stored jail end of a tombstoned provider (reported as type(uint64).max).
+    uint40 internal constant FOREVER = type(uint40).max;
+    bytes32 internal constant DEBT_REASON = "slash-debt";
 
-    /// @dev Three slots: the amounts stake/unstake read together, the times and flags
-    /// eligibility reads together, then the spec hash.
+    /// @dev Three slots: the amounts stake/unstake read together, then everything else a
+    /// provider's own calls read together (times, GPUs, flags, claimed rewards), then the spec hash.
     struct Provider {
         uint128 stake; // active stake
         uint128 unbonding; // requested for withdrawal, still slashable
-        uint64 unbondingEnd; // when `unbonding` may be withdrawn
-        uint64 jailedUntil; // 0: free; otherwise jailed, and unjail() is allowed from this time
-        uint32 gpus; // declared GPU count; the minimum stake scales with it
-        bool registered;
+        uint40 unbondingEnd; // when `unbonding` may be withdrawn
+        uint40 jailedUntil; // 0: free; otherwise jailed, and unjail() is allowed from this time
+        uint40 heldUntil; // no withdrawal before this: a slash may still come until then
+        uint32 gpus; // declared GPU count (0: not registered); the minimum stake scales with it
         bool tombstoned;
+        uint96 claimedRewards; // what the reward distributor has paid out in all (supply < 2^96)
         bytes32 specHash; // keccak of the full off-chain hardware spec
     }
 
+    /// @notice A provider's record as the views report it.
+    struct ProviderView {
+        uint128 stake;
+        uint128 unbonding;
+        uint64 unbondingEnd;
+        uint64 jailedUntil; // type(uint64).max: tombstoned
+        uint32 gpus;
+        bool registered;
+        bool tombstoned;
+        bytes32 specHash;
+        uint64 heldUntil;
+        uint256 claimedRewards;
+        uint256 slashDebt;
+    }
+
+    /// @dev One slasher's slashes of one provider in the current period.
+    struct SlashWindow {
+        uint64 start;
+        uint16 usedBps;
+    }
+
     IERC20 public immutable token;
+    /// @notice The only contract that may record reward claims (set once, at deployment).
+    address public immutable rewardsDistributor;
+    /// @notice The shortest unbonding period any admin may ever set (set once, at deployment).
+    uint64 public immutable minUnbondingPeriod;
 
     mapping(address provider => Provider) internal _providers;
+    /// @notice Slashed amounts the network-wide bucket deferred: collected as it refills.
+    mapping(address provider => uint256) public slashDebt;
+    mapping(address slasher => mapping(address provider => SlashWindow)) internal _windows;
 
     // Both totals in one slot: an unstake moves tokens from one to the other in one write.
     uint128 public totalStaked;
     uint128 public totalUnbonding;
 
-    // Parameters: the four numbers share one slot, the treasury has its own.
+    // Parameters: the numbers share one slot, the treasury has its own.
     uint128 public minStakePerGpu;
     uint64 public unbondingPeriod;
     uint16 public maxSlashBps; // per-incident cap
+    uint16 public maxSlashBpsPerPeriod; // per slasher and provider, over SLASH_PERIOD
     uint16 public treasuryShareBps; // the rest of a slash is burned
     address public treasury;
 
@@ -84,13 +132,16 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         bytes32 evidenceHash,
         uint256 toTreasury
     );
+    event SlashCapped(address indexed provider, address indexed slasher, uint16 requestedBps, uint16 appliedBps);
     event SlashRateLimited(address indexed provider, uint256 requested, uint256 applied);
+    event SlashDebtChanged(address indexed provider, uint256 debt);
+    event StakeHeld(address indexed provider, uint64 until);
     event Jailed(address indexed provider, uint64 until);
     event Unjailed(address indexed provider);
     event Tombstoned(address indexed provider);
     event MinStakePerGpuSet(uint256 minStakePerGpu);
     event UnbondingPeriodSet(uint64 unbondingPeriod);
-    event SlashPolicySet(uint16 maxSlashBps, uint16 treasuryShareBps, address treasury);
+    event SlashPolicySet(uint16 maxSlashBps, uint16 maxSlashBpsPerPeriod, uint16 treasuryShareBps, address treasury);
     event SlashRateLimitSet(uint128 capacity, uint128 refillPerSecond);
 
     // ─── Errors ──────────────────────────────────────────────────────────────
@@ -102,28 +153,40 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     error InsufficientStake(uint256 stake, uint256 requested);
     error NothingToWithdraw();
     error StillUnbonding(uint64 releaseTime, uint64 now_);
+    error StakeOnHold(uint64 heldUntil, uint64 now_);
+    error SlashDebtOutstanding(address provider, uint256 debt);
     error ProviderJailed(address provider, uint64 until);
     error ProviderTombstoned(address provider);
     error NotJailed(address provider);
     error InvalidBps(uint256 bps, uint256 max);
-    error UnbondingPeriodTooLong(uint64 period, uint64 max);
+    error OutOfRange(bytes32 parameter, uint256 value, uint256 min, uint256 max);
+    error NotRewardsDistributor(address caller);
+    error ClaimNotIncreasing(address provider, uint256 cumulative, uint256 claimed);
 
     struct Params {
         uint128 minStakePerGpu;
         uint64 unbondingPeriod;
+        uint64 minUnbondingPeriod;
         uint16 maxSlashBps;
+        uint16 maxSlashBpsPerPeriod;
         uint16 treasuryShareBps;
         address treasury;
         uint128 slashBucketCapacity;
         uint128 slashRefillPerSecond;
+        address rewardsDistributor;
     }
 
     constructor(IERC20 token_, address admin, Params memory params) SwarmAccess(admin) {
-        if (address(token_) == address(0)) revert ZeroAddress();
+        if (address(token_) == address(0) || params.rewardsDistributor == address(0)) revert ZeroAddress();
+        if (params.minUnbondingPeriod == 0 || params.minUnbondingPeriod > MAX_UNBONDING_PERIOD) {
+            revert OutOfRange("minUnbondingPeriod", params.minUnbondingPeriod, 1, MAX_UNBONDING_PERIOD);
+        }
         token = token_;
+        rewardsDistributor = params.rewardsDistributor;
+        minUnbondingPeriod = params.minUnbondingPeriod;
         _setMinStakePerGpu(params.minStakePerGpu);
         _setUnbondingPeriod(params.unbondingPeriod);
-        _setSlashPolicy(params.maxSlashBps, params.treasuryShareBps, params.treasury);
+        _setSlashPolicy(params.maxSlashBps, params.maxSlashBpsPerPeriod, params.treasuryShareBps, params.treasury);
         _setSlashRateLimit(params.slashBucketCapacity, params.slashRefillPerSecond);
         _bucketLevel = params.slashBucketCapacity;
         _bucketUpdatedAt = uint64(block.timestamp);
@@ -137,8 +200,7 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     function register(bytes32 specHash, uint32 gpus) external whenNotPaused {
         if (gpus == 0) revert ZeroGpus();
         Provider storage p = _providers[msg.sender];
-        if (p.registered) revert AlreadyRegistered(msg.sender);
-        p.registered = true;
+        if (p.gpus != 0) revert AlreadyRegistered(msg.sender);
         p.gpus = gpus;
         p.specHash = specHash;
         emit Registered(msg.sender, specHash, gpus);
@@ -172,8 +234,9 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     }
 
     /// @notice Moves `amount` from the caller's active stake into unbonding. The whole
-    /// unbonding amount becomes withdrawable `unbondingPeriod` from now; it stays
-    /// slashable until then. Never stopped by a pause. Emits {UnstakeRequested}.
+    /// unbonding amount becomes withdrawable `unbondingPeriod` from now, or at the earlier
+    /// request's release time if that is later (a release time never moves earlier); it
+    /// stays slashable until then. Never stopped by a pause. Emits {UnstakeRequested}.
     function requestUnstake(uint256 amount) external {
         if (amount == 0) revert ZeroAmount();
         Provider storage p = _registered(msg.sender);
@@ -181,25 +244,44 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         if (amount > active) revert InsufficientStake(active, amount);
         uint128 unbonding = p.unbonding + amount.toUint128();
         uint64 releaseTime = uint64(block.timestamp) + unbondingPeriod;
+        if (p.unbondingEnd > releaseTime) releaseTime = p.unbondingEnd;
         p.stake = uint128(active - amount);
         p.unbonding = unbonding;
-        p.unbondingEnd = releaseTime;
+        p.unbondingEnd = uint40(releaseTime);
         totalStaked -= uint128(amount);
         totalUnbonding += uint128(amount);
         emit UnstakeRequested(msg.sender, amount, unbonding, releaseTime);
     }
 
     /// @notice Pays the caller its whole unbonding amount once the unbonding period is
-    /// over. Never stopped by a pause, a jail or a tombstone. Emits {Withdrawn}.
+    /// over and no hold is left, after collecting any slash debt it owes (if the bucket
+    /// cannot take all of it yet, the withdrawal waits). Never stopped by a pause, a jail
+    /// or a tombstone. Emits {Withdrawn}.
     function withdraw() external nonReentrant {
         Provider storage p = _providers[msg.sender];
+        if (p.unbonding == 0) revert NothingToWithdraw();
+        if (block.timestamp < p.unbondingEnd) revert StillUnbonding(p.unbondingEnd, uint64(block.timestamp));
+        if (block.timestamp < p.heldUntil) revert StakeOnHold(p.heldUntil, uint64(block.timestamp));
+        uint256 debt = slashDebt[msg.sender];
+        if (debt > 0) {
+            debt = _collectDebt(msg.sender, p, debt);
+            if (debt > 0) revert SlashDebtOutstanding(msg.sender, debt);
+        }
         uint256 amount = p.unbonding;
         if (amount == 0) revert NothingToWithdraw();
-        if (block.timestamp < p.unbondingEnd) revert StillUnbonding(p.unbondingEnd, uint64(block.timestamp));
         p.unbonding = 0;
         totalUnbonding -= uint128(amount);
         token.safeTransfer(msg.sender, amount);
         emit Withdrawn(msg.sender, amount);
+    }
+
+    /// @notice Collects as much of `provider`'s slash debt as the bucket allows now.
+    /// Anyone may call. Emits {Slashed} (reason "slash-debt") and {SlashDebtChanged}.
+    /// @return debt what is still owed.
+    function collectSlashDebt(address provider) external nonReentrant returns (uint256 debt) {
+        debt = slashDebt[provider];
+        if (debt == 0) return 0;
+        return _collectDebt(provider, _registered(provider), debt);
     }
 
     /// @notice Lets a jailed provider back in once its jail time is served, if it is not
@@ -219,38 +301,48 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     // ─── Slashing (SLASHER_ROLE) ─────────────────────────────────────────────
 
     /// @inheritdoc IStakingVault
-    /// @dev Only SLASHER_ROLE. Takes `bps` of active and unbonding stake proportionally,
-    /// capped per incident by maxSlashBps and network-wide by the token bucket (a
-    /// limited slash emits {SlashRateLimited}). `treasuryShareBps` of it goes to the
-    /// treasury, the rest is burned. Works while paused. Emits {Slashed}.
+    /// @dev Only SLASHER_ROLE. Emits {StakeHeld} when it extends the hold.
+    function hold(address provider, uint64 until) external onlyRole(SLASHER_ROLE) {
+        Provider storage p = _registered(provider);
+        if (until > p.heldUntil) {
+            uint40 stored = until >= FOREVER ? FOREVER : uint40(until);
+            p.heldUntil = stored;
+            emit StakeHeld(provider, stored);
+        }
+    }
+
+    /// @inheritdoc IStakingVault
+    /// @dev Only SLASHER_ROLE. Takes `bps` of active and unbonding stake proportionally.
+    /// `bps` is lowered to the per-incident cap and to what is left of this slasher's
+    /// allowance for this provider this period ({SlashCapped}); the network-wide bucket
+    /// then limits the amount ({SlashRateLimited}) and what it holds back becomes the
+    /// provider's slash debt. `treasuryShareBps` of it goes to the treasury, the rest is
+    /// burned. Works while paused. Emits {Slashed}.
     function slash(address provider, uint16 bps, bytes32 reason, bytes32 evidenceHash)
         external
         onlyRole(SLASHER_ROLE)
         nonReentrant
         returns (uint256 slashed)
     {
-        if (bps == 0 || bps > maxSlashBps) revert InvalidBps(bps, maxSlashBps);
+        if (bps == 0) revert InvalidBps(bps, maxSlashBps);
         Provider storage p = _registered(provider);
-        (uint256 fromStake, uint256 fromUnbonding) = _slashAmounts(provider, p, bps);
-        p.stake -= uint128(fromStake);
-        p.unbonding -= uint128(fromUnbonding);
-        totalStaked -= uint128(fromStake);
-        totalUnbonding -= uint128(fromUnbonding);
-        slashed = fromStake + fromUnbonding;
-
-        uint256 toTreasury = slashed * treasuryShareBps / BPS;
-        emit Slashed(provider, reason, fromStake, fromUnbonding, bps, evidenceHash, toTreasury);
-        if (toTreasury > 0) token.safeTransfer(treasury, toTreasury);
-        if (slashed > toTreasury) ERC20Burnable(address(token)).burn(slashed - toTreasury);
+        uint16 applied = _capped(provider, bps);
+        if (applied != bps) emit SlashCapped(provider, msg.sender, bps, applied);
+        if (applied == 0) return 0;
+        (uint256 fromStake, uint256 fromUnbonding) =
+            _rateLimited(provider, uint256(p.stake) * applied / BPS, uint256(p.unbonding) * applied / BPS);
+        slashed = _take(provider, p, fromStake, fromUnbonding, applied, reason, evidenceHash);
     }
 
     /// @inheritdoc IStakingVault
-    /// @dev Only SLASHER_ROLE. Never shortens a jail already running. Emits {Jailed}.
+    /// @dev Only SLASHER_ROLE. Never shortens a jail already running; a time past the
+    /// record's range jails until the end of that range. Emits {Jailed}.
     function jail(address provider, uint64 until) external onlyRole(SLASHER_ROLE) {
         Provider storage p = _registered(provider);
-        if (until > p.jailedUntil) {
-            p.jailedUntil = until;
-            emit Jailed(provider, until);
+        uint40 stored = until >= FOREVER ? FOREVER - 1 : uint40(until);
+        if (stored > p.jailedUntil) {
+            p.jailedUntil = stored;
+            emit Jailed(provider, stored);
         }
     }
 
@@ -260,16 +352,45 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         Provider storage p = _registered(provider);
         if (p.tombstoned) return;
         p.tombstoned = true;
-        p.jailedUntil = type(uint64).max;
+        p.jailedUntil = FOREVER;
         emit Tombstoned(provider);
         emit Jailed(provider, type(uint64).max);
+    }
+
+    // ─── Rewards (the reward distributor) ────────────────────────────────────
+
+    /// @inheritdoc IStakingVault
+    /// @dev Only `rewardsDistributor`. Kept in the provider's own record, a slot it already
+    /// has, so a provider's first claim creates no storage.
+    function recordClaim(address provider, uint256 cumulative) external returns (uint256 previous) {
+        if (msg.sender != rewardsDistributor) revert NotRewardsDistributor(msg.sender);
+        Provider storage p = _registered(provider);
+        previous = p.claimedRewards;
+        if (cumulative <= previous) revert ClaimNotIncreasing(provider, cumulative, previous);
+        p.claimedRewards = cumulative.toUint96();
     }
 
     // ─── Views ───────────────────────────────────────────────────────────────
 
     /// @notice The full record of `provider`.
-    function providerInfo(address provider) external view returns (Provider memory) {
-        return _providers[provider];
+    function providerInfo(address provider) external view returns (ProviderView memory info) {
+        Provider storage p = _providers[provider];
+        info.stake = p.stake;
+        info.unbonding = p.unbonding;
+        info.unbondingEnd = p.unbondingEnd;
+        info.jailedUntil = p.jailedUntil == FOREVER ? type(uint64).max : p.jailedUntil;
+        info.gpus = p.gpus;
+        info.registered = p.gpus != 0;
+        info.tombstoned = p.tombstoned;
+        info.specHash = p.specHash;
+        info.heldUntil = p.heldUntil;
+        info.claimedRewards = p.claimedRewards;
+        info.slashDebt = slashDebt[provider];
+    }
+
+    /// @inheritdoc IStakingVault
+    function claimedRewards(address provider) external view returns (uint256) {
+        return _providers[provider].claimedRewards;
     }
 
     /// @notice The minimum active stake `provider` needs to take work.
@@ -280,7 +401,7 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     /// @inheritdoc IStakingVault
     function requireEligible(address provider) external view {
         Provider storage p = _providers[provider];
-        if (!p.registered) revert NotRegistered(provider);
+        if (p.gpus == 0) revert NotRegistered(provider);
         if (p.tombstoned) revert ProviderTombstoned(provider);
         // A jail ends only by unjail(), which re-checks the stake: serving the time is not enough.
         if (p.jailedUntil != 0) revert ProviderJailed(provider, p.jailedUntil);
@@ -291,7 +412,7 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     /// @notice Whether `provider` may take work and earn rewards now.
     function isEligible(address provider) external view returns (bool) {
         Provider storage p = _providers[provider];
-        return p.registered && !p.tombstoned && p.jailedUntil == 0 && p.stake >= uint256(minStakePerGpu) * p.gpus;
+        return p.gpus != 0 && !p.tombstoned && p.jailedUntil == 0 && p.stake >= uint256(minStakePerGpu) * p.gpus;
     }
 
     /// @notice Tokens the network-wide slash limit allows right now.
@@ -299,28 +420,41 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         return _bucketAt(block.timestamp);
     }
 
+    /// @notice What `slasher` may still take from `provider` this period, in basis points.
+    function slashAllowanceBps(address slasher, address provider) external view returns (uint16) {
+        SlashWindow memory w = _windows[slasher][provider];
+        if (block.timestamp >= uint256(w.start) + SLASH_PERIOD) return maxSlashBpsPerPeriod;
+        return w.usedBps >= maxSlashBpsPerPeriod ? 0 : maxSlashBpsPerPeriod - w.usedBps;
+    }
+
     // ─── Admin (DEFAULT_ADMIN_ROLE) ──────────────────────────────────────────
 
-    /// @notice Sets the stake required per declared GPU. Emits {MinStakePerGpuSet}.
+    /// @notice Sets the stake required per declared GPU, from 1 wei to MAX_MIN_STAKE_PER_GPU.
+    /// Emits {MinStakePerGpuSet}.
     function setMinStakePerGpu(uint128 value) external onlyRole(DEFAULT_ADMIN_ROLE) {
         _setMinStakePerGpu(value);
     }
 
-    /// @notice Sets the unbonding period for later requests. Emits {UnbondingPeriodSet}.
+    /// @notice Sets the unbonding period for later requests, from minUnbondingPeriod to
+    /// MAX_UNBONDING_PERIOD. Emits {UnbondingPeriodSet}.
     function setUnbondingPeriod(uint64 period) external onlyRole(DEFAULT_ADMIN_ROLE) {
         _setUnbondingPeriod(period);
     }
 
-    /// @notice Sets the per-incident cap, the treasury's share of slashes and the
-    /// treasury. Emits {SlashPolicySet}.
-    function setSlashPolicy(uint16 maxSlashBps_, uint16 treasuryShareBps_, address treasury_)
-        external
-        onlyRole(DEFAULT_ADMIN_ROLE)
-    {
-        _setSlashPolicy(maxSlashBps_, treasuryShareBps_, treasury_);
+    /// @notice Sets the per-incident cap (MIN_SLASH_BPS_LIMIT to MAX_SLASH_BPS_LIMIT), the
+    /// per-slasher cap over SLASH_PERIOD (at least the per-incident cap), the treasury's
+    /// share of slashes and the treasury. Emits {SlashPolicySet}.
+    function setSlashPolicy(
+        uint16 maxSlashBps_,
+        uint16 maxSlashBpsPerPeriod_,
+        uint16 treasuryShareBps_,
+        address treasury_
+    ) external onlyRole(DEFAULT_ADMIN_ROLE) {
+        _setSlashPolicy(maxSlashBps_, maxSlashBpsPerPeriod_, treasuryShareBps_, treasury_);
     }
 
-    /// @notice Sets the network-wide slash bucket. Emits {SlashRateLimitSet}.
+    /// @notice Sets the network-wide slash bucket: a capacity of at least MIN_BUCKET_CAPACITY
+    /// and a refill from 1 wei a second up to the capacity. Emits {SlashRateLimitSet}.
     function setSlashRateLimit(uint128 capacity, uint128 refillPerSecond) external onlyRole(DEFAULT_ADMIN_ROLE) {
         _bucketLevel = uint128(_bucketAt(block.timestamp));
         _bucketUpdatedAt = uint64(block.timestamp);
@@ -344,25 +478,86 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
 
     function _registered(address provider) private view returns (Provider storage p) {
         p = _providers[provider];
-        if (!p.registered) revert NotRegistered(provider);
+        if (p.gpus == 0) revert NotRegistered(provider);
     }
 
-    /// @dev `bps` of active and unbonding stake, scaled down in proportion to what the
-    /// network-wide bucket allows; draws the bucket down by the result.
-    function _slashAmounts(address provider, Provider storage p, uint16 bps)
+    /// @dev `bps` lowered to the per-incident cap and to the caller's allowance for
+    /// `provider` this period, which it then uses up.
+    function _capped(address provider, uint16 bps) private returns (uint16 applied) {
+        applied = bps > maxSlashBps ? maxSlashBps : bps;
+        SlashWindow storage w = _windows[msg.sender][provider];
+        uint16 used = w.usedBps;
+        if (block.timestamp >= uint256(w.start) + SLASH_PERIOD) {
+            w.start = uint64(block.timestamp);
+            used = 0;
+        }
+        uint16 limit = maxSlashBpsPerPeriod;
+        uint16 left = used >= limit ? 0 : limit - used;
+        if (applied > left) applied = left;
+        w.usedBps = used + applied;
+    }
+
+    /// @dev The amounts scaled down to what the network-wide bucket holds, drawing it down;
+    /// what it holds back is added to the provider's slash debt.
+    function _rateLimited(address provider, uint256 fromStake, uint256 fromUnbonding)
         private
-        returns (uint256 fromStake, uint256 fromUnbonding)
+        returns (uint256, uint256)
     {
-        fromStake = uint256(p.stake) * bps / BPS;
-        fromUnbonding = uint256(p.unbonding) * bps / BPS;
         uint256 requested = fromStake + fromUnbonding;
         uint256 available = _bucketAt(block.timestamp);
         if (requested > available) {
             fromStake = fromStake * available / requested;
             fromUnbonding = fromUnbonding * available / requested;
+            uint256 debt = slashDebt[provider] + requested - fromStake - fromUnbonding;
+            slashDebt[provider] = debt;
             emit SlashRateLimited(provider, requested, fromStake + fromUnbonding);
+            emit SlashDebtChanged(provider, debt);
         }
-        _bucketLevel = uint128(available - fromStake - fromUnbonding);
+        _drawBucket(available, fromStake + fromUnbonding);
+        return (fromStake, fromUnbonding);
+    }
+
+    /// @dev Removes a slashed amount from the provider and the totals, then pays the
+    /// treasury its share and burns the rest.
+    function _take(
+        address provider,
+        Provider storage p,
+        uint256 fromStake,
+        uint256 fromUnbonding,
+        uint16 bps,
+        bytes32 reason,
+        bytes32 evidenceHash
+    ) private returns (uint256 slashed) {
+        p.stake -= uint128(fromStake);
+        p.unbonding -= uint128(fromUnbonding);
+        totalStaked -= uint128(fromStake);
+        totalUnbonding -= uint128(fromUnbonding);
+        slashed = fromStake + fromUnbonding;
+        uint256 toTreasury = slashed * treasuryShareBps / BPS;
+        emit Slashed(provider, reason, fromStake, fromUnbonding, bps, evidenceHash, toTreasury);
+        if (toTreasury > 0) token.safeTransfer(treasury, toTreasury);
+        if (slashed > toTreasury) ERC20Burnable(address(token)).burn(slashed - toTreasury);
+    }
+
+    /// @dev Takes as much of `debt` as the bucket and the provider's stake allow,
+    /// proportionally from active and unbonding stake; returns what is still owed.
+    function _collectDebt(address provider, Provider storage p, uint256 debt) private returns (uint256) {
+        uint256 held = uint256(p.stake) + p.unbonding;
+        uint256 available = _bucketAt(block.timestamp);
+        uint256 amount = _min(_min(debt, available), held);
+        if (amount == 0) return debt;
+        uint256 fromStake = uint256(p.stake) * amount / held;
+        uint256 fromUnbonding = amount - fromStake;
+        _drawBucket(available, amount);
+        debt -= amount;
+        slashDebt[provider] = debt;
+        emit SlashDebtChanged(provider, debt);
+        _take(provider, p, fromStake, fromUnbonding, 0, DEBT_REASON, bytes32(0));
+        return debt;
+    }
+
+    function _drawBucket(uint256 available, uint256 amount) private {
+        _bucketLevel = uint128(available - amount);
         _bucketUpdatedAt = uint64(block.timestamp);
     }
 
@@ -372,28 +567,47 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     }
 
     function _setMinStakePerGpu(uint128 value) private {
-        if (value == 0) revert ZeroAmount();
+        if (value == 0 || value > MAX_MIN_STAKE_PER_GPU) {
+            revert OutOfRange("minStakePerGpu", value, 1, MAX_MIN_STAKE_PER_GPU);
+        }
         minStakePerGpu = value;
         emit MinStakePerGpuSet(value);
     }
 
     function _setUnbondingPeriod(uint64 period) private {
-        if (period > MAX_UNBONDING_PERIOD) revert UnbondingPeriodTooLong(period, MAX_UNBONDING_PERIOD);
+        if (period < minUnbondingPeriod || period > MAX_UNBONDING_PERIOD) {
+            revert OutOfRange("unbondingPeriod", period, minUnbondingPeriod, MAX_UNBONDING_PERIOD);
+        }
         unbondingPeriod = period;
         emit UnbondingPeriodSet(period);
     }
 
-    function _setSlashPolicy(uint16 maxSlashBps_, uint16 treasuryShareBps_, address treasury_) private {
-        if (maxSlashBps_ == 0 || maxSlashBps_ > MAX_SLASH_BPS_LIMIT) revert InvalidBps(maxSlashBps_, MAX_SLASH_BPS_LIMIT);
+    function _setSlashPolicy(
+        uint16 maxSlashBps_,
+        uint16 maxSlashBpsPerPeriod_,
+        uint16 treasuryShareBps_,
+        address treasury_
+    ) private {
+        if (maxSlashBps_ < MIN_SLASH_BPS_LIMIT || maxSlashBps_ > MAX_SLASH_BPS_LIMIT) {
+            revert OutOfRange("maxSlashBps", maxSlashBps_, MIN_SLASH_BPS_LIMIT, MAX_SLASH_BPS_LIMIT);
+        }
+        if (maxSlashBpsPerPeriod_ < maxSlashBps_ || maxSlashBpsPerPeriod_ > BPS) {
+            revert OutOfRange("maxSlashBpsPerPeriod", maxSlashBpsPerPeriod_, maxSlashBps_, BPS);
+        }
         if (treasuryShareBps_ > BPS) revert InvalidBps(treasuryShareBps_, BPS);
         if (treasury_ == address(0)) revert ZeroAddress();
         maxSlashBps = maxSlashBps_;
+        maxSlashBpsPerPeriod = maxSlashBpsPerPeriod_;
         treasuryShareBps = treasuryShareBps_;
         treasury = treasury_;
-        emit SlashPolicySet(maxSlashBps_, treasuryShareBps_, treasury_);
+        emit SlashPolicySet(maxSlashBps_, maxSlashBpsPerPeriod_, treasuryShareBps_, treasury_);
     }
 
     function _setSlashRateLimit(uint128 capacity, uint128 refillPerSecond) private {
+        if (capacity < MIN_BUCKET_CAPACITY) revert OutOfRange("slashBucketCapacity", capacity, MIN_BUCKET_CAPACITY, type(uint128).max);
+        if (refillPerSecond == 0 || refillPerSecond > capacity) {
+            revert OutOfRange("slashRefillPerSecond", refillPerSecond, 1, capacity);
+        }
         slashBucketCapacity = capacity;
         slashRefillPerSecond = refillPerSecond;
         emit SlashRateLimitSet(capacity, refillPerSecond);

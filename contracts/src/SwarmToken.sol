@@ -4,15 +4,19 @@ pragma solidity ^0.8.24;
 import {ERC20} from "@openzeppelin/contracts/token/ERC20/ERC20.sol";
 import {ERC20Burnable} from "@openzeppelin/contracts/token/ERC20/extensions/ERC20Burnable.sol";
 import {ERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/ERC20Permit.sol";
-import {AccessControl} from "@openzeppelin/contracts/access/AccessControl.sol";
+import {AccessControlDefaultAdminRules} from
+    "@openzeppelin/contracts/access/extensions/AccessControlDefaultAdminRules.sol";
 
 /// @title SwarmToken
 /// @notice The ERC-20 in which stake, job payments and rewards are all denominated.
 /// Supports EIP-2612 permits so staking and posting a job each take one transaction.
 /// @dev Invariant: totalSupply() never exceeds MAX_SUPPLY; it falls only by burns
 /// (slashed stake is burned by the vault).
-contract SwarmToken is ERC20, ERC20Burnable, ERC20Permit, AccessControl {
+/// The admin role moves in two steps with a delay (AccessControlDefaultAdminRules).
+contract SwarmToken is ERC20, ERC20Burnable, ERC20Permit, AccessControlDefaultAdminRules {
     bytes32 public constant MINTER_ROLE = keccak256("MINTER_ROLE");
+    /// @notice How long a proposed admin waits before it may accept the role.
+    uint48 public constant ADMIN_TRANSFER_DELAY = 2 days;
 
     /// @notice The hard cap on supply: one billion tokens.
     uint256 public constant MAX_SUPPLY = 1_000_000_000 ether;
@@ -25,8 +29,8 @@ contract SwarmToken is ERC20, ERC20Burnable, ERC20Permit, AccessControl {
     constructor(address admin, address initialHolder, uint256 initialSupply)
         ERC20("Swarm", "SWARM")
         ERC20Permit("Swarm")
+        AccessControlDefaultAdminRules(ADMIN_TRANSFER_DELAY, admin)
     {
-        _grantRole(DEFAULT_ADMIN_ROLE, admin);
         _grantRole(MINTER_ROLE, admin);
         _mintCapped(initialHolder, initialSupply);
     }

@@ -902,8 +902,8 @@ contract RewardDistributorTest is SwarmTestBase {
         emit StakingVault.Jailed(bob, type(uint64).max);
         distributor.finalizeEpoch(slashes);
 
-        StakingVault.Provider memory a = vault.providerInfo(alice);
-        StakingVault.Provider memory b = vault.providerInfo(bob);
+        StakingVault.ProviderView memory a = vault.providerInfo(alice);
+        StakingVault.ProviderView memory b = vault.providerInfo(bob);
         assertEq(a.stake, STAKE - 1_000 ether);
         assertEq(a.jailedUntil, jailUntil);
         assertFalse(a.tombstoned);
@@ -1003,7 +1003,7 @@ contract RewardDistributorTest is SwarmTestBase {
         _warpToFinalizable();
 
         distributor.finalizeEpoch(slashes);
-        StakingVault.Provider memory p = vault.providerInfo(alice);
+        StakingVault.ProviderView memory p = vault.providerInfo(alice);
         assertEq(p.stake, stakeAmount - stakeAmount * bps / 10_000);
         assertEq(p.jailedUntil, jailSeconds == 0 ? 0 : block.timestamp + jailSeconds);
         assertFalse(p.tombstoned);

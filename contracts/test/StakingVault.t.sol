@@ -76,7 +76,7 @@ contract StakingVaultTest is PermitSigner {
         vault.setSlashRateLimit(capacity, refill);
     }
 
-    function _info(address provider) internal view returns (StakingVault.Provider memory) {
+    function _info(address provider) internal view returns (StakingVault.ProviderView memory) {
         return vault.providerInfo(provider);
     }
 
@@ -149,7 +149,7 @@ contract StakingVaultTest is PermitSigner {
         emit StakingVault.Registered(alice, SPEC, GPUS);
         _register(alice);
 
-        StakingVault.Provider memory p = _info(alice);
+        StakingVault.ProviderView memory p = _info(alice);
         assertTrue(p.registered);
         assertFalse(p.tombstoned);
         assertEq(p.gpus, GPUS);
@@ -356,7 +356,7 @@ contract StakingVaultTest is PermitSigner {
         emit StakingVault.UnstakeRequested(alice, 3_000 ether, 3_000 ether, release);
         _unstake(alice, 3_000 ether);
 
-        StakingVault.Provider memory p = _info(alice);
+        StakingVault.ProviderView memory p = _info(alice);
         assertEq(p.stake, STAKE - 3_000 ether);
         assertEq(p.unbonding, 3_000 ether);
         assertEq(p.unbondingEnd, release);

@@ -7,8 +7,14 @@ interface IStakingVault {
     /// stake below its minimum, jailed or tombstoned); returns otherwise.
     function requireEligible(address provider) external view;
 
-    /// @notice Slashes `bps` basis points of the provider's active and unbonding stake.
-    /// @return slashed the amount actually taken after the per-incident cap and rate limit.
+    /// @notice Keeps `provider`'s stake (active and unbonding) in the vault until `until`,
+    /// because a slash may still come until then: no withdrawal before it. A later time
+    /// only extends the hold, an earlier one is ignored. Only SLASHER_ROLE.
+    function hold(address provider, uint64 until) external;
+
+    /// @notice Slashes `bps` basis points of the provider's active and unbonding stake;
+    /// a `bps` above a cap is applied at the cap.
+    /// @return slashed the amount actually taken after the caps and the rate limit.
     function slash(address provider, uint16 bps, bytes32 reason, bytes32 evidenceHash)
         external
         returns (uint256 slashed);
@@ -18,4 +24,15 @@ interface IStakingVault {
 
     /// @notice Jails `provider` for ever.
     function tombstone(address provider) external;
+
+    /// @notice Records that `provider` has now claimed `cumulative` rewards in all, kept in
+    /// the provider's own record. Only REWARDS_ROLE (the reward distributor).
+    /// @return previous what the provider had claimed before.
+    function recordClaim(address provider, uint256 cumulative) external returns (uint256 previous);
+
+    /// @notice The one contract allowed to call {recordClaim}.
+    function rewardsDistributor() external view returns (address);
+
+    /// @notice The rewards `provider` has claimed in all.
+    function claimedRewards(address provider) external view returns (uint256);
 }

@@ -205,7 +205,7 @@ abstract contract HandlerBase is CommonBase, StdUtils {
         w.stake = new uint256[](n);
         w.unbonding = new uint256[](n);
         for (uint256 i; i < n; ++i) {
-            StakingVault.Provider memory info = vault.providerInfo(providers[i]);
+            StakingVault.ProviderView memory info = vault.providerInfo(providers[i]);
             w.stake[i] = info.stake;
             w.unbonding[i] = info.unbonding;
         }
@@ -245,7 +245,7 @@ abstract contract HandlerBase is CommonBase, StdUtils {
 
         bool stateOk = true;
         for (uint256 i; i < providers.length; ++i) {
-            StakingVault.Provider memory info = vault.providerInfo(providers[i]);
+            StakingVault.ProviderView memory info = vault.providerInfo(providers[i]);
             if (info.stake != w.stake[i] || info.unbonding != w.unbonding[i]) stateOk = false;
         }
         uint256 treasuryNow = token.balanceOf(treasury);

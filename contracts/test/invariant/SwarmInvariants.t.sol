@@ -303,11 +303,11 @@ contract SwarmInvariantsTest is SwarmTestBase {
 
     function _sumActorStakes() private view returns (uint256 staked, uint256 unbonding) {
         for (uint256 i; i < providerSet.length; ++i) {
-            StakingVault.Provider memory info = vault.providerInfo(providerSet[i]);
+            StakingVault.ProviderView memory info = vault.providerInfo(providerSet[i]);
             staked += info.stake;
             unbonding += info.unbonding;
         }
-        StakingVault.Provider memory stranger = vault.providerInfo(outsider);
+        StakingVault.ProviderView memory stranger = vault.providerInfo(outsider);
         staked += stranger.stake;
         unbonding += stranger.unbonding;
     }

@@ -38,7 +38,7 @@ contract VaultHandler is HandlerBase {
     /// @dev Half the time waits out the unbonding period first.
     function withdraw(uint256 providerSeed, uint256 waitSeed) external step {
         address p = _provider(providerSeed);
-        StakingVault.Provider memory info = vault.providerInfo(p);
+        StakingVault.ProviderView memory info = vault.providerInfo(p);
         if (info.unbonding == 0) return;
         if (block.timestamp < info.unbondingEnd) {
             if (waitSeed % 2 == 1) return;
@@ -50,7 +50,7 @@ contract VaultHandler is HandlerBase {
     /// @dev Serves the jail and tops the stake up to the minimum first if needed.
     function unjail(uint256 providerSeed) external step {
         address p = _provider(providerSeed);
-        StakingVault.Provider memory info = vault.providerInfo(p);
+        StakingVault.ProviderView memory info = vault.providerInfo(p);
         if (info.jailedUntil == 0 || info.tombstoned) return;
         if (block.timestamp < info.jailedUntil) _advanceTo(info.jailedUntil);
         uint256 minimum = vault.minStake(p);
@@ -84,7 +84,7 @@ contract VaultHandler is HandlerBase {
         } catch (bytes memory err) {
             _expectPaused(false, err);
         }
-        StakingVault.Provider memory info = vault.providerInfo(p);
+        StakingVault.ProviderView memory info = vault.providerInfo(p);
         if (info.stake > 0) {
             vm.prank(p);
             vault.requestUnstake(_bound(amount, 1, info.stake));

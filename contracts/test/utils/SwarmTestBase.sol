@@ -13,11 +13,14 @@ import {JobMarket} from "../../src/JobMarket.sol";
 abstract contract SwarmTestBase is Test {
     uint128 internal constant MIN_STAKE_PER_GPU = 1_000 ether;
     uint64 internal constant UNBONDING_PERIOD = 7 days;
+    uint64 internal constant MIN_UNBONDING_PERIOD = 1 days;
     uint16 internal constant MAX_SLASH_BPS = 5_000;
+    uint16 internal constant MAX_SLASH_BPS_PER_PERIOD = 7_500;
     uint16 internal constant TREASURY_SHARE_BPS = 5_000;
     uint128 internal constant BUCKET_CAPACITY = 1_000_000 ether;
     uint128 internal constant BUCKET_REFILL = 10 ether; // per second
     uint64 internal constant CHALLENGE_WINDOW = 1 hours;
+    uint64 internal constant MIN_CHALLENGE_WINDOW = 10 minutes;
     uint16 internal constant FEE_BPS = 250;
     uint64 internal constant DISPUTE_WINDOW = 1 days;
     uint256 internal constant ACTOR_FUNDS = 10_000_000 ether;
@@ -53,20 +56,10 @@ abstract contract SwarmTestBase is Test {
 
         vm.startPrank(admin);
         token = new SwarmToken(admin, admin, 500_000_000 ether);
-        vault = new StakingVault(
-            token,
-            admin,
-            StakingVault.Params({
-                minStakePerGpu: MIN_STAKE_PER_GPU,
-                unbondingPeriod: UNBONDING_PERIOD,
-                maxSlashBps: MAX_SLASH_BPS,
-                treasuryShareBps: TREASURY_SHARE_BPS,
-                treasury: treasury,
-                slashBucketCapacity: BUCKET_CAPACITY,
-                slashRefillPerSecond: BUCKET_REFILL
-            })
-        );
-        distributor = new RewardDistributor(token, vault, admin, signerAddrs, THRESHOLD, CHALLENGE_WINDOW);
+        // The vault names the distributor, created right after it, as the one that records claims.
+        vault = new StakingVault(token, admin, _vaultParams(vm.computeCreateAddress(admin, vm.getNonce(admin) + 1)));
+        distributor =
+            new RewardDistributor(token, vault, admin, signerAddrs, THRESHOLD, CHALLENGE_WINDOW, MIN_CHALLENGE_WINDOW);
         market = new JobMarket(token, vault, admin, treasury, FEE_BPS, DISPUTE_WINDOW);
 
         vault.grantRole(vault.SLASHER_ROLE(), address(distributor));
@@ -91,6 +84,22 @@ abstract contract SwarmTestBase is Test {
             vm.prank(buyers[i]);
             token.approve(address(market), type(uint256).max);
         }
+    }
+
+    /// @dev The vault's parameters, with `rewardsDistributor` as the contract that records claims.
+    function _vaultParams(address rewardsDistributor) internal view returns (StakingVault.Params memory) {
+        return StakingVault.Params({
+            minStakePerGpu: MIN_STAKE_PER_GPU,
+            unbondingPeriod: UNBONDING_PERIOD,
+            minUnbondingPeriod: MIN_UNBONDING_PERIOD,
+            maxSlashBps: MAX_SLASH_BPS,
+            maxSlashBpsPerPeriod: MAX_SLASH_BPS_PER_PERIOD,
+            treasuryShareBps: TREASURY_SHARE_BPS,
+            treasury: treasury,
+            slashBucketCapacity: BUCKET_CAPACITY,
+            slashRefillPerSecond: BUCKET_REFILL,
+            rewardsDistributor: rewardsDistributor
+        });
     }
 
     /// @dev Registers `provider` with `gpus` GPUs and stakes `amount`.
