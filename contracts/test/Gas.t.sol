@@ -54,12 +54,38 @@ contract GasTest is SwarmTestBase {
 
     function _report(uint64 epoch, bytes32 root, uint256 total)
         internal
-        pure
+        view
+        returns (RewardDistributor.EpochReport memory)
+    {
+        return _report(epoch, root, total, _noSlashes());
+    }
+
+    function _report(uint64 epoch, bytes32 root, uint256 total, RewardDistributor.Slash[] memory slashes)
+        internal
+        view
         returns (RewardDistributor.EpochReport memory)
     {
         return RewardDistributor.EpochReport({
-            epoch: epoch, rewardsRoot: root, totalRewards: total, slashesHash: keccak256(abi.encode(_noSlashes()))
+            epoch: epoch,
+            rewardsRoot: root,
+            totalRewards: total,
+            cumulativeTotal: distributor.totalAllocated() + total,
+            slashesHash: keccak256(abi.encode(slashes)),
+            expiresAt: uint64(block.timestamp + 1 days)
         });
+    }
+
+    /// @dev `newcomer` registers and stakes every token it has, so it holds none; alice
+    /// is a provider that still holds tokens.
+    function _claimants() internal {
+        vm.prank(admin);
+        token.transfer(newcomer, STAKE);
+        vm.startPrank(newcomer);
+        token.approve(address(vault), STAKE);
+        vault.register(keccak256("newcomer"), GPUS);
+        vault.stake(STAKE);
+        vm.stopPrank();
+        _registerAndStake(alice, GPUS, STAKE);
     }
 
     function _submit(RewardDistributor.EpochReport memory report) internal {
@@ -210,6 +236,7 @@ contract GasTest is SwarmTestBase {
     // ─── RewardDistributor ───────────────────────────────────────────────────
 
     function test_Gas_Claim100kTreeNewHolder() public {
+        _claimants();
         (bytes32 root, bytes32[] memory newcomerProof, bytes32[] memory aliceProof) = _bigTree();
         _publish(_report(1, root, 2 * REWARD));
         _claim(alice, aliceProof); // someone has claimed before
@@ -226,6 +253,7 @@ contract GasTest is SwarmTestBase {
     }
 
     function test_Gas_Claim100kTreeFirstClaimEver() public {
+        _claimants();
         (bytes32 root, bytes32[] memory newcomerProof,) = _bigTree();
         _publish(_report(1, root, 2 * REWARD));
         assertEq(distributor.totalClaimed(), 0);
@@ -240,6 +268,7 @@ contract GasTest is SwarmTestBase {
     }
 
     function test_Gas_Claim100kTreeExistingHolder() public {
+        _claimants();
         (bytes32 root, bytes32[] memory newcomerProof, bytes32[] memory aliceProof) = _bigTree();
         _publish(_report(1, root, 2 * REWARD));
         _claim(newcomer, newcomerProof); // someone has claimed before
@@ -249,7 +278,7 @@ contract GasTest is SwarmTestBase {
         _claim(alice, aliceProof);
         uint256 gasUsed = vm.stopSnapshotGas();
 
-        assertEq(token.balanceOf(alice), ACTOR_FUNDS + REWARD);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - STAKE + REWARD);
         assertEq(distributor.claimed(alice), REWARD);
         assertLe(gasUsed, 85_000, "claim (holder) above target");
     }
@@ -333,6 +362,44 @@ contract GasTest is SwarmTestBase {
         assertEq(distributor.rewardsRoot(), root);
         assertEq(distributor.lastFinalizedEpoch(), 2);
         assertEq(distributor.totalAllocated(), 3 * REWARD);
+    }
+
+    /// @dev The largest report a committee may submit: MAX_SLASHES_PER_REPORT slashes with
+    /// jails, MAX_TOMBSTONES_PER_REPORT of them tombstones, each on its own staked provider.
+    function test_Gas_FinalizeEpochLargestReport() public {
+        uint256 n = distributor.MAX_SLASHES_PER_REPORT();
+        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](n);
+        for (uint256 i; i < n; ++i) {
+            address p = address(uint160(0x100000 + i));
+            vm.prank(admin);
+            token.transfer(p, STAKE);
+            vm.startPrank(p);
+            token.approve(address(vault), STAKE);
+            vault.register(keccak256(abi.encode(p)), GPUS);
+            vault.stake(STAKE);
+            vm.stopPrank();
+            bool tombstone = i < distributor.MAX_TOMBSTONES_PER_REPORT();
+            slashes[i] = RewardDistributor.Slash({
+                provider: p,
+                bps: tombstone ? MAX_SLASH_BPS : 100,
+                reason: "downtime",
+                evidenceHash: keccak256(abi.encode(i)),
+                jailSeconds: distributor.MAX_JAIL_SECONDS(),
+                tombstone: tombstone
+            });
+        }
+        RewardDistributor.EpochReport memory report = _report(1, _smallTreeRoot(10), REWARD, slashes);
+        distributor.submitEpoch(report, slashes, _sign(report, THRESHOLD));
+        vm.warp(block.timestamp + CHALLENGE_WINDOW + 1);
+
+        _start("finalizeEpoch_largest_report");
+        distributor.finalizeEpoch(slashes);
+        uint256 gasUsed = vm.stopSnapshotGas();
+
+        assertEq(distributor.lastFinalizedEpoch(), 1);
+        assertTrue(vault.providerInfo(address(0x100000)).tombstoned);
+        assertEq(vault.providerInfo(address(uint160(0x100000 + n - 1))).stake, STAKE - STAKE / 100);
+        assertLe(gasUsed, 15_000_000, "the largest report must finalize in 15M gas");
     }
 
     // ─── JobMarket ───────────────────────────────────────────────────────────
