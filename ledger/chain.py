@@ -42,8 +42,9 @@ class Chain:
 
         return Web3(Web3.HTTPProvider(self.url, request_kwargs={"timeout": RPC_TIMEOUT}))
 
-    def timestamp(self, block: str = "latest") -> int:
-        return int(self.rpc("eth_getBlockByNumber", block, False)["timestamp"], 16)
+    def timestamp(self, block: int | str = "latest") -> int:
+        tag = hex(block) if isinstance(block, int) else block
+        return int(self.rpc("eth_getBlockByNumber", tag, False)["timestamp"], 16)
 
     def block_number(self) -> int:
         return int(self.rpc("eth_blockNumber"), 16)

@@ -34,11 +34,14 @@ class DeployParams:
     threshold: int
     min_stake_per_gpu: int = 1_000 * ONE
     unbonding_period: int = 14 * 86_400
+    min_unbonding_period: int = 7 * 86_400  # the floor, fixed at deployment
     max_slash_bps: int = 5_000
+    max_slash_bps_per_period: int = 7_500  # one slasher, one provider, 30 days
     treasury_share_bps: int = 5_000
     slash_bucket_capacity: int = 1_000_000 * ONE
     slash_refill_per_second: int = 12 * ONE  # about a million tokens a day
     challenge_window: int = 86_400
+    min_challenge_window: int = 12 * 3_600  # the floor, fixed at deployment
     fee_bps: int = 250
     dispute_window: int = 2 * 86_400
     initial_supply: int = 500_000_000 * ONE
@@ -51,7 +54,9 @@ class DeployParams:
             committee=tuple(dev_account(i).address for i in DEVNET_COMMITTEE_INDICES),
             threshold=DEVNET_THRESHOLD,
             unbonding_period=300,
+            min_unbonding_period=300,
             challenge_window=30,
+            min_challenge_window=10,
             dispute_window=60,
         )
 
@@ -136,11 +141,20 @@ def deploy(
 
 
 def _check_params(params: DeployParams) -> None:
-    if not 0 < params.threshold <= len(params.committee):
+    n = len(params.committee)
+    if not n // 2 < params.threshold <= n:
         raise SwarmError(
-            f"A committee of {len(params.committee)} signers cannot have threshold {params.threshold}; "
-            "choose a threshold from 1 to the number of signers."
+            f"A committee of {n} signers cannot have threshold {params.threshold}; "
+            f"choose a threshold from {n // 2 + 1} (a majority) to {n}."
         )
+
+
+def create_address(sender: str, nonce: int) -> str:
+    """The address of the contract `sender` creates with transaction number `nonce`."""
+    import rlp
+    from eth_utils import keccak, to_checksum_address
+
+    return to_checksum_address(keccak(rlp.encode([bytes.fromhex(sender[2:]), nonce]))[12:])
 
 
 def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params: DeployParams) -> Deployment:
@@ -155,6 +169,9 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
 
     start_block = w3.eth.block_number
     token = create("SwarmToken", admin, admin, params.initial_supply)
+    # The vault names the distributor, created by the very next transaction, as the only
+    # contract that records reward claims; the distributor checks it at construction.
+    expected_distributor = create_address(admin, w3.eth.get_transaction_count(admin, "pending") + 1)
     vault = create(
         "StakingVault",
         token,
@@ -162,15 +179,19 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
         (
             params.min_stake_per_gpu,
             params.unbonding_period,
+            params.min_unbonding_period,
             params.max_slash_bps,
+            params.max_slash_bps_per_period,
             params.treasury_share_bps,
             treasury,
             params.slash_bucket_capacity,
             params.slash_refill_per_second,
+            expected_distributor,
         ),
     )
     distributor = create(
-        "RewardDistributor", token, vault, admin, list(params.committee), params.threshold, params.challenge_window
+        "RewardDistributor", token, vault, admin, list(params.committee), params.threshold, params.challenge_window,
+        params.min_challenge_window,
     )
     market = create("JobMarket", token, vault, admin, treasury, params.fee_bps, params.dispute_window)
 

@@ -68,6 +68,14 @@ HINTS = {
     "PriceAboveCap": "the price per unit exceeds the buyer's cap.",
     "NothingToClaim": "everything proven for this provider has been claimed already.",
     "InvalidProof": "the proof does not match the current rewards root; fetch a fresh one.",
+    "ClaimNotIncreasing": "everything proven for this provider has been claimed already.",
+    "StakeOnHold": "a job or an epoch report can still slash this stake; withdraw after the hold ends.",
+    "SlashDebtOutstanding": "this provider owes a slash the rate limit deferred; withdraw once it is collected.",
+    "OutOfRange": "the value is outside the parameter's safe range; choose one within it.",
+    "ReportExpired": "the signed report expired; aggregate and sign the epoch again.",
+    "WrongEpoch": "a report must be for the epoch after the last finalized one.",
+    "ReportLapsed": "the report was not finalized in time; submit the epoch again.",
+    "RecoveryNotYet": "a stuck report can be discarded only after the recovery delay.",
 }
 
 # Panic codes of Solidity's built-in checks.

@@ -11,7 +11,13 @@ from ledger.eip712 import domain, typed_message
 
 SLASH_TUPLE = "(address,uint16,bytes32,bytes32,uint64,bool)"
 DOMAIN_NAME = "SwarmRewardDistributor"
-DOMAIN_VERSION = "1"
+DOMAIN_VERSION = "2"
+
+# RewardDistributor's bounds on one report (MAX_SLASHES_PER_REPORT, MAX_TOMBSTONES_PER_REPORT,
+# MAX_JAIL_SECONDS): a report within them always finalizes in one bounded transaction.
+MAX_SLASHES_PER_REPORT = 200
+MAX_TOMBSTONES_PER_REPORT = 8
+MAX_JAIL_SECONDS = 365 * 86_400
 
 
 def reason_bytes(reason: str) -> bytes:
@@ -35,30 +41,46 @@ class Slash:
         return astuple(self)
 
 
+def sorted_slashes(slashes: Sequence[Slash]) -> list[Slash]:
+    """Slashes in the order a report must list them: by provider address, ascending."""
+    return sorted(slashes, key=lambda s: int(s.provider, 16))
+
+
 def slashes_hash(slashes: Sequence[Slash]) -> bytes:
     return keccak(abi_encode([f"{SLASH_TUPLE}[]"], [[s.as_tuple() for s in slashes]]))
 
 
 @dataclass(frozen=True)
 class EpochReport:
+    """What the committee signs: the epoch (the one after the last finalized), the root of
+    every provider's cumulative earnings, this epoch's rewards, the sum of the root's leaves
+    (everything allocated so far plus this epoch's rewards), the slashes' hash, and the
+    chain time after which the report may no longer be submitted."""
+
     epoch: int
     rewards_root: bytes
     total_rewards: int
+    cumulative_total: int
     slashes_hash: bytes
+    expires_at: int
 
     def as_tuple(self) -> tuple:
-        return (self.epoch, self.rewards_root, self.total_rewards, self.slashes_hash)
+        return (self.epoch, self.rewards_root, self.total_rewards, self.cumulative_total, self.slashes_hash,
+                self.expires_at)
 
     def typed_data(self, chain_id: int, distributor: str) -> dict:
         return typed_message(
             "EpochReport",
-            [("epoch", "uint64"), ("rewardsRoot", "bytes32"), ("totalRewards", "uint256"), ("slashesHash", "bytes32")],
+            [("epoch", "uint64"), ("rewardsRoot", "bytes32"), ("totalRewards", "uint256"),
+             ("cumulativeTotal", "uint256"), ("slashesHash", "bytes32"), ("expiresAt", "uint64")],
             domain(DOMAIN_NAME, DOMAIN_VERSION, chain_id, distributor),
             {
                 "epoch": self.epoch,
                 "rewardsRoot": self.rewards_root,
                 "totalRewards": self.total_rewards,
+                "cumulativeTotal": self.cumulative_total,
                 "slashesHash": self.slashes_hash,
+                "expiresAt": self.expires_at,
             },
         )
 

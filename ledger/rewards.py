@@ -42,8 +42,12 @@ def fund(swarm: Swarm, sender: Sender, amount: int) -> Receipt:
     return sender.send(swarm.distributor.functions.fund(amount))
 
 
-def build_report(epoch: int, tree: RewardTree, total_rewards: int, slashes: Sequence[Slash]) -> EpochReport:
-    return EpochReport(epoch, tree.root, total_rewards, slashes_hash(slashes))
+def build_report(swarm: Swarm, epoch: int, tree: RewardTree, total_rewards: int, slashes: Sequence[Slash],
+                 valid_for_s: int = 86_400) -> EpochReport:
+    """The report of `tree`, adding `total_rewards` to what is allocated, submittable for
+    `valid_for_s` seconds of chain time from now."""
+    return EpochReport(epoch, tree.root, total_rewards, sum(tree.values.values()), slashes_hash(slashes),
+                       swarm.chain.timestamp() + valid_for_s)
 
 
 def sign(swarm: Swarm, report: EpochReport, keys: Sequence[bytes]) -> list[bytes]:
@@ -63,6 +67,11 @@ def submit_epoch(
 
 def veto_epoch(swarm: Swarm, sender: Sender, epoch: int) -> Receipt:
     return sender.send(swarm.distributor.functions.vetoEpoch(epoch))
+
+
+def discard_epoch(swarm: Swarm, sender: Sender, epoch: int) -> Receipt:
+    """Clears a pending report left unfinalized past its window and the recovery delay."""
+    return sender.send(swarm.distributor.functions.discardEpoch(epoch))
 
 
 def finalize_epoch(swarm: Swarm, sender: Sender, slashes: Sequence[Slash]) -> Receipt:

@@ -123,7 +123,9 @@ class OracleEpoch(LedgerModel, table=True):
     utilization: float = 0.0
     emission_wei: int = Field(default=0, sa_type=Uint256)
     rewards_root: str = Field(max_length=66)
-    slashes: list = Field(default_factory=list, sa_type=Json)  # ledger.reports.Slash fields + row, detail
+    slashes: list = Field(default_factory=list, sa_type=Json)  # ledger.reports.Slash fields + row, detail, deferred
+    cumulative_total: int = Field(default=0, sa_type=Uint256)  # the sum of the tree's leaves
+    expires_at: int = Field(default=0, sa_type=BigInteger)  # chain time after which it may not be submitted
     signatures: list = Field(default_factory=list, sa_type=Json)  # [signer, 0x signature]
     submit_tx: str | None = Field(default=None, max_length=66)
     finalize_tx: str | None = Field(default=None, max_length=66)

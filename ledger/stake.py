@@ -70,6 +70,8 @@ class ProviderInfo:
     tombstoned: bool
     spec_hash: bytes
     min_stake: int
+    held_until: int = 0  # no withdrawal before this: a slash may still come
+    slash_debt: int = 0  # slashed amounts the rate limit deferred, still owed
 
     def jailed_at(self, now: int) -> bool:
         return self.tombstoned or now < self.jailed_until
@@ -89,6 +91,8 @@ def provider_info(swarm: Swarm, address: str) -> ProviderInfo:
         tombstoned=p[6],
         spec_hash=bytes(p[7]),
         min_stake=int(swarm.read("StakingVault", "minStake", address)),
+        held_until=p[8],
+        slash_debt=p[10],
     )
 
 

@@ -39,15 +39,21 @@ from ledger.indexer import Indexer
 from ledger.indexer.models import EventRow, Job, Provider
 from ledger.indexer.rewards import store_reward_tree
 from ledger.merkle import RewardTree
-from ledger.reports import EpochReport, Slash, reason_bytes, sign_report, slashes_hash
+from ledger.reports import EpochReport, Slash, reason_bytes, sign_report, slashes_hash, sorted_slashes
 from ledger.services import ChallengeRecord, MarketJob, OracleEpoch, ProbeSample, ProviderScore
 from ledger.tx import Sender
 from oracle.collector import declared_model
 from oracle.config import OracleConfig
 from oracle.scoring import EpochInputs, score_epoch
+from oracle.slashing import schedule_slashes
 
 # Job failures that are the provider's doing (the market's failJob/reassignJob reasons).
 PROVIDER_FAULTS = ("provider-lost",)
+# How long a signed report may be submitted, counted from its last block's time: a report
+# the committee signed and nobody sent in time is aggregated again, never sent stale.
+REPORT_VALID_S = 3 * 86_400
+# RewardDistributor.FINALIZE_PERIOD: after its window plus this, a pending report lapses.
+FINALIZE_PERIOD_S = 7 * 86_400
 
 
 @dataclass
@@ -154,6 +160,8 @@ class EpochRunner:
             chain_id=self.chain_id, epoch=epoch, state="aggregated", window_start=start, window_end=now,
             from_block=from_block, to_block=to_block, utilization=inputs.utilization,
             emission_wei=int(scores.emission_wei), rewards_root="0x" + tree.root.hex(), slashes=slashes,
+            cumulative_total=sum(tree.values.values()),
+            expires_at=self.swarm.chain.timestamp(to_block) + REPORT_VALID_S,
             signatures=[], created_at=time.time(), updated_at=time.time(),
         )
         session.exec(delete(ProviderScore).where(ProviderScore.chain_id == self.chain_id,
@@ -189,8 +197,14 @@ class EpochRunner:
             if provider not in inputs.providers:
                 rows.append(ProviderScore(chain_id=self.chain_id, epoch=epoch, provider=provider,
                                           cumulative_wei=amount, note="not staked this epoch"))
-        slashes = [_slash_json(s, self._evidence(epoch, s)) for s in scores.slashes]
+        decided = [_slash_json(s, self._evidence(epoch, s), epoch) for s in scores.slashes]
+        slashes = schedule_slashes(self._carried(session, epoch), decided)
         return inputs, scores, rows, slashes, RewardTree.build(cumulative)
+
+    def _carried(self, session: Session, epoch: int) -> list[dict]:
+        """The slashes the previous epoch's report had no room for."""
+        previous = session.get(OracleEpoch, (self.chain_id, epoch - 1))
+        return [] if previous is None else [s for s in previous.slashes if s.get("deferred")]
 
     def verify(self, session: Session, record: OracleEpoch) -> None:
         """Recomputes a stored report from the ledger and refuses one this member would not sign."""
@@ -340,9 +354,11 @@ class EpochRunner:
 
     # ── 2. sign ──────────────────────────────────────────────────────────────
     def report(self, record: OracleEpoch) -> tuple[EpochReport, list[Slash]]:
-        slashes = [_slash(s) for s in record.slashes]
+        """The report to sign, with the slashes it orders (sorted by provider; the deferred
+        ones wait for the next epoch)."""
+        slashes = sorted_slashes([_slash(s) for s in record.slashes if not s.get("deferred")])
         return EpochReport(record.epoch, bytes.fromhex(record.rewards_root[2:]), record.emission_wei,
-                           slashes_hash(slashes)), slashes
+                           record.cumulative_total, slashes_hash(slashes), record.expires_at), slashes
 
     def sign_as(self, session: Session, record: OracleEpoch, key: bytes) -> bool:
         """One committee member signs the stored report; False if it had signed already."""
@@ -378,6 +394,10 @@ class EpochRunner:
         if int(self.swarm.distributor.functions.lastFinalizedEpoch().call()) >= record.epoch:
             self._move(session, record, "finalized")
             return
+        if self.swarm.chain.timestamp() > record.expires_at:
+            self._drop(session, record, "its signed report expired before it was submitted")
+            outcome.step("expired")
+            return
         ordered = sorted(record.signatures, key=lambda s: int(s[0], 16))[: self.threshold]
         signatures = [bytes.fromhex(s[1][2:]) for s in ordered]
         try:
@@ -397,10 +417,15 @@ class EpochRunner:
             if pending is None or pending.epoch != record.epoch:
                 return
             if pending.vetoed:
-                self._vetoed(session, record)
+                self._drop(session, record, "vetoed or discarded on chain")
                 outcome.step("vetoed")
                 return
-            if self.swarm.chain.timestamp() < pending.finalizable_at:
+            now = self.swarm.chain.timestamp()
+            if now < pending.finalizable_at:
+                return
+            if now > pending.finalizable_at + FINALIZE_PERIOD_S:
+                self._drop(session, record, "its report lapsed unfinalized")
+                outcome.step("lapsed")
                 return
             _, slashes = self.report(record)
             try:
@@ -416,9 +441,10 @@ class EpochRunner:
         self._move(session, record, "finalized")
         self.indexer.sync()  # the ledger shows the finalized root, so claims find their proofs
 
-    def _vetoed(self, session: Session, record: OracleEpoch) -> None:
-        """A guardian vetoed the report: drop it; the epoch is aggregated again next time."""
-        self.log(f"epoch {record.epoch}: vetoed on chain; it will be aggregated again")
+    def _drop(self, session: Session, record: OracleEpoch, why: str) -> None:
+        """The report will not settle (vetoed, discarded, expired or lapsed): drop it; the
+        epoch is aggregated again next time, its deferred slashes with it."""
+        self.log(f"epoch {record.epoch}: {why}; it will be aggregated again")
         session.exec(delete(ProviderScore).where(ProviderScore.chain_id == self.chain_id,
                                                  ProviderScore.epoch == record.epoch))
         session.delete(record)
@@ -442,10 +468,11 @@ def _reason_text(value: str) -> str:
     return bytes.fromhex(value[2:]).rstrip(b"\0").decode(errors="replace")
 
 
-def _slash_json(decision, evidence: str) -> dict:
+def _slash_json(decision, evidence: str, epoch: int) -> dict:
     return {"provider": decision.provider, "bps": int(decision.bps), "reason": decision.reason,
             "evidence_hash": evidence, "jail_seconds": int(decision.jail_seconds),
-            "tombstone": bool(decision.tombstone), "row": decision.row, "detail": decision.detail}
+            "tombstone": bool(decision.tombstone), "row": decision.row, "detail": decision.detail,
+            "decided_epoch": epoch}
 
 
 def _slash(data: dict) -> Slash:

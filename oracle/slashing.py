@@ -217,3 +217,59 @@ def matrix_rows(config: OracleConfig, *, devnet: bool = False) -> list[MatrixRow
 
 
 MATRIX_ROWS: tuple[MatrixRow, ...] = tuple(matrix_rows(load_config()))  # with the packaged defaults
+
+
+# ── what one report carries ─────────────────────────────────────────────────
+# A report may order at most MAX_SLASHES_PER_REPORT slashes (MAX_TOMBSTONES_PER_REPORT
+# tombstones), one per provider, so that finalizing it always fits in a block. The oracle
+# never drops a decision to stay within that: what does not fit is deferred, stored with the
+# epoch's record, and carried into the next epoch's report, severest and oldest first. A
+# provider with a deferred slash and a new decision gets one merged slash: the basis points
+# added (the vault caps them), the longer jail, a tombstone if either has one.
+
+SEVERITY = {row: rank for rank, row in enumerate(ROWS)}
+
+
+def schedule_slashes(carried: list[dict], decided: list[dict]) -> list[dict]:
+    """This epoch's slash entries: those in the report first (sorted by provider, with
+    `deferred` false), then those carried to the next epoch (`deferred` true).
+
+    `carried` are the previous epoch's deferred entries, `decided` this epoch's decisions;
+    each entry is the record's JSON form of a slash (provider, bps, reason, evidence_hash,
+    jail_seconds, tombstone, row, detail, decided_epoch)."""
+    from ledger.reports import MAX_JAIL_SECONDS, MAX_SLASHES_PER_REPORT, MAX_TOMBSTONES_PER_REPORT
+
+    by_provider: dict[str, dict] = {}
+    for entry in [*carried, *decided]:
+        entry = {**entry, "jail_seconds": min(int(entry["jail_seconds"]), MAX_JAIL_SECONDS)}
+        key = entry["provider"].lower()
+        earlier = by_provider.get(key)
+        by_provider[key] = entry if earlier is None else _merge(earlier, entry)
+    queue = sorted(by_provider.values(), key=lambda e: (not e["tombstone"], e["decided_epoch"],
+                                                        SEVERITY.get(e["row"], len(ROWS)), int(e["provider"], 16)))
+    now: list[dict] = []
+    later: list[dict] = []
+    tombstones = 0
+    for entry in queue:
+        fits = len(now) < MAX_SLASHES_PER_REPORT and (not entry["tombstone"] or tombstones < MAX_TOMBSTONES_PER_REPORT)
+        if fits:
+            tombstones += entry["tombstone"]
+            now.append({**entry, "deferred": False})
+        else:
+            later.append({**entry, "deferred": True})
+    return sorted(now, key=lambda e: int(e["provider"], 16)) + later
+
+
+def _merge(earlier: dict, later: dict) -> dict:
+    """One slash for a provider with two pending decisions; nothing of either is lost."""
+    severest = earlier if SEVERITY.get(earlier["row"], len(ROWS)) <= SEVERITY.get(later["row"], len(ROWS)) else later
+    evidence = "0x" + keccak(bytes.fromhex(earlier["evidence_hash"][2:]) + bytes.fromhex(later["evidence_hash"][2:])).hex()
+    return {
+        **severest,
+        "bps": min(10_000, int(earlier["bps"]) + int(later["bps"])),
+        "jail_seconds": max(int(earlier["jail_seconds"]), int(later["jail_seconds"])),
+        "tombstone": bool(earlier["tombstone"] or later["tombstone"]),
+        "evidence_hash": evidence,
+        "detail": f"{earlier['detail']} Then: {later['detail']}",
+        "decided_epoch": min(earlier["decided_epoch"], later["decided_epoch"]),
+    }

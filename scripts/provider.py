@@ -128,6 +128,12 @@ def withdraw(account: int | None, key_ref: str | None, as_json: bool) -> None:
             f"{format_amount(info.unbonding)} is still unbonding until {when(info.unbonding_end)} "
             f"({duration(info.unbonding_end - now)} from now); withdraw after that."
         )
+    if now < info.held_until:
+        raise SwarmError(
+            f"{format_amount(info.unbonding)} is held until {when(info.held_until)} "
+            f"({duration(info.held_until - now)} from now) because a job or an epoch report can still slash it; "
+            "withdraw after that."
+        )
     receipt = stake.withdraw(swarm, sender)
     _report(swarm, sender, receipt, as_json, f"Withdrew {format_amount(info.unbonding)}")
 
