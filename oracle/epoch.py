@@ -277,7 +277,7 @@ class EpochRunner:
             epochs_staked=epochs_staked,
             jailed=np.array([p.tombstoned or p.jailed_until != 0 for p in staked], dtype=bool),
             tombstoned=np.array([p.tombstoned for p in staked], dtype=bool),
-            utilization=self._utilization(session, start, end, blocks) if utilization is None else utilization,
+            utilization=utilization if utilization is not None else self._utilization(session, start, end, blocks),
             previous_performance=previous_perf,
         )
         extra = {"samples": np.bincount(probe_provider, minlength=n) if n else np.zeros(0, dtype=np.int64)}

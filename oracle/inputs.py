@@ -68,14 +68,14 @@ def job_record(session: Session, chain_id: int, blocks: Blocks) -> JobRecord:
 
 def unstaking(session: Session, chain_id: int, blocks: Blocks) -> set[str]:
     """Providers that asked to unstake within the epoch's blocks (their loyalty starts again)."""
-    return {e.args["provider"] for e in events_through(session, chain_id, ("UnstakeRequested",), blocks.through,
-                                                        after=blocks.after)}
+    events = events_through(session, chain_id, ("UnstakeRequested",), blocks.through, after=blocks.after)
+    return {e.args["provider"] for e in events}
 
 
 def units_completed(session: Session, chain_id: int, blocks: Blocks) -> int:
     """Units the market's jobs reported done within the epoch's blocks."""
-    return sum(int(e.args["unitsUsed"]) for e in events_through(session, chain_id, ("JobCompleted",),
-                                                                   blocks.through, after=blocks.after))
+    events = events_through(session, chain_id, ("JobCompleted",), blocks.through, after=blocks.after)
+    return sum(int(e.args["unitsUsed"]) for e in events)
 
 
 def replication_losers(session: Session, chain_id: int, blocks: Blocks) -> list[str]:

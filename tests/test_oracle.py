@@ -337,10 +337,12 @@ def test_a_replica_outvoted_by_the_others_is_tombstoned_for_fraud(
     results = {PROVIDER_A: b"\xaa" * 32, PROVIDER_B: b"\xaa" * 32, PROVIDER_C: b"\xcc" * 32}
     ids = {}
     for provider, result in results.items():
-        ids[provider], _ = jobs.post_job(swarm, buyer, b"\x01" * 32, 10**15, 100, swarm.chain.timestamp() + 3_600)
+        deadline = swarm.chain.timestamp() + 3_600
+        ids[provider], _ = jobs.post_job(swarm, buyer, b"\x01" * 32, 10**15, 100, deadline)
         jobs.assign_job(swarm, matcher, ids[provider], provider, 10**15)
         jobs.complete_job(swarm, matcher, ids[provider], result, 10)
-    evidence = {str(job_id): {"provider": p, "result_hash": "0x" + results[p].hex()} for p, job_id in ids.items()}
+    evidence = {str(job_id): {"provider": p, "result_hash": "0x" + results[p].hex()}
+                for p, job_id in ids.items()}
     with Session(oracle.engine) as session:
         for provider, job_id in ids.items():
             session.add(MarketJob(chain_id=swarm.chain.chain_id, job_id=job_id, group_id=min(ids.values()),

@@ -106,4 +106,6 @@ def jobs_at(session: Session, chain_id: int, job_ids: Collection[int], block: in
 
 def _logs(rows: Iterator[EventRow] | Sequence[EventRow]) -> Iterator[Log]:
     for r in rows:
-        yield Log(r.block_number, r.block_hash, r.tx_hash, r.tx_index, r.log_index, r.contract, r.name, r.args)
+        yield Log(
+            r.block_number, r.block_hash, r.tx_hash, r.tx_index, r.log_index, r.contract, r.name, r.args
+        )
