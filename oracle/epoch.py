@@ -36,19 +36,19 @@ from ledger import rewards as chain_rewards
 from ledger.client import Swarm
 from ledger.errors import SwarmError, TransactionFailed
 from ledger.indexer import Indexer
-from ledger.indexer.models import EventRow, Job, Provider
+from ledger.indexer.models import Cursor
+from ledger.indexer.queries import providers_at
 from ledger.indexer.rewards import store_reward_tree
 from ledger.merkle import RewardTree
 from ledger.reports import EpochReport, Slash, reason_bytes, sign_report, slashes_hash, sorted_slashes
-from ledger.services import ChallengeRecord, MarketJob, OracleEpoch, ProbeSample, ProviderScore
+from ledger.services import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
 from ledger.tx import Sender
 from oracle.collector import declared_model
 from oracle.config import OracleConfig
+from oracle.inputs import Blocks, job_record, replication_losers, staked_providers, units_completed, unstaking
 from oracle.scoring import EpochInputs, score_epoch
 from oracle.slashing import schedule_slashes
 
-# Job failures that are the provider's doing (the market's failJob/reassignJob reasons).
-PROVIDER_FAULTS = ("provider-lost",)
 # How long a signed report may be submitted, counted from its last block's time: a report
 # the committee signed and nobody sent in time is aggregated again, never sent stale.
 REPORT_VALID_S = 3 * 86_400
@@ -198,16 +198,32 @@ class EpochRunner:
                 rows.append(ProviderScore(chain_id=self.chain_id, epoch=epoch, provider=provider,
                                           cumulative_wei=amount, note="not staked this epoch"))
         decided = [_slash_json(s, self._evidence(epoch, s), epoch) for s in scores.slashes]
-        slashes = schedule_slashes(self._carried(session, epoch), decided)
+        slashes = schedule_slashes(self._carried(session, epoch, to_block), decided)
         return inputs, scores, rows, slashes, RewardTree.build(cumulative)
 
-    def _carried(self, session: Session, epoch: int) -> list[dict]:
-        """The slashes the previous epoch's report had no room for."""
+    def _carried(self, session: Session, epoch: int, to_block: int) -> list[dict]:
+        """The slashes the previous epoch's report had no room for, but none for a provider
+        tombstoned since: a tombstone is the last word on a provider."""
         previous = session.get(OracleEpoch, (self.chain_id, epoch - 1))
-        return [] if previous is None else [s for s in previous.slashes if s.get("deferred")]
+        deferred = [] if previous is None else [s for s in previous.slashes if s.get("deferred")]
+        if not deferred:
+            return []
+        tombstoned = {p.address.lower() for p in providers_at(session, self.chain_id, to_block) if p.tombstoned}
+        return [s for s in deferred if s["provider"].lower() not in tombstoned]
 
     def verify(self, session: Session, record: OracleEpoch) -> None:
-        """Recomputes a stored report from the ledger and refuses one this member would not sign."""
+        """Recomputes a stored report from the ledger and refuses one this member would not sign.
+
+        The recomputation reads the chain only up to the report's `to_block`, so it must be indexed
+        that far; anything indexed since does not count.
+        """
+        cursor = session.get(Cursor, self.chain_id)
+        if cursor is None or cursor.block_number < record.to_block:
+            indexed = f"to block {cursor.block_number}" if cursor is not None else "not at all"
+            raise SwarmError(
+                f"Epoch {record.epoch} runs to block {record.to_block}, further than this member's ledger is "
+                f"indexed ({indexed}); sync it (`swarm ledger sync`) and verify again."
+            )
         computed = self._compute(session, record.epoch, record.window_start, record.window_end, record.from_block,
                                  record.to_block, record.utilization)
         if computed is None:
@@ -226,11 +242,12 @@ class EpochRunner:
 
     def _inputs(self, session: Session, start: float, end: float, from_block: int, to_block: int,
                 utilization: float | None = None):
-        """Everything the scoring needs, from the ledger: one array per provider."""
+        """Everything the scoring needs, one array per provider: the chain's part as of `to_block`
+        (oracle.inputs), the oracle's own measurements from the time window (start, end]."""
         chain = self.chain_id
-        rows = session.exec(select(Provider).where(Provider.chain_id == chain)).all()
-        staked = sorted((r for r in rows if r.stake > 0), key=lambda r: r.address)
-        providers = [r.address for r in staked]
+        blocks = Blocks(from_block, to_block)
+        staked = staked_providers(session, chain, blocks)
+        providers = [p.address for p in staked]
         index = {p: i for i, p in enumerate(providers)}
         n = len(providers)
 
@@ -250,35 +267,9 @@ class EpochRunner:
                 measured[i] = c.measured_gflops
                 challenge_ok[i] &= c.checksum_ok
 
-        successes, failures, abandoned = (np.zeros(n, dtype=np.int64) for _ in range(3))
-        for provider, status, reason in session.exec(select(Job.provider, Job.status, Job.fail_reason).where(
-                Job.chain_id == chain, Job.status.in_(("settled", "failed")))):
-            if provider in index:
-                if status == "settled":
-                    successes[index[provider]] += 1
-                elif reason in PROVIDER_FAULTS:
-                    failures[index[provider]] += 1
-        unstaked = set()
-        for name, args, block in session.exec(select(EventRow.name, EventRow.args, EventRow.block_number).where(
-                EventRow.chain_id == chain, EventRow.block_number <= to_block,
-                EventRow.name.in_(("JobReassigned", "JobFailed", "UnstakeRequested")))):
-            in_window = block > from_block
-            if name == "UnstakeRequested":
-                if in_window:
-                    unstaked.add(args["provider"])
-                continue
-            loser = args.get("from") if name == "JobReassigned" else args.get("provider")
-            reason = _reason_text(args.get("reason", ""))
-            if loser in index and reason in PROVIDER_FAULTS:
-                if name == "JobReassigned":
-                    failures[index[loser]] += 1
-                if in_window:
-                    abandoned[index[loser]] += 1
-
-        mismatch = np.zeros(n, dtype=bool)
-        for provider in self._replication_losers(session, start, end):
-            if provider in index:
-                mismatch[index[provider]] = True
+        jobs = job_record(session, chain, blocks)
+        losers = set(replication_losers(session, chain, blocks))
+        unstaked = unstaking(session, chain, blocks)
 
         previous_scores = {}
         last = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == chain, OracleEpoch.window_end <= start)
@@ -295,57 +286,33 @@ class EpochRunner:
 
         inputs = EpochInputs(
             providers=providers,
-            stake_wei=[r.stake for r in staked],
-            declared_model=[declared_model(self.home, r.spec_hash) for r in staked],
+            stake_wei=[p.stake for p in staked],
+            declared_model=[declared_model(self.home, p.spec_hash) for p in staked],
             probe_provider=probe_provider,
             probe_ok=probe_ok,
             measured_gflops=measured,
             challenge_ok=challenge_ok,
-            job_successes=successes,
-            job_failures=failures,
-            abandoned=abandoned,
-            replication_mismatch=mismatch,
+            job_successes=np.array([jobs.successes[p] for p in providers], dtype=np.int64),
+            job_failures=np.array([jobs.failures[p] for p in providers], dtype=np.int64),
+            abandoned=np.array([jobs.abandoned[p] for p in providers], dtype=np.int64),
+            replication_mismatch=np.array([p in losers for p in providers], dtype=bool),
             epochs_staked=epochs_staked,
-            jailed=np.array([r.tombstoned or r.jailed_until != 0 for r in staked], dtype=bool),
-            utilization=self._utilization(session, start, end, from_block, to_block)
-            if utilization is None else utilization,
+            jailed=np.array([p.tombstoned or p.jailed_until != 0 for p in staked], dtype=bool),
+            tombstoned=np.array([p.tombstoned for p in staked], dtype=bool),
+            utilization=utilization if utilization is not None else self._utilization(session, start, end, blocks),
             previous_performance=previous_perf,
         )
         extra = {"samples": np.bincount(probe_provider, minlength=n) if n else np.zeros(0, dtype=np.int64)}
         return inputs, previous_cumulative, extra
 
-    def _replication_losers(self, session: Session, start: float, end: float) -> list[str]:
-        """Providers outvoted by a strict majority of their job's replicas, disputed this epoch.
-
-        Two replicas that disagree have no majority: the arbiter decides, with the evidence.
-        """
-        losers = []
-        seen = set()
-        for record in session.exec(select(MarketJob).where(
-                MarketJob.chain_id == self.chain_id, MarketJob.evidence.is_not(None),
-                MarketJob.updated_at > start, MarketJob.updated_at <= end)):
-            if record.group_id in seen or not record.evidence:
-                continue
-            seen.add(record.group_id)
-            votes: dict[str, int] = {}
-            for e in record.evidence.values():
-                votes[e["result_hash"]] = votes.get(e["result_hash"], 0) + 1
-            winner, count = max(votes.items(), key=lambda kv: kv[1])
-            if count * 2 > len(record.evidence):
-                losers += [e["provider"] for e in record.evidence.values() if e["result_hash"] != winner]
-        return losers
-
-    def _utilization(self, session: Session, start: float, end: float, from_block: int, to_block: int) -> float:
-        """Units the market completed in the window over the devices the cluster offered."""
+    def _utilization(self, session: Session, start: float, end: float, blocks: Blocks) -> float:
+        """Units the market completed in the epoch's blocks over the devices the cluster offered."""
         if self.capacity is None or end <= start:
             return 0.0
         devices = self.capacity()
         if devices <= 0:
             return 0.0
-        used = sum(int(args.get("unitsUsed", 0)) for args in session.exec(select(EventRow.args).where(
-            EventRow.chain_id == self.chain_id, EventRow.name == "JobCompleted",
-            EventRow.block_number > from_block, EventRow.block_number <= to_block)).all())
-        return min(1.0, used / (devices * (end - start)))
+        return min(1.0, units_completed(session, self.chain_id, blocks) / (devices * (end - start)))
 
     def _evidence(self, epoch: int, decision) -> str:
         """The slash's evidence hash: keccak of its canonical JSON (kept in the epoch's record)."""
@@ -460,12 +427,6 @@ class EpochRunner:
 
 def _finite(value: float) -> float | None:
     return None if np.isnan(value) else float(value)
-
-
-def _reason_text(value: str) -> str:
-    if not isinstance(value, str) or not value.startswith("0x"):
-        return str(value)
-    return bytes.fromhex(value[2:]).rstrip(b"\0").decode(errors="replace")
 
 
 def _slash_json(decision, evidence: str, epoch: int) -> dict:

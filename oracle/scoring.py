@@ -26,7 +26,7 @@ from compute.errors import ComputeError
 from compute.reference import reference_gflops
 from ledger.errors import InvalidInput
 from oracle.config import OracleConfig
-from oracle.slashing import SlashDecision, slashing_matrix
+from oracle.slashing import SlashDecision, slashing_matrix, tombstones
 
 # Integer weights for the exact split sum to at most this, so they and the remainders stay in int64.
 WEIGHT_TOTAL = 2**62
@@ -48,15 +48,16 @@ class EpochInputs:
     abandoned: np.ndarray  # int: jobs the provider lost through its own fault this epoch
     replication_mismatch: np.ndarray  # bool: a replicated job's result differed from its replicas'
     epochs_staked: np.ndarray  # int: consecutive epochs since the last unstake request (0 right after one)
-    jailed: np.ndarray  # bool: jailed or tombstoned now
+    jailed: np.ndarray  # bool: jailed or tombstoned at the epoch's end
     utilization: float  # network utilization this epoch, 0..1
     previous_performance: np.ndarray | None = None  # float64: last epoch's performance; NaN: none
+    tombstoned: np.ndarray | None = None  # bool: tombstoned at the epoch's end (None: nobody is)
 
     def __post_init__(self) -> None:
         n = len(self.providers)
         per_provider = ("stake_wei", "declared_model", "measured_gflops", "challenge_ok", "job_successes",
                         "job_failures", "abandoned", "replication_mismatch", "epochs_staked", "jailed")
-        for name in per_provider + ("previous_performance",):
+        for name in per_provider + ("previous_performance", "tombstoned"):
             value = getattr(self, name)
             if value is not None and len(value) != n:
                 raise InvalidInput(f"epoch input {name} has {len(value):,} entries for {n:,} providers; "
@@ -208,8 +209,10 @@ def eligibility(
     e = config.eligibility
     stake = np.asarray(inputs.stake_wei, dtype=np.float64)
     no_reference = np.isnan(measures.reference_gflops)
+    tombstoned = tombstones(inputs)
     rules: list[tuple[np.ndarray, object]] = [
-        (np.asarray(inputs.jailed, dtype=bool), "jailed"),
+        (tombstoned, "tombstoned"),
+        (np.asarray(inputs.jailed, dtype=bool) & ~tombstoned, "jailed"),
         (stake <= 0, "no stake"),
         (measures.samples == 0, "no probe samples"),
         ((measures.samples > 0) & (measures.uptime < e.min_uptime),

@@ -6,9 +6,10 @@ says everything a downtime slash would. Evidence is required: a provider the ora
 probe is not slashed for downtime (an oracle outage must not slash the network), and a
 provider with no challenge this epoch is not slashed for misrepresentation.
 
-A provider already jailed (or tombstoned) is serving time for a standing condition, so it is
-not slashed again for downtime or misrepresentation while it sits out; fraud and abandoned
-jobs are new acts and are slashed.
+A provider already jailed is serving time for a standing condition, so it is not slashed
+again for downtime or misrepresentation while it sits out; fraud and abandoned jobs are new
+acts and are slashed. A tombstoned provider is out for good: it gets no decision at all
+(its tombstone already took what a slash would), and no reward.
 
 Correlated failures: when more than `slashing.correlation.threshold` of the epoch's scored
 providers are hit by downtime, abandonment or misrepresentation, each of those slashes is
@@ -105,6 +106,7 @@ def slashing_matrix(
         name = ROWS[severity]
         if _active(config, name):
             row_of[triggered[name]] = severity
+    row_of[tombstones(inputs)] = -1
 
     hit = int(np.isin(row_of, [ROWS.index(r) for r in CORRELATED]).sum())
     fraction = hit / n if n else 0.0
@@ -139,6 +141,13 @@ def slashing_matrix(
             detail=f"{evidence}: {consequence}.",
         ))
     return decisions
+
+
+def tombstones(inputs: EpochInputs) -> np.ndarray:
+    """Which providers are tombstoned, as a bool array (all False when the inputs do not say)."""
+    if inputs.tombstoned is None:
+        return np.zeros(len(inputs.providers), dtype=bool)
+    return np.asarray(inputs.tombstoned, dtype=bool)
 
 
 def _active(config: OracleConfig, name: str) -> bool:

@@ -199,12 +199,16 @@ def sign(number: int, config_path, key_ref, as_json) -> None:
     engine = open_ledger(database_url(s.home))
     try:
         runner = EpochRunner(swarm, engine, s.home, config, swarm.sender(key), [])
+        synced = runner.indexer.sync()  # the epoch's blocks, indexed here, before any read of them
         with Session(engine) as session:
             record = session.get(OracleEpoch, (swarm.chain.chain_id, number))
             if record is None:
                 raise SwarmError(f"Epoch {number} has not been aggregated in this ledger; nothing to sign.")
             if record.state != "aggregated":
                 raise SwarmError(f"Epoch {number} is {record.state}; it takes no more signatures.")
+            if synced.cursor < record.to_block:
+                raise SwarmError(f"Epoch {number} runs to block {record.to_block}, but the chain is at block "
+                                 f"{synced.head}; sign once it has reached block {record.to_block}.")
             runner.verify(session, record)  # each member signs only what it computed itself
             signed = runner.sign_as(session, record, key)
             count = len(record.signatures)

@@ -325,20 +325,32 @@ def test_a_job_lost_by_its_provider_is_charged_as_abandonment(
 def test_a_replica_outvoted_by_the_others_is_tombstoned_for_fraud(
     swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
 ) -> None:
+    from ledger import jobs
     from ledger.services import MarketJob
 
     for i in (1, 2, 3):
         register(swarm, swarm_home, i)
     oracle.probe()  # the epoch begins
-    # The market's evidence for a job run by three replicas, one of which disagrees.
-    evidence = {"11": {"provider": PROVIDER_A, "result_hash": "0x" + "aa" * 32},
-                "12": {"provider": PROVIDER_B, "result_hash": "0x" + "aa" * 32},
-                "13": {"provider": PROVIDER_C, "result_hash": "0x" + "cc" * 32}}
+    # A job run by three replicas, one of which disagrees: the market records the evidence and
+    # disputes every replica on chain.
+    buyer, matcher = swarm.sender(dev_account(5).key), swarm.sender(dev_account(0).key)
+    results = {PROVIDER_A: b"\xaa" * 32, PROVIDER_B: b"\xaa" * 32, PROVIDER_C: b"\xcc" * 32}
+    ids = {}
+    for provider, result in results.items():
+        deadline = swarm.chain.timestamp() + 3_600
+        ids[provider], _ = jobs.post_job(swarm, buyer, b"\x01" * 32, 10**15, 100, deadline)
+        jobs.assign_job(swarm, matcher, ids[provider], provider, 10**15)
+        jobs.complete_job(swarm, matcher, ids[provider], result, 10)
+    evidence = {str(job_id): {"provider": p, "result_hash": "0x" + results[p].hex()}
+                for p, job_id in ids.items()}
     with Session(oracle.engine) as session:
-        for job_id in (11, 12, 13):
-            session.add(MarketJob(chain_id=swarm.chain.chain_id, job_id=job_id, group_id=11, replicas=3,
-                                  state="disputed", evidence=evidence, updated_at=time.time()))
+        for provider, job_id in ids.items():
+            session.add(MarketJob(chain_id=swarm.chain.chain_id, job_id=job_id, group_id=min(ids.values()),
+                                  replicas=3, state="disputed", provider=provider, evidence=evidence,
+                                  updated_at=time.time()))
         session.commit()
+    for job_id in ids.values():
+        jobs.dispute_job(swarm, matcher, job_id)
     record = close_epoch(oracle, rpc, challenge=False)
     (slash,) = record.slashes
     assert slash["provider"] == PROVIDER_C and slash["row"] == "fraud" and slash["tombstone"]

@@ -91,6 +91,15 @@ def test_a_jailed_provider_is_not_slashed_again_for_standing_conditions() -> Non
     assert _only(_healthy(uptime=[0.0], abandoned=[1], jailed=[True])).row == "abandonment"
 
 
+def test_a_tombstoned_provider_gets_no_decision_and_no_reward() -> None:
+    for differences in ({"challenge_ok": [False]}, {"mismatch": [True]}, {"abandoned": [2]}, {"uptime": [0.0]}):
+        inputs = _healthy(jailed=[True], **differences)
+        inputs = type(inputs)(**{**inputs.__dict__, "tombstoned": np.arange(20) == 0})
+        scores = score_epoch(inputs, CONFIG)
+        assert scores.slashes == [] and scores.reward_wei[0] == 0
+        assert scores.reasons[0].startswith("tombstoned")
+
+
 def test_no_probe_sent_is_no_evidence_of_downtime() -> None:
     inputs = _healthy(uptime=[1.0])
     silent = inputs.__class__(**{**inputs.__dict__, "probe_provider": inputs.probe_provider[100:],

@@ -1,0 +1,299 @@
+"""Every committee member computes the same epoch: a report's chain inputs are the events up
+to its `to_block`, so a member who indexes later, further, or into another database (SQLite
+or PostgreSQL) recomputes the same root, slashes and emission, and signs it.
+
+These tests need no Ray cluster: the oracle's own measurements (probe samples, challenge
+results) are written to the ledger database as its collector writes them; everything else is
+real transactions on the session's anvil.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy.engine import Engine
+from sqlmodel import Session, select
+
+from anvil import RpcClient, dev_account
+from ledger import jobs, stake
+from ledger import rewards as chain_rewards
+from ledger.client import Swarm
+from ledger.db import open_ledger
+from ledger.deploy import DEVNET_COMMITTEE_INDICES, devnet_committee_keys
+from ledger.services import ChallengeRecord, MarketJob, OracleEpoch, ProbeSample, ProviderScore
+from ledger.specs import store_spec
+from oracle.config import load_config
+from oracle.epoch import EpochRunner
+from tests.conftest import one_line_error
+
+ONE = 10**18
+STAKE = 2_000 * ONE
+PRICE = 10**15
+A, B, C = (dev_account(i).address for i in (1, 2, 3))
+
+
+@pytest.fixture
+def open_runner(swarm: Swarm, swarm_home: Path) -> Iterator:
+    """Makes an oracle runner on its own ledger database, as a committee member's process would."""
+    engines: list[Engine] = []
+
+    def make(url: str) -> EpochRunner:
+        engine = open_ledger(url)
+        engines.append(engine)
+        return EpochRunner(swarm, engine, swarm_home, load_config(), swarm.sender(dev_account(0).key),
+                           devnet_committee_keys(), epoch_length_s=1.0)
+
+    yield make
+    for engine in engines:
+        engine.dispose()
+
+
+def register(swarm: Swarm, home: Path, provider: int, amount: int = STAKE) -> None:
+    sender = swarm.sender(dev_account(provider).key)
+    stake.register(swarm, sender, store_spec(home, {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1}), 1)
+    stake.stake(swarm, sender, amount)
+
+
+def measure(engines: list[Engine], chain_id: int, providers: list[str], start: float,
+            bad_checksum: tuple[str, ...] = ()) -> float:
+    """Three answered probes per provider from `start` on, and a challenge each, in every database
+    given; returns the time after them, where the epoch may end."""
+    for engine in engines:
+        with Session(engine) as session:
+            for k in range(3):
+                session.add_all(ProbeSample(chain_id=chain_id, provider=p, at=start + k + 1, ok=True,
+                                            latency_s=0.01) for p in providers)
+            session.add_all(ChallengeRecord(
+                chain_id=chain_id, provider=p, at=start + 3.5, declared_model="cpu", seed=1,
+                checksum_ok=p not in bad_checksum, measured_gflops=40.0, reference_gflops=40.0, ratio=1.0,
+                device="cpu") for p in providers)
+            session.commit()
+    return start + 4.0
+
+
+def run_job(swarm: Swarm, provider: str, result: bytes = b"\x55" * 32) -> int:
+    """A job posted, assigned to `provider` and completed; returns its id."""
+    buyer, matcher = swarm.sender(dev_account(5).key), swarm.sender(dev_account(0).key)
+    job_id, _ = jobs.post_job(swarm, buyer, b"\x01" * 32, PRICE, 100, swarm.chain.timestamp() + 3_600)
+    jobs.assign_job(swarm, matcher, job_id, provider, PRICE)
+    jobs.complete_job(swarm, matcher, job_id, result, 10)
+    return job_id
+
+
+def lose_job(swarm: Swarm, provider: str, to: str) -> None:
+    """A job posted to `provider`, whose nodes vanished, and moved to `to`."""
+    buyer, matcher = swarm.sender(dev_account(5).key), swarm.sender(dev_account(0).key)
+    job_id, _ = jobs.post_job(swarm, buyer, b"\x02" * 32, PRICE, 100, swarm.chain.timestamp() + 3_600)
+    jobs.assign_job(swarm, matcher, job_id, provider, PRICE)
+    jobs.reassign_job(swarm, matcher, job_id, to, PRICE, "provider-lost")
+
+
+def settle_after_window(swarm: Swarm, rpc: RpcClient, job_ids: list[int]) -> None:
+    rpc.increase_time(swarm.market.functions.disputeWindow().call() + 1)
+    rpc.mine()
+    for job_id in job_ids:
+        jobs.settle_job(swarm, swarm.sender(dev_account(0).key), job_id)
+
+
+def aggregate(runner: EpochRunner, now: float) -> OracleEpoch:
+    runner.indexer.sync()
+    with Session(runner.engine) as session:
+        record = runner.aggregate(session, now)
+        assert record is not None
+        session.refresh(record)
+        session.expunge(record)
+        return record
+
+
+def move_the_ledger_on(swarm: Swarm, swarm_home: Path, rpc: RpcClient) -> None:
+    """Everything that may happen on chain between an epoch's end and a member's signature."""
+    admin = swarm.sender(dev_account(0).key)
+    vault = swarm.vault.functions
+    register(swarm, swarm_home, 3)  # a new provider
+    stake.stake(swarm, swarm.sender(dev_account(1).key), 500 * ONE)  # more stake
+    admin.send(vault.grantRole(vault.SLASHER_ROLE().call(), admin.address))
+    stake.slash(swarm, admin, B, 1_000, "fraud", b"\x07" * 32)
+    done = [run_job(swarm, A), run_job(swarm, B)]
+    lose_job(swarm, B, A)
+    buyer, matcher = swarm.sender(dev_account(5).key), swarm.sender(dev_account(0).key)
+    failed, _ = jobs.post_job(swarm, buyer, b"\x03" * 32, PRICE, 100, swarm.chain.timestamp() + 3_600)
+    jobs.assign_job(swarm, matcher, failed, A, PRICE)
+    jobs.fail_job(swarm, matcher, failed, "provider-lost")
+    settle_after_window(swarm, rpc, done)
+    stake.request_unstake(swarm, swarm.sender(dev_account(2).key), 100 * ONE)
+
+
+def test_a_member_recomputes_and_signs_the_same_root_after_the_ledger_moved_on(
+    swarm: Swarm, swarm_home: Path, rpc: RpcClient, open_runner, tmp_path: Path,
+) -> None:
+    register(swarm, swarm_home, 1)
+    register(swarm, swarm_home, 2)
+    settle_after_window(swarm, rpc, [run_job(swarm, A)])
+    lose_job(swarm, B, A)  # abandonment: the report carries a slash
+    runner = open_runner(f"sqlite:///{tmp_path / 'ledger.db'}")
+    end = measure([runner.engine], swarm.chain.chain_id, [A, B], time.time())
+    record = aggregate(runner, end)
+    assert [s["provider"] for s in record.slashes] == [B] and record.emission_wei > 0
+
+    move_the_ledger_on(swarm, swarm_home, rpc)
+    assert runner.indexer.sync().cursor > record.to_block
+
+    with Session(runner.engine) as session:
+        stored = session.get(OracleEpoch, (swarm.chain.chain_id, record.epoch))
+        runner.verify(session, stored)  # raises on a different root, slashes or emission
+        assert all(runner.sign_as(session, stored, key) for key in devnet_committee_keys()[:runner.threshold])
+    assert runner.run().state == "submitted"
+    assert chain_rewards.pending_report(swarm).rewards_root.hex() == record.rewards_root[2:]
+
+
+def test_members_with_sqlite_and_postgresql_syncing_at_different_times_compute_the_same_report(
+    swarm: Swarm, swarm_home: Path, rpc: RpcClient, open_runner, postgres_server, tmp_path: Path,
+) -> None:
+    register(swarm, swarm_home, 1)
+    register(swarm, swarm_home, 2)
+    settle_after_window(swarm, rpc, [run_job(swarm, A), run_job(swarm, B)])
+    lose_job(swarm, A, B)
+    first = open_runner(f"sqlite:///{tmp_path / 'ledger.db'}")
+    second = open_runner(postgres_server.create_database())
+    end = measure([first.engine, second.engine], swarm.chain.chain_id, [A, B], time.time())
+    record = aggregate(first, end)  # the first member indexes, aggregates and signs now
+    assert record.slashes and record.emission_wei > 0
+
+    move_the_ledger_on(swarm, swarm_home, rpc)
+    second.indexer.sync()  # the second member indexes only now, past the epoch's end
+    with Session(second.engine) as session:
+        received = OracleEpoch(**record.model_dump())  # the report as the aggregator hands it round
+        session.add(received)
+        session.commit()
+        second.verify(session, received)  # the same root, the same slashes, the same emission
+        assert second.sign_as(session, received, devnet_committee_keys()[0])
+
+
+def test_a_tombstoned_provider_is_not_slashed_again_nor_paid(
+    swarm: Swarm, swarm_home: Path, rpc: RpcClient, open_runner, tmp_path: Path,
+) -> None:
+    register(swarm, swarm_home, 1)
+    register(swarm, swarm_home, 2)
+    runner = open_runner(f"sqlite:///{tmp_path / 'ledger.db'}")
+    chain_id = swarm.chain.chain_id
+    end = measure([runner.engine], chain_id, [A, B], time.time(), bad_checksum=(B,))
+    assert runner.run(now=end).state == "submitted"
+    rpc.increase_time(swarm.distributor.functions.challengeWindow().call() + 1)
+    rpc.mine()
+    assert runner.run(now=end).state == "finalized"
+    assert stake.provider_info(swarm, B).tombstoned
+
+    # B's nodes go on answering challenges wrongly; its tombstone already took what a slash would.
+    end = measure([runner.engine], chain_id, [A, B], end, bad_checksum=(B,))
+    record = aggregate(runner, end)
+    assert record.epoch == 2 and record.slashes == []
+    with Session(runner.engine) as session:
+        b = session.get(ProviderScore, (chain_id, 2, B))
+    assert b.reward_wei == 0 and not b.eligible and b.note.startswith("tombstoned")
+
+
+def test_a_disputed_replica_group_is_counted_in_one_epoch_only(
+    swarm: Swarm, swarm_home: Path, rpc: RpcClient, open_runner, tmp_path: Path,
+) -> None:
+    for i in (1, 2, 3):
+        register(swarm, swarm_home, i)
+    runner = open_runner(f"sqlite:///{tmp_path / 'ledger.db'}")
+    chain_id, matcher = swarm.chain.chain_id, swarm.sender(dev_account(0).key)
+    start = time.time()
+    # A job run by three replicas; C's result disagrees with the other two.
+    results = {A: b"\xaa" * 32, B: b"\xaa" * 32, C: b"\xcc" * 32}
+    ids = {p: run_job(swarm, p, result) for p, result in results.items()}
+    evidence = {str(job_id): {"provider": p, "result_hash": "0x" + results[p].hex()}
+                for p, job_id in ids.items()}
+    group = min(ids.values())
+    with Session(runner.engine) as session:
+        session.add_all(MarketJob(chain_id=chain_id, job_id=job_id, group_id=group, replicas=3,
+                                  state="disputed", provider=p, evidence=evidence, updated_at=start + 1)
+                        for p, job_id in ids.items())
+        session.commit()
+    for job_id in ids.values():
+        jobs.dispute_job(swarm, matcher, job_id)
+    end = measure([runner.engine], chain_id, [A, B, C], start)
+    first = aggregate(runner, end)
+    assert [(s["provider"], s["row"]) for s in first.slashes] == [(C, "fraud")]
+
+    # The arbiter resolves the disputes in the next epoch; the market records it on the jobs.
+    for p, job_id in ids.items():
+        jobs.resolve_dispute(swarm, matcher, job_id, buyer_upheld=p == C)
+    with Session(runner.engine) as session:
+        for record in session.exec(select(MarketJob).where(MarketJob.chain_id == chain_id)):
+            record.state, record.updated_at = "resolved", end + 1
+            session.add(record)
+        session.commit()
+    end = measure([runner.engine], chain_id, [A, B, C], end)
+    second = aggregate(runner, end)
+    assert second.epoch == first.epoch + 1 and second.slashes == []
+
+
+# ── `swarm oracle sign` indexes the epoch's blocks itself ───────────────────────
+
+@pytest.fixture
+def member_key(cli, swarm_home: Path) -> Iterator[dict[str, str]]:
+    """A committee member's keystore in the session's home, removed afterwards."""
+    keys_dir = swarm_home / "keys"
+    before = set(keys_dir.iterdir()) if keys_dir.exists() else set()
+    env = {"SWARM_KEY_PASSWORD": "pw"}
+    member = dev_account(DEVNET_COMMITTEE_INDICES[0])
+    imported = cli("keys", "import", "--name", "member", env=env, input=member.key.hex() + "\n")
+    assert imported.code == 0, imported.stderr
+    yield env
+    for path in set(keys_dir.iterdir()) - before if keys_dir.exists() else ():
+        path.unlink()
+
+
+def hand_over(record: OracleEpoch, url: str, chain_id: int, providers: list[str], start: float) -> None:
+    """A member's own ledger database: the report to sign and its own measurements, nothing indexed."""
+    engine = open_ledger(url)
+    try:
+        measure([engine], chain_id, providers, start)
+        with Session(engine) as session:
+            session.add(OracleEpoch(**record.model_dump()))
+            session.commit()
+    finally:
+        engine.dispose()
+
+
+def test_sign_indexes_the_members_ledger_up_to_the_epoch_before_verifying(
+    cli, member_key: dict[str, str], swarm: Swarm, swarm_home: Path, rpc: RpcClient, open_runner,
+    tmp_path: Path,
+) -> None:
+    register(swarm, swarm_home, 1)
+    register(swarm, swarm_home, 2)
+    aggregator = open_runner(f"sqlite:///{tmp_path / 'aggregator.db'}")
+    start = time.time()
+    record = aggregate(aggregator, measure([aggregator.engine], swarm.chain.chain_id, [A, B], start))
+    move_the_ledger_on(swarm, swarm_home, rpc)
+    url = f"sqlite:///{tmp_path / 'member.db'}"
+    hand_over(record, url, swarm.chain.chain_id, [A, B], start)
+
+    signed = cli("oracle", "sign", str(record.epoch), "--key", "member", "--json",
+                 env=member_key | {"SWARM_DB_URL": url})
+    assert signed.code == 0, signed.stderr
+    assert json.loads(signed.stdout) == {"epoch": record.epoch, "signed": True, "signatures": 1,
+                                         "threshold": 3}
+
+
+def test_sign_refuses_an_epoch_the_chain_has_not_reached(
+    cli, member_key: dict[str, str], swarm: Swarm, swarm_home: Path, open_runner, tmp_path: Path,
+) -> None:
+    register(swarm, swarm_home, 1)
+    aggregator = open_runner(f"sqlite:///{tmp_path / 'aggregator.db'}")
+    start = time.time()
+    record = aggregate(aggregator, measure([aggregator.engine], swarm.chain.chain_id, [A], start))
+    ahead = record.to_block + 50
+    record.to_block = ahead  # a report from a node further along than this member's
+    url = f"sqlite:///{tmp_path / 'member.db'}"
+    hand_over(record, url, swarm.chain.chain_id, [A], start)
+
+    text = one_line_error(cli("oracle", "sign", str(record.epoch), "--key", "member",
+                              env=member_key | {"SWARM_DB_URL": url}))
+    assert f"runs to block {ahead}" in text and "has reached" in text
