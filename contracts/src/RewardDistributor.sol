@@ -45,7 +45,7 @@ contract RewardDistributor is SwarmAccess, EIP712, ReentrancyGuardTransient {
     /// @notice The longest challenge window the admin may set.
     uint64 public constant MAX_CHALLENGE_WINDOW = 30 days;
     /// @notice The most slashes one report may order; finalizing them fits in a block.
-    uint256 public constant MAX_SLASHES_PER_REPORT = 128;
+    uint256 public constant MAX_SLASHES_PER_REPORT = 200;
     /// @notice The most tombstones one report may order.
     uint256 public constant MAX_TOMBSTONES_PER_REPORT = 8;
     /// @notice The longest jail one slash may order.
