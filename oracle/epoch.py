@@ -91,6 +91,15 @@ class EpochRunner:
         d = swarm.distributor.functions
         self.threshold = int(d.threshold().call())
         self.committee = [a.lower() for a in d.signers().call()]
+        unbonding = int(swarm.vault.functions.unbondingPeriod().call())
+        if 2 * self.epoch_length_s > unbonding:
+            # A provider that misbehaves and unstakes at once must still be slashed: its epoch's
+            # report has to reach the chain (and hold its stake) before its unbonding ends.
+            raise SwarmError(
+                f"An epoch of {self.epoch_length_s:g} s is too long for the vault's unbonding period of "
+                f"{unbonding} s: a slash could arrive after the stake has left. Use epochs of at most "
+                f"{unbonding // 2} s."
+            )
 
     # ── the whole step ───────────────────────────────────────────────────────
     def run(self, now: float | None = None, open_new: bool = True) -> EpochOutcome | None:

@@ -24,6 +24,7 @@ from ledger import rewards as chain_rewards
 from ledger.client import Swarm
 from ledger.db import open_ledger
 from ledger.deploy import DEVNET_COMMITTEE_INDICES, devnet_committee_keys
+from ledger.errors import SwarmError
 from ledger.services import ChallengeRecord, MarketJob, OracleEpoch, ProbeSample, ProviderScore
 from ledger.specs import store_spec
 from oracle.config import load_config
@@ -297,3 +298,17 @@ def test_sign_refuses_an_epoch_the_chain_has_not_reached(
     text = one_line_error(cli("oracle", "sign", str(record.epoch), "--key", "member",
                               env=member_key | {"SWARM_DB_URL": url}))
     assert f"runs to block {ahead}" in text and "has reached" in text
+
+
+def test_an_epoch_longer_than_half_the_unbonding_period_is_refused(open_runner, swarm: Swarm, swarm_home: Path,
+                                                                   tmp_path: Path) -> None:
+    # A provider could misbehave, unstake and withdraw before such an epoch's report held its stake.
+    unbonding = swarm.vault.functions.unbondingPeriod().call()
+    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    with pytest.raises(SwarmError, match=rf"too long for the vault's unbonding period of {unbonding} s"):
+        EpochRunner(swarm, engine, swarm_home, load_config(), swarm.sender(dev_account(0).key),
+                    devnet_committee_keys(), epoch_length_s=unbonding / 2 + 1)
+    runner = EpochRunner(swarm, engine, swarm_home, load_config(), swarm.sender(dev_account(0).key),
+                         devnet_committee_keys(), epoch_length_s=unbonding / 2)
+    assert runner.epoch_length_s == unbonding / 2
+    engine.dispose()
