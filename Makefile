@@ -15,7 +15,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres browser system-packages demo test slither test-contracts test-python snapshot bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
+.PHONY: install postgres browser system-packages demo test slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -80,6 +80,19 @@ test-python: install postgres
 # Regenerates the committed gas figures: .gas-snapshot (every test) and snapshots/swarm.json.
 snapshot: $(NPM_STAMP)
 	cd contracts && $(FORGE) snapshot $(FORGE_ARGS)
+
+# The invariant campaign run deeper than in `make test` (64 runs × 64 calls, a fixed seed):
+# INVARIANT_RUNS × INVARIANT_DEPTH calls from a fresh random seed each time, printed first so
+# a failure can be replayed with SEED=<seed>.
+INVARIANT_RUNS ?= 256
+INVARIANT_DEPTH ?= 128
+ifndef SEED
+SEED := $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+endif
+invariants: $(NPM_STAMP)
+	@echo "invariants: $(INVARIANT_RUNS) runs x $(INVARIANT_DEPTH) calls, seed $(SEED)"
+	cd contracts && FOUNDRY_INVARIANT_RUNS=$(INVARIANT_RUNS) FOUNDRY_INVARIANT_DEPTH=$(INVARIANT_DEPTH) \
+		$(FORGE) test --match-path "test/invariant/*" --fuzz-seed $(SEED) $(FORGE_ARGS)
 
 bench-gas: install
 	$(PY) bench/gas.py

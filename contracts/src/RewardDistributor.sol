@@ -395,8 +395,8 @@ contract RewardDistributor is SwarmAccess, EIP712, ReentrancyGuardTransient {
     function _checkSlashes(Slash[] calldata slashes) private pure {
         uint256 n = slashes.length;
         if (n > MAX_SLASHES_PER_REPORT) revert TooManySlashes(n, MAX_SLASHES_PER_REPORT);
-        uint256 tombstones;
-        address previous;
+        uint256 tombstones = 0;
+        address previous = address(0); // also refuses address(0) as the first provider
         for (uint256 i; i < n; ++i) {
             Slash calldata s = slashes[i];
             if (s.provider <= previous) revert SlashesNotSorted(i, s.provider);

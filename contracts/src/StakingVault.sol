@@ -263,16 +263,19 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         if (block.timestamp < p.unbondingEnd) revert StillUnbonding(p.unbondingEnd, uint64(block.timestamp));
         if (block.timestamp < p.heldUntil) revert StakeOnHold(p.heldUntil, uint64(block.timestamp));
         uint256 debt = slashDebt[msg.sender];
+        uint256 collected = 0;
+        uint256 toTreasury = 0;
         if (debt > 0) {
-            debt = _collectDebt(msg.sender, p, debt);
+            (debt, collected, toTreasury) = _collectDebt(msg.sender, p, debt);
             if (debt > 0) revert SlashDebtOutstanding(msg.sender, debt);
         }
         uint256 amount = p.unbonding;
         if (amount == 0) revert NothingToWithdraw();
         p.unbonding = 0;
         totalUnbonding -= uint128(amount);
-        token.safeTransfer(msg.sender, amount);
         emit Withdrawn(msg.sender, amount);
+        _payOut(collected, toTreasury);
+        token.safeTransfer(msg.sender, amount);
     }
 
     /// @notice Collects as much of `provider`'s slash debt as the bucket allows now.
@@ -281,7 +284,10 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     function collectSlashDebt(address provider) external nonReentrant returns (uint256 debt) {
         debt = slashDebt[provider];
         if (debt == 0) return 0;
-        return _collectDebt(provider, _registered(provider), debt);
+        uint256 collected = 0;
+        uint256 toTreasury = 0;
+        (debt, collected, toTreasury) = _collectDebt(provider, _registered(provider), debt);
+        _payOut(collected, toTreasury);
     }
 
     /// @notice Lets a jailed provider back in once its jail time is served, if it is not
@@ -331,7 +337,9 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         if (applied == 0) return 0;
         (uint256 fromStake, uint256 fromUnbonding) =
             _rateLimited(provider, uint256(p.stake) * applied / BPS, uint256(p.unbonding) * applied / BPS);
-        slashed = _take(provider, p, fromStake, fromUnbonding, applied, reason, evidenceHash);
+        uint256 toTreasury = 0;
+        (slashed, toTreasury) = _take(provider, p, fromStake, fromUnbonding, applied, reason, evidenceHash);
+        _payOut(slashed, toTreasury);
     }
 
     /// @inheritdoc IStakingVault
@@ -517,8 +525,8 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         return (fromStake, fromUnbonding);
     }
 
-    /// @dev Removes a slashed amount from the provider and the totals, then pays the
-    /// treasury its share and burns the rest.
+    /// @dev Removes a slashed amount from the provider and the totals; returns it and the
+    /// treasury's share, which the caller pays out with {_payOut} after its own effects.
     function _take(
         address provider,
         Provider storage p,
@@ -527,33 +535,41 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         uint16 bps,
         bytes32 reason,
         bytes32 evidenceHash
-    ) private returns (uint256 slashed) {
+    ) private returns (uint256 slashed, uint256 toTreasury) {
         p.stake -= uint128(fromStake);
         p.unbonding -= uint128(fromUnbonding);
         totalStaked -= uint128(fromStake);
         totalUnbonding -= uint128(fromUnbonding);
         slashed = fromStake + fromUnbonding;
-        uint256 toTreasury = slashed * treasuryShareBps / BPS;
+        toTreasury = slashed * treasuryShareBps / BPS;
         emit Slashed(provider, reason, fromStake, fromUnbonding, bps, evidenceHash, toTreasury);
+    }
+
+    /// @dev Pays the treasury its share of a slashed amount and burns the rest.
+    function _payOut(uint256 slashed, uint256 toTreasury) private {
         if (toTreasury > 0) token.safeTransfer(treasury, toTreasury);
         if (slashed > toTreasury) ERC20Burnable(address(token)).burn(slashed - toTreasury);
     }
 
     /// @dev Takes as much of `debt` as the bucket and the provider's stake allow,
-    /// proportionally from active and unbonding stake; returns what is still owed.
-    function _collectDebt(address provider, Provider storage p, uint256 debt) private returns (uint256) {
+    /// proportionally from active and unbonding stake. Returns what is still owed, what
+    /// was taken and the treasury's share of it (not yet paid out).
+    function _collectDebt(address provider, Provider storage p, uint256 debt)
+        private
+        returns (uint256 owed, uint256 collected, uint256 toTreasury)
+    {
         uint256 held = uint256(p.stake) + p.unbonding;
         uint256 available = _bucketAt(block.timestamp);
-        uint256 amount = _min(_min(debt, available), held);
-        if (amount == 0) return debt;
-        uint256 fromStake = uint256(p.stake) * amount / held;
-        uint256 fromUnbonding = amount - fromStake;
-        _drawBucket(available, amount);
-        debt -= amount;
-        slashDebt[provider] = debt;
-        emit SlashDebtChanged(provider, debt);
-        _take(provider, p, fromStake, fromUnbonding, 0, DEBT_REASON, bytes32(0));
-        return debt;
+        collected = _min(_min(debt, available), held);
+        owed = debt;
+        if (collected > 0) {
+            uint256 fromStake = uint256(p.stake) * collected / held;
+            _drawBucket(available, collected);
+            owed = debt - collected;
+            slashDebt[provider] = owed;
+            emit SlashDebtChanged(provider, owed);
+            (, toTreasury) = _take(provider, p, fromStake, collected - fromStake, 0, DEBT_REASON, bytes32(0));
+        }
     }
 
     function _drawBucket(uint256 available, uint256 amount) private {
