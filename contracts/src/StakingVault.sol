@@ -7,6 +7,7 @@ import {ERC20Burnable} from "@openzeppelin/contracts/token/ERC20/extensions/ERC2
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
+import {Math} from "@openzeppelin/contracts/utils/math/Math.sol";
 
 import {SwarmAccess} from "./base/SwarmAccess.sol";
 import {IStakingVault} from "./interfaces/IStakingVault.sol";
@@ -24,7 +25,9 @@ import {IStakingVault} from "./interfaces/IStakingVault.sol";
 /// @dev Invariants:
 ///  - token.balanceOf(this) >= totalStaked + totalUnbonding (equal unless tokens are sent directly);
 ///  - a slash never takes more than the stake + unbonding it hits, nor more than
-///    maxSlashBps of it, nor more than the bucket holds;
+///    maxSlashBps of it net of the provider's slash debt, nor more than the bucket holds;
+///  - a provider's slash debt never exceeds its stake + unbonding;
+///  - a hold reaches at most MAX_HOLD past the moment it is placed;
 ///  - one slasher takes at most maxSlashBpsPerPeriod (summed) from one provider per SLASH_PERIOD;
 ///  - no withdrawal before unbondingEnd, before heldUntil, or with a slash debt;
 ///  - a provider's release time never moves earlier;
@@ -49,6 +52,8 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     uint128 public constant MAX_MIN_STAKE_PER_GPU = 10_000_000 ether;
     /// @notice The bucket may not be set smaller than this, so slashing cannot be switched off.
     uint128 public constant MIN_BUCKET_CAPACITY = 1 ether;
+    /// @notice The furthest from now a slasher may hold a provider's stake.
+    uint64 public constant MAX_HOLD = 365 days;
     /// @notice Stored jail end of a tombstoned provider (reported as type(uint64).max).
     uint40 internal constant FOREVER = type(uint40).max;
     bytes32 internal constant DEBT_REASON = "slash-debt";
@@ -310,8 +315,9 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     /// @dev Only SLASHER_ROLE. Emits {StakeHeld} when it extends the hold.
     function hold(address provider, uint64 until) external onlyRole(SLASHER_ROLE) {
         Provider storage p = _registered(provider);
-        if (until > p.heldUntil) {
-            uint40 stored = until >= FOREVER ? FOREVER : uint40(until);
+        uint256 longest = block.timestamp + MAX_HOLD;
+        uint40 stored = uint40(until > longest ? longest : until);
+        if (stored > p.heldUntil) {
             p.heldUntil = stored;
             emit StakeHeld(provider, stored);
         }
@@ -335,8 +341,7 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         uint16 applied = _capped(provider, bps);
         if (applied != bps) emit SlashCapped(provider, msg.sender, bps, applied);
         if (applied == 0) return 0;
-        (uint256 fromStake, uint256 fromUnbonding) =
-            _rateLimited(provider, uint256(p.stake) * applied / BPS, uint256(p.unbonding) * applied / BPS);
+        (uint256 fromStake, uint256 fromUnbonding) = _slashAmounts(provider, p, applied);
         uint256 toTreasury = 0;
         (slashed, toTreasury) = _take(provider, p, fromStake, fromUnbonding, applied, reason, evidenceHash);
         _payOut(slashed, toTreasury);
@@ -503,6 +508,21 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         uint16 left = used >= limit ? 0 : limit - used;
         if (applied > left) applied = left;
         w.usedBps = used + applied;
+    }
+
+    /// @dev `bps` of the provider's stake and unbonding, net of what it already owes (so a
+    /// deferred slash never makes a later one larger), then limited by the bucket.
+    function _slashAmounts(address provider, Provider storage p, uint16 bps)
+        private
+        returns (uint256 fromStake, uint256 fromUnbonding)
+    {
+        uint256 held = uint256(p.stake) + p.unbonding;
+        if (held == 0) return (0, 0);
+        uint256 scale = uint256(bps) * (held - _min(slashDebt[provider], held));
+        uint256 denominator = uint256(BPS) * held;
+        return _rateLimited(
+            provider, Math.mulDiv(p.stake, scale, denominator), Math.mulDiv(p.unbonding, scale, denominator)
+        );
     }
 
     /// @dev The amounts scaled down to what the network-wide bucket holds, drawing it down;

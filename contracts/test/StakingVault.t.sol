@@ -672,16 +672,21 @@ contract StakingVaultTest is PermitSigner {
         assertEq(token.balanceOf(alice), paid ? ACTOR_FUNDS : ACTOR_FUNDS - STAKE);
     }
 
-    function test_HoldBeyondRecordRangeSaturates() public {
+    function test_HoldReachesAtMostMaxHoldPastNow() public {
         _registerAndStake(alice, GPUS, STAKE);
         _unstake(alice, STAKE);
+        uint256 longest = block.timestamp + vault.MAX_HOLD();
         _hold(alice, type(uint64).max);
-        assertEq(_info(alice).heldUntil, type(uint40).max);
-        vm.warp(uint256(type(uint40).max) - 1);
-        vm.expectRevert(
-            abi.encodeWithSelector(StakingVault.StakeOnHold.selector, type(uint40).max, type(uint40).max - 1)
-        );
+        assertEq(_info(alice).heldUntil, longest);
+        vm.warp(longest - 1);
+        vm.expectRevert(abi.encodeWithSelector(StakingVault.StakeOnHold.selector, uint64(longest), uint64(longest - 1)));
         _withdraw(alice);
+        vm.recordLogs();
+        _hold(alice, uint64(longest)); // nothing to extend: no event
+        assertEq(vm.getRecordedLogs().length, 0);
+        vm.warp(longest);
+        _withdraw(alice);
+        assertEq(_info(alice).unbonding, 0);
     }
 
     function test_RevertWhen_HoldWithoutSlasherRole() public {
@@ -1855,5 +1860,49 @@ contract StakingVaultTest is PermitSigner {
         if (expected > capacity) expected = capacity;
         assertEq(vault.availableSlashCapacity(), expected);
         assertLe(vault.availableSlashCapacity(), capacity);
+    }
+
+    // ─── Slash debt and later slashes ────────────────────────────────────────
+
+    /// @dev Total taken from alice (now and owed) by one slasher's 5,000 then 2,500 bps.
+    function _takenBySequence() internal returns (uint256) {
+        _slash(alice, MAX_SLASH_BPS);
+        _slash(alice, 2_500);
+        return STAKE - _info(alice).stake - _info(alice).unbonding + vault.slashDebt(alice);
+    }
+
+    function test_RateLimitDefersASlashButNeverEnlargesTheNext() public {
+        _registerAndStake(alice, GPUS, STAKE);
+        _registerAndStake(bob, GPUS, STAKE);
+        uint256 snap = vm.snapshotState();
+        uint256 ample = _takenBySequence();
+        vm.revertToState(snap);
+
+        _setRateLimit(1_000 ether, 1 ether);
+        _slash(bob, 1_000); // empties the bucket
+        uint256 deferred = _takenBySequence();
+        assertEq(ample, 6_250 ether);
+        assertEq(deferred, ample, "a bucket shortfall made the slash larger");
+    }
+
+    function test_SlashDebtNeverExceedsWhatTheProviderHolds() public {
+        address other = makeAddr("otherSlasher");
+        vm.startPrank(admin);
+        vault.grantRole(vault.SLASHER_ROLE(), other);
+        vm.stopPrank();
+        _registerAndStake(alice, GPUS, STAKE);
+        _registerAndStake(bob, GPUS, STAKE);
+        _setRateLimit(1_000 ether, 1 ether);
+        _slash(bob, 1_000); // empties the bucket
+
+        _slash(alice, MAX_SLASH_BPS);
+        _slash(alice, 2_500);
+        vm.startPrank(other);
+        vault.slash(alice, MAX_SLASH_BPS, REASON, EVIDENCE);
+        vault.slash(alice, 2_500, REASON, EVIDENCE);
+        vm.stopPrank();
+        assertLe(
+            vault.slashDebt(alice), uint256(_info(alice).stake) + _info(alice).unbonding, "owes more than it holds"
+        );
     }
 }

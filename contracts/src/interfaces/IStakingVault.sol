@@ -9,7 +9,8 @@ interface IStakingVault {
 
     /// @notice Keeps `provider`'s stake (active and unbonding) in the vault until `until`,
     /// because a slash may still come until then: no withdrawal before it. A later time
-    /// only extends the hold, an earlier one is ignored. Only SLASHER_ROLE.
+    /// only extends the hold, an earlier one is ignored; no hold reaches more than the
+    /// vault's MAX_HOLD past now. Only SLASHER_ROLE.
     function hold(address provider, uint64 until) external;
 
     /// @notice Slashes `bps` basis points of the provider's active and unbonding stake;
@@ -26,7 +27,7 @@ interface IStakingVault {
     function tombstone(address provider) external;
 
     /// @notice Records that `provider` has now claimed `cumulative` rewards in all, kept in
-    /// the provider's own record. Only REWARDS_ROLE (the reward distributor).
+    /// the provider's own record. Only the vault's `rewardsDistributor`.
     /// @return previous what the provider had claimed before.
     function recordClaim(address provider, uint256 cumulative) external returns (uint256 previous);
 
