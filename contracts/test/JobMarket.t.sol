@@ -2,6 +2,8 @@
 pragma solidity ^0.8.24;
 
 import {IAccessControl} from "@openzeppelin/contracts/access/IAccessControl.sol";
+import {IAccessControlDefaultAdminRules} from
+    "@openzeppelin/contracts/access/extensions/IAccessControlDefaultAdminRules.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IERC20Errors} from "@openzeppelin/contracts/interfaces/draft-IERC6093.sol";
 import {Pausable} from "@openzeppelin/contracts/utils/Pausable.sol";
@@ -36,6 +38,8 @@ contract JobMarketTest is SwarmTestBase {
     uint256 internal constant FEE = 0.35 ether;
     uint256 internal constant PROVIDER_CUT = 13.65 ether + 7;
     uint256 internal constant REFUND = 16 ether - 7;
+    // The buyer's dispute bond at 1,000 bps: 10% of the payment, rounded up.
+    uint256 internal constant BOND = 1.4 ether + 1;
 
     uint256 internal constant ALICE_STAKE = 10_000 ether;
     uint16 internal constant MAX_FEE_RAISE = 2_000;
@@ -136,7 +140,11 @@ contract JobMarketTest is SwarmTestBase {
         internal
         returns (JobMarket)
     {
-        return new JobMarket(token_, vault_, admin_, treasury_, fee, window);
+        return new JobMarket(token_, vault_, admin_, treasury_, fee, window, MIN_DISPUTE_WINDOW, DISPUTE_BOND_BPS);
+    }
+
+    function _deployMarket(uint64 window, uint64 minWindow, uint16 bondBps) internal returns (JobMarket) {
+        return new JobMarket(token, vault, admin, treasury, FEE_BPS, window, minWindow, bondBps);
     }
 
     // ─── Constructor ─────────────────────────────────────────────────────────
@@ -182,7 +190,9 @@ contract JobMarketTest is SwarmTestBase {
     }
 
     function test_RevertWhen_ConstructorZeroAdmin() public {
-        vm.expectRevert(SwarmAccess.ZeroAddress.selector);
+        vm.expectRevert(
+            abi.encodeWithSelector(IAccessControlDefaultAdminRules.AccessControlInvalidDefaultAdmin.selector, address(0))
+        );
         _deployMarket(token, vault, address(0), treasury, FEE_BPS, DISPUTE_WINDOW);
     }
 
@@ -822,15 +832,15 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(market.getJob(jobId).provider, alice);
     }
 
-    function test_RevertWhen_ReassignJobSlashAboveVaultCap() public {
+    function test_ReassignJob_SlashAboveVaultCapIsAppliedAtTheCap() public {
         uint256 jobId = _assigned();
         _stakeBob();
-        vm.expectRevert(
-            abi.encodeWithSelector(StakingVault.InvalidBps.selector, uint256(MAX_SLASH_BPS) + 1, uint256(MAX_SLASH_BPS))
-        );
+        vm.expectEmit(address(vault));
+        emit StakingVault.SlashCapped(alice, address(market), MAX_SLASH_BPS + 1, MAX_SLASH_BPS);
         _reassign(jobId, bob, RATE, MAX_SLASH_BPS + 1);
-        assertEq(market.getJob(jobId).provider, alice);
-        assertEq(_stakeOf(alice), ALICE_STAKE);
+        assertEq(market.getJob(jobId).provider, bob);
+        assertEq(_stakeOf(alice), ALICE_STAKE - ALICE_STAKE * MAX_SLASH_BPS / BPS);
+        assertEq(market.totalEscrowed(), ESCROW);
     }
 
     // ─── completeJob ─────────────────────────────────────────────────────────
@@ -954,10 +964,11 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(market.getJob(jobId).feeBps, FEE_BPS);
     }
 
-    function test_SettleJob_ImmediateWithZeroDisputeWindow() public {
+    function test_SettleJob_AfterTheShortestDisputeWindow() public {
         vm.prank(admin);
-        market.setDisputeWindow(0);
+        market.setDisputeWindow(MIN_DISPUTE_WINDOW);
         uint256 jobId = _completed();
+        vm.warp(block.timestamp + MIN_DISPUTE_WINDOW);
         market.settleJob(jobId);
         assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Settled));
         assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW + REFUND);
@@ -996,22 +1007,27 @@ contract JobMarketTest is SwarmTestBase {
         uint256 jobId = _completed();
         vm.warp(block.timestamp + DISPUTE_WINDOW - 1);
         vm.expectEmit(address(market));
-        emit JobMarket.JobDisputed(jobId, carol);
+        emit JobMarket.JobDisputed(jobId, carol, BOND);
         vm.prank(carol);
         market.disputeJob(jobId);
         assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Disputed));
-        assertEq(market.escrowOf(jobId), ESCROW);
-        assertEq(token.balanceOf(address(market)), ESCROW);
+        assertEq(market.escrowOf(jobId), ESCROW + BOND);
+        assertEq(market.disputeBond(jobId), BOND);
+        assertEq(market.totalEscrowed(), ESCROW + BOND);
+        assertEq(token.balanceOf(address(market)), ESCROW + BOND);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW - BOND);
     }
 
     function test_DisputeJob_ByMatcherWhenReplicasDisagree() public {
         uint256 jobId = _completed();
         vm.expectEmit(address(market));
-        emit JobMarket.JobDisputed(jobId, matcher);
+        emit JobMarket.JobDisputed(jobId, matcher, 0);
         vm.prank(matcher);
         market.disputeJob(jobId);
         assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Disputed));
         assertEq(market.escrowOf(jobId), ESCROW);
+        assertEq(market.disputeBond(jobId), 0);
+        assertEq(token.balanceOf(address(market)), ESCROW);
     }
 
     function test_RevertWhen_DisputeJobNotBuyer() public {
@@ -1084,7 +1100,8 @@ contract JobMarketTest is SwarmTestBase {
         vm.prank(arbiter);
         market.resolveDispute(jobId, true, slashBps);
 
-        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS); // the escrow and the bond back
+        assertEq(market.disputeBond(jobId), 0);
         assertEq(token.balanceOf(address(market)), 0);
         assertEq(market.totalEscrowed(), 0);
         assertEq(_stakeOf(alice), ALICE_STAKE - slashed);
@@ -1112,9 +1129,12 @@ contract JobMarketTest is SwarmTestBase {
         vm.prank(arbiter);
         market.resolveDispute(jobId, false, 500);
 
-        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + PROVIDER_CUT);
+        // The rejected buyer's bond goes to the provider.
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + PROVIDER_CUT + BOND);
         assertEq(token.balanceOf(treasury), treasuryBefore + FEE);
-        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW + REFUND);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW + REFUND - BOND);
+        assertEq(market.disputeBond(jobId), 0);
+        assertEq(token.balanceOf(address(market)), 0);
         assertEq(_stakeOf(alice), ALICE_STAKE);
         assertEq(market.totalEscrowed(), 0);
         assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Settled));
@@ -1176,15 +1196,17 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(_stakeOf(alice), ALICE_STAKE - slashed);
     }
 
-    function test_RevertWhen_FailJobSlashAboveVaultCap() public {
+    function test_FailJob_SlashAboveVaultCapIsAppliedAtTheCap() public {
         uint256 jobId = _assigned();
-        vm.expectRevert(
-            abi.encodeWithSelector(StakingVault.InvalidBps.selector, uint256(MAX_SLASH_BPS) + 1, uint256(MAX_SLASH_BPS))
-        );
+        uint256 slashed = ALICE_STAKE * MAX_SLASH_BPS / BPS;
+        vm.expectEmit(address(vault));
+        emit StakingVault.SlashCapped(alice, address(market), BPS, MAX_SLASH_BPS);
         vm.prank(matcher);
-        market.failJob(jobId, REASON, MAX_SLASH_BPS + 1);
-        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Assigned));
-        assertEq(market.totalEscrowed(), ESCROW);
+        market.failJob(jobId, REASON, BPS);
+        assertEq(_stakeOf(alice), ALICE_STAKE - slashed);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Failed));
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(market.totalEscrowed(), 0);
     }
 
     function test_FailJob_WorksWhilePaused() public {
@@ -1314,17 +1336,31 @@ contract JobMarketTest is SwarmTestBase {
         market.reclaimExpired(jobId);
     }
 
-    function test_ReclaimExpired_RefundsUnresolvedDispute() public {
+    function test_ReclaimExpired_SplitsAnUnresolvedDisputeToTheWei() public {
         uint256 jobId = _disputed();
         uint64 arbitrationEnd = market.getJob(jobId).disputeEnd + market.ARBITRATION_PERIOD();
+        uint256 treasuryBefore = token.balanceOf(treasury);
         vm.warp(arbitrationEnd + 1);
-        vm.expectEmit(true, false, false, true, address(market));
-        emit JobMarket.JobReclaimed(jobId, ESCROW);
-        vm.prank(carol);
+        // Half of 14e18 + 7 is 7e18 + 3 (the odd wei stays with the buyer); the fee on that
+        // half at 250 bps is floor((7e18 + 3) / 40) = 0.175e18.
+        uint256 half = 7 ether + 3;
+        uint256 halfFee = 0.175 ether;
+        vm.expectEmit(address(market));
+        emit JobMarket.DisputeExpired(jobId, BOND);
+        vm.expectEmit(address(market));
+        emit JobMarket.JobSettled(jobId, alice, half - halfFee, halfFee, ESCROW - half);
+        vm.prank(stranger); // anyone may settle it
         market.reclaimExpired(jobId);
-        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + 6.825 ether + 3);
+        assertEq(token.balanceOf(treasury), treasuryBefore + 0.175 ether);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - 7 ether - 3); // 23e18 - 3 of the escrow and the bond
+        assertEq(token.balanceOf(stranger), 0);
         assertEq(token.balanceOf(address(market)), 0);
-        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Reclaimed));
+        assertEq(market.totalEscrowed(), 0);
+        assertEq(market.disputeBond(jobId), 0);
+        assertEq(_stakeOf(alice), ALICE_STAKE);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Settled));
     }
 
     function test_RevertWhen_ReclaimExpiredTwice() public {
@@ -1354,9 +1390,9 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(market.escrowOf(posted), ESCROW);
         assertEq(market.escrowOf(assigned), ESCROW);
         assertEq(market.escrowOf(completed), ESCROW);
-        assertEq(market.escrowOf(disputed), ESCROW);
-        assertEq(market.totalEscrowed(), 4 * ESCROW);
-        assertEq(token.balanceOf(address(market)), 4 * ESCROW);
+        assertEq(market.escrowOf(disputed), ESCROW + BOND);
+        assertEq(market.totalEscrowed(), 4 * ESCROW + BOND);
+        assertEq(token.balanceOf(address(market)), 4 * ESCROW + BOND);
     }
 
     function test_EscrowOf_ClosedAndUnknownJobsHoldNothing() public {
