@@ -529,7 +529,7 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     /// with a slash up to and including its deadline, and the vault lets a provider
     /// withdraw from the hold's time on.
     function _afterDeadline(uint64 deadline) private pure returns (uint64) {
-        return deadline == type(uint64).max ? deadline : deadline + 1;
+        return deadline < type(uint64).max ? deadline + 1 : deadline;
     }
 
     function _job(uint256 jobId) private view returns (Job storage job) {
