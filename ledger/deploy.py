@@ -44,6 +44,8 @@ class DeployParams:
     min_challenge_window: int = 12 * 3_600  # the floor, fixed at deployment
     fee_bps: int = 250
     dispute_window: int = 2 * 86_400
+    min_dispute_window: int = 86_400  # the floor under every dispute window the admin may set, for ever
+    dispute_bond_bps: int = 1_000  # a buyer's dispute bond: 10% of the job's payment
     initial_supply: int = 500_000_000 * ONE
     treasury: str | None = None  # default: the deployer
 
@@ -58,6 +60,7 @@ class DeployParams:
             challenge_window=30,
             min_challenge_window=10,
             dispute_window=60,
+            min_dispute_window=30,
         )
 
 
@@ -193,7 +196,17 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
         "RewardDistributor", token, vault, admin, list(params.committee), params.threshold, params.challenge_window,
         params.min_challenge_window,
     )
-    market = create("JobMarket", token, vault, admin, treasury, params.fee_bps, params.dispute_window)
+    market = create(
+        "JobMarket",
+        token,
+        vault,
+        admin,
+        treasury,
+        params.fee_bps,
+        params.dispute_window,
+        params.min_dispute_window,
+        params.dispute_bond_bps,
+    )
 
     vault_c = w3.eth.contract(address=vault, abi=artifacts["StakingVault"].abi)
     market_c = w3.eth.contract(address=market, abi=artifacts["JobMarket"].abi)

@@ -11,7 +11,7 @@ from ledger.client import Swarm
 from ledger.errors import InvalidInput
 from ledger.permit import Allowance, prepare_spend
 from ledger.reports import reason_bytes
-from ledger.units import parse_address
+from ledger.units import format_amount, parse_address
 
 if TYPE_CHECKING:
     from ledger.tx import Receipt, Sender
@@ -45,6 +45,7 @@ class JobInfo:
     provider: str
     dispute_end: int
     fee_bps: int  # the protocol fee agreed at assignment
+    slashed: bool  # the matcher has slashed a provider of this job (it may do so once)
     price_per_unit: int
     units_used: int
     result_hash: bytes
@@ -56,7 +57,9 @@ class JobInfo:
 
 def job_info(swarm: Swarm, job_id: int) -> JobInfo:
     j = swarm.read("JobMarket", "getJob", job_id)
-    return JobInfo(job_id, j[0], j[1], JobStatus(j[2]), j[3], j[4], j[5], j[6], j[7], j[8], j[9], bytes(j[10]))
+    return JobInfo(
+        job_id, j[0], j[1], JobStatus(j[2]), j[3], j[4], j[5], j[6], j[7], bool(j[8]), j[9], j[10], bytes(j[11])
+    )
 
 
 def post_job(
@@ -102,8 +105,32 @@ def reclaim_expired(swarm: Swarm, sender: Sender, job_id: int) -> Receipt:
     return sender.send(swarm.market.functions.reclaimExpired(job_id))
 
 
+def dispute_bond(swarm: Swarm, disputer: str, job_id: int) -> int:
+    """The bond `disputer` posts to dispute job `job_id` now (none for the matcher)."""
+    if swarm.read("JobMarket", "hasRole", swarm.read("JobMarket", "MATCHER_ROLE"), disputer):
+        return 0
+    return int(swarm.read("JobMarket", "bondFor", job_id))
+
+
 def dispute_job(swarm: Swarm, sender: Sender, job_id: int) -> Receipt:
+    """Disputes a completed job; a buyer first approves the market to take its dispute bond."""
+    bond = dispute_bond(swarm, sender.address, job_id)
+    if bond > 0:
+        _approve_bond(swarm, sender, bond)
     return sender.send(swarm.market.functions.disputeJob(job_id))
+
+
+def _approve_bond(swarm: Swarm, sender: Sender, bond: int) -> None:
+    """Makes sure the market may take `bond` from `sender`, approving it if need be."""
+    balance = swarm.balance_of(sender.address)
+    if balance < bond:
+        raise InvalidInput(
+            f"{sender.address} holds {format_amount(balance)}, less than the {format_amount(bond)} dispute bond; "
+            "fund the account before disputing."
+        )
+    market = swarm.market.address
+    if int(swarm.read("SwarmToken", "allowance", sender.address, market)) < bond:
+        sender.send(swarm.token.functions.approve(market, bond))
 
 
 def assign_job(swarm: Swarm, sender: Sender, job_id: int, provider: str, price_per_unit: int) -> Receipt:

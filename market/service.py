@@ -17,11 +17,13 @@ run's outcome is handled on the loop's thread, where all transactions are sent:
   - done: the record keeps its result; the job is completed with `resultHash` and units
     (GPU- or CPU-seconds, rounded up, at most the job's maxUnits);
   - the provider's nodes vanished: the job is reassigned to another provider (the escrow
-    stays; the oracle counts the abandonment, and `fault_slash_bps` can slash at once), or
-    failed with a full refund when no other provider can take it;
+    stays; the oracle counts the abandonment, and `fault_slash_bps` can slash at once —
+    once per job, and only before its deadline, as the market allows), or failed with a
+    full refund when no other provider can take it;
   - the job itself is at fault (a checkpoint it names is missing, say): failed, refunded,
     no one slashed; the deadline passed: failed and refunded.
-A job still posted at its deadline is expired: its escrow goes back to the buyer.
+A job still posted at its deadline is expired: its escrow goes back to the buyer. A
+dispute the arbiter leaves undecided past its arbitration period is settled half and half.
 
 A replicated job (`replicas: k`) is k on-chain jobs with the same buyer and spec hash,
 grouped in job-id order and placed on k distinct providers. Its members are completed
@@ -130,6 +132,7 @@ class MarketService:
         self._pool = ThreadPoolExecutor(max_workers=config.max_running, thread_name_prefix="swarm-run")
         self._runs: dict[int, _Run] = {}
         self._specs: dict[str, JobSpec | SpecError] = {}
+        self._arbitration: int | None = None  # JobMarket.ARBITRATION_PERIOD, read once
         self.wake = threading.Event()  # set when a run ends, so the loop handles it at once
         role = swarm.market.functions.MATCHER_ROLE().call()
         if not swarm.market.functions.hasRole(role, sender.address).call():
@@ -318,9 +321,10 @@ class MarketService:
             request = replace(job_request(job.job_id, spec, replicas=1), max_price_per_unit=job.max_price_per_unit)
             result = match([request], self._offers(session, records, exclude={*record.lost_providers, *siblings}))
             assignment = result.assignments[0] if result.assignments else None
+        slash_bps = self._fault_slash(job)
         if assignment is not None:
             receipt = self._send(chain_jobs.reassign_job, job.job_id, assignment.provider,
-                                 assignment.price_per_unit, "provider-lost", self.config.fault_slash_bps)
+                                 assignment.price_per_unit, "provider-lost", slash_bps)
             if receipt is None:
                 return
             record.provider, record.price_per_unit = assignment.provider, assignment.price_per_unit
@@ -329,8 +333,16 @@ class MarketService:
                        provider=assignment.provider)
             report.count("reassigned")
         else:
-            self._fail(session, record, "provider-lost", self.config.fault_slash_bps,
+            self._fail(session, record, "provider-lost", slash_bps,
                        f"{error} No other provider can take it, so the buyer is refunded.", report)
+
+    def _fault_slash(self, job: Job) -> int:
+        """The slash for a lost provider: none once the job's one matcher slash is spent, or past its deadline."""
+        if self.config.fault_slash_bps == 0 or self.swarm.chain.timestamp() >= job.deadline:
+            return 0  # the transaction lands after this block, so at the deadline it is already too late
+        if chain_jobs.job_info(self.swarm, job.job_id).slashed:
+            return 0
+        return self.config.fault_slash_bps
 
     def _fail(self, session: Session, record: MarketJob, reason: str, slash_bps: int, error: str,
               report: TickReport) -> None:
@@ -356,6 +368,17 @@ class MarketService:
                     report.count("expired")
             elif job.status == "assigned":
                 self._fail(session, record, "deadline", 0, f"job {job_id} did not finish by its deadline.", report)
+            elif job.status == "disputed" and job.dispute_end and now > job.dispute_end + self._arbitration_period():
+                receipt = self._send(chain_jobs.reclaim_expired, job_id)
+                if receipt is not None:
+                    self._move(session, record, "settled", "the arbiter did not rule in time; the payment is "
+                               "split half and half", receipt)
+                    report.count("settled")
+
+    def _arbitration_period(self) -> int:
+        if self._arbitration is None:
+            self._arbitration = int(self.swarm.read("JobMarket", "ARBITRATION_PERIOD"))
+        return self._arbitration
 
     # ── matching ─────────────────────────────────────────────────────────────
     def _match(self, session: Session, jobs: dict[int, Job], records: dict[int, MarketJob], now: int,

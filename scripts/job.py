@@ -22,7 +22,9 @@ import click
 from ledger.client import Swarm
 from ledger.config import database_url
 from ledger.errors import SwarmError
-from ledger.jobs import JobInfo, JobStatus, cancel_job, dispute_job, job_info, post_job, reclaim_expired
+from ledger.jobs import (
+    JobInfo, JobStatus, cancel_job, dispute_bond, dispute_job, job_info, post_job, reclaim_expired,
+)
 from ledger.keys import Keystore
 from ledger.specs import load_spec as load_stored_spec
 from ledger.specs import store_spec
@@ -256,7 +258,7 @@ def cancel(job_id: int, account: int | None, key_ref: str | None, as_json: bool)
 @click.argument("job_id", metavar="JOB", type=JOB_ID)
 @_signed
 def reclaim(job_id: int, account: int | None, key_ref: str | None, as_json: bool) -> None:
-    """Refund JOB to its buyer after its deadline, or after an arbitration left undecided; anyone may send it."""
+    """Refund JOB to its buyer after its deadline, or settle an undecided dispute; anyone may send it."""
     swarm = open_swarm()
     sender = signer(swarm, account, key_ref)
     info = _existing(swarm, job_id)
@@ -274,6 +276,8 @@ def reclaim(job_id: int, account: int | None, key_ref: str | None, as_json: bool
                 f"Job {job_id} is disputed and awaits the arbiter until {when(end)} "
                 f"({duration(end - now + 1)} from now); reclaim it after that if it is still undecided."
             )
+        _settled_undecided(swarm, reclaim_expired(swarm, sender, job_id), info, as_json)
+        return
     else:
         raise SwarmError(
             f"Job {job_id} is {_name(info.status)}; only a posted or assigned job past its deadline, or a "
@@ -287,7 +291,11 @@ def reclaim(job_id: int, account: int | None, key_ref: str | None, as_json: bool
 @click.argument("job_id", metavar="JOB", type=JOB_ID)
 @_signed
 def dispute(job_id: int, account: int | None, key_ref: str | None, as_json: bool) -> None:
-    """Dispute the result of completed JOB during its dispute window; its payment waits for the arbiter."""
+    """Dispute completed JOB's result in its dispute window, with a bond; the payment waits for the arbiter.
+
+    A buyer's bond is a share of the job's payment: returned if the buyer is upheld or the
+    arbiter does not rule in time, paid to the provider if the dispute is rejected.
+    """
     swarm = open_swarm()
     sender = signer(swarm, account, key_ref)
     info = _existing(swarm, job_id)
@@ -302,10 +310,18 @@ def dispute(job_id: int, account: int | None, key_ref: str | None, as_json: bool
     if now >= info.dispute_end:
         raise SwarmError(f"The dispute window of job {job_id} closed at {when(info.dispute_end)}; "
                          "its result can no longer be disputed.")
-    receipt = dispute_job(swarm, sender, job_id)
-    payload = {"job_id": job_id, "status": "disputed", "by": sender.address, "tx": receipt.tx_hash}
+    bond = dispute_bond(swarm, sender.address, job_id)
+    balance = swarm.balance_of(sender.address)
+    if balance < bond:
+        raise SwarmError(f"Disputing job {job_id} takes a bond of {format_amount(bond)} and {sender.address} holds "
+                         f"{format_amount(balance)}; fund the account first.")
+    receipt = dispute_job(swarm, sender, job_id)  # approves the bond first where the allowance is short
+    payload = {"job_id": job_id, "status": "disputed", "by": sender.address, "bond_wei": str(bond),
+               "tx": receipt.tx_hash}
+    posted = (f", posting a bond of {format_amount(bond)} (back to you if you are upheld or the arbiter does not "
+              "rule in time, to the provider if the dispute is rejected)") if bond else ""
     emit(as_json, payload, lambda: console.print(
-        f"Disputed job {job_id}; its payment is held until the arbiter decides ({receipt.tx_hash})."))
+        f"Disputed job {job_id}{posted}; its payment is held until the arbiter decides ({receipt.tx_hash})."))
 
 
 # ── result ───────────────────────────────────────────────────────────────────
@@ -415,6 +431,21 @@ def _refunded(swarm: Swarm, receipt: Receipt, event: str, info: JobInfo, as_json
                "refund_wei": str(refund), "tx": receipt.tx_hash}
     emit(as_json, payload, lambda: console.print(
         f"{done} job {info.job_id}; refunded {format_amount(refund)} to {info.buyer} ({receipt.tx_hash})."))
+
+
+def _settled_undecided(swarm: Swarm, receipt: Receipt, info: JobInfo, as_json: bool) -> None:
+    """Reports a dispute the arbiter left undecided, settled half and half."""
+    (settled,) = swarm.events(receipt, "JobSettled")
+    (expired,) = swarm.events(receipt, "DisputeExpired")
+    refund, bond = int(settled.args["refund"]), int(expired.args["bondRefund"])
+    payment, fee = int(settled.args["payment"]), int(settled.args["fee"])
+    payload = {"job_id": info.job_id, "status": "settled", "buyer": info.buyer, "provider": info.provider,
+               "payment_wei": str(payment), "fee_wei": str(fee), "refund_wei": str(refund + bond),
+               "bond_refund_wei": str(bond), "tx": receipt.tx_hash}
+    emit(as_json, payload, lambda: console.print(
+        f"The arbiter did not rule on job {info.job_id}, so half its payment went to the provider "
+        f"({format_amount(payment)} after a fee of {format_amount(fee)}) and {format_amount(refund + bond)} back "
+        f"to {info.buyer}, its bond included ({receipt.tx_hash})."))
 
 
 def _own_address(swarm: Swarm, account: int | None, key_ref: str | None) -> str:

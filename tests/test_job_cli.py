@@ -247,8 +247,11 @@ def test_dispute_of_a_completed_job_and_after_its_window(
 
     not_buyer = one_line_error(job("dispute", str(first), "--account", str(OTHER)))
     assert f"Only the buyer of job {first}" in not_buyer and "may dispute it" in not_buyer
+    bond = swarm.market.functions.bondFor(first).call()
+    before = swarm.balance_of(BUYER)
     disputed = _json(job("dispute", str(first), "--account", str(B), "--json"))
-    assert disputed == disputed | {"job_id": first, "status": "disputed", "by": BUYER}
+    assert disputed == disputed | {"job_id": first, "status": "disputed", "by": BUYER, "bond_wei": str(bond)}
+    assert bond > 0 and swarm.balance_of(BUYER) == before - bond  # approved and posted in the one command
     assert jobs.job_info(swarm, first).status is JobStatus.DISPUTED
     assert "is disputed; only a completed job can be disputed" in one_line_error(
         job("dispute", str(first), "--account", str(B)))
@@ -261,6 +264,25 @@ def test_dispute_of_a_completed_job_and_after_its_window(
     assert jobs.job_info(swarm, second).status is JobStatus.COMPLETED
     under_arbitration = one_line_error(job("reclaim", str(first), "--account", str(B)))
     assert "awaits the arbiter until" in under_arbitration
+
+    rpc.increase_time(swarm.market.functions.ARBITRATION_PERIOD().call() + 1)
+    split = _json(job("reclaim", str(first), "--account", str(OTHER), "--json"))  # anyone may settle it
+    assert split == split | {"job_id": first, "status": "settled", "buyer": BUYER, "bond_refund_wei": str(bond)}
+    assert jobs.job_info(swarm, first).status is JobStatus.SETTLED
+
+
+def test_a_dispute_the_buyer_cannot_bond_is_refused_in_one_line(
+    job, swarm: Swarm, tmp_path: Path, provider
+) -> None:
+    (job_id,) = _post(job, _spec_file(tmp_path, swarm))["job_ids"]
+    _complete(swarm, job_id, provider.address)
+    buyer = swarm.sender(dev_account(B).key)
+    buyer.send(swarm.token.functions.transfer(dev_account(OTHER).address, swarm.balance_of(BUYER)))
+    marks = _marks(swarm)
+    refused = one_line_error(job("dispute", str(job_id), "--account", str(B)))
+    assert f"Disputing job {job_id} takes a bond of" in refused and "fund the account first" in refused
+    assert _marks(swarm) == marks
+    assert jobs.job_info(swarm, job_id).status is JobStatus.COMPLETED
 
 
 def test_a_job_that_does_not_exist_is_one_line(job, swarm: Swarm) -> None:

@@ -152,3 +152,83 @@ def test_assigning_an_unstaked_provider_is_refused_and_leaves_the_job_posted(swa
     with pytest.raises(TransactionFailed, match=rf"NotRegistered\(provider={stranger}\)"):
         jobs.assign_job(swarm, matcher, job_id, stranger, PRICE)
     assert jobs.job_info(swarm, job_id).status is JobStatus.POSTED
+
+
+def test_a_second_matcher_slash_of_a_job_is_refused_and_a_slash_free_fail_goes_through(swarm: Swarm, parties) -> None:
+    provider, buyer, matcher = parties
+    successor = swarm.sender(dev_account(2).key)
+    stake.register(swarm, successor, b"\x46" * 32, 1)
+    stake.stake(swarm, successor, 1_000 * ONE)
+    job_id, _ = jobs.post_job(swarm, buyer, SPEC, PRICE, UNITS, swarm.chain.timestamp() + 3_600)
+    jobs.assign_job(swarm, matcher, job_id, provider.address, PRICE)
+    assert not jobs.job_info(swarm, job_id).slashed
+    jobs.reassign_job(swarm, matcher, job_id, successor.address, PRICE, "nodes lost", slash_bps=1_000)
+    assert jobs.job_info(swarm, job_id).slashed
+
+    with pytest.raises(TransactionFailed, match=rf"AlreadySlashed\(jobId={job_id}\).*slash of 0"):
+        jobs.fail_job(swarm, matcher, job_id, "abandoned", slash_bps=1_000)
+    jobs.fail_job(swarm, matcher, job_id, "abandoned")
+    assert stake.provider_info(swarm, successor.address).stake == 1_000 * ONE
+    assert jobs.job_info(swarm, job_id).status is JobStatus.FAILED
+
+
+def _completed(swarm: Swarm, parties, units: int = 60) -> int:
+    provider, buyer, matcher = parties
+    job_id, _ = jobs.post_job(swarm, buyer, SPEC, PRICE, UNITS, swarm.chain.timestamp() + 3_600)
+    jobs.assign_job(swarm, matcher, job_id, provider.address, PRICE)
+    jobs.complete_job(swarm, matcher, job_id, b"\x55" * 32, units)
+    return job_id
+
+
+def test_a_buyers_dispute_approves_and_posts_the_bond_which_a_rejection_pays_the_provider(
+    swarm: Swarm, parties
+) -> None:
+    provider, buyer, matcher = parties
+    job_id = _completed(swarm, parties)
+    payment = 60 * PRICE
+    bond = -(-payment * swarm.market.functions.disputeBondBps().call() // 10_000)
+    assert jobs.dispute_bond(swarm, buyer.address, job_id) == bond > 0
+    assert jobs.dispute_bond(swarm, matcher.address, job_id) == 0  # the matcher posts none
+    buyer0, provider0 = swarm.balance_of(buyer.address), swarm.balance_of(provider.address)
+
+    (disputed,) = swarm.events(jobs.dispute_job(swarm, buyer, job_id), "JobDisputed")
+    assert disputed.args == {"jobId": job_id, "by": buyer.address, "bond": bond}
+    assert swarm.balance_of(buyer.address) == buyer0 - bond
+    assert swarm.market.functions.totalEscrowed().call() == swarm.balance_of(swarm.market.address)
+
+    jobs.resolve_dispute(swarm, matcher, job_id, buyer_upheld=False)  # the deployer is also the arbiter
+    fee = payment * swarm.market.functions.feeBps().call() // 10_000
+    assert swarm.balance_of(provider.address) == provider0 + payment - fee + bond
+    assert swarm.balance_of(buyer.address) == buyer0 - bond + PRICE * UNITS - payment
+
+
+def test_a_dispute_the_arbiter_leaves_undecided_is_split_half_and_half(
+    swarm: Swarm, rpc: RpcClient, parties
+) -> None:
+    provider, buyer, matcher = parties
+    stranger = swarm.sender(dev_account(6).key)
+    treasury = swarm.market.functions.treasury().call()
+    job_id = _completed(swarm, parties, units=61)
+    buyer0, provider0, treasury0 = (swarm.balance_of(a) for a in (buyer.address, provider.address, treasury))
+    jobs.dispute_job(swarm, buyer, job_id)
+    info = jobs.job_info(swarm, job_id)
+    arbitration_end = info.dispute_end + swarm.market.functions.ARBITRATION_PERIOD().call()
+    with pytest.raises(TransactionFailed, match="ArbitrationPending"):
+        jobs.reclaim_expired(swarm, stranger, job_id)
+    rpc.increase_time(arbitration_end - swarm.chain.timestamp() + 1)
+    with pytest.raises(TransactionFailed, match="ArbitrationClosed"):
+        jobs.resolve_dispute(swarm, matcher, job_id, buyer_upheld=True, slash_bps=1_000)
+
+    receipt = jobs.reclaim_expired(swarm, stranger, job_id)
+    half = 61 * PRICE // 2
+    fee = half * info.fee_bps // 10_000
+    (expired,) = swarm.events(receipt, "DisputeExpired")
+    (settled,) = swarm.events(receipt, "JobSettled")
+    assert settled.args == {"jobId": job_id, "provider": provider.address, "payment": half - fee, "fee": fee,
+                            "refund": PRICE * UNITS - half}
+    assert swarm.balance_of(provider.address) == provider0 + half - fee
+    assert swarm.balance_of(treasury) == treasury0 + fee
+    assert swarm.balance_of(buyer.address) == buyer0 + PRICE * UNITS - half  # the bond back too
+    assert expired.args["bondRefund"] > 0
+    assert jobs.job_info(swarm, job_id).status is JobStatus.SETTLED
+    assert swarm.balance_of(swarm.market.address) == swarm.market.functions.totalEscrowed().call()

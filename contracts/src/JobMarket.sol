@@ -16,14 +16,27 @@ import {IStakingVault} from "./interfaces/IStakingVault.sol";
 /// hash and the units used. After the buyer's dispute window anyone settles it: the
 /// provider gets `units × price` less the protocol fee, the treasury the fee, the buyer
 /// the rest. A failed job refunds the buyer (and may slash the provider); a disputed one
-/// is resolved by ARBITER_ROLE. When a provider loses its nodes the matcher reassigns the
-/// job to another provider with the escrow in place. After the deadline anyone may
-/// return an unfinished job's escrow to its buyer, so no operator can strand a buyer's
-/// funds.
+/// is resolved by ARBITER_ROLE, and a buyer's dispute posts a bond that the losing side
+/// forfeits. When a provider loses its nodes the matcher reassigns the job to another
+/// provider with the escrow in place. After the deadline anyone may return an unfinished
+/// job's escrow to its buyer, and a dispute the arbiter leaves undecided settles half and
+/// half, so no operator can strand anyone's funds.
+///
+/// Every slash the market can still make for a job lands before its provider can
+/// withdraw: the market holds the provider's stake in the vault until the job's last
+/// slashable second has passed (the deadline while it runs, the dispute window once it is
+/// done, the arbitration period once it is disputed), and refuses a slash after that.
+/// The matcher slashes a job's provider at most once, and the vault caps what it takes
+/// per incident and per period, so a compromised matcher can only do bounded harm.
 /// @dev Invariants:
-///  - token.balanceOf(this) == totalEscrowed == the sum of escrow(j) over open jobs
-///    (Posted, Assigned, Completed, Disputed), unless tokens are sent directly;
+///  - token.balanceOf(this) == totalEscrowed == the sum of escrowOf(j) over open jobs
+///    (Posted, Assigned, Completed, Disputed; a disputed job's bond included), unless
+///    tokens are sent directly;
 ///  - a job leaves escrow exactly once (Settled, Failed, Cancelled or Reclaimed);
+///  - at most one matcher slash per job (failJob or reassignJob), none after its deadline,
+///    and no arbiter ruling after the arbitration period;
+///  - the provider of an open job cannot withdraw while a slash for it may still come;
+///  - minDisputeWindow <= disputeWindow <= MAX_DISPUTE_WINDOW;
 ///  - a pause stops postJob, assignJob and reassignJob, never cancel, reclaim, settle or fail.
 contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
@@ -36,9 +49,15 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     uint16 public constant MAX_FEE_BPS = 2_000;
     /// @notice The longest dispute window the admin may set.
     uint64 public constant MAX_DISPUTE_WINDOW = 30 days;
-    /// @notice How long the arbiter has to resolve a dispute before the buyer may
-    /// reclaim the escrow alone.
+    /// @notice How long after the dispute window the arbiter may rule; after it the
+    /// dispute settles half and half (see {reclaimExpired}).
     uint64 public constant ARBITRATION_PERIOD = 14 days;
+    /// @notice The smallest dispute bond the admin may set: 1% of the job's payment,
+    /// so a dispute never comes free.
+    uint16 public constant MIN_DISPUTE_BOND_BPS = 100;
+    /// @notice The largest dispute bond the admin may set: the whole payment, so a buyer
+    /// never risks more than it would pay for the job.
+    uint16 public constant MAX_DISPUTE_BOND_BPS = 10_000;
 
     enum Status {
         None,
@@ -53,31 +72,39 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     }
 
     /// @dev Five slots, by who writes them: postJob the first two, assignJob the next two
-    /// (completeJob adds its time and units to them), completeJob the result hash.
+    /// (completeJob adds its time and units to them, a matcher slash its flag),
+    /// completeJob the result hash.
     struct Job {
-        address buyer;
-        uint64 deadline;
-        Status status;
-        uint128 maxPricePerUnit;
-        uint64 maxUnits;
-        address provider;
-        uint64 disputeEnd;
-        uint16 feeBps; // the protocol fee agreed at assignment
-        uint128 pricePerUnit;
-        uint64 unitsUsed;
-        bytes32 resultHash;
+        address buyer; // slot 0: 20 bytes
+        uint64 deadline; //  8
+        Status status; //  1
+        uint128 maxPricePerUnit; // slot 1: 16
+        uint64 maxUnits; //  8
+        address provider; // slot 2: 20
+        uint64 disputeEnd; //  8
+        uint16 feeBps; //  2: the protocol fee agreed at assignment
+        bool slashed; //  1: the matcher has slashed a provider of this job (at most once)
+        uint128 pricePerUnit; // slot 3: 16
+        uint64 unitsUsed; //  8
+        bytes32 resultHash; // slot 4
     }
 
     IERC20 public immutable token;
     IStakingVault public immutable vault;
+    /// @notice The shortest dispute window any admin may ever set (set once, at deployment).
+    uint64 public immutable minDisputeWindow;
 
+    // The counter and the parameters a job's calls read share one slot; the treasury has its own.
     uint64 public nextJobId = 1;
     uint64 public disputeWindow;
     uint16 public feeBps;
+    uint16 public disputeBondBps; // a buyer's dispute bond, in basis points of the job's payment
     address public treasury;
     uint256 public totalEscrowed;
 
     mapping(uint256 jobId => Job) internal _jobs;
+    /// @notice The bond a buyer posted to dispute job `jobId`, held while the dispute is open.
+    mapping(uint256 jobId => uint256) public disputeBond;
 
     // ─── Events ──────────────────────────────────────────────────────────────
     event JobPosted(
@@ -100,13 +127,15 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         uint16 slashBps
     );
     event JobCompleted(uint256 indexed jobId, bytes32 resultHash, uint256 unitsUsed, uint64 disputeEnd);
-    event JobDisputed(uint256 indexed jobId, address indexed by);
+    event JobDisputed(uint256 indexed jobId, address indexed by, uint256 bond);
     event DisputeResolved(uint256 indexed jobId, bool buyerUpheld, uint16 slashBps);
+    event DisputeExpired(uint256 indexed jobId, uint256 bondRefund);
     event JobSettled(uint256 indexed jobId, address indexed provider, uint256 payment, uint256 fee, uint256 refund);
     event JobFailed(uint256 indexed jobId, address indexed provider, bytes32 reason, uint16 slashBps, uint256 refund);
     event JobReclaimed(uint256 indexed jobId, uint256 refund);
     event FeeSet(uint16 feeBps, address treasury);
     event DisputeWindowSet(uint64 disputeWindow);
+    event DisputeBondSet(uint16 disputeBondBps);
 
     // ─── Errors ──────────────────────────────────────────────────────────────
     error ZeroAmount();
@@ -124,21 +153,36 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     error DisputeWindowClosed(uint256 jobId, uint64 disputeEnd);
     error FeeTooHigh(uint16 feeBps, uint16 max);
     error DisputeWindowTooLong(uint64 window, uint64 max);
+    error DisputeWindowTooShort(uint64 window, uint64 min);
+    error MinDisputeWindowOutOfRange(uint64 minWindow, uint64 max);
+    error DisputeBondOutOfRange(uint16 bondBps, uint16 min, uint16 max);
     error SameProvider(uint256 jobId, address provider);
+    error AlreadySlashed(uint256 jobId);
+    error SlashWindowClosed(uint256 jobId, uint64 deadline);
+    error ArbitrationClosed(uint256 jobId, uint64 arbitrationEnd);
 
+    /// @dev The market needs the vault's SLASHER_ROLE to hold and slash stake; without it
+    /// assignment, completion and disputes revert.
     constructor(
         IERC20 token_,
         IStakingVault vault_,
         address admin,
         address treasury_,
         uint16 feeBps_,
-        uint64 disputeWindow_
+        uint64 disputeWindow_,
+        uint64 minDisputeWindow_,
+        uint16 disputeBondBps_
     ) SwarmAccess(admin) {
         if (address(token_) == address(0) || address(vault_) == address(0)) revert ZeroAddress();
+        if (minDisputeWindow_ == 0 || minDisputeWindow_ > MAX_DISPUTE_WINDOW) {
+            revert MinDisputeWindowOutOfRange(minDisputeWindow_, MAX_DISPUTE_WINDOW);
+        }
         token = token_;
         vault = vault_;
+        minDisputeWindow = minDisputeWindow_;
         _setFee(feeBps_, treasury_);
         _setDisputeWindow(disputeWindow_);
+        _setDisputeBond(disputeBondBps_);
     }
 
     // ─── Buyers ──────────────────────────────────────────────────────────────
@@ -186,22 +230,28 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         emit JobCancelled(jobId, refund);
     }
 
-    /// @notice Refunds to its buyer a job that was not completed by its deadline, or a
-    /// dispute the arbiter left unresolved for ARBITRATION_PERIOD after the dispute window.
-    /// Anyone may call — the buyer needs no operator, and the market service expires jobs
-    /// for buyers — and the refund always goes to the buyer. Never stopped by a pause.
-    /// Emits {JobReclaimed}.
+    /// @notice Refunds to its buyer a job that was not completed by its deadline, or
+    /// settles a dispute the arbiter left undecided for ARBITRATION_PERIOD after the
+    /// dispute window. Anyone may call — the buyer needs no operator, and the market
+    /// service expires jobs for buyers. Never stopped by a pause.
+    /// An undecided dispute is nobody's proven fault, so neither side takes all: the
+    /// disputed payment (`units × price`) is split in half. The provider gets half the
+    /// payment less the protocol fee on that half, the treasury that fee, and the buyer
+    /// the rest of the escrow and its dispute bond back (odd wei go to the buyer).
+    /// Emits {JobReclaimed}, or for a dispute {DisputeExpired} and {JobSettled}.
     function reclaimExpired(uint256 jobId) external nonReentrant {
         Job storage job = _job(jobId);
         Status status = job.status;
-        if (status == Status.Posted || status == Status.Assigned) {
-            if (block.timestamp <= job.deadline) revert DeadlineNotReached(jobId, job.deadline);
-        } else if (status == Status.Disputed) {
+        if (status == Status.Disputed) {
             uint64 arbitrationEnd = job.disputeEnd + ARBITRATION_PERIOD;
             if (block.timestamp <= arbitrationEnd) revert ArbitrationPending(jobId, arbitrationEnd);
-        } else {
-            revert WrongStatus(jobId, status);
+            uint256 bond = _releaseBond(jobId);
+            emit DisputeExpired(jobId, bond);
+            _settle(jobId, job, uint256(job.unitsUsed) * job.pricePerUnit / 2, bond, false);
+            return;
         }
+        if (status != Status.Posted && status != Status.Assigned) revert WrongStatus(jobId, status);
+        if (block.timestamp <= job.deadline) revert DeadlineNotReached(jobId, job.deadline);
         job.status = Status.Reclaimed;
         uint256 refund = _release(job);
         token.safeTransfer(job.buyer, refund);
@@ -209,22 +259,36 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     }
 
     /// @notice Disputes a completed job during its dispute window, holding its payment
-    /// until ARBITER_ROLE resolves it. The buyer, or MATCHER_ROLE when replicas of the job
-    /// disagree on the result. Emits {JobDisputed}.
-    function disputeJob(uint256 jobId) external {
+    /// until ARBITER_ROLE resolves it, and the provider's stake until the arbitration
+    /// period ends. The buyer, or MATCHER_ROLE when replicas of the job disagree on the
+    /// result. A buyer posts a bond of {bondFor} tokens (approved beforehand): returned if
+    /// the buyer is upheld or the arbiter never rules, paid to the provider if the dispute
+    /// is rejected. The matcher posts none. Emits {JobDisputed}.
+    function disputeJob(uint256 jobId) external nonReentrant {
         Job storage job = _job(jobId);
-        if (msg.sender != job.buyer && !hasRole(MATCHER_ROLE, msg.sender)) revert NotBuyer(jobId, msg.sender);
+        bool byMatcher = hasRole(MATCHER_ROLE, msg.sender);
+        if (msg.sender != job.buyer && !byMatcher) revert NotBuyer(jobId, msg.sender);
         _requireStatus(jobId, job, Status.Completed);
-        if (block.timestamp >= job.disputeEnd) revert DisputeWindowClosed(jobId, job.disputeEnd);
+        uint64 disputeEnd = job.disputeEnd;
+        if (block.timestamp >= disputeEnd) revert DisputeWindowClosed(jobId, disputeEnd);
         job.status = Status.Disputed;
-        emit JobDisputed(jobId, msg.sender);
+        uint256 bond = byMatcher ? 0 : _bond(job);
+        if (bond > 0) {
+            disputeBond[jobId] = bond;
+            totalEscrowed += bond;
+        }
+        emit JobDisputed(jobId, msg.sender, bond);
+        _holdPastDeadline(job, disputeEnd + ARBITRATION_PERIOD + 1);
+        if (bond > 0) token.safeTransferFrom(msg.sender, address(this), bond);
     }
 
     // ─── Matcher (MATCHER_ROLE) ──────────────────────────────────────────────
 
     /// @notice Assigns a posted job to `provider` at `pricePerUnit`, which must not
     /// exceed the buyer's cap; the provider must be registered, staked above its
-    /// minimum and not jailed. Only MATCHER_ROLE. Stopped by a pause. Emits {JobAssigned}.
+    /// minimum and not jailed. Holds the provider's stake in the vault past the job's
+    /// deadline, while the job may still be failed with a slash. Only MATCHER_ROLE.
+    /// Stopped by a pause. Emits {JobAssigned}.
     function assignJob(uint256 jobId, address provider, uint128 pricePerUnit)
         external
         onlyRole(MATCHER_ROLE)
@@ -240,13 +304,16 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         job.feeBps = feeBps;
         job.pricePerUnit = pricePerUnit;
         emit JobAssigned(jobId, provider, pricePerUnit);
+        vault.hold(provider, _afterDeadline(job.deadline));
     }
 
     /// @notice Moves an assigned job to `provider` at `pricePerUnit` (within the buyer's
     /// cap) when its provider can no longer run it, before the deadline; the escrow stays
     /// in place and the fee agreed at the first assignment holds. The previous provider is
-    /// slashed by `slashBps` when the loss is its own. Only MATCHER_ROLE. Stopped by a
-    /// pause (a paused market fails the job instead). Emits {JobReassigned}.
+    /// slashed by `slashBps` when the loss is its own — at most once per job, counting
+    /// {failJob} ({AlreadySlashed}). The new provider's stake is held past the deadline.
+    /// Only MATCHER_ROLE. Stopped by a pause (a paused market fails the job instead).
+    /// Emits {JobReassigned}.
     function reassignJob(uint256 jobId, address provider, uint128 pricePerUnit, bytes32 reason, uint16 slashBps)
         external
         onlyRole(MATCHER_ROLE)
@@ -260,15 +327,18 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         if (provider == previous) revert SameProvider(jobId, provider);
         if (pricePerUnit > job.maxPricePerUnit) revert PriceAboveCap(pricePerUnit, job.maxPricePerUnit);
         vault.requireEligible(provider);
+        if (slashBps > 0) _markSlashed(jobId, job);
         job.provider = provider;
         job.pricePerUnit = pricePerUnit;
         emit JobReassigned(jobId, previous, provider, pricePerUnit, reason, slashBps);
+        vault.hold(provider, _afterDeadline(job.deadline));
         if (slashBps > 0) vault.slash(previous, slashBps, reason, bytes32(jobId));
     }
 
     /// @notice Records an assigned job as done with `resultHash` and the `unitsUsed`
-    /// (at most maxUnits), by its deadline, and opens the buyer's dispute window.
-    /// Only MATCHER_ROLE. Emits {JobCompleted}.
+    /// (at most maxUnits), by its deadline, and opens the buyer's dispute window; the
+    /// provider's stake stays held until the window closes. Only MATCHER_ROLE.
+    /// Emits {JobCompleted}.
     function completeJob(uint256 jobId, bytes32 resultHash, uint64 unitsUsed) external onlyRole(MATCHER_ROLE) {
         Job storage job = _job(jobId);
         _requireStatus(jobId, job, Status.Assigned);
@@ -280,14 +350,21 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         job.disputeEnd = disputeEnd;
         job.resultHash = resultHash;
         emit JobCompleted(jobId, resultHash, unitsUsed, disputeEnd);
+        _holdPastDeadline(job, disputeEnd);
     }
 
     /// @notice Fails an assigned job: refunds the buyer in full and, where the provider
-    /// is at fault (`slashBps` > 0), slashes it through the vault. Only MATCHER_ROLE.
+    /// is at fault (`slashBps` > 0), slashes it through the vault — only up to the job's
+    /// deadline ({SlashWindowClosed}; a fail without a slash is allowed at any time) and
+    /// at most once per job, counting {reassignJob} ({AlreadySlashed}). Only MATCHER_ROLE.
     /// Emits {JobFailed}.
     function failJob(uint256 jobId, bytes32 reason, uint16 slashBps) external onlyRole(MATCHER_ROLE) nonReentrant {
         Job storage job = _job(jobId);
         _requireStatus(jobId, job, Status.Assigned);
+        if (slashBps > 0) {
+            if (block.timestamp > job.deadline) revert SlashWindowClosed(jobId, job.deadline);
+            _markSlashed(jobId, job);
+        }
         job.status = Status.Failed;
         uint256 refund = _release(job);
         token.safeTransfer(job.buyer, refund);
@@ -304,12 +381,14 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         Job storage job = _job(jobId);
         _requireStatus(jobId, job, Status.Completed);
         if (block.timestamp < job.disputeEnd) revert DisputeWindowOpen(jobId, job.disputeEnd);
-        _settle(jobId, job);
+        _settle(jobId, job, uint256(job.unitsUsed) * job.pricePerUnit, 0, false);
     }
 
-    /// @notice Resolves a disputed job. If the buyer is upheld, the buyer is refunded
-    /// in full and the provider slashed by `slashBps`; otherwise the job settles as
-    /// completed. Only ARBITER_ROLE. Emits {DisputeResolved} and {JobFailed} or {JobSettled}.
+    /// @notice Resolves a disputed job, until ARBITRATION_PERIOD after its dispute window
+    /// ({ArbitrationClosed} after it; see {reclaimExpired}). If the buyer is upheld, the
+    /// buyer is refunded in full with its bond and the provider slashed by `slashBps`;
+    /// otherwise the job settles as completed and the buyer's bond goes to the provider.
+    /// Only ARBITER_ROLE. Emits {DisputeResolved} and {JobFailed} or {JobSettled}.
     function resolveDispute(uint256 jobId, bool buyerUpheld, uint16 slashBps)
         external
         onlyRole(ARBITER_ROLE)
@@ -317,16 +396,19 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     {
         Job storage job = _job(jobId);
         _requireStatus(jobId, job, Status.Disputed);
+        uint64 arbitrationEnd = job.disputeEnd + ARBITRATION_PERIOD;
+        if (block.timestamp > arbitrationEnd) revert ArbitrationClosed(jobId, arbitrationEnd);
+        uint256 bond = _releaseBond(jobId);
         emit DisputeResolved(jobId, buyerUpheld, slashBps);
         if (!buyerUpheld) {
-            _settle(jobId, job);
+            _settle(jobId, job, uint256(job.unitsUsed) * job.pricePerUnit, bond, true);
             return;
         }
         bytes32 reason = "dispute";
         job.status = Status.Failed;
         uint256 refund = _release(job);
-        token.safeTransfer(job.buyer, refund);
         emit JobFailed(jobId, job.provider, reason, slashBps, refund);
+        token.safeTransfer(job.buyer, refund + bond);
         if (slashBps > 0) vault.slash(job.provider, slashBps, reason, job.resultHash);
     }
 
@@ -337,22 +419,37 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         return _jobs[jobId];
     }
 
-    /// @notice The tokens job `jobId` holds in escrow while it is open.
+    /// @notice The tokens job `jobId` holds in escrow while it is open, its dispute bond included.
     function escrowOf(uint256 jobId) public view returns (uint256) {
         Job storage job = _jobs[jobId];
-        return _isOpen(job.status) ? uint256(job.maxPricePerUnit) * job.maxUnits : 0;
+        return _isOpen(job.status) ? uint256(job.maxPricePerUnit) * job.maxUnits + disputeBond[jobId] : 0;
+    }
+
+    /// @notice The bond a buyer's dispute of job `jobId` would post now: `disputeBondBps`
+    /// of the job's payment (`units × price`), rounded up.
+    function bondFor(uint256 jobId) external view returns (uint256) {
+        return _bond(_jobs[jobId]);
     }
 
     // ─── Admin (DEFAULT_ADMIN_ROLE) ──────────────────────────────────────────
 
-    /// @notice Sets the protocol fee and who receives it. Emits {FeeSet}.
+    /// @notice Sets the protocol fee (at most MAX_FEE_BPS) for jobs assigned later, and who
+    /// receives it. Only the admin. Emits {FeeSet}.
     function setFee(uint16 feeBps_, address treasury_) external onlyRole(DEFAULT_ADMIN_ROLE) {
         _setFee(feeBps_, treasury_);
     }
 
-    /// @notice Sets the dispute window for jobs completed later. Emits {DisputeWindowSet}.
+    /// @notice Sets the dispute window for jobs completed later, from minDisputeWindow to
+    /// MAX_DISPUTE_WINDOW. Only the admin. Emits {DisputeWindowSet}.
     function setDisputeWindow(uint64 window) external onlyRole(DEFAULT_ADMIN_ROLE) {
         _setDisputeWindow(window);
+    }
+
+    /// @notice Sets the bond a buyer posts to dispute a job, in basis points of the job's
+    /// payment, from MIN_DISPUTE_BOND_BPS (1%) to MAX_DISPUTE_BOND_BPS (100%), for
+    /// disputes raised later. Only the admin. Emits {DisputeBondSet}.
+    function setDisputeBond(uint16 bondBps) external onlyRole(DEFAULT_ADMIN_ROLE) {
+        _setDisputeBond(bondBps);
     }
 
     // ─── Internals ───────────────────────────────────────────────────────────
@@ -377,14 +474,19 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         emit JobPosted(jobId, msg.sender, specHash, maxPricePerUnit, maxUnits, deadline, escrow);
     }
 
-    function _settle(uint256 jobId, Job storage job) private {
+    /// @dev Pays `payment` (at most the escrow) to the provider less the fee agreed at
+    /// assignment, the fee to the treasury and the rest of the escrow to the buyer; a
+    /// released dispute `bond` goes to the provider if `bondToProvider`, else to the buyer.
+    function _settle(uint256 jobId, Job storage job, uint256 payment, uint256 bond, bool bondToProvider) private {
         job.status = Status.Settled;
         uint256 escrow = _release(job);
-        uint256 payment = uint256(job.unitsUsed) * job.pricePerUnit;
         uint256 fee = payment * job.feeBps / BPS;
         uint256 refund = escrow - payment;
         emit JobSettled(jobId, job.provider, payment - fee, fee, refund);
-        if (payment > fee) token.safeTransfer(job.provider, payment - fee);
+        uint256 toProvider = payment - fee;
+        if (bondToProvider) toProvider += bond;
+        else refund += bond;
+        if (toProvider > 0) token.safeTransfer(job.provider, toProvider);
         if (fee > 0) token.safeTransfer(treasury, fee);
         if (refund > 0) token.safeTransfer(job.buyer, refund);
     }
@@ -394,6 +496,40 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     function _release(Job storage job) private returns (uint256 escrow) {
         escrow = uint256(job.maxPricePerUnit) * job.maxUnits;
         totalEscrowed -= escrow;
+    }
+
+    /// @dev Takes a disputed job's bond off the books; the caller pays it out.
+    function _releaseBond(uint256 jobId) private returns (uint256 bond) {
+        bond = disputeBond[jobId];
+        if (bond > 0) {
+            delete disputeBond[jobId];
+            totalEscrowed -= bond;
+        }
+    }
+
+    /// @dev `disputeBondBps` of the job's payment, rounded up so a paid job's dispute never comes free.
+    function _bond(Job storage job) private view returns (uint256) {
+        uint256 payment = uint256(job.unitsUsed) * job.pricePerUnit;
+        return (payment * disputeBondBps + BPS - 1) / BPS;
+    }
+
+    /// @dev Records the job's one matcher slash; a second reverts.
+    function _markSlashed(uint256 jobId, Job storage job) private {
+        if (job.slashed) revert AlreadySlashed(jobId);
+        job.slashed = true;
+    }
+
+    /// @dev Holds the job's provider until `until` where that is later than the hold its
+    /// assignment placed (past the deadline), which a hold never drops below.
+    function _holdPastDeadline(Job storage job, uint64 until) private {
+        if (until > _afterDeadline(job.deadline)) vault.hold(job.provider, until);
+    }
+
+    /// @dev The first second no slash of a running job can land: a job may be failed
+    /// with a slash up to and including its deadline, and the vault lets a provider
+    /// withdraw from the hold's time on.
+    function _afterDeadline(uint64 deadline) private pure returns (uint64) {
+        return deadline < type(uint64).max ? deadline + 1 : deadline;
     }
 
     function _job(uint256 jobId) private view returns (Job storage job) {
@@ -419,8 +555,17 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     }
 
     function _setDisputeWindow(uint64 window) private {
+        if (window < minDisputeWindow) revert DisputeWindowTooShort(window, minDisputeWindow);
         if (window > MAX_DISPUTE_WINDOW) revert DisputeWindowTooLong(window, MAX_DISPUTE_WINDOW);
         disputeWindow = window;
         emit DisputeWindowSet(window);
+    }
+
+    function _setDisputeBond(uint16 bondBps) private {
+        if (bondBps < MIN_DISPUTE_BOND_BPS || bondBps > MAX_DISPUTE_BOND_BPS) {
+            revert DisputeBondOutOfRange(bondBps, MIN_DISPUTE_BOND_BPS, MAX_DISPUTE_BOND_BPS);
+        }
+        disputeBondBps = bondBps;
+        emit DisputeBondSet(bondBps);
     }
 }

@@ -2,6 +2,8 @@
 pragma solidity ^0.8.24;
 
 import {IAccessControl} from "@openzeppelin/contracts/access/IAccessControl.sol";
+import {IAccessControlDefaultAdminRules} from
+    "@openzeppelin/contracts/access/extensions/IAccessControlDefaultAdminRules.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IERC20Errors} from "@openzeppelin/contracts/interfaces/draft-IERC6093.sol";
 import {Pausable} from "@openzeppelin/contracts/utils/Pausable.sol";
@@ -36,6 +38,8 @@ contract JobMarketTest is SwarmTestBase {
     uint256 internal constant FEE = 0.35 ether;
     uint256 internal constant PROVIDER_CUT = 13.65 ether + 7;
     uint256 internal constant REFUND = 16 ether - 7;
+    // The buyer's dispute bond at 1,000 bps: 10% of the payment, rounded up.
+    uint256 internal constant BOND = 1.4 ether + 1;
 
     uint256 internal constant ALICE_STAKE = 10_000 ether;
     uint16 internal constant MAX_FEE_RAISE = 2_000;
@@ -136,7 +140,11 @@ contract JobMarketTest is SwarmTestBase {
         internal
         returns (JobMarket)
     {
-        return new JobMarket(token_, vault_, admin_, treasury_, fee, window);
+        return new JobMarket(token_, vault_, admin_, treasury_, fee, window, MIN_DISPUTE_WINDOW, DISPUTE_BOND_BPS);
+    }
+
+    function _deployMarket(uint64 window, uint64 minWindow, uint16 bondBps) internal returns (JobMarket) {
+        return new JobMarket(token, vault, admin, treasury, FEE_BPS, window, minWindow, bondBps);
     }
 
     // ─── Constructor ─────────────────────────────────────────────────────────
@@ -146,6 +154,8 @@ contract JobMarketTest is SwarmTestBase {
         emit JobMarket.FeeSet(FEE_BPS, treasury);
         vm.expectEmit();
         emit JobMarket.DisputeWindowSet(DISPUTE_WINDOW);
+        vm.expectEmit();
+        emit JobMarket.DisputeBondSet(DISPUTE_BOND_BPS);
         JobMarket m = _deployMarket(token, vault, admin, treasury, FEE_BPS, DISPUTE_WINDOW);
 
         assertEq(address(m.token()), address(token));
@@ -153,6 +163,8 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(m.feeBps(), FEE_BPS);
         assertEq(m.treasury(), treasury);
         assertEq(m.disputeWindow(), DISPUTE_WINDOW);
+        assertEq(m.minDisputeWindow(), MIN_DISPUTE_WINDOW);
+        assertEq(m.disputeBondBps(), DISPUTE_BOND_BPS);
         assertEq(m.nextJobId(), 1);
         assertEq(m.totalEscrowed(), 0);
         assertTrue(m.hasRole(DEFAULT_ADMIN_ROLE, admin));
@@ -182,7 +194,9 @@ contract JobMarketTest is SwarmTestBase {
     }
 
     function test_RevertWhen_ConstructorZeroAdmin() public {
-        vm.expectRevert(SwarmAccess.ZeroAddress.selector);
+        vm.expectRevert(
+            abi.encodeWithSelector(IAccessControlDefaultAdminRules.AccessControlInvalidDefaultAdmin.selector, address(0))
+        );
         _deployMarket(token, vault, address(0), treasury, FEE_BPS, DISPUTE_WINDOW);
     }
 
@@ -264,6 +278,86 @@ contract JobMarketTest is SwarmTestBase {
         _expectUnauthorized(matcher, market.PAUSER_ROLE());
         vm.prank(matcher);
         market.pause();
+    }
+
+    // ─── Floors and ceilings of the settings ─────────────────────────────────
+
+    function test_Constructor_AcceptsWindowAtItsFloorAndBondAtItsBounds() public {
+        JobMarket m = _deployMarket(MIN_DISPUTE_WINDOW, MIN_DISPUTE_WINDOW, 100);
+        assertEq(m.disputeWindow(), MIN_DISPUTE_WINDOW);
+        assertEq(m.disputeBondBps(), m.MIN_DISPUTE_BOND_BPS());
+        m = _deployMarket(30 days, 30 days, 10_000);
+        assertEq(m.minDisputeWindow(), m.MAX_DISPUTE_WINDOW());
+        assertEq(m.disputeBondBps(), m.MAX_DISPUTE_BOND_BPS());
+    }
+
+    function test_RevertWhen_ConstructorDisputeWindowBelowFloor() public {
+        vm.expectRevert(
+            abi.encodeWithSelector(JobMarket.DisputeWindowTooShort.selector, MIN_DISPUTE_WINDOW - 1, MIN_DISPUTE_WINDOW)
+        );
+        _deployMarket(MIN_DISPUTE_WINDOW - 1, MIN_DISPUTE_WINDOW, DISPUTE_BOND_BPS);
+    }
+
+    function test_RevertWhen_ConstructorZeroDisputeWindowFloor() public {
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.MinDisputeWindowOutOfRange.selector, 0, 30 days));
+        _deployMarket(DISPUTE_WINDOW, 0, DISPUTE_BOND_BPS);
+    }
+
+    function test_RevertWhen_ConstructorDisputeWindowFloorAboveCeiling() public {
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.MinDisputeWindowOutOfRange.selector, 30 days + 1, 30 days));
+        _deployMarket(30 days, 30 days + 1, DISPUTE_BOND_BPS);
+    }
+
+    function test_RevertWhen_ConstructorDisputeBondOutOfRange() public {
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DisputeBondOutOfRange.selector, 99, 100, 10_000));
+        _deployMarket(DISPUTE_WINDOW, MIN_DISPUTE_WINDOW, 99);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DisputeBondOutOfRange.selector, 10_001, 100, 10_000));
+        _deployMarket(DISPUTE_WINDOW, MIN_DISPUTE_WINDOW, 10_001);
+    }
+
+    function test_RevertWhen_SetDisputeWindowBelowFloor() public {
+        vm.expectRevert(
+            abi.encodeWithSelector(JobMarket.DisputeWindowTooShort.selector, MIN_DISPUTE_WINDOW - 1, MIN_DISPUTE_WINDOW)
+        );
+        vm.prank(admin);
+        market.setDisputeWindow(MIN_DISPUTE_WINDOW - 1);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DisputeWindowTooShort.selector, 0, MIN_DISPUTE_WINDOW));
+        vm.prank(admin);
+        market.setDisputeWindow(0);
+        assertEq(market.disputeWindow(), DISPUTE_WINDOW);
+    }
+
+    function test_SetDisputeWindow_AcceptsTheFloor() public {
+        vm.prank(admin);
+        market.setDisputeWindow(MIN_DISPUTE_WINDOW);
+        assertEq(market.disputeWindow(), MIN_DISPUTE_WINDOW);
+    }
+
+    function test_SetDisputeBond_UpdatesAndEmits() public {
+        vm.expectEmit(address(market));
+        emit JobMarket.DisputeBondSet(10_000);
+        vm.prank(admin);
+        market.setDisputeBond(10_000);
+        assertEq(market.disputeBondBps(), 10_000);
+        vm.prank(admin);
+        market.setDisputeBond(100);
+        assertEq(market.disputeBondBps(), 100);
+    }
+
+    function test_RevertWhen_SetDisputeBondOutOfRange() public {
+        vm.startPrank(admin);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DisputeBondOutOfRange.selector, 0, 100, 10_000));
+        market.setDisputeBond(0);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DisputeBondOutOfRange.selector, 10_001, 100, 10_000));
+        market.setDisputeBond(10_001);
+        vm.stopPrank();
+        assertEq(market.disputeBondBps(), DISPUTE_BOND_BPS);
+    }
+
+    function test_RevertWhen_SetDisputeBondCallerNotAdmin() public {
+        _expectUnauthorized(matcher, DEFAULT_ADMIN_ROLE);
+        vm.prank(matcher);
+        market.setDisputeBond(500);
     }
 
     // ─── postJob ─────────────────────────────────────────────────────────────
@@ -822,15 +916,15 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(market.getJob(jobId).provider, alice);
     }
 
-    function test_RevertWhen_ReassignJobSlashAboveVaultCap() public {
+    function test_ReassignJob_SlashAboveVaultCapIsAppliedAtTheCap() public {
         uint256 jobId = _assigned();
         _stakeBob();
-        vm.expectRevert(
-            abi.encodeWithSelector(StakingVault.InvalidBps.selector, uint256(MAX_SLASH_BPS) + 1, uint256(MAX_SLASH_BPS))
-        );
+        vm.expectEmit(address(vault));
+        emit StakingVault.SlashCapped(alice, address(market), MAX_SLASH_BPS + 1, MAX_SLASH_BPS);
         _reassign(jobId, bob, RATE, MAX_SLASH_BPS + 1);
-        assertEq(market.getJob(jobId).provider, alice);
-        assertEq(_stakeOf(alice), ALICE_STAKE);
+        assertEq(market.getJob(jobId).provider, bob);
+        assertEq(_stakeOf(alice), ALICE_STAKE - ALICE_STAKE * MAX_SLASH_BPS / BPS);
+        assertEq(market.totalEscrowed(), ESCROW);
     }
 
     // ─── completeJob ─────────────────────────────────────────────────────────
@@ -954,10 +1048,11 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(market.getJob(jobId).feeBps, FEE_BPS);
     }
 
-    function test_SettleJob_ImmediateWithZeroDisputeWindow() public {
+    function test_SettleJob_AfterTheShortestDisputeWindow() public {
         vm.prank(admin);
-        market.setDisputeWindow(0);
+        market.setDisputeWindow(MIN_DISPUTE_WINDOW);
         uint256 jobId = _completed();
+        vm.warp(block.timestamp + MIN_DISPUTE_WINDOW);
         market.settleJob(jobId);
         assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Settled));
         assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW + REFUND);
@@ -996,22 +1091,27 @@ contract JobMarketTest is SwarmTestBase {
         uint256 jobId = _completed();
         vm.warp(block.timestamp + DISPUTE_WINDOW - 1);
         vm.expectEmit(address(market));
-        emit JobMarket.JobDisputed(jobId, carol);
+        emit JobMarket.JobDisputed(jobId, carol, BOND);
         vm.prank(carol);
         market.disputeJob(jobId);
         assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Disputed));
-        assertEq(market.escrowOf(jobId), ESCROW);
-        assertEq(token.balanceOf(address(market)), ESCROW);
+        assertEq(market.escrowOf(jobId), ESCROW + BOND);
+        assertEq(market.disputeBond(jobId), BOND);
+        assertEq(market.totalEscrowed(), ESCROW + BOND);
+        assertEq(token.balanceOf(address(market)), ESCROW + BOND);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW - BOND);
     }
 
     function test_DisputeJob_ByMatcherWhenReplicasDisagree() public {
         uint256 jobId = _completed();
         vm.expectEmit(address(market));
-        emit JobMarket.JobDisputed(jobId, matcher);
+        emit JobMarket.JobDisputed(jobId, matcher, 0);
         vm.prank(matcher);
         market.disputeJob(jobId);
         assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Disputed));
         assertEq(market.escrowOf(jobId), ESCROW);
+        assertEq(market.disputeBond(jobId), 0);
+        assertEq(token.balanceOf(address(market)), ESCROW);
     }
 
     function test_RevertWhen_DisputeJobNotBuyer() public {
@@ -1084,7 +1184,8 @@ contract JobMarketTest is SwarmTestBase {
         vm.prank(arbiter);
         market.resolveDispute(jobId, true, slashBps);
 
-        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS); // the escrow and the bond back
+        assertEq(market.disputeBond(jobId), 0);
         assertEq(token.balanceOf(address(market)), 0);
         assertEq(market.totalEscrowed(), 0);
         assertEq(_stakeOf(alice), ALICE_STAKE - slashed);
@@ -1112,9 +1213,12 @@ contract JobMarketTest is SwarmTestBase {
         vm.prank(arbiter);
         market.resolveDispute(jobId, false, 500);
 
-        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + PROVIDER_CUT);
+        // The rejected buyer's bond goes to the provider.
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + PROVIDER_CUT + BOND);
         assertEq(token.balanceOf(treasury), treasuryBefore + FEE);
-        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW + REFUND);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW + REFUND - BOND);
+        assertEq(market.disputeBond(jobId), 0);
+        assertEq(token.balanceOf(address(market)), 0);
         assertEq(_stakeOf(alice), ALICE_STAKE);
         assertEq(market.totalEscrowed(), 0);
         assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Settled));
@@ -1176,15 +1280,17 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(_stakeOf(alice), ALICE_STAKE - slashed);
     }
 
-    function test_RevertWhen_FailJobSlashAboveVaultCap() public {
+    function test_FailJob_SlashAboveVaultCapIsAppliedAtTheCap() public {
         uint256 jobId = _assigned();
-        vm.expectRevert(
-            abi.encodeWithSelector(StakingVault.InvalidBps.selector, uint256(MAX_SLASH_BPS) + 1, uint256(MAX_SLASH_BPS))
-        );
+        uint256 slashed = ALICE_STAKE * MAX_SLASH_BPS / BPS;
+        vm.expectEmit(address(vault));
+        emit StakingVault.SlashCapped(alice, address(market), BPS, MAX_SLASH_BPS);
         vm.prank(matcher);
-        market.failJob(jobId, REASON, MAX_SLASH_BPS + 1);
-        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Assigned));
-        assertEq(market.totalEscrowed(), ESCROW);
+        market.failJob(jobId, REASON, BPS);
+        assertEq(_stakeOf(alice), ALICE_STAKE - slashed);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Failed));
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(market.totalEscrowed(), 0);
     }
 
     function test_FailJob_WorksWhilePaused() public {
@@ -1215,6 +1321,319 @@ contract JobMarketTest is SwarmTestBase {
         _expectWrongStatus(jobId, JobMarket.Status.Completed);
         vm.prank(matcher);
         market.failJob(jobId, REASON, 0);
+    }
+
+
+    // ─── Holds: no stake escapes a slash that can still come ─────────────────
+
+    /// @dev alice takes a job whose deadline is after her unbonding would end, then
+    /// requests her whole stake back at once.
+    function _assignedThenUnstaked(uint64 lifetime) internal returns (uint256 jobId) {
+        jobId = _post(carol, CAP, UNITS, uint64(block.timestamp) + lifetime);
+        _assign(jobId, alice, RATE);
+        vm.prank(alice);
+        vault.requestUnstake(ALICE_STAKE);
+    }
+
+    function _expectOnHold(uint64 heldUntil) internal {
+        vm.expectRevert(abi.encodeWithSelector(StakingVault.StakeOnHold.selector, heldUntil, uint64(block.timestamp)));
+        vm.prank(alice);
+        vault.withdraw();
+    }
+
+    function test_AssignJob_HoldsTheProviderPastTheDeadline() public {
+        uint64 jobDeadline = uint64(block.timestamp) + 10 days;
+        uint256 jobId = _post(carol, CAP, UNITS, jobDeadline);
+        vm.expectEmit(address(vault));
+        emit StakingVault.StakeHeld(alice, jobDeadline + 1);
+        _assign(jobId, alice, RATE);
+        assertEq(vault.providerInfo(alice).heldUntil, jobDeadline + 1);
+    }
+
+    function test_ProviderWhoUnstakesAfterTakingAJobCannotWithdrawUntilItsDeadlinePassed() public {
+        uint64 jobDeadline = uint64(block.timestamp) + 10 days;
+        _assignedThenUnstaked(10 days);
+        vm.warp(block.timestamp + UNBONDING_PERIOD); // unbonding is over, the job is not
+        _expectOnHold(jobDeadline + 1);
+        vm.warp(jobDeadline);
+        _expectOnHold(jobDeadline + 1);
+
+        vm.warp(jobDeadline + 1); // no slash can come for the job any more
+        vm.prank(alice);
+        vault.withdraw();
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS);
+    }
+
+    function test_FailJobSlashStillFindsTheStakeOfAProviderThatTriedToLeave() public {
+        uint64 jobDeadline = uint64(block.timestamp) + 10 days;
+        uint256 jobId = _assignedThenUnstaked(10 days);
+        vm.warp(block.timestamp + UNBONDING_PERIOD);
+        _expectOnHold(jobDeadline + 1); // the escape fails
+
+        vm.warp(jobDeadline);
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, 2_500);
+        assertEq(vault.providerInfo(alice).unbonding, ALICE_STAKE - ALICE_STAKE / 4);
+    }
+
+    function test_CompleteJob_HoldsTheProviderUntilTheDisputeWindowCloses() public {
+        vm.prank(admin);
+        market.setDisputeWindow(20 days);
+        uint256 jobId = _assignedThenUnstaked(2 days);
+        _complete(jobId, USED);
+        uint64 disputeEnd = market.getJob(jobId).disputeEnd;
+        assertEq(vault.providerInfo(alice).heldUntil, disputeEnd);
+
+        vm.warp(block.timestamp + UNBONDING_PERIOD);
+        _expectOnHold(disputeEnd);
+        vm.warp(disputeEnd - 1);
+        _expectOnHold(disputeEnd);
+        vm.warp(disputeEnd);
+        vm.prank(alice);
+        vault.withdraw();
+        assertEq(vault.providerInfo(alice).unbonding, 0);
+    }
+
+    function test_DisputeSlashStillFindsTheStakeOfAProviderThatTriedToLeave() public {
+        uint256 jobId = _assignedThenUnstaked(2 days);
+        _complete(jobId, USED);
+        vm.prank(carol);
+        market.disputeJob(jobId);
+        uint64 arbitrationEnd = market.getJob(jobId).disputeEnd + market.ARBITRATION_PERIOD();
+        assertEq(vault.providerInfo(alice).heldUntil, arbitrationEnd + 1);
+
+        vm.warp(block.timestamp + UNBONDING_PERIOD);
+        _expectOnHold(arbitrationEnd + 1); // the escape fails
+        vm.warp(arbitrationEnd);
+        _expectOnHold(arbitrationEnd + 1);
+        vm.prank(arbiter);
+        market.resolveDispute(jobId, true, 1_000);
+        assertEq(vault.providerInfo(alice).unbonding, ALICE_STAKE - ALICE_STAKE / 10);
+
+        vm.warp(arbitrationEnd + 1);
+        vm.prank(alice);
+        vault.withdraw();
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE / 10);
+    }
+
+    function test_ReassignJob_HoldsTheNewProviderPastTheDeadline() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        vm.expectEmit(address(vault));
+        emit StakingVault.StakeHeld(bob, deadline + 1);
+        _reassign(jobId, bob, RATE, 0);
+        assertEq(vault.providerInfo(bob).heldUntil, deadline + 1);
+    }
+
+    // ─── Slash windows ───────────────────────────────────────────────────────
+
+    function test_FailJob_SlashesAtTheDeadline() public {
+        uint256 jobId = _assigned();
+        vm.warp(deadline);
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, 1_000);
+        assertEq(_stakeOf(alice), ALICE_STAKE - ALICE_STAKE / 10);
+    }
+
+    function test_RevertWhen_FailJobSlashesAfterTheDeadline() public {
+        uint256 jobId = _assigned();
+        vm.warp(deadline + 1);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.SlashWindowClosed.selector, jobId, deadline));
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, 1);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Assigned));
+    }
+
+    function test_FailJob_WithoutSlashAfterTheDeadline() public {
+        uint256 jobId = _assigned();
+        vm.warp(deadline + 1);
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, 0);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Failed));
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(_stakeOf(alice), ALICE_STAKE);
+    }
+
+    function test_ResolveDispute_RulesAtTheEndOfTheArbitrationPeriod() public {
+        uint256 jobId = _disputed();
+        vm.warp(market.getJob(jobId).disputeEnd + market.ARBITRATION_PERIOD());
+        vm.prank(arbiter);
+        market.resolveDispute(jobId, true, 1_000);
+        assertEq(_stakeOf(alice), ALICE_STAKE - ALICE_STAKE / 10);
+    }
+
+    function test_RevertWhen_ResolveDisputeAfterTheArbitrationPeriod() public {
+        uint256 jobId = _disputed();
+        uint64 arbitrationEnd = market.getJob(jobId).disputeEnd + market.ARBITRATION_PERIOD();
+        vm.warp(arbitrationEnd + 1);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.ArbitrationClosed.selector, jobId, arbitrationEnd));
+        vm.prank(arbiter);
+        market.resolveDispute(jobId, false, 0);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Disputed));
+    }
+
+    // ─── One matcher slash per job ───────────────────────────────────────────
+
+    function test_RevertWhen_FailJobSlashesAfterAReassignSlash() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        _reassign(jobId, bob, RATE, 1_000);
+        assertTrue(market.getJob(jobId).slashed);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.AlreadySlashed.selector, jobId));
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, 1_000);
+        assertEq(_stakeOf(bob), ALICE_STAKE);
+
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, 0); // the job may still fail, without a slash
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Failed));
+    }
+
+    function test_ReassignJob_BouncingAJobBackAndForthSlashesAtMostOnce() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        _reassign(jobId, bob, RATE, 1_000); // A → B, A slashed
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.AlreadySlashed.selector, jobId));
+        _reassign(jobId, alice, RATE, 1_000); // B → A with a slash: refused
+        _reassign(jobId, alice, RATE, 0); // B → A without one
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.AlreadySlashed.selector, jobId));
+        _reassign(jobId, bob, RATE, 1_000); // A → B again: refused
+        _reassign(jobId, bob, RATE, 0);
+
+        assertEq(_stakeOf(alice), ALICE_STAKE - ALICE_STAKE / 10);
+        assertEq(_stakeOf(bob), ALICE_STAKE);
+        assertEq(market.getJob(jobId).provider, bob);
+    }
+
+    function test_GetJob_RecordsNoSlashUntilTheMatcherSlashes() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        _reassign(jobId, bob, RATE, 0);
+        assertFalse(market.getJob(jobId).slashed);
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, 500);
+        assertTrue(market.getJob(jobId).slashed);
+    }
+
+    function test_ResolveDispute_ArbiterMaySlashAJobTheMatcherSlashed() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        _reassign(jobId, bob, RATE, 1_000);
+        _complete(jobId, USED);
+        vm.prank(carol);
+        market.disputeJob(jobId);
+        vm.prank(arbiter);
+        market.resolveDispute(jobId, true, 1_000);
+        assertEq(_stakeOf(alice), ALICE_STAKE - ALICE_STAKE / 10);
+        assertEq(_stakeOf(bob), ALICE_STAKE - ALICE_STAKE / 10);
+    }
+
+    function test_MatcherFailingManyJobsOfOneProviderTakesAtMostThePeriodCap() public {
+        uint256 jobs = 8;
+        for (uint256 i; i < jobs; ++i) {
+            uint256 jobId = _postDefault();
+            _assign(jobId, alice, RATE);
+            vm.prank(matcher);
+            market.failJob(jobId, REASON, BPS); // each asks for everything
+        }
+        // The vault applies each at the per-incident cap and stops at the period's total.
+        assertGe(_stakeOf(alice), ALICE_STAKE * (BPS - MAX_SLASH_BPS_PER_PERIOD) / BPS);
+        assertEq(vault.slashAllowanceBps(address(market), alice), 0);
+
+        // The next period allows more, never within the same one.
+        uint256 left = _stakeOf(alice);
+        vm.warp(block.timestamp + vault.SLASH_PERIOD());
+        deadline = uint64(block.timestamp + 2 days);
+        vm.startPrank(alice);
+        vault.stake(ALICE_STAKE); // back above the minimum
+        vm.stopPrank();
+        uint256 nextJob = _postDefault();
+        _assign(nextJob, alice, RATE);
+        vm.prank(matcher);
+        market.failJob(nextJob, REASON, BPS);
+        assertEq(_stakeOf(alice), (left + ALICE_STAKE) - (left + ALICE_STAKE) * MAX_SLASH_BPS / BPS);
+    }
+
+    // ─── Dispute bond ────────────────────────────────────────────────────────
+
+    function test_BondFor_IsTheBondShareOfThePaymentRoundedUp() public {
+        uint256 jobId = _completed();
+        assertEq(market.bondFor(jobId), BOND);
+        vm.prank(admin);
+        market.setDisputeBond(10_000);
+        assertEq(market.bondFor(jobId), PAYMENT);
+        vm.prank(admin);
+        market.setDisputeBond(100);
+        assertEq(market.bondFor(jobId), 0.14 ether + 1);
+    }
+
+    function test_DisputeJob_ZeroUnitsTakesNoBond() public {
+        uint256 jobId = _assigned();
+        _complete(jobId, 0);
+        vm.expectEmit(address(market));
+        emit JobMarket.JobDisputed(jobId, carol, 0);
+        vm.prank(carol);
+        market.disputeJob(jobId);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW);
+    }
+
+    function test_RevertWhen_DisputeJobBondNotApproved() public {
+        uint256 jobId = _completed();
+        vm.prank(carol);
+        token.approve(address(market), BOND - 1);
+        vm.expectRevert(
+            abi.encodeWithSelector(IERC20Errors.ERC20InsufficientAllowance.selector, address(market), BOND - 1, BOND)
+        );
+        vm.prank(carol);
+        market.disputeJob(jobId);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Completed));
+    }
+
+    function test_RevertWhen_DisputeJobBondBalanceInsufficient() public {
+        uint256 jobId = _completed();
+        uint256 keep = BOND - 1;
+        uint256 spare = token.balanceOf(carol) - keep;
+        vm.prank(carol);
+        token.transfer(dave, spare);
+        vm.expectRevert(abi.encodeWithSelector(IERC20Errors.ERC20InsufficientBalance.selector, carol, keep, BOND));
+        vm.prank(carol);
+        market.disputeJob(jobId);
+    }
+
+    function test_ResolveDispute_UpheldReturnsTheBondToTheBuyer() public {
+        uint256 jobId = _disputed();
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW - BOND);
+        vm.prank(arbiter);
+        market.resolveDispute(jobId, true, 0);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE);
+        assertEq(token.balanceOf(address(market)), 0);
+        assertEq(market.totalEscrowed(), 0);
+    }
+
+    function test_ResolveDispute_RejectedPaysTheBondToTheProvider() public {
+        uint256 jobId = _disputed();
+        uint256 treasuryBefore = token.balanceOf(treasury);
+        vm.prank(arbiter);
+        market.resolveDispute(jobId, false, 0);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + PROVIDER_CUT + BOND);
+        assertEq(token.balanceOf(treasury), treasuryBefore + FEE);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - PAYMENT - BOND);
+        assertEq(token.balanceOf(address(market)), 0);
+        assertEq(market.totalEscrowed(), 0);
+    }
+
+    function test_ReclaimExpired_UnresolvedMatcherDisputeSplitsWithoutBond() public {
+        uint256 jobId = _completed();
+        vm.prank(matcher);
+        market.disputeJob(jobId);
+        vm.warp(market.getJob(jobId).disputeEnd + market.ARBITRATION_PERIOD() + 1);
+        vm.expectEmit(address(market));
+        emit JobMarket.DisputeExpired(jobId, 0);
+        market.reclaimExpired(jobId);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + 6.825 ether + 3);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - 7 ether - 3);
+        assertEq(token.balanceOf(address(market)), 0);
     }
 
     // ─── reclaimExpired ──────────────────────────────────────────────────────
@@ -1314,17 +1733,31 @@ contract JobMarketTest is SwarmTestBase {
         market.reclaimExpired(jobId);
     }
 
-    function test_ReclaimExpired_RefundsUnresolvedDispute() public {
+    function test_ReclaimExpired_SplitsAnUnresolvedDisputeToTheWei() public {
         uint256 jobId = _disputed();
         uint64 arbitrationEnd = market.getJob(jobId).disputeEnd + market.ARBITRATION_PERIOD();
+        uint256 treasuryBefore = token.balanceOf(treasury);
         vm.warp(arbitrationEnd + 1);
-        vm.expectEmit(true, false, false, true, address(market));
-        emit JobMarket.JobReclaimed(jobId, ESCROW);
-        vm.prank(carol);
+        // Half of 14e18 + 7 is 7e18 + 3 (the odd wei stays with the buyer); the fee on that
+        // half at 250 bps is floor((7e18 + 3) / 40) = 0.175e18.
+        uint256 half = 7 ether + 3;
+        uint256 halfFee = 0.175 ether;
+        vm.expectEmit(address(market));
+        emit JobMarket.DisputeExpired(jobId, BOND);
+        vm.expectEmit(address(market));
+        emit JobMarket.JobSettled(jobId, alice, half - halfFee, halfFee, ESCROW - half);
+        vm.prank(stranger); // anyone may settle it
         market.reclaimExpired(jobId);
-        assertEq(token.balanceOf(carol), ACTOR_FUNDS);
+
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + 6.825 ether + 3);
+        assertEq(token.balanceOf(treasury), treasuryBefore + 0.175 ether);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - 7 ether - 3); // 23e18 - 3 of the escrow and the bond
+        assertEq(token.balanceOf(stranger), 0);
         assertEq(token.balanceOf(address(market)), 0);
-        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Reclaimed));
+        assertEq(market.totalEscrowed(), 0);
+        assertEq(market.disputeBond(jobId), 0);
+        assertEq(_stakeOf(alice), ALICE_STAKE);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Settled));
     }
 
     function test_RevertWhen_ReclaimExpiredTwice() public {
@@ -1354,9 +1787,9 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(market.escrowOf(posted), ESCROW);
         assertEq(market.escrowOf(assigned), ESCROW);
         assertEq(market.escrowOf(completed), ESCROW);
-        assertEq(market.escrowOf(disputed), ESCROW);
-        assertEq(market.totalEscrowed(), 4 * ESCROW);
-        assertEq(token.balanceOf(address(market)), 4 * ESCROW);
+        assertEq(market.escrowOf(disputed), ESCROW + BOND);
+        assertEq(market.totalEscrowed(), 4 * ESCROW + BOND);
+        assertEq(token.balanceOf(address(market)), 4 * ESCROW + BOND);
     }
 
     function test_EscrowOf_ClosedAndUnknownJobsHoldNothing() public {
@@ -1494,6 +1927,172 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE);
         assertEq(token.balanceOf(address(market)), 0);
         assertEq(market.totalEscrowed(), 0);
+    }
+
+    function testFuzz_SettlementPaysEachPartyItsShare(uint128 price, uint64 unitsUsed, uint16 fee) public {
+        price = uint128(bound(price, 0, CAP));
+        unitsUsed = uint64(bound(unitsUsed, 0, UNITS));
+        fee = uint16(bound(fee, 0, market.MAX_FEE_BPS()));
+        vm.prank(admin);
+        market.setFee(fee, treasury);
+        uint256 treasuryBefore = token.balanceOf(treasury);
+        uint256 jobId = _postDefault();
+        _assign(jobId, alice, price);
+        _complete(jobId, unitsUsed);
+        vm.warp(block.timestamp + DISPUTE_WINDOW);
+        market.settleJob(jobId);
+
+        uint256 payment = uint256(price) * unitsUsed;
+        uint256 expectedFee = payment * fee / BPS;
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + payment - expectedFee, "provider");
+        assertEq(token.balanceOf(treasury), treasuryBefore + expectedFee, "treasury");
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW + (ESCROW - payment), "buyer");
+        assertEq(token.balanceOf(address(market)), market.totalEscrowed());
+    }
+
+    function testFuzz_DisputeOutcomesPayEachPartyItsShare(
+        uint128 price,
+        uint64 unitsUsed,
+        uint16 fee,
+        uint16 bondBps,
+        uint8 outcome
+    ) public {
+        price = uint128(bound(price, 0, CAP));
+        unitsUsed = uint64(bound(unitsUsed, 0, UNITS));
+        fee = uint16(bound(fee, 0, market.MAX_FEE_BPS()));
+        bondBps = uint16(bound(bondBps, market.MIN_DISPUTE_BOND_BPS(), market.MAX_DISPUTE_BOND_BPS()));
+        outcome = uint8(bound(outcome, 0, 2)); // upheld, rejected, undecided
+        vm.startPrank(admin);
+        market.setFee(fee, treasury);
+        market.setDisputeBond(bondBps);
+        vm.stopPrank();
+        uint256 treasuryBefore = token.balanceOf(treasury);
+        uint256 jobId = _postDefault();
+        _assign(jobId, alice, price);
+        _complete(jobId, unitsUsed);
+        uint256 payment = uint256(price) * unitsUsed;
+        uint256 bond = (payment * bondBps + BPS - 1) / BPS;
+        assertEq(market.bondFor(jobId), bond);
+        vm.prank(carol);
+        market.disputeJob(jobId);
+        assertEq(token.balanceOf(address(market)), market.totalEscrowed());
+        assertEq(market.totalEscrowed(), ESCROW + bond);
+
+        uint256 toProvider;
+        uint256 toTreasury;
+        uint256 toBuyer;
+        if (outcome == 0) {
+            vm.prank(arbiter);
+            market.resolveDispute(jobId, true, 0);
+            toBuyer = ESCROW + bond;
+        } else if (outcome == 1) {
+            vm.prank(arbiter);
+            market.resolveDispute(jobId, false, 0);
+            toTreasury = payment * fee / BPS;
+            toProvider = payment - toTreasury + bond;
+            toBuyer = ESCROW - payment;
+        } else {
+            vm.warp(market.getJob(jobId).disputeEnd + market.ARBITRATION_PERIOD() + 1);
+            market.reclaimExpired(jobId);
+            uint256 half = payment / 2;
+            toTreasury = half * fee / BPS;
+            toProvider = half - toTreasury;
+            toBuyer = ESCROW - half + bond;
+        }
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + toProvider, "provider");
+        assertEq(token.balanceOf(treasury), treasuryBefore + toTreasury, "treasury");
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW - bond + toBuyer, "buyer");
+        assertEq(token.balanceOf(address(market)), 0);
+        assertEq(market.totalEscrowed(), 0);
+    }
+
+    /// @dev Whether alice's withdrawal goes through now (state rolled back either way).
+    function _canWithdraw() internal returns (bool ok) {
+        uint256 snapshot = vm.snapshotState();
+        vm.prank(alice);
+        (ok,) = address(vault).call(abi.encodeCall(StakingVault.withdraw, ()));
+        vm.revertToState(snapshot);
+    }
+
+    /// @dev A random timeline: alice takes a job, requests her whole stake back, and the
+    /// job stays assigned (path 0), completes (1), or completes and is disputed by the
+    /// buyer (2) or the matcher (3). At any moment up to the last second a slash for it
+    /// can land, alice cannot withdraw, and that slash still finds her stake; from the
+    /// first second after it (and the end of unbonding) she can.
+    function testFuzz_NoWithdrawalWhileASlashForAnOpenJobCanStillCome(
+        uint64 lifetime,
+        uint64 assignGap,
+        uint64 unstakeGap,
+        uint64 completeGap,
+        uint64 disputeGap,
+        uint64 tryGap,
+        uint8 path,
+        uint64 window
+    ) public {
+        vm.prank(admin);
+        vault.setUnbondingPeriod(MIN_UNBONDING_PERIOD); // so the hold, not the unbonding, decides
+        window = uint64(bound(window, MIN_DISPUTE_WINDOW, 30 days));
+        vm.prank(admin);
+        market.setDisputeWindow(window);
+        path = uint8(bound(path, 0, 3));
+        lifetime = uint64(bound(lifetime, 1 hours, 60 days));
+        uint64 jobDeadline = uint64(block.timestamp) + lifetime;
+        uint256 jobId = _post(carol, CAP, UNITS, jobDeadline);
+
+        uint64 t = uint64(block.timestamp) + uint64(bound(assignGap, 0, lifetime));
+        vm.warp(t);
+        _assign(jobId, alice, RATE);
+        t += uint64(bound(unstakeGap, 0, jobDeadline - t));
+        vm.warp(t);
+        vm.prank(alice);
+        vault.requestUnstake(ALICE_STAKE);
+
+        // The last second a slash for the job can land, as things stand.
+        uint64 lastSlash = jobDeadline;
+        uint64 disputeEnd;
+        if (path > 0) {
+            t += uint64(bound(completeGap, 0, jobDeadline - t));
+            vm.warp(t);
+            _complete(jobId, USED);
+            disputeEnd = t + window;
+            lastSlash = disputeEnd - 1; // a dispute may still come until then
+            if (path > 1) {
+                t += uint64(bound(disputeGap, 0, disputeEnd - 1 - t));
+                vm.warp(t);
+                vm.prank(path == 2 ? carol : matcher);
+                market.disputeJob(jobId);
+                lastSlash = disputeEnd + market.ARBITRATION_PERIOD();
+            }
+        }
+
+        // Anywhere in the window, the withdrawal fails and the slash lands.
+        t += uint64(bound(tryGap, 0, lastSlash - t));
+        vm.warp(t);
+        assertFalse(_canWithdraw(), "withdrew while a slash could still come");
+        if (path == 0) {
+            vm.prank(matcher);
+            market.failJob(jobId, REASON, 1_000);
+        } else {
+            if (path == 1) {
+                vm.prank(carol);
+                market.disputeJob(jobId);
+            }
+            vm.prank(arbiter);
+            market.resolveDispute(jobId, true, 1_000);
+        }
+        assertEq(vault.providerInfo(alice).unbonding, ALICE_STAKE - ALICE_STAKE / 10, "the slash found the stake");
+
+        // Free from the first second no slash can come (nor unbonding holds it), not before.
+        uint64 free = path == 0 ? jobDeadline + 1 : disputeEnd + market.ARBITRATION_PERIOD() + 1;
+        if (free < jobDeadline + 1) free = jobDeadline + 1;
+        uint64 unbondingEnd = vault.providerInfo(alice).unbondingEnd;
+        if (free < unbondingEnd) free = unbondingEnd;
+        if (free - 1 > t) {
+            vm.warp(free - 1);
+            assertFalse(_canWithdraw(), "withdrew a second early");
+        }
+        vm.warp(free);
+        assertTrue(_canWithdraw(), "still held after every slash window closed");
     }
 
     function testFuzz_RevertWhen_AssignPriceAboveCap(uint128 cap, uint128 price) public {

@@ -23,6 +23,8 @@ abstract contract SwarmTestBase is Test {
     uint64 internal constant MIN_CHALLENGE_WINDOW = 10 minutes;
     uint16 internal constant FEE_BPS = 250;
     uint64 internal constant DISPUTE_WINDOW = 1 days;
+    uint64 internal constant MIN_DISPUTE_WINDOW = 1 hours;
+    uint16 internal constant DISPUTE_BOND_BPS = 1_000;
     uint256 internal constant ACTOR_FUNDS = 10_000_000 ether;
 
     address internal admin = makeAddr("admin");
@@ -60,7 +62,9 @@ abstract contract SwarmTestBase is Test {
         vault = new StakingVault(token, admin, _vaultParams(vm.computeCreateAddress(admin, vm.getNonce(admin) + 1)));
         distributor =
             new RewardDistributor(token, vault, admin, signerAddrs, THRESHOLD, CHALLENGE_WINDOW, MIN_CHALLENGE_WINDOW);
-        market = new JobMarket(token, vault, admin, treasury, FEE_BPS, DISPUTE_WINDOW);
+        market = new JobMarket(
+            token, vault, admin, treasury, FEE_BPS, DISPUTE_WINDOW, MIN_DISPUTE_WINDOW, DISPUTE_BOND_BPS
+        );
 
         vault.grantRole(vault.SLASHER_ROLE(), address(distributor));
         vault.grantRole(vault.SLASHER_ROLE(), address(market));
