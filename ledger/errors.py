@@ -62,6 +62,7 @@ HINTS = {
     "EnforcedPause": "the contract is paused by its operators; try again after it is unpaused.",
     "AccessControlUnauthorizedAccount": "the sender lacks the role this call needs.",
     "DeadlineNotInFuture": "choose a deadline after the current chain time.",
+    "DeadlineTooFar": "choose a deadline at most 180 days after now.",
     "DeadlineNotReached": "the buyer can reclaim only after the job's deadline.",
     "NotBuyer": "only the job's buyer may do this.",
     "WrongStatus": "the job is not in a state that allows this.",

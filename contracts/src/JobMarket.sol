@@ -52,6 +52,9 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     /// @notice How long after the dispute window the arbiter may rule; after it the
     /// dispute settles half and half (see {reclaimExpired}).
     uint64 public constant ARBITRATION_PERIOD = 14 days;
+    /// @notice The furthest a job's deadline may lie from its posting: the vault holds a
+    /// provider's stake until the deadline, and never longer than a year.
+    uint64 public constant MAX_JOB_DURATION = 180 days;
     /// @notice The smallest dispute bond the admin may set: 1% of the job's payment,
     /// so a dispute never comes free.
     uint16 public constant MIN_DISPUTE_BOND_BPS = 100;
@@ -140,6 +143,7 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     // ─── Errors ──────────────────────────────────────────────────────────────
     error ZeroAmount();
     error DeadlineNotInFuture(uint64 deadline, uint64 now_);
+    error DeadlineTooFar(uint64 deadline, uint64 latest);
     error EscrowTooLarge(uint256 escrow);
     error UnknownJob(uint256 jobId);
     error WrongStatus(uint256 jobId, Status status);
@@ -460,6 +464,8 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     {
         if (maxPricePerUnit == 0 || maxUnits == 0) revert ZeroAmount();
         if (deadline <= block.timestamp) revert DeadlineNotInFuture(deadline, uint64(block.timestamp));
+        uint64 latest = uint64(block.timestamp) + MAX_JOB_DURATION;
+        if (deadline > latest) revert DeadlineTooFar(deadline, latest);
         uint256 escrow = uint256(maxPricePerUnit) * maxUnits;
         if (escrow > type(uint128).max) revert EscrowTooLarge(escrow);
         jobId = nextJobId++;

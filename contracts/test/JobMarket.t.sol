@@ -1868,8 +1868,18 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(market.totalEscrowed(), marketBefore);
     }
 
+    function test_RevertWhen_PostJobDeadlineBeyondTheLongestJob() public {
+        uint64 latest = uint64(block.timestamp) + market.MAX_JOB_DURATION();
+        vm.prank(carol);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DeadlineTooFar.selector, latest + 1, latest));
+        market.postJob(keccak256("spec"), CAP, UNITS, latest + 1);
+        uint256 jobId = _post(carol, CAP, UNITS, latest);
+        _assign(jobId, alice, RATE);
+        assertEq(vault.providerInfo(alice).heldUntil, latest + 1, "the hold covers the whole job");
+    }
+
     function testFuzz_ReclaimFailsAtDeadlineAndWorksOneSecondLater(uint64 lifetime, bool assign) public {
-        lifetime = uint64(bound(lifetime, 1, 3_650 days));
+        lifetime = uint64(bound(lifetime, 1, 180 days));
         uint64 jobDeadline = uint64(block.timestamp) + lifetime;
         uint256 jobId = _post(carol, CAP, UNITS, jobDeadline);
         if (assign) _assign(jobId, alice, RATE);
