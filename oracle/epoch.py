@@ -91,15 +91,6 @@ class EpochRunner:
         d = swarm.distributor.functions
         self.threshold = int(d.threshold().call())
         self.committee = [a.lower() for a in d.signers().call()]
-        unbonding = int(swarm.vault.functions.unbondingPeriod().call())
-        if 2 * self.epoch_length_s > unbonding:
-            # A provider that misbehaves and unstakes at once must still be slashed: its epoch's
-            # report has to reach the chain (and hold its stake) before its unbonding ends.
-            raise SwarmError(
-                f"An epoch of {self.epoch_length_s:g} s is too long for the vault's unbonding period of "
-                f"{unbonding} s: a slash could arrive after the stake has left. Use epochs of at most "
-                f"{unbonding // 2} s."
-            )
 
     # ── the whole step ───────────────────────────────────────────────────────
     def run(self, now: float | None = None, open_new: bool = True) -> EpochOutcome | None:
@@ -152,6 +143,7 @@ class EpochRunner:
     # ── 1. aggregate ─────────────────────────────────────────────────────────
     def aggregate(self, session: Session, now: float) -> OracleEpoch | None:
         """Scores the epoch that ends now and stores its report; None if it is not due yet."""
+        self.check_epoch_length()
         last = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == self.chain_id)
                             .order_by(OracleEpoch.epoch.desc())).first()
         chain_last = int(self.swarm.distributor.functions.lastFinalizedEpoch().call())
@@ -181,6 +173,17 @@ class EpochRunner:
         self.log(f"epoch {epoch}: aggregated {len(inputs.providers)} providers, "
                  f"{int(scores.emission_wei)} wei to pay, {len(slashes)} slashes")
         return record
+
+    def check_epoch_length(self) -> None:
+        """Refuses epochs so long that a provider could misbehave, unstake and withdraw before
+        the epoch's report reaches the chain and holds its stake."""
+        unbonding = int(self.swarm.vault.functions.unbondingPeriod().call())
+        if 2 * self.epoch_length_s > unbonding:
+            raise SwarmError(
+                f"An epoch of {self.epoch_length_s:g} s is too long for the vault's unbonding period of "
+                f"{unbonding} s: a slash could arrive after the stake has left. Use epochs of at most "
+                f"{unbonding // 2} s."
+            )
 
     def _compute(self, session: Session, epoch: int, start: float, end: float, from_block: int, to_block: int,
                  utilization: float | None = None):

@@ -56,6 +56,7 @@ class OracleService:
                                    schedule.challenge_rounds, schedule.challenge_timeout_s)
         self.runner = EpochRunner(swarm, engine, home, config, sender, signers, schedule.length_s,
                                   utilization=cluster_devices, log=self.log)
+        self.runner.check_epoch_length()
         self.outcomes: list[EpochOutcome] = []
         # Probes, challenges and epoch steps each run one at a time, beside one another: a long
         # challenge never delays a probe or an epoch. They share only the ledger's indexer.

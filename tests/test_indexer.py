@@ -93,7 +93,7 @@ def rows_of(engine: Engine, table: str, **where) -> list[dict]:
 def settle_epoch(
     swarm: Swarm, rpc: RpcClient, epoch: int, tree: RewardTree, total: int, slashes=(), finalize: bool = True
 ) -> None:
-    report = rewards.build_report(epoch, tree, total, slashes)
+    report = rewards.build_report(swarm, epoch, tree, total, slashes)
     keeper = swarm.sender(dev_account(9).key)
     rewards.submit_epoch(
         swarm, keeper, report, slashes, rewards.sign(swarm, report, devnet_committee_keys()[:3])
@@ -691,6 +691,7 @@ def test_a_proof_read_back_from_the_database_claims_on_chain(
         leaf = reward_leaf(s, chain_id, A.address)
         assert reward_leaf(s, chain_id, C.address) is None
     assert leaf is not None and (leaf.epoch, leaf.cumulative) == (1, 100 * ONE)
+    stake.register(swarm, swarm.sender(A.key), b"\x0a" * 32, 1)  # claims live in the provider's vault record
     before = swarm.balance_of(A.address)
     receipt = rewards.claim(swarm, swarm.sender(dev_account(9).key), A.address, leaf.cumulative, leaf.proof)
     (claimed,) = swarm.events(receipt, "Claimed")

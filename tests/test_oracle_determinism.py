@@ -300,15 +300,18 @@ def test_sign_refuses_an_epoch_the_chain_has_not_reached(
     assert f"runs to block {ahead}" in text and "has reached" in text
 
 
-def test_an_epoch_longer_than_half_the_unbonding_period_is_refused(open_runner, swarm: Swarm, swarm_home: Path,
+def test_an_epoch_longer_than_half_the_unbonding_period_is_refused(swarm: Swarm, swarm_home: Path,
                                                                    tmp_path: Path) -> None:
     # A provider could misbehave, unstake and withdraw before such an epoch's report held its stake.
     unbonding = swarm.vault.functions.unbondingPeriod().call()
     engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
-    with pytest.raises(SwarmError, match=rf"too long for the vault's unbonding period of {unbonding} s"):
-        EpochRunner(swarm, engine, swarm_home, load_config(), swarm.sender(dev_account(0).key),
-                    devnet_committee_keys(), epoch_length_s=unbonding / 2 + 1)
     runner = EpochRunner(swarm, engine, swarm_home, load_config(), swarm.sender(dev_account(0).key),
-                         devnet_committee_keys(), epoch_length_s=unbonding / 2)
-    assert runner.epoch_length_s == unbonding / 2
+                         devnet_committee_keys(), epoch_length_s=unbonding / 2 + 1)
+    with Session(engine) as session, \
+            pytest.raises(SwarmError, match=rf"too long for the vault's unbonding period of {unbonding} s"):
+        runner.aggregate(session, time.time() + unbonding)
+    with Session(engine) as session:
+        assert session.exec(select(OracleEpoch)).all() == [], "nothing was aggregated"
+    runner.epoch_length_s = unbonding / 2
+    runner.check_epoch_length()
     engine.dispose()

@@ -230,6 +230,7 @@ def test_claim_uses_the_proof_from_the_ledger_and_status_shows_what_is_claimable
             store_reward_tree(s, swarm.chain.chain_id, epoch, RewardTree.build(cumulative).root, cumulative)
         _settle(swarm, rpc, epoch, cumulative, sum(cumulative.values()) - (0 if epoch == 1 else 150 * ONE))
 
+    stake.register(swarm, swarm.sender(dev_account(P).key), b"\x0c" * 32, 1)  # a claimant is a provider
     never_synced = _json(cli("provider", "status", "--account", str(P), "--json", env=db))
     assert never_synced["claimable_wei"] is None
     publish(1, {ADDRESS: 100 * ONE, other: 50 * ONE})
