@@ -43,7 +43,7 @@ from ledger.indexer import Indexer  # noqa: E402
 from ledger.indexer.store import count_rows  # noqa: E402
 from ledger.indexer import DEFAULT_BATCH_BLOCKS  # noqa: E402
 from ledger.merkle import RewardTree  # noqa: E402
-from ledger.reports import SLASH_TUPLE, EpochReport, Slash, reason_bytes, slashes_hash  # noqa: E402
+from ledger.reports import SLASH_TUPLE, EpochReport, Slash, reason_bytes, slashes_hash, sorted_slashes  # noqa: E402
 from ledger.rewards import sign  # noqa: E402
 from ledger.tx import Sender  # noqa: E402
 from ledger.units import ONE  # noqa: E402
@@ -55,8 +55,8 @@ STAKES_PER_PROVIDER = 100
 UNSTAKES_PER_PROVIDER = 20
 BUYERS = 100
 JOBS_PER_BUYER = 50
-VETOED_REPORTS = 40
-SLASHES_PER_REPORT = 500
+VETOED_REPORTS = 100
+SLASHES_PER_REPORT = 200  # RewardDistributor.MAX_SLASHES_PER_REPORT
 FINAL_SLASHES = 50
 SMALL_RANGES = 8  # --batch-blocks for the second configuration: ~36 ranges of ~2,800 events
 SEND_BATCH = 1_000
@@ -212,22 +212,25 @@ class Workload:
             [(self.deployer, market, calldata("settleJob(uint256)", ["uint256"], [j])) for j in job_ids]
         )
 
+    def _expiry(self) -> int:
+        return int(self.rpc.call("eth_getBlockByNumber", "latest", False)["timestamp"], 16) + 86_400
+
     def _submit(self, report: EpochReport, slashes: list[Slash]) -> None:
         signatures = sign(self.swarm, report, devnet_committee_keys()[:3])
         data = calldata(
-            f"submitEpoch((uint64,bytes32,uint256,bytes32),{SLASH_TUPLE}[],bytes[])",
-            ["(uint64,bytes32,uint256,bytes32)", f"{SLASH_TUPLE}[]", "bytes[]"],
+            f"submitEpoch((uint64,bytes32,uint256,uint256,bytes32,uint64),{SLASH_TUPLE}[],bytes[])",
+            ["(uint64,bytes32,uint256,uint256,bytes32,uint64)", f"{SLASH_TUPLE}[]", "bytes[]"],
             [report.as_tuple(), [s.as_tuple() for s in slashes], signatures],
         )
         self.send([(self.deployer, self.d["RewardDistributor"], data)], gas=10_000_000)
 
     def _vetoed_reports(self, providers: list[str]) -> None:
         for _ in range(VETOED_REPORTS):
-            slashes = [
+            slashes = sorted_slashes([
                 Slash(providers[i % len(providers)], 100, reason_bytes("downtime"), secrets.token_bytes(32))
                 for i in range(SLASHES_PER_REPORT)
-            ]
-            report = EpochReport(1, secrets.token_bytes(32), 0, slashes_hash(slashes))
+            ])
+            report = EpochReport(1, secrets.token_bytes(32), 0, 0, slashes_hash(slashes), self._expiry())
             self._submit(report, slashes)
             self.send(
                 [(self.deployer, self.d["RewardDistributor"], calldata("vetoEpoch(uint64)", ["uint64"], [1]))]
@@ -236,11 +239,12 @@ class Workload:
     def _final_epoch(self, providers: list[str]) -> None:
         cumulative = {p: (i + 1) * ONE for i, p in enumerate(providers)}
         tree = RewardTree.build(cumulative)
-        slashes = [
+        slashes = sorted_slashes([
             Slash(p, 200, reason_bytes("fraud"), secrets.token_bytes(32), jail_seconds=3_600)
             for p in providers[:FINAL_SLASHES]
-        ]
-        report = EpochReport(1, tree.root, sum(cumulative.values()), slashes_hash(slashes))
+        ])
+        total = sum(cumulative.values())
+        report = EpochReport(1, tree.root, total, total, slashes_hash(slashes), self._expiry())
         self._submit(report, slashes)
         self.rpc.call("evm_increaseTime", 60)
         finalize = calldata(
