@@ -8,7 +8,7 @@ import pytest
 
 from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
-from ledger import stake
+from ledger import jobs, stake
 from ledger.client import Swarm
 from ledger.deploy import DEVNET_COMMITTEE_INDICES
 from ledger.units import ONE
@@ -91,6 +91,28 @@ def test_stake_unstake_withdraw_round_trip(cli, swarm: Swarm, rpc: RpcClient) ->
     done = _json(cli("provider", "withdraw", "--account", str(P), "--json"))
     assert int(done["unbonding_wei"]) == 0
     assert swarm.balance_of(ADDRESS) == wallet - 9_000 * ONE + 25_005 * ONE // 10
+
+
+def test_withdraw_waits_for_the_hold_of_a_job_the_provider_took(cli, swarm: Swarm, rpc: RpcClient) -> None:
+    # Taking a job, unstaking everything and leaving before the job could be failed is refused.
+    _register(cli)
+    _json(cli("provider", "stake", "8000", "--account", str(P), "--json"))
+    buyer, matcher = swarm.sender(dev_account(4).key), swarm.sender(dev_account(0).key)
+    deadline = swarm.chain.timestamp() + 10 * swarm.vault.functions.unbondingPeriod().call()
+    job_id, _ = jobs.post_job(swarm, buyer, b"\x07" * 32, 10**15, 100, deadline)
+    jobs.assign_job(swarm, matcher, job_id, ADDRESS, 10**15)
+    _json(cli("provider", "unstake", "8000", "--account", str(P), "--json"))
+    rpc.increase_time(swarm.vault.functions.unbondingPeriod().call())
+
+    held = one_line_error(cli("provider", "withdraw", "--account", str(P)))
+    assert "is held until" in held and "can still slash it" in held
+    assert stake.provider_info(swarm, ADDRESS).unbonding == 8_000 * ONE
+    jobs.fail_job(swarm, matcher, job_id, "provider-lost", 1_000)  # the slash still finds the stake
+    assert stake.provider_info(swarm, ADDRESS).unbonding == 7_200 * ONE
+
+    rpc.increase_time(deadline + 1 - swarm.chain.timestamp())
+    done = _json(cli("provider", "withdraw", "--account", str(P), "--json"))
+    assert int(done["unbonding_wei"]) == 0
 
 
 def test_unjail_after_the_jail_time(cli, swarm: Swarm, rpc: RpcClient) -> None:
