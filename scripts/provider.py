@@ -215,6 +215,8 @@ def status(address: str | None, account: int | None, key_ref: str | None, as_jso
         "min_stake_wei": str(info.min_stake),
         "unbonding_wei": str(info.unbonding),
         "unbonding_release": info.unbonding_end or None,
+        "held_until": info.held_until if info.held_until > now else None,
+        "slash_debt_wei": str(info.slash_debt),
         "jailed": info.jailed_until != 0,
         "jailed_until": info.jailed_until or None,
         "tombstoned": info.tombstoned,
@@ -232,8 +234,11 @@ def status(address: str | None, account: int | None, key_ref: str | None, as_jso
             f"jailed until {when(info.jailed_until)}" + (" — may unjail now" if now >= info.jailed_until else ""))
         unbonding = format_amount(info.unbonding)
         if info.unbonding:
-            ready = "withdrawable now" if now >= info.unbonding_end else f"withdrawable at {when(info.unbonding_end)}"
-            unbonding += f" ({ready})"
+            release = max(info.unbonding_end, info.held_until)
+            ready = "withdrawable now" if now >= release else f"withdrawable at {when(release)}"
+            held = " — a job or an epoch report can still slash it" if info.held_until > max(now, info.unbonding_end) \
+                else ""
+            unbonding += f" ({ready}{held})"
         rows = [
             ("hardware", f"{spec['gpus']}× {spec['gpu_model']} ({spec['vram_gb']} GB)" if spec else "spec not stored here"),
             *([("asking price", f"{format_amount(int(spec['price_per_unit']))} per unit")]
@@ -241,6 +246,8 @@ def status(address: str | None, account: int | None, key_ref: str | None, as_jso
             ("stake", f"{format_amount(info.stake)} (minimum {format_amount(info.min_stake)})"),
             ("unbonding", unbonding),
             ("jail", jail),
+            *([("slash debt", f"{format_amount(info.slash_debt)} (collected as the network's slash limit refills)")]
+              if info.slash_debt else []),
             ("eligible for work", "yes" if payload["eligible"] else "no"),
             ("wallet", format_amount(int(payload["balance_wei"]))),
             ("claimable rewards", "unknown (run `swarm ledger sync`)" if claimable is None else format_amount(claimable)),
