@@ -1,17 +1,26 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity ^0.8.24;
 
+import {Vm} from "forge-std/Vm.sol";
+
+import {StakingVault} from "../../src/StakingVault.sol";
 import {RewardDistributor} from "../../src/RewardDistributor.sol";
 import {HandlerBase} from "./HandlerBase.sol";
 import {StandardTree} from "./StandardTree.sol";
 
 /// @notice Plays the oracle committee, the guardian, a funder and the claimants: funds the
 /// pool, builds each epoch's cumulative earnings into a real StandardMerkleTree root,
-/// signs it with the committee keys, submits, sometimes vetoes, finalizes after the
-/// challenge window (applying the slashes the report ordered) and claims with real proofs.
+/// signs it with the committee keys, submits, sometimes vetoes, discards or lets a report
+/// lapse, finalizes after the challenge window (applying the slashes the report ordered,
+/// under a measured gas cap) and claims with real proofs. It is also the record of every
+/// report accepted: the adversarial committee hands it the reports it got accepted, so
+/// that they are finalized, claimed against and accounted for like the honest ones.
 contract DistributorHandler is HandlerBase {
     uint256 internal constant MAX_FUND_PER_CALL = 1_000_000 ether;
     uint256 internal constant MAX_EPOCH_REWARDS = 250_000 ether;
+    /// @notice The gas a finalization of any accepted report must fit in.
+    uint256 public constant FINALIZE_GAS_LIMIT = 15_000_000;
+    uint64 internal constant REPORT_LIFETIME = 1 days;
 
     address internal immutable funder;
     address internal immutable guardian;
@@ -22,26 +31,41 @@ contract DistributorHandler is HandlerBase {
     uint256[] internal _previousCommitted;
     /// @dev The largest cumulative ever committed for a provider in a finalized root.
     mapping(address provider => uint256) public maxCommitted;
+    /// @dev What the finalized root's leaves commit beyond totalAllocated (an over-committing
+    /// committee's excess; zero while the committee is honest).
+    uint256 public excessCommitted;
 
-    /// @dev The report this handler last submitted (pending, or vetoed).
+    /// @dev The report last accepted (pending, or vetoed/discarded), with its slashes,
+    /// leaves and excess.
     RewardDistributor.EpochReport internal _report;
     RewardDistributor.Slash[] internal _slashes;
-    RewardDistributor.Slash[] internal _noSlashes; // always empty
     uint256[] internal _pendingCumulative;
+    uint256 internal _pendingExcess;
 
-    /// @dev The last vetoed report, kept to try replaying its (still valid) signatures.
+    /// @dev The last vetoed or discarded report, kept to try submitting it again.
     RewardDistributor.EpochReport internal _vetoed;
     RewardDistributor.Slash[] internal _vetoedSlashes;
-    uint256[] internal _vetoedCumulative;
     bool internal _hasVetoed;
-    mapping(bytes32 digest => bool) public wasVetoed;
+    /// @dev Contents (epoch, root, rewards, slashes) the guardian vetoed or discarded.
+    mapping(bytes32 content => bool) public wasRefused;
 
     uint64 public lastFinalized;
+    uint256 public finalizations;
+    uint256 public maxFinalizeGas;
+    uint256 public maxTombstonesFinalized;
+    uint256 public maxSlashesFinalized;
     /// @dev Ghost flags, asserted false by the invariants.
-    bool public finalizedOutOfOrder; // a finalize left an epoch not above the previous one
-    bool public vetoedReportFinalized; // a report the guardian vetoed was later finalized
+    bool public finalizedOutOfOrder; // a finalize moved lastFinalizedEpoch by other than exactly one
+    bool public vetoedReportFinalized; // a report the guardian vetoed or discarded was later finalized
+    bool public refusedContentAccepted; // vetoed/discarded contents accepted again, under any expiry
     bool public forgedClaimAccepted; // a stale or inflated cumulative passed the proof check
     bool public claimPaidWrong; // a claim paid other than cumulative − already claimed
+    bool public claimBeyondAllocationPaid; // a claim paid more than was allocated and unclaimed
+    bool public acceptedReportNotFinalizable; // finalize of an accepted report reverted in its window
+    bool public lapsedReportFinalized; // finalize succeeded after the report lapsed
+    bool public earlyDiscardAccepted; // discardEpoch succeeded before RECOVERY_DELAY
+    bool public tombstonesNotFirst; // a tombstone applied after another slash of its report
+    bool public tooManyTombstones; // a finalized report tombstoned more than the maximum
     uint256 public vetoedReplaysAccepted;
 
     constructor(Deps memory d, address funder_, address guardian_, uint256[] memory signerKeys_) HandlerBase(d) {
@@ -59,72 +83,105 @@ contract DistributorHandler is HandlerBase {
         _fund(amount);
     }
 
-    function submitEpoch(uint256 epochSeed, uint256 rewardSeed, uint256 slashSeed, uint256 signerSeed) external step {
+    function submitEpoch(uint256 rewardSeed, uint256 slashSeed, uint256 signerSeed) external step {
         if (_livePending()) return;
-        _submit(epochSeed, rewardSeed, slashSeed, signerSeed);
+        _submit(rewardSeed, slashSeed, signerSeed);
     }
 
     /// @dev Vetoes the pending report, submitting one first if none is pending.
-    function vetoEpoch(uint256 epochSeed, uint256 rewardSeed, uint256 slashSeed, uint256 signerSeed) external step {
-        if (!_livePending()) _submit(epochSeed, rewardSeed, slashSeed, signerSeed);
+    function vetoEpoch(uint256 rewardSeed, uint256 slashSeed, uint256 signerSeed) external step {
+        if (!_livePending() && !_submit(rewardSeed, slashSeed, signerSeed)) return;
         RewardDistributor.Pending memory p = distributor.pendingReport();
         if (block.timestamp >= p.finalizableAt) return;
         vm.prank(guardian);
         distributor.vetoEpoch(p.epoch);
-        wasVetoed[distributor.hashReport(_report)] = true;
-        _vetoed = _report;
-        _copySlashes(_slashes, _vetoedSlashes);
-        _vetoedCumulative = _pendingCumulative;
-        _hasVetoed = true;
+        _refused();
         _count("veto");
     }
 
-    /// @dev Anyone holding a vetoed report's signatures tries to submit it again.
+    /// @dev Discards the pending report (submitting one first if none is pending): first
+    /// too early, which must be refused, then RECOVERY_DELAY after its window.
+    function discardEpoch(uint256 rewardSeed, uint256 slashSeed, uint256 signerSeed) external step {
+        if (!_livePending() && !_submit(rewardSeed, slashSeed, signerSeed)) return;
+        RewardDistributor.Pending memory p = distributor.pendingReport();
+        uint256 allowedAt = uint256(p.finalizableAt) + distributor.RECOVERY_DELAY();
+        if (block.timestamp < allowedAt) {
+            vm.prank(guardian);
+            try distributor.discardEpoch(p.epoch) {
+                earlyDiscardAccepted = true;
+            } catch {}
+            _advanceTo(allowedAt);
+        }
+        vm.prank(guardian);
+        distributor.discardEpoch(p.epoch);
+        _refused();
+        _count("discard");
+    }
+
+    /// @dev Lets the pending report (submitting one first if none is pending) lapse: its
+    /// finalization must then be refused, and a new report for its epoch replaces it.
+    function letLapse(uint256 rewardSeed, uint256 slashSeed, uint256 signerSeed) external step {
+        if (!_livePending() && !_submit(rewardSeed, slashSeed, signerSeed)) return;
+        RewardDistributor.Pending memory p = distributor.pendingReport();
+        _advanceTo(uint256(p.finalizableAt) + distributor.FINALIZE_PERIOD() + 1);
+        RewardDistributor.Slash[] memory slashes = _slashes;
+        try distributor.finalizeEpoch(slashes) {
+            lapsedReportFinalized = true;
+        } catch {
+            _count("lapseRefused");
+        }
+        if (_submit(rewardSeed >> 1, slashSeed >> 1, signerSeed >> 1)) _count("replaceLapsed");
+    }
+
+    /// @dev Anyone holding a vetoed or discarded report's signatures tries to submit it again.
     function replayVetoed(uint256 signerSeed) external step {
-        if (!_hasVetoed || _livePending() || _vetoed.epoch <= distributor.lastFinalizedEpoch()) return;
+        if (!_hasVetoed || _livePending() || _vetoed.epoch != distributor.lastFinalizedEpoch() + 1) return;
         RewardDistributor.Slash[] memory slashes = _vetoedSlashes;
-        try distributor.submitEpoch(_vetoed, slashes, _sign(_vetoed, signerSeed)) {
-            // Track it as pending so that finalizing it is caught by the vetoed flag.
+        try distributor.submitEpoch(_vetoed, slashes, sign(_vetoed, signerSeed)) {
             ++vetoedReplaysAccepted;
-            _report = _vetoed;
-            _copySlashes(_vetoedSlashes, _slashes);
-            _pendingCumulative = _vetoedCumulative;
+            refusedContentAccepted = true;
         } catch {
             _count("replayRefused");
         }
     }
 
     /// @dev A committee-signed report for an epoch at or below the last finalized one must
-    /// be refused; one accepted is tracked as pending, so finalizing it trips the epoch checks.
+    /// be refused.
     function submitStaleEpoch(uint256 epochSeed, uint256 rewardSeed, uint256 signerSeed) external step {
         uint64 last = distributor.lastFinalizedEpoch();
         if (last == 0 || _livePending()) return;
         RewardDistributor.Slash[] memory none;
-        _splitRewards(0, rewardSeed);
-        RewardDistributor.EpochReport memory report = RewardDistributor.EpochReport({
-            epoch: uint64(_bound(epochSeed, 1, last)),
-            rewardsRoot: StandardTree.root(StandardTree.leaves(providers, _pendingCumulative)),
-            totalRewards: 0,
-            slashesHash: keccak256(abi.encode(none))
-        });
-        try distributor.submitEpoch(report, none, _sign(report, signerSeed)) {
-            _report = report;
-            _copySlashes(_noSlashes, _slashes);
+        uint256[] memory cumulative = _split(0, rewardSeed);
+        RewardDistributor.EpochReport memory report = _build(uint64(_bound(epochSeed, 1, last)), cumulative, 0, none);
+        try distributor.submitEpoch(report, none, sign(report, signerSeed)) {
+            finalizedOutOfOrder = true;
         } catch {
             _count("staleEpochRefused");
         }
     }
 
     /// @dev Finalizes the pending report after its window, submitting one first if none.
-    function finalizeEpoch(uint256 epochSeed, uint256 rewardSeed, uint256 slashSeed, uint256 signerSeed) external step {
-        if (!_livePending()) _submit(epochSeed, rewardSeed, slashSeed, signerSeed);
+    function finalizeEpoch(uint256 rewardSeed, uint256 slashSeed, uint256 signerSeed) external step {
+        if (!_livePending() && !_submit(rewardSeed, slashSeed, signerSeed)) return;
         _finalizePending();
     }
 
+    /// @dev Claims what a provider is owed; an over-committed root may owe more than is
+    /// left unclaimed, and that claim must be refused.
     function claim(uint256 providerSeed) external step {
         uint256 i = providerSeed % providers.length;
-        if (_committed[i] <= distributor.claimed(providers[i])) return;
-        _claim(i);
+        uint256 already = distributor.claimed(providers[i]);
+        if (_committed[i] <= already) return;
+        if (_committed[i] - already <= distributor.unclaimedAllocation()) {
+            _claim(i);
+            return;
+        }
+        bytes32[] memory proof = StandardTree.proof(StandardTree.leaves(providers, _committed), i);
+        try distributor.claim(providers[i], _committed[i], proof) {
+            claimBeyondAllocationPaid = true;
+        } catch {
+            _count("claimBeyondAllocationRefused");
+        }
     }
 
     /// @dev Claims with a cumulative the current root does not hold (the previous root's,
@@ -156,7 +213,7 @@ contract DistributorHandler is HandlerBase {
         } catch (bytes memory err) {
             _expectPaused(false, err);
         }
-        try distributor.submitEpoch(_report, slashes, _sign(_report, providerSeed)) {
+        try distributor.submitEpoch(_report, slashes, sign(_report, providerSeed)) {
             _expectPaused(true, "");
         } catch (bytes memory err) {
             _expectPaused(false, err);
@@ -164,7 +221,8 @@ contract DistributorHandler is HandlerBase {
         uint256 n = providers.length;
         for (uint256 k; k < n; ++k) {
             uint256 i = (providerSeed % n + k) % n;
-            if (_committed[i] > distributor.claimed(providers[i])) {
+            uint256 owed = _committed[i] - _min(_committed[i], distributor.claimed(providers[i]));
+            if (owed > 0 && owed <= distributor.unclaimedAllocation()) {
                 _claim(i);
                 _count("claimWhilePaused");
                 break;
@@ -174,105 +232,66 @@ contract DistributorHandler is HandlerBase {
         distributor.unpause();
     }
 
-    /// @notice Finalizes what is pending and pays every provider what it is owed
-    /// (afterInvariant only).
+    /// @notice Finalizes what is pending (or discards it once it has lapsed) and pays every
+    /// provider what it is owed, as far as the allocation goes (afterInvariant only).
     function drain() external {
         vm.warp(clock.time());
-        if (_livePending()) _finalizePending();
+        if (_livePending()) {
+            _finalizePending();
+        } else {
+            RewardDistributor.Pending memory p = distributor.pendingReport();
+            if (p.epoch != 0 && !p.vetoed) {
+                _advanceTo(uint256(p.finalizableAt) + distributor.RECOVERY_DELAY());
+                vm.prank(guardian);
+                distributor.discardEpoch(p.epoch);
+            }
+        }
         for (uint256 i; i < providers.length; ++i) {
-            if (_committed[i] > distributor.claimed(providers[i])) _claim(i);
+            uint256 owed = _committed[i] - _min(_committed[i], distributor.claimed(providers[i]));
+            if (owed > 0 && owed <= distributor.unclaimedAllocation()) _claim(i);
         }
     }
 
-    // ─── Views for the invariants ────────────────────────────────────────────
+    // ─── The record the adversarial committee shares ─────────────────────────
 
-    function committed(uint256 i) external view returns (uint256) {
-        return _committed[i];
-    }
-
-    function sumCommitted() external view returns (uint256 sum) {
-        for (uint256 i; i < _committed.length; ++i) {
-            sum += _committed[i];
-        }
-    }
-
-    // ─── Internals ───────────────────────────────────────────────────────────
-
-    function _fund(uint256 seed) private {
-        uint256 amount = _bound(seed, 1 ether, MAX_FUND_PER_CALL);
-        vm.prank(funder);
-        distributor.fund(amount);
-        _count("fund");
-    }
-
-    function _livePending() private view returns (bool) {
-        RewardDistributor.Pending memory p = distributor.pendingReport();
-        return p.epoch != 0 && !p.vetoed;
-    }
-
-    function _submit(uint256 epochSeed, uint256 rewardSeed, uint256 slashSeed, uint256 signerSeed) private {
-        uint256 unallocated = distributor.totalFunded() - distributor.totalAllocated();
-        if (unallocated < 1 ether) {
-            _fund(rewardSeed);
-            unallocated = distributor.totalFunded() - distributor.totalAllocated();
-        }
-        uint256 rewards = _bound(rewardSeed, 0, _min(unallocated, MAX_EPOCH_REWARDS));
-        _splitRewards(rewards, uint256(keccak256(abi.encode(rewardSeed, "split"))));
-        _orderSlashes(slashSeed);
-
-        RewardDistributor.Slash[] memory slashes = _slashes;
-        RewardDistributor.EpochReport memory report = RewardDistributor.EpochReport({
-            epoch: distributor.lastFinalizedEpoch() + uint64(_bound(epochSeed, 1, 3)),
-            rewardsRoot: StandardTree.root(StandardTree.leaves(providers, _pendingCumulative)),
-            totalRewards: rewards,
-            slashesHash: keccak256(abi.encode(slashes))
-        });
-        distributor.submitEpoch(report, slashes, _sign(report, signerSeed));
+    /// @notice Takes on a report another committee handler got accepted: `cumulative` are
+    /// its leaves, which may commit `excess` beyond its cumulativeTotal. Not a campaign target.
+    function adopt(
+        RewardDistributor.EpochReport memory report,
+        RewardDistributor.Slash[] memory slashes,
+        uint256[] memory cumulative,
+        uint256 excess
+    ) external {
         _report = report;
-        _count("submit");
+        _storeSlashes(slashes);
+        _pendingCumulative = cumulative;
+        _pendingExcess = excess;
     }
 
-    /// @dev Each provider's cumulative grows by a random share of `rewards`; the shares add
-    /// up to `rewards` exactly, so the committed cumulatives always sum to totalAllocated.
-    function _splitRewards(uint256 rewards, uint256 seed) private {
-        uint256 n = providers.length;
-        delete _pendingCumulative;
-        uint256 left = rewards;
-        for (uint256 i; i < n; ++i) {
-            uint256 share = i == n - 1 ? left : _bound(uint256(keccak256(abi.encode(seed, i))), 0, left);
-            left -= share;
-            _pendingCumulative.push(_committed[i] + share);
-        }
-    }
-
-    /// @dev A third of reports order one or two slashes: mostly valid ones against
-    /// providers, some with a bps above the vault's cap or against an unregistered address
-    /// (the vault refuses those and the epoch still finalizes), jails, rarely a tombstone.
-    function _orderSlashes(uint256 seed) private {
+    /// @notice Finalizes at once a report another committee handler just got accepted with
+    /// `slashes` and honest leaves `cumulative` (its slashes are not kept in storage).
+    /// Not a campaign target.
+    function finalizeAdopted(
+        RewardDistributor.EpochReport memory report,
+        RewardDistributor.Slash[] memory slashes,
+        uint256[] memory cumulative
+    ) external {
+        _report = report;
+        _pendingCumulative = cumulative;
+        _pendingExcess = 0;
+        _finalizeWith(slashes);
         delete _slashes;
-        if (seed % 3 != 0) return;
-        uint256 count = 1 + (seed >> 8) % 2;
-        uint16 cap = vault.maxSlashBps();
-        for (uint256 k; k < count; ++k) {
-            uint256 r = uint256(keccak256(abi.encode(seed, k)));
-            uint256 bpsRoll = (r >> 16) % 10;
-            uint16 bps = bpsRoll == 0 ? cap + 1 : bpsRoll == 1 ? 0 : uint16(_bound(r >> 32, 1, cap));
-            _slashes.push(
-                RewardDistributor.Slash({
-                    provider: r % 8 == 0 ? outsider : providers[(r >> 8) % providers.length],
-                    bps: bps,
-                    reason: "oracle",
-                    evidenceHash: bytes32(r),
-                    jailSeconds: (r >> 64) % 3 == 0 ? uint64(_bound(r >> 96, 1 hours, 2 days)) : 0,
-                    tombstone: (r >> 160) % 64 == 0
-                })
-            );
-        }
     }
 
-    /// @dev Signatures of three or four committee members, in ascending signer order.
-    function _sign(RewardDistributor.EpochReport memory report, uint256 signerSeed)
-        private
+    /// @notice Finalizes the live pending report, if any, at the end of its challenge window.
+    /// Not a campaign target.
+    function finalizePending() external {
+        if (_livePending()) _finalizePending();
+    }
+
+    /// @notice Signatures of three or four committee members, in ascending signer order.
+    function sign(RewardDistributor.EpochReport memory report, uint256 signerSeed)
+        public
         view
         returns (bytes[] memory sigs)
     {
@@ -288,37 +307,256 @@ contract DistributorHandler is HandlerBase {
         }
     }
 
+    /// @notice Each provider's cumulative grows by a random share of `rewards`; the shares
+    /// add up to `rewards` exactly.
+    function split(uint256 rewards, uint256 seed) external view returns (uint256[] memory) {
+        return _split(rewards, seed);
+    }
+
+    /// @notice Whether a report is pending, not vetoed and not lapsed.
+    function livePending() external view returns (bool) {
+        return _livePending();
+    }
+
+    /// @notice The report that was last vetoed or discarded, if any, with its slashes.
+    function lastRefused()
+        external
+        view
+        returns (bool, RewardDistributor.EpochReport memory, RewardDistributor.Slash[] memory)
+    {
+        return (_hasVetoed, _vetoed, _vetoedSlashes);
+    }
+
+    // ─── Views for the invariants ────────────────────────────────────────────
+
+    function committed(uint256 i) external view returns (uint256) {
+        return _committed[i];
+    }
+
+    function sumCommitted() external view returns (uint256 sum) {
+        for (uint256 i; i < _committed.length; ++i) {
+            sum += _committed[i];
+        }
+    }
+
+    /// @notice Whether some provider is owed a claim that what is left unclaimed would cover.
+    function claimThatFitsLeft() external view returns (bool) {
+        for (uint256 i; i < providers.length; ++i) {
+            uint256 owed = _committed[i] - _min(_committed[i], distributor.claimed(providers[i]));
+            if (owed > 0 && owed <= distributor.unclaimedAllocation()) return true;
+        }
+        return false;
+    }
+
+    // ─── Internals ───────────────────────────────────────────────────────────
+
+    function _fund(uint256 seed) private {
+        uint256 amount = _bound(seed, 1 ether, MAX_FUND_PER_CALL);
+        vm.prank(funder);
+        distributor.fund(amount);
+        _count("fund");
+    }
+
+    function _livePending() private view returns (bool) {
+        RewardDistributor.Pending memory p = distributor.pendingReport();
+        return p.epoch != 0 && !p.vetoed && block.timestamp <= uint256(p.finalizableAt) + distributor.FINALIZE_PERIOD();
+    }
+
+    /// @dev Submits an honest report for the next epoch; false if its contents were
+    /// vetoed before (a veto is final for them) and it was refused.
+    function _submit(uint256 rewardSeed, uint256 slashSeed, uint256 signerSeed) private returns (bool) {
+        uint256 unallocated = distributor.totalFunded() - distributor.totalAllocated();
+        if (unallocated < 1 ether) {
+            _fund(rewardSeed);
+            unallocated = distributor.totalFunded() - distributor.totalAllocated();
+        }
+        uint256 rewards = _bound(rewardSeed, 0, _min(unallocated, MAX_EPOCH_REWARDS));
+        uint256[] memory cumulative = _split(rewards, uint256(keccak256(abi.encode(rewardSeed, "split"))));
+        RewardDistributor.Slash[] memory slashes = _orderSlashes(slashSeed);
+        RewardDistributor.EpochReport memory report =
+            _build(distributor.lastFinalizedEpoch() + 1, cumulative, rewards, slashes);
+        if (wasRefused[_content(report)]) return false;
+        distributor.submitEpoch(report, slashes, sign(report, signerSeed));
+        _report = report;
+        _storeSlashes(slashes);
+        _pendingCumulative = cumulative;
+        _pendingExcess = 0;
+        _count("submit");
+        return true;
+    }
+
+    function _build(
+        uint64 epoch,
+        uint256[] memory cumulative,
+        uint256 rewards,
+        RewardDistributor.Slash[] memory slashes
+    ) private view returns (RewardDistributor.EpochReport memory) {
+        return RewardDistributor.EpochReport({
+            epoch: epoch,
+            rewardsRoot: StandardTree.root(StandardTree.leaves(providers, cumulative)),
+            totalRewards: rewards,
+            cumulativeTotal: distributor.totalAllocated() + rewards,
+            slashesHash: keccak256(abi.encode(slashes)),
+            expiresAt: uint64(block.timestamp) + REPORT_LIFETIME
+        });
+    }
+
+    function _split(uint256 rewards, uint256 seed) private view returns (uint256[] memory cumulative) {
+        uint256 n = providers.length;
+        cumulative = new uint256[](n);
+        uint256 left = rewards;
+        for (uint256 i; i < n; ++i) {
+            uint256 share = i == n - 1 ? left : _bound(uint256(keccak256(abi.encode(seed, i))), 0, left);
+            left -= share;
+            cumulative[i] = _committed[i] + share;
+        }
+    }
+
+    /// @dev A third of reports order one or two slashes, sorted by provider without
+    /// duplicates: mostly within the vault's cap, some above it (applied at the cap), some
+    /// with zero bps or against an unregistered address (the vault refuses those and the
+    /// epoch still finalizes), jails, rarely a tombstone.
+    function _orderSlashes(uint256 seed) private view returns (RewardDistributor.Slash[] memory slashes) {
+        if (seed % 3 != 0) return slashes;
+        uint256 count = 1 + (seed >> 8) % 2;
+        uint16 cap = vault.maxSlashBps();
+        slashes = new RewardDistributor.Slash[](count);
+        uint256 n;
+        for (uint256 k; k < count; ++k) {
+            uint256 r = uint256(keccak256(abi.encode(seed, k)));
+            uint256 bpsRoll = (r >> 16) % 10;
+            uint16 bps =
+                bpsRoll == 0 ? uint16(_bound(r >> 32, cap, BPS)) : bpsRoll == 1 ? 0 : uint16(_bound(r >> 32, 1, cap));
+            RewardDistributor.Slash memory s = RewardDistributor.Slash({
+                provider: r % 8 == 0 ? outsider : providers[(r >> 8) % providers.length],
+                bps: bps,
+                reason: "oracle",
+                evidenceHash: bytes32(r),
+                jailSeconds: (r >> 64) % 3 == 0 ? uint64(_bound(r >> 96, 1 hours, 2 days)) : 0,
+                tombstone: (r >> 160) % 64 == 0
+            });
+            // Insert in ascending provider order; a second slash of the same provider is dropped.
+            uint256 j = n;
+            bool duplicate;
+            for (uint256 m; m < n; ++m) {
+                if (slashes[m].provider == s.provider) duplicate = true;
+            }
+            if (duplicate) continue;
+            for (; j > 0 && slashes[j - 1].provider > s.provider; --j) {
+                slashes[j] = slashes[j - 1];
+            }
+            slashes[j] = s;
+            ++n;
+        }
+        assembly ("memory-safe") {
+            mstore(slashes, n)
+        }
+    }
+
     function _finalizePending() private {
         RewardDistributor.Pending memory p = distributor.pendingReport();
         if (block.timestamp < p.finalizableAt) _advanceTo(p.finalizableAt);
-        uint64 before = distributor.lastFinalizedEpoch();
-        RewardDistributor.Slash[] memory slashes = _slashes;
+        _finalizeWith(_slashes);
+    }
 
-        SlashWatch memory w = _watch();
-        distributor.finalizeEpoch(slashes);
-        _audit(w);
+    /// @dev Finalizes the pending report, which was accepted with `slashes`, under the gas
+    /// cap: in its window and unpaused it must go through.
+    function _finalizeWith(RewardDistributor.Slash[] memory slashes) private {
+        RewardDistributor.Pending memory p = distributor.pendingReport();
+        if (block.timestamp < p.finalizableAt) _advanceTo(p.finalizableAt);
+        uint64 before = distributor.lastFinalizedEpoch();
+
+        SlashWatch memory w = _watch(address(distributor));
+        uint256 gasBefore = gasleft();
+        try distributor.finalizeEpoch{gas: FINALIZE_GAS_LIMIT}(slashes) {
+            uint256 used = gasBefore - gasleft();
+            if (used > maxFinalizeGas) maxFinalizeGas = used;
+        } catch {
+            vm.getRecordedLogs();
+            acceptedReportNotFinalizable = true;
+            return;
+        }
+        Vm.Log[] memory logs = vm.getRecordedLogs();
+        _auditLogs(w, logs);
+        _checkSlashOrder(logs, slashes);
 
         uint64 epoch = distributor.lastFinalizedEpoch();
-        if (epoch != p.epoch || epoch <= before || epoch <= lastFinalized) finalizedOutOfOrder = true;
-        if (wasVetoed[distributor.hashReport(_report)]) vetoedReportFinalized = true;
+        if (epoch != p.epoch || epoch != before + 1 || epoch != lastFinalized + 1) finalizedOutOfOrder = true;
+        if (wasRefused[_content(_report)]) vetoedReportFinalized = true;
         lastFinalized = epoch;
+        ++finalizations;
+        if (slashes.length > maxSlashesFinalized) maxSlashesFinalized = slashes.length;
         _previousCommitted = _committed;
         _committed = _pendingCumulative;
+        excessCommitted += _pendingExcess;
         for (uint256 i; i < providers.length; ++i) {
             if (_committed[i] > maxCommitted[providers[i]]) maxCommitted[providers[i]] = _committed[i];
         }
         _count("finalize");
     }
 
+    /// @dev Counts the report's tombstones and checks none came after a slash of a provider
+    /// the report did not tombstone.
+    function _checkSlashOrder(Vm.Log[] memory logs, RewardDistributor.Slash[] memory slashes) private {
+        uint256 tombstones;
+        bool otherSeen;
+        for (uint256 i; i < logs.length; ++i) {
+            if (logs[i].emitter != address(vault) || logs[i].topics.length < 2) continue;
+            bytes32 topic = logs[i].topics[0];
+            if (topic == StakingVault.Tombstoned.selector) {
+                ++tombstones;
+                if (otherSeen) tombstonesNotFirst = true;
+            } else if (topic == StakingVault.Slashed.selector) {
+                address provider = address(uint160(uint256(logs[i].topics[1])));
+                if (!_tombstoneOrdered(slashes, provider)) otherSeen = true;
+            }
+        }
+        if (tombstones > maxTombstonesFinalized) maxTombstonesFinalized = tombstones;
+        if (tombstones > distributor.MAX_TOMBSTONES_PER_REPORT()) tooManyTombstones = true;
+    }
+
+    /// @dev Whether the report (sorted by provider) orders `provider` tombstoned.
+    function _tombstoneOrdered(RewardDistributor.Slash[] memory slashes, address provider) private pure returns (bool) {
+        uint256 lo;
+        uint256 hi = slashes.length;
+        while (lo < hi) {
+            uint256 mid = (lo + hi) / 2;
+            if (slashes[mid].provider < provider) lo = mid + 1;
+            else hi = mid;
+        }
+        return lo < slashes.length && slashes[lo].provider == provider && slashes[lo].tombstone;
+    }
+
     function _claim(uint256 i) private {
         address p = providers[i];
         uint256 cumulative = _committed[i];
         uint256 owed = cumulative - distributor.claimed(p);
+        uint256 unclaimed = distributor.unclaimedAllocation();
         bytes32[] memory proof = StandardTree.proof(StandardTree.leaves(providers, _committed), i);
         uint256 before = token.balanceOf(p);
         distributor.claim(p, cumulative, proof);
         if (token.balanceOf(p) != before + owed) claimPaidWrong = true;
+        if (owed > unclaimed) claimBeyondAllocationPaid = true;
         _count("claim");
+    }
+
+    /// @dev The pending report was vetoed or discarded: its contents are refused for ever.
+    function _refused() private {
+        wasRefused[_content(_report)] = true;
+        _vetoed = _report;
+        _copySlashes(_slashes, _vetoedSlashes);
+        _hasVetoed = true;
+    }
+
+    function _content(RewardDistributor.EpochReport memory report) private pure returns (bytes32) {
+        return keccak256(abi.encode(report.epoch, report.rewardsRoot, report.totalRewards, report.slashesHash));
+    }
+
+    function _storeSlashes(RewardDistributor.Slash[] memory slashes) private {
+        delete _slashes;
+        for (uint256 i; i < slashes.length; ++i) {
+            _slashes.push(slashes[i]);
+        }
     }
 
     function _copySlashes(RewardDistributor.Slash[] storage from, RewardDistributor.Slash[] storage to) private {

@@ -30,24 +30,48 @@ contract Clock {
     }
 }
 
-/// @notice Ghost record of every slash the vault applied and of the epochs seen, shared by
-/// the handlers whose calls can slash.
+/// @notice Ghost record of every slash the vault applied, of the slash debt it deferred and
+/// collected, of each slasher's per-period allowance, of the crowd of passive providers and
+/// of the epochs seen, shared by the handlers whose calls can slash. Each slash is checked
+/// when it is recorded; a violation raises a flag the invariants assert false.
 contract SlashLedger {
+    uint256 internal constant BPS = 10_000;
+    uint256 internal constant SLASH_PERIOD = 30 days;
+
     struct SlashRecord {
         address provider;
+        address slasher; // address(0): a debt collection, which no slasher orders
         uint256 held; // stake + unbonding just before this slash
         uint256 heldStake;
         uint256 heldUnbonding;
         uint256 fromStake;
         uint256 fromUnbonding;
-        uint16 bps;
-        uint16 maxBps;
+        uint256 debtAdded; // what the bucket held back and the provider now owes
+        uint16 bps; // as the Slashed event reports it (0 for a debt collection)
+        uint16 requestedBps; // what the slasher asked for
+        uint16 maxBps; // the per-incident cap at the time
+        uint16 maxBpsPerPeriod; // the per-slasher cap at the time
         uint256 bucketBefore; // network-wide capacity left just before this slash
         uint256 toTreasury;
         uint256 expectedToTreasury;
+        bool debt; // a "slash-debt" collection
     }
 
-    SlashRecord[] internal _records;
+    /// @dev Mirror of one slasher's period for one provider, started (as the vault starts
+    /// it) by the first slash SLASH_PERIOD or more after the previous start.
+    struct Window {
+        uint64 start;
+        uint16 usedBps; // summed applied bps in this period
+        uint16 maxCap; // the highest per-period cap in force at any slash of the period
+        uint256 baseline; // stake + unbonding just before the period's first slash
+        uint256 deposits; // staked since the period started
+        uint256 charged; // taken + owed by this slasher's slashes in this period
+    }
+
+    SlashRecord[] internal _records; // the actor providers' slashes
+    uint256 public crowdSlashCount;
+    mapping(address slasher => mapping(address provider => Window)) public windows;
+    address[] internal _slashers;
 
     uint256 public totalSlashed; // sum of amounts taken, from the Slashed events
     uint256 public treasuryIncome; // treasury balance growth during slashing calls, less market fees
@@ -55,20 +79,96 @@ contract SlashLedger {
     uint256 public marketFees; // fees JobSettled reported during audited calls
     uint256 public rateLimited;
     uint256 public notApplied;
+    uint256 public debtCollections;
+    uint256 public cappedSlashes; // slashes the vault lowered to a cap
+    uint256 public droppedSlashes; // slashes the per-period cap dropped entirely
 
-    /// @dev A slash for an address outside the actor set, a post-call stake that differs
-    /// from the pre-call stake less the Slashed events, or a treasury/burn split that does
-    /// not add up, in any one call.
+    mapping(address provider => uint256) public debtIncurred;
+    mapping(address provider => uint256) public debtCollected;
+
+    /// @dev The crowd: passive staked providers that only the oracle slashes; their stake
+    /// is tracked here instead of being read back after every call.
+    mapping(address provider => bool) public isCrowd;
+    mapping(address provider => uint256) public crowdHeld;
+    uint256 public crowdHeldTotal;
+
+    /// @dev Per-slash violations (see {recordSlash}) and whole-call mismatches.
     bool public unknownProviderSlashed;
     bool public stateDeltaMismatch;
     bool public splitMismatch;
+    bool public slashAboveHeld; // took more stake or unbonding than there was
+    bool public slashAboveBps; // took (or charged as debt) more than bps of what it hit, net of its debt
+    bool public slashZeroBps; // an ordered slash reported with zero bps
+    bool public slashAboveIncidentCap; // applied bps above maxSlashBps
+    bool public slashNotAtCap; // applied bps other than min(requested, incident cap, period allowance)
+    bool public slashAboveBucket; // took more than the network-wide bucket held
+    bool public treasuryShareWrong;
+    bool public debtOverCollected; // a debt collection took more than was owed
+    bool public periodBpsExceeded; // one slasher summed more than the per-period cap on one provider
+    bool public periodTakeExceeded; // ... or charged more than that share of the provider's holdings
 
     uint64 public maxEpochSeen;
     bool public epochDecreased;
 
+    /// @dev Release times seen per provider; a later sighting below one of them raises the flag.
+    mapping(address provider => uint256) public lastUnbondingEnd;
+    mapping(address provider => uint256) public lastHeldUntil;
+    bool public releaseMovedEarlier;
+
+    constructor(address[] memory slashers_) {
+        _slashers = slashers_;
+    }
+
+    // ─── Slashes ─────────────────────────────────────────────────────────────
+
+    /// @dev Checks one applied slash (or debt collection) against what it hit and the caps,
+    /// and moves the slasher's period window forward.
     function recordSlash(SlashRecord memory r) external {
-        _records.push(r);
-        totalSlashed += r.fromStake + r.fromUnbonding;
+        uint256 taken = r.fromStake + r.fromUnbonding;
+        totalSlashed += taken;
+        if (isCrowd[r.provider]) {
+            crowdHeld[r.provider] -= taken;
+            crowdHeldTotal -= taken;
+            ++crowdSlashCount;
+        } else {
+            _records.push(r);
+        }
+        if (r.fromStake > r.heldStake || r.fromUnbonding > r.heldUnbonding) slashAboveHeld = true;
+        if (taken > r.bucketBefore) slashAboveBucket = true;
+        if (r.toTreasury != r.expectedToTreasury) treasuryShareWrong = true;
+        if (r.debt) {
+            ++debtCollections;
+            uint256 owed = debtIncurred[r.provider] - debtCollected[r.provider];
+            if (taken > owed || r.bps != 0) debtOverCollected = true;
+            debtCollected[r.provider] += _min(taken, owed);
+            return;
+        }
+        // A slash applies to what the provider holds net of what it already owes.
+        uint256 owedBefore = debtIncurred[r.provider] - debtCollected[r.provider];
+        uint256 net = r.held - _min(owedBefore, r.held);
+        debtIncurred[r.provider] += r.debtAdded;
+        if (r.bps == 0) slashZeroBps = true;
+        if (r.bps > r.maxBps) slashAboveIncidentCap = true;
+        if ((taken + r.debtAdded) * BPS > net * r.bps) slashAboveBps = true;
+        if (r.bps != r.requestedBps) ++cappedSlashes;
+
+        Window storage w = _window(r.slasher, r.provider, r.held);
+        uint256 left = w.usedBps >= r.maxBpsPerPeriod ? 0 : r.maxBpsPerPeriod - w.usedBps;
+        if (r.bps != _min(_min(r.requestedBps, r.maxBps), left)) slashNotAtCap = true;
+        w.usedBps += r.bps;
+        if (r.maxBpsPerPeriod > w.maxCap) w.maxCap = r.maxBpsPerPeriod;
+        w.charged += taken + r.debtAdded;
+        if (w.usedBps > w.maxCap) periodBpsExceeded = true;
+        if (w.charged * BPS > (w.baseline + w.deposits) * w.maxCap) periodTakeExceeded = true;
+    }
+
+    /// @dev A slash the per-period cap dropped entirely (SlashCapped to 0, no Slashed event):
+    /// right only if this slasher's allowance for the provider was used up.
+    function recordDropped(address slasher, address provider, uint16 maxBpsPerPeriod) external {
+        ++droppedSlashes;
+        Window storage w = windows[slasher][provider];
+        bool expired = block.timestamp >= uint256(w.start) + SLASH_PERIOD;
+        if (expired || w.usedBps < maxBpsPerPeriod) slashNotAtCap = true;
     }
 
     function recordCall(uint256 treasuryIn, uint256 burnt, uint256 fees, bool stateOk, bool splitOk) external {
@@ -77,6 +177,12 @@ contract SlashLedger {
         marketFees += fees;
         if (!stateOk) stateDeltaMismatch = true;
         if (!splitOk) splitMismatch = true;
+    }
+
+    function noteDeposit(address provider, uint256 amount) external {
+        for (uint256 i; i < _slashers.length; ++i) {
+            windows[_slashers[i]][provider].deposits += amount;
+        }
     }
 
     function countRateLimited() external {
@@ -91,10 +197,36 @@ contract SlashLedger {
         unknownProviderSlashed = true;
     }
 
+    // ─── The crowd ───────────────────────────────────────────────────────────
+
+    function addCrowd(address provider, uint256 held) external {
+        isCrowd[provider] = true;
+        crowdHeld[provider] = held;
+        crowdHeldTotal += held;
+    }
+
+    /// @dev A crowd member withdrew everything it held (the drain only).
+    function noteCrowdExit(address provider) external {
+        crowdHeldTotal -= crowdHeld[provider];
+        crowdHeld[provider] = 0;
+    }
+
+    // ─── Epochs and release times ────────────────────────────────────────────
+
     function observeEpoch(uint64 epoch) external {
         if (epoch < maxEpochSeen) epochDecreased = true;
         else maxEpochSeen = epoch;
     }
+
+    function observeRelease(address provider, uint256 unbondingEnd, uint256 heldUntil) external {
+        if (unbondingEnd < lastUnbondingEnd[provider] || heldUntil < lastHeldUntil[provider]) {
+            releaseMovedEarlier = true;
+        }
+        lastUnbondingEnd[provider] = unbondingEnd;
+        lastHeldUntil[provider] = heldUntil;
+    }
+
+    // ─── Views ───────────────────────────────────────────────────────────────
 
     function recordCount() external view returns (uint256) {
         return _records.length;
@@ -103,12 +235,33 @@ contract SlashLedger {
     function records(uint256 i) external view returns (SlashRecord memory) {
         return _records[i];
     }
+
+    function window(address slasher, address provider) external view returns (Window memory) {
+        return windows[slasher][provider];
+    }
+
+    function _window(address slasher, address provider, uint256 held) private returns (Window storage w) {
+        w = windows[slasher][provider];
+        if (block.timestamp >= uint256(w.start) + SLASH_PERIOD) {
+            w.start = uint64(block.timestamp);
+            w.usedBps = 0;
+            w.maxCap = 0;
+            w.baseline = held;
+            w.deposits = 0;
+            w.charged = 0;
+        }
+    }
+
+    function _min(uint256 a, uint256 b) private pure returns (uint256) {
+        return a < b ? a : b;
+    }
 }
 
 /// @notice What every handler shares: the deployed contracts, the actor set, the clock,
 /// call counters and the slash audit that wraps any call that may slash.
 abstract contract HandlerBase is CommonBase, StdUtils {
     uint256 internal constant BPS = 10_000;
+    bytes32 internal constant DEBT_REASON = "slash-debt";
 
     struct Deps {
         SwarmToken token;
@@ -126,13 +279,27 @@ abstract contract HandlerBase is CommonBase, StdUtils {
     /// @dev The vault state a slashing call starts from; the audit walks it forward one
     /// Slashed event at a time.
     struct SlashWatch {
+        address slasher; // whose slashes this call may apply (address(0): debt collections only)
         uint256[] stake;
         uint256[] unbonding;
         uint256 treasury;
         uint256 supply;
         uint256 bucket;
         uint16 maxBps;
+        uint16 maxBpsPerPeriod;
         uint16 shareBps;
+        address exiting; // a provider withdrawing in this call: its unbonding leaves the vault
+        uint256 exitPaid; // what the audit expects that withdrawal to pay
+    }
+
+    /// @dev What the audit carries from one event to the next of the same slash.
+    struct Carry {
+        address cappedProvider;
+        uint16 requestedBps;
+        address limitedProvider;
+        uint256 debtAdded;
+        address[] crowdTouched;
+        uint256 crowdCount;
     }
 
     SwarmToken internal immutable token;
@@ -163,11 +330,16 @@ abstract contract HandlerBase is CommonBase, StdUtils {
         providers = d.providers;
     }
 
-    /// @dev Runs a handler action at the campaign's time and records the epoch it leaves.
+    /// @dev Runs a handler action at the campaign's time and records the epoch and the
+    /// providers' release times it leaves.
     modifier step() {
         vm.warp(clock.time());
         _;
         ledger.observeEpoch(distributor.lastFinalizedEpoch());
+        for (uint256 i; i < providers.length; ++i) {
+            StakingVault.ProviderView memory info = vault.providerInfo(providers[i]);
+            ledger.observeRelease(providers[i], info.unbondingEnd, info.heldUntil);
+        }
     }
 
     function _count(string memory action) internal {
@@ -193,15 +365,21 @@ abstract contract HandlerBase is CommonBase, StdUtils {
         return providers[seed % providers.length];
     }
 
+    function _held(address p) internal view returns (uint256) {
+        StakingVault.ProviderView memory info = vault.providerInfo(p);
+        return uint256(info.stake) + info.unbonding;
+    }
+
     function _min(uint256 a, uint256 b) internal pure returns (uint256) {
         return a < b ? a : b;
     }
 
     // ─── Slash audit ─────────────────────────────────────────────────────────
 
-    /// @dev Snapshots what a slash may touch and starts recording logs.
-    function _watch() internal returns (SlashWatch memory w) {
+    /// @dev Snapshots what a slash by `slasher` may touch and starts recording logs.
+    function _watch(address slasher) internal returns (SlashWatch memory w) {
         uint256 n = providers.length;
+        w.slasher = slasher;
         w.stake = new uint256[](n);
         w.unbonding = new uint256[](n);
         for (uint256 i; i < n; ++i) {
@@ -213,28 +391,47 @@ abstract contract HandlerBase is CommonBase, StdUtils {
         w.supply = token.totalSupply();
         w.bucket = vault.availableSlashCapacity();
         w.maxBps = vault.maxSlashBps();
+        w.maxBpsPerPeriod = vault.maxSlashBpsPerPeriod();
         w.shareBps = vault.treasuryShareBps();
         vm.recordLogs();
+    }
+
+    /// @dev Audits the watched call's logs; see {_auditLogs}.
+    function _audit(SlashWatch memory w) internal returns (uint256 toTreasury) {
+        return _auditLogs(w, vm.getRecordedLogs());
     }
 
     /// @dev Records every Slashed event of the watched call against the stake it hit, then
     /// checks the vault's state delta and the treasury/burn split of the whole call.
     /// Never reverts on a mismatch (that would hide it): it raises a ledger flag.
     /// @return toTreasury what the slashes of this call sent the treasury.
-    function _audit(SlashWatch memory w) internal returns (uint256 toTreasury) {
-        Vm.Log[] memory logs = vm.getRecordedLogs();
+    function _auditLogs(SlashWatch memory w, Vm.Log[] memory logs) internal returns (uint256 toTreasury) {
         uint256 slashed;
         uint256 fees;
+        Carry memory c;
+        c.crowdTouched = new address[](logs.length);
         for (uint256 i; i < logs.length; ++i) {
             Vm.Log memory log = logs[i];
             if (log.topics.length == 0) continue;
             bytes32 topic = log.topics[0];
-            if (log.emitter == address(vault) && topic == StakingVault.Slashed.selector) {
-                (uint256 taken, uint256 toT) = _auditSlash(w, log);
-                slashed += taken;
-                toTreasury += toT;
-            } else if (log.emitter == address(vault) && topic == StakingVault.SlashRateLimited.selector) {
-                ledger.countRateLimited();
+            if (log.emitter == address(vault)) {
+                if (topic == StakingVault.Slashed.selector) {
+                    (uint256 taken, uint256 toT) = _auditSlash(w, c, log);
+                    slashed += taken;
+                    toTreasury += toT;
+                } else if (topic == StakingVault.SlashCapped.selector) {
+                    (uint16 requested, uint16 applied) = abi.decode(log.data, (uint16, uint16));
+                    address provider = address(uint160(uint256(log.topics[1])));
+                    if (applied == 0) {
+                        ledger.recordDropped(w.slasher, provider, w.maxBpsPerPeriod);
+                    } else {
+                        (c.cappedProvider, c.requestedBps) = (provider, requested);
+                    }
+                } else if (topic == StakingVault.SlashRateLimited.selector) {
+                    (uint256 requested, uint256 applied) = abi.decode(log.data, (uint256, uint256));
+                    (c.limitedProvider, c.debtAdded) = (address(uint160(uint256(log.topics[1]))), requested - applied);
+                    ledger.countRateLimited();
+                }
             } else if (log.emitter == address(distributor) && topic == RewardDistributor.SlashNotApplied.selector) {
                 ledger.countNotApplied();
             } else if (log.emitter == address(market) && topic == JobMarket.JobSettled.selector) {
@@ -246,7 +443,15 @@ abstract contract HandlerBase is CommonBase, StdUtils {
         bool stateOk = true;
         for (uint256 i; i < providers.length; ++i) {
             StakingVault.ProviderView memory info = vault.providerInfo(providers[i]);
+            if (providers[i] == w.exiting) {
+                w.exitPaid = w.unbonding[i];
+                w.unbonding[i] = 0;
+            }
             if (info.stake != w.stake[i] || info.unbonding != w.unbonding[i]) stateOk = false;
+        }
+        for (uint256 k; k < c.crowdCount; ++k) {
+            StakingVault.ProviderView memory info = vault.providerInfo(c.crowdTouched[k]);
+            if (info.stake != ledger.crowdHeld(c.crowdTouched[k]) || info.unbonding != 0) stateOk = false;
         }
         uint256 treasuryNow = token.balanceOf(treasury);
         uint256 supplyNow = token.totalSupply();
@@ -257,37 +462,54 @@ abstract contract HandlerBase is CommonBase, StdUtils {
         ledger.recordCall(treasuryIn, burnt, fees, stateOk, splitOk);
     }
 
-    function _auditSlash(SlashWatch memory w, Vm.Log memory log) private returns (uint256 taken, uint256 toT) {
-        address provider = address(uint160(uint256(log.topics[1])));
-        (uint256 fromStake, uint256 fromUnbonding, uint16 bps,, uint256 toTreasury) =
-            abi.decode(log.data, (uint256, uint256, uint16, bytes32, uint256));
-        taken = fromStake + fromUnbonding;
-        toT = toTreasury;
-        uint256 i = _indexOf(provider);
-        if (i == type(uint256).max) {
+    function _auditSlash(SlashWatch memory w, Carry memory c, Vm.Log memory log)
+        private
+        returns (uint256 taken, uint256 toT)
+    {
+        SlashLedger.SlashRecord memory r = _decodeSlash(w, c, log);
+        taken = r.fromStake + r.fromUnbonding;
+        toT = r.toTreasury;
+        // Only debt collections may happen outside a slasher's call.
+        if (!r.debt && w.slasher == address(0)) ledger.flagUnknownProvider();
+
+        uint256 i = _indexOf(r.provider);
+        if (i != type(uint256).max) {
+            (r.heldStake, r.heldUnbonding) = (w.stake[i], w.unbonding[i]);
+            // Walk the snapshot forward so a second slash of the same provider in this call
+            // is measured against what the first one left (saturating: the record keeps any excess).
+            w.stake[i] -= _min(r.fromStake, w.stake[i]);
+            w.unbonding[i] -= _min(r.fromUnbonding, w.unbonding[i]);
+        } else if (ledger.isCrowd(r.provider)) {
+            r.heldStake = ledger.crowdHeld(r.provider);
+            c.crowdTouched[c.crowdCount++] = r.provider;
+        } else {
             ledger.flagUnknownProvider();
             return (taken, toT);
         }
-        ledger.recordSlash(
-            SlashLedger.SlashRecord({
-                provider: provider,
-                held: w.stake[i] + w.unbonding[i],
-                heldStake: w.stake[i],
-                heldUnbonding: w.unbonding[i],
-                fromStake: fromStake,
-                fromUnbonding: fromUnbonding,
-                bps: bps,
-                maxBps: w.maxBps,
-                bucketBefore: w.bucket,
-                toTreasury: toTreasury,
-                expectedToTreasury: taken * w.shareBps / BPS
-            })
-        );
-        // Walk the snapshot forward so a second slash of the same provider in this call is
-        // measured against what the first one left (saturating: the record keeps any excess).
-        w.stake[i] -= _min(fromStake, w.stake[i]);
-        w.unbonding[i] -= _min(fromUnbonding, w.unbonding[i]);
+        r.held = r.heldStake + r.heldUnbonding;
+        ledger.recordSlash(r);
         w.bucket -= _min(taken, w.bucket);
+    }
+
+    /// @dev The record of one Slashed event, with what the events before it in the same
+    /// slash said (the bps asked for, the debt deferred); the holdings are filled in later.
+    function _decodeSlash(SlashWatch memory w, Carry memory c, Vm.Log memory log)
+        private
+        pure
+        returns (SlashLedger.SlashRecord memory r)
+    {
+        r.provider = address(uint160(uint256(log.topics[1])));
+        r.debt = log.topics[2] == DEBT_REASON;
+        (r.fromStake, r.fromUnbonding, r.bps,, r.toTreasury) =
+            abi.decode(log.data, (uint256, uint256, uint16, bytes32, uint256));
+        r.slasher = r.debt ? address(0) : w.slasher;
+        r.requestedBps = c.cappedProvider == r.provider ? c.requestedBps : r.bps;
+        r.debtAdded = c.limitedProvider == r.provider ? c.debtAdded : 0;
+        (c.cappedProvider, c.limitedProvider, c.debtAdded) = (address(0), address(0), 0);
+        r.maxBps = w.maxBps;
+        r.maxBpsPerPeriod = w.maxBpsPerPeriod;
+        r.bucketBefore = w.bucket;
+        r.expectedToTreasury = (r.fromStake + r.fromUnbonding) * w.shareBps / BPS;
     }
 
     function _indexOf(address provider) private view returns (uint256) {

@@ -5,8 +5,13 @@ import {JobMarket} from "../../src/JobMarket.sol";
 import {HandlerBase} from "./HandlerBase.sol";
 
 /// @notice Plays the buyers, the matcher and the arbiter through every job transition, and
-/// accounts for each job's escrow leaving the market. Reassignments move no escrow; the
-/// slashes they order go through the vault and the shared slash audit.
+/// accounts for each job's escrow (a buyer's dispute bond included) leaving the market,
+/// party by party at settlement. Reassignments move no escrow; the slashes they order go
+/// through the vault and the shared slash audit. An adversarial matcher also piles
+/// failJob/reassignJob slashes on one provider through many jobs, and tries a second
+/// slash of a job and a slash after its deadline: the market must refuse those, and the
+/// vault's per-slasher cap must bound what the provider loses. The holds the market
+/// places in the vault and the dispute bonds it escrows are checked in their own section.
 contract MarketHandler is HandlerBase {
     uint256 internal constant MAX_PRICE = 10 ether;
     uint256 internal constant MAX_UNITS = 1_000;
@@ -16,6 +21,8 @@ contract MarketHandler is HandlerBase {
         uint256 payouts; // how many calls moved this job's escrow out of the market
         uint256 paidOut; // what those calls paid buyer + provider + treasury (less slash income)
         uint256 marketOutflow; // what those calls took out of the market's balance
+        uint16 feeBps; // the market's fee when the job was assigned
+        uint256 bond; // the buyer's dispute bond, part of `escrow` while the dispute is open
     }
 
     struct Balances {
@@ -36,6 +43,26 @@ contract MarketHandler is HandlerBase {
     /// @dev A reassignment that moved tokens in or out of the market, changed the escrow
     /// books or paid anyone but the slash's treasury share.
     bool public reassignMovedEscrow;
+    /// @dev A settlement that paid the provider other than units × price − fee, the
+    /// treasury other than the fee agreed at assignment, or the buyer other than the rest.
+    bool public settlementSplitWrong;
+    /// @dev An assignment that recorded a fee other than the market's at that moment.
+    bool public feeNotLockedAtAssignment;
+    /// @dev The adversarial matcher's slashes of one provider took (or charged as debt)
+    /// more than its remaining per-period allowance of what it held, or left it less than
+    /// (1 − maxSlashBpsPerPeriod / 10000) of it.
+    bool public matcherBurstExceededCap;
+    bool public providerKeptTooLittle;
+    /// @dev A second matcher slash of one job, or a matcher slash after the job's deadline,
+    /// went through.
+    bool public secondJobSlashAccepted;
+    bool public lateSlashAccepted;
+    /// @dev A dispute bond other than the bond rate of the payment (rounded up) for a
+    /// buyer, or other than zero for the matcher.
+    bool public disputeBondWrong;
+    /// @dev The provider of an open job was not held in the vault until the job's last
+    /// slashable second (past the deadline; the dispute window; the arbitration period).
+    bool public holdMissing;
 
     constructor(Deps memory d, address matcher_, address arbiter_, address[] memory buyers_) HandlerBase(d) {
         matcher = matcher_;
@@ -65,8 +92,20 @@ contract MarketHandler is HandlerBase {
 
     /// @dev Reclaims a posted or assigned job (posting one if there is none); half the
     /// time waits for the deadline of a live one first. Half the reclaims are made by an
-    /// outsider: the refund must still reach the buyer.
+    /// outsider: the refund must still reach the buyer. One call in four instead lets a
+    /// dispute (raising one if there is none) go undecided past its arbitration period,
+    /// which settles it half and half.
     function reclaimExpired(uint256 jobSeed, uint256 waitSeed) external step {
+        if (waitSeed % 4 == 3) {
+            (uint256 disputed, JobMarket.Job memory open) = _find(jobSeed, JobMarket.Status.Disputed, false);
+            if (disputed == 0) {
+                (disputed, open) = _completedInWindow(jobSeed);
+                if (disputed == 0) return;
+                open = _dispute(disputed, open, (waitSeed >> 2) % 2 == 0 ? open.buyer : matcher);
+            }
+            _expireDispute(disputed, open);
+            return;
+        }
         (uint256 id, JobMarket.Job memory job) = _find(jobSeed, JobMarket.Status.Posted, false);
         if (id == 0) (id, job) = _find(jobSeed, JobMarket.Status.Assigned, false);
         if (id == 0) (id, job) = _post(jobSeed, waitSeed >> 8, waitSeed >> 72, waitSeed >> 136);
@@ -99,43 +138,28 @@ contract MarketHandler is HandlerBase {
     }
 
     /// @dev Moves a live assigned job (assigning one first if there is none) to another
-    /// eligible provider at a new price; half the time the previous provider is slashed.
+    /// eligible provider at a new price; half the time the previous provider is slashed,
+    /// sometimes by more than the per-incident cap (the vault applies the cap).
     function reassignJob(uint256 jobSeed, uint256 providerSeed, uint256 priceSeed) external step {
         (uint256 id, JobMarket.Job memory job) = _assignedLive(jobSeed);
         if (id == 0) return;
         address provider = _eligibleProvider(providerSeed, job.provider);
         if (provider == address(0)) return;
-        uint16 bps = priceSeed % 2 == 0 ? 0 : uint16(_bound(priceSeed >> 1, 1, vault.maxSlashBps()));
-        uint128 price = uint128(_bound(priceSeed >> 17, 0, job.maxPricePerUnit));
-
-        uint256 marketBefore = token.balanceOf(address(market));
-        uint256 escrowedBefore = market.totalEscrowed();
-        uint256 buyerBefore = token.balanceOf(job.buyer);
-        uint256 toBefore = token.balanceOf(provider);
-        uint256 fromBefore = token.balanceOf(job.provider);
-        SlashWatch memory w = _watch();
-        vm.prank(matcher);
-        market.reassignJob(id, provider, price, "lost", bps);
-        _audit(w);
-        if (
-            token.balanceOf(address(market)) != marketBefore || market.totalEscrowed() != escrowedBefore
-                || market.escrowOf(id) != _ghosts[id].escrow || token.balanceOf(job.buyer) != buyerBefore
-                || token.balanceOf(provider) != toBefore || token.balanceOf(job.provider) != fromBefore
-        ) reassignMovedEscrow = true;
-        JobMarket.Job memory moved = market.getJob(id);
-        if (
-            moved.provider != provider || moved.pricePerUnit != price || moved.feeBps != job.feeBps
-                || moved.status != JobMarket.Status.Assigned
-        ) reassignMovedEscrow = true;
-        _count(bps > 0 ? "reassignWithSlash" : "reassign");
+        uint16 bps = priceSeed % 2 == 0 || job.slashed ? 0 : _slashBps(priceSeed >> 1);
+        _reassign(id, job, provider, uint128(_bound(priceSeed >> 17, 0, job.maxPricePerUnit)), bps);
     }
 
-    /// @dev Half the failures blame the provider and slash it.
+    /// @dev Half the failures blame the provider and slash it. A job already slashed
+    /// once, or past its deadline, is tried with a slash first: refused, it fails without.
     function failJob(uint256 jobSeed, uint256 bpsSeed) external step {
         (uint256 id, JobMarket.Job memory job) = _find(jobSeed, JobMarket.Status.Assigned, false);
         if (id == 0) (id, job) = _assignedLive(jobSeed);
         if (id == 0) return;
-        uint16 bps = bpsSeed % 2 == 0 ? 0 : uint16(_bound(bpsSeed >> 1, 1, vault.maxSlashBps()));
+        uint16 bps = bpsSeed % 2 == 0 ? 0 : _slashBps(bpsSeed >> 1);
+        if (bps > 0 && (job.slashed || block.timestamp > job.deadline)) {
+            _slashRefused(id, job, bps);
+            bps = 0;
+        }
         _fail(id, job, bps);
     }
 
@@ -159,9 +183,12 @@ contract MarketHandler is HandlerBase {
             if (id == 0) return;
             job = _dispute(id, job, job.buyer);
         }
+        if (block.timestamp > uint256(job.disputeEnd) + market.ARBITRATION_PERIOD()) {
+            _expireDispute(id, job);
+            return;
+        }
         bool buyerUpheld = verdictSeed % 2 == 0;
-        uint16 bps =
-            buyerUpheld && (verdictSeed >> 1) % 2 == 0 ? uint16(_bound(verdictSeed >> 2, 1, vault.maxSlashBps())) : 0;
+        uint16 bps = buyerUpheld && (verdictSeed >> 1) % 2 == 0 ? _slashBps(verdictSeed >> 2) : 0;
         _resolve(id, job, buyerUpheld, bps);
     }
 
@@ -252,6 +279,120 @@ contract MarketHandler is HandlerBase {
         }
     }
 
+    // ─── Adversarial matcher ─────────────────────────────────────────────────
+
+    /// @dev Assigns two to six new jobs to one eligible provider, then fails or reassigns
+    /// every one of them with a slash of that provider (random bps up to 100 %), one call
+    /// after another with no time passing: what the provider loses (taken, or owed as debt)
+    /// must stay within the market's remaining per-period allowance of what it held, and it
+    /// must keep at least (1 − maxSlashBpsPerPeriod / 10000) of it, rounding included.
+    function slashBurst(uint256 providerSeed, uint256 countSeed, uint256 bpsSeed) external step {
+        address victim = _eligibleProvider(providerSeed, address(0));
+        if (victim == address(0)) return;
+        uint256 n = _bound(countSeed, 2, 6);
+        uint256[] memory ids = new uint256[](n);
+        for (uint256 k; k < n; ++k) {
+            uint256 r = uint256(keccak256(abi.encode(countSeed, k)));
+            (uint256 id, JobMarket.Job memory job) = _post(r, r >> 64, r >> 128, r >> 192);
+            _assignTo(id, job, victim, r >> 32);
+            ids[k] = id;
+        }
+        uint256 held = _held(victim);
+        uint256 allowance = vault.slashAllowanceBps(address(market), victim);
+        uint256 periodCap = vault.maxSlashBpsPerPeriod();
+        uint256 debtBefore = vault.slashDebt(victim);
+        for (uint256 k; k < n; ++k) {
+            uint256 r = uint256(keccak256(abi.encode(bpsSeed, k)));
+            JobMarket.Job memory job = market.getJob(ids[k]);
+            uint16 bps = uint16(_bound(r, 1, BPS));
+            address other = r % 2 == 0 ? _eligibleProvider(r >> 16, victim) : address(0);
+            if (other != address(0)) {
+                _reassign(ids[k], job, other, uint128(_bound(r >> 32, 0, job.maxPricePerUnit)), bps);
+                // The job runs on with another provider: a second slash of it must be refused.
+                _slashRefused(ids[k], market.getJob(ids[k]), bps);
+            } else {
+                _fail(ids[k], job, bps);
+            }
+        }
+        uint256 heldAfter = _held(victim);
+        uint256 charged = held - heldAfter + vault.slashDebt(victim) - debtBefore;
+        if (charged * BPS > held * allowance) matcherBurstExceededCap = true;
+        if (heldAfter < held - held * periodCap / BPS) providerKeptTooLittle = true;
+        _count("slashBurst");
+    }
+
+    // ─── Holds and dispute bonds ─────────────────────────────────────────────
+
+    /// @dev Once a job is assigned, its provider is held past the deadline (a fail may
+    /// slash up to it).
+    function _afterAssign(uint256 id, address provider) private {
+        if (vault.providerInfo(provider).heldUntil <= market.getJob(id).deadline) holdMissing = true;
+    }
+
+    /// @dev Once it is completed, until its dispute window closes.
+    function _afterComplete(uint256 id) private {
+        JobMarket.Job memory job = market.getJob(id);
+        if (vault.providerInfo(job.provider).heldUntil < job.disputeEnd) holdMissing = true;
+    }
+
+    /// @dev Once it is disputed, past the arbitration period; a buyer's dispute escrows a
+    /// bond of the bond rate of the payment, rounded up (the matcher's none), which the
+    /// ghost adds to what the job must pay out.
+    function _afterDispute(uint256 id, address by) private {
+        JobMarket.Job memory job = market.getJob(id);
+        if (vault.providerInfo(job.provider).heldUntil <= uint256(job.disputeEnd) + market.ARBITRATION_PERIOD()) {
+            holdMissing = true;
+        }
+        uint256 payment = uint256(job.unitsUsed) * job.pricePerUnit;
+        uint256 expected = by == matcher ? 0 : (payment * market.disputeBondBps() + BPS - 1) / BPS;
+        uint256 bond = market.disputeBond(id);
+        if (bond != expected) disputeBondWrong = true;
+        _ghosts[id].bond = bond;
+        _ghosts[id].escrow += bond;
+    }
+
+    /// @dev A matcher slash the market must refuse (a job's second, or one after its
+    /// deadline), tried by failJob or, for a job still running, by reassignJob.
+    function _slashRefused(uint256 id, JobMarket.Job memory job, uint16 bps) private {
+        if (job.status != JobMarket.Status.Assigned) return;
+        bool late = block.timestamp > job.deadline;
+        address other = late ? address(0) : _eligibleProvider(id, job.provider);
+        vm.startPrank(matcher);
+        bool accepted = true;
+        if (other != address(0)) {
+            try market.reassignJob(id, other, job.pricePerUnit, "again", bps) {}
+                catch {
+                accepted = false;
+            }
+        } else {
+            try market.failJob(id, "again", bps) {}
+                catch {
+                accepted = false;
+            }
+        }
+        vm.stopPrank();
+        if (accepted) {
+            if (late) lateSlashAccepted = true;
+            else secondJobSlashAccepted = true;
+            if (other == address(0)) ++_ghosts[id].payouts;
+        }
+        _count(late ? "lateSlashRefused" : "secondSlashRefused");
+    }
+
+    /// @dev Lets a dispute go undecided past its arbitration period; anyone then settles it
+    /// half and half: the provider half the payment less the fee on it, the treasury that
+    /// fee, the buyer the rest of the escrow and its bond back.
+    function _expireDispute(uint256 id, JobMarket.Job memory job) private {
+        _advanceTo(uint256(job.disputeEnd) + market.ARBITRATION_PERIOD() + 1);
+        Balances memory before = _balances(job);
+        SlashWatch memory w = _watch(address(market));
+        vm.prank(outsider);
+        market.reclaimExpired(id);
+        _recordClose(id, job, before, _audit(w));
+        _checkSplit(id, job, before, uint256(job.unitsUsed) * job.pricePerUnit / 2, false);
+        _count("disputeExpired");
+    }
+
     /// @notice Closes every open job (afterInvariant only): cancels the posted, fails the
     /// assigned without blame, settles the completed and rules for the provider on disputes.
     function drain() external {
@@ -262,7 +403,9 @@ contract MarketHandler is HandlerBase {
             if (job.status == JobMarket.Status.Posted) _cancel(id, job);
             else if (job.status == JobMarket.Status.Assigned) _fail(id, job, 0);
             else if (job.status == JobMarket.Status.Completed) _settle(id, job);
-            else if (job.status == JobMarket.Status.Disputed) _resolve(id, job, false, 0);
+            else if (job.status != JobMarket.Status.Disputed) continue;
+            else if (block.timestamp > uint256(job.disputeEnd) + market.ARBITRATION_PERIOD()) _expireDispute(id, job);
+            else _resolve(id, job, false, 0);
         }
     }
 
@@ -303,16 +446,59 @@ contract MarketHandler is HandlerBase {
     {
         address provider = _eligibleProvider(providerSeed, address(0));
         if (provider == address(0)) return job;
+        return _assignTo(id, job, provider, price);
+    }
+
+    /// @dev Assigns to `provider`, recording the fee in force as the one agreed.
+    function _assignTo(uint256 id, JobMarket.Job memory job, address provider, uint256 price)
+        private
+        returns (JobMarket.Job memory assigned)
+    {
+        uint16 fee = market.feeBps();
         vm.prank(matcher);
         market.assignJob(id, provider, uint128(_bound(price, 0, job.maxPricePerUnit)));
+        _ghosts[id].feeBps = fee;
+        assigned = market.getJob(id);
+        if (assigned.feeBps != fee) feeNotLockedAtAssignment = true;
+        _afterAssign(id, provider);
         _count("assign");
-        return market.getJob(id);
+    }
+
+    function _reassign(uint256 id, JobMarket.Job memory job, address provider, uint128 price, uint16 bps) private {
+        uint256 marketBefore = token.balanceOf(address(market));
+        uint256 escrowedBefore = market.totalEscrowed();
+        uint256 buyerBefore = token.balanceOf(job.buyer);
+        uint256 toBefore = token.balanceOf(provider);
+        uint256 fromBefore = token.balanceOf(job.provider);
+        SlashWatch memory w = _watch(address(market));
+        vm.prank(matcher);
+        market.reassignJob(id, provider, price, "lost", bps);
+        _audit(w);
+        if (
+            token.balanceOf(address(market)) != marketBefore || market.totalEscrowed() != escrowedBefore
+                || market.escrowOf(id) != _ghosts[id].escrow || token.balanceOf(job.buyer) != buyerBefore
+                || token.balanceOf(provider) != toBefore || token.balanceOf(job.provider) != fromBefore
+        ) reassignMovedEscrow = true;
+        JobMarket.Job memory moved = market.getJob(id);
+        if (
+            moved.provider != provider || moved.pricePerUnit != price || moved.feeBps != job.feeBps
+                || moved.status != JobMarket.Status.Assigned
+        ) reassignMovedEscrow = true;
+        _count(bps > 0 ? "reassignWithSlash" : "reassign");
+    }
+
+    /// @dev Slash bps for a blamed provider: mostly within the per-incident cap, one in
+    /// four anywhere up to 100 % (applied at the cap).
+    function _slashBps(uint256 seed) private view returns (uint16) {
+        if (seed % 4 == 0) return uint16(_bound(seed >> 2, 1, BPS));
+        return uint16(_bound(seed >> 2, 1, vault.maxSlashBps()));
     }
 
     function _complete(uint256 id, JobMarket.Job memory job, uint256 units) private returns (JobMarket.Job memory) {
         units = _bound(units, 0, job.maxUnits);
         vm.prank(matcher);
         market.completeJob(id, keccak256(abi.encode(id, units)), uint64(units));
+        _afterComplete(id);
         _count("complete");
         return market.getJob(id);
     }
@@ -320,6 +506,7 @@ contract MarketHandler is HandlerBase {
     function _dispute(uint256 id, JobMarket.Job memory job, address by) private returns (JobMarket.Job memory) {
         vm.prank(by);
         market.disputeJob(id);
+        _afterDispute(id, by);
         _count(by == job.buyer ? "dispute" : "disputeByMatcher");
         return market.getJob(id);
     }
@@ -357,7 +544,7 @@ contract MarketHandler is HandlerBase {
 
     function _fail(uint256 id, JobMarket.Job memory job, uint16 bps) private {
         Balances memory before = _balances(job);
-        SlashWatch memory w = _watch();
+        SlashWatch memory w = _watch(address(market));
         vm.prank(matcher);
         market.failJob(id, "fault", bps);
         uint256 slashIncome = _audit(w);
@@ -368,20 +555,22 @@ contract MarketHandler is HandlerBase {
     function _settle(uint256 id, JobMarket.Job memory job) private {
         if (block.timestamp < job.disputeEnd) _advanceTo(job.disputeEnd);
         Balances memory before = _balances(job);
-        SlashWatch memory w = _watch();
+        SlashWatch memory w = _watch(address(market));
         market.settleJob(id);
         uint256 slashIncome = _audit(w);
         _recordClose(id, job, before, slashIncome);
+        _checkSplit(id, job, before, uint256(job.unitsUsed) * job.pricePerUnit, false);
         _count("settle");
     }
 
     function _resolve(uint256 id, JobMarket.Job memory job, bool buyerUpheld, uint16 bps) private {
         Balances memory before = _balances(job);
-        SlashWatch memory w = _watch();
+        SlashWatch memory w = _watch(address(market));
         vm.prank(arbiter);
         market.resolveDispute(id, buyerUpheld, bps);
         uint256 slashIncome = _audit(w);
         _recordClose(id, job, before, slashIncome);
+        if (!buyerUpheld) _checkSplit(id, job, before, uint256(job.unitsUsed) * job.pricePerUnit, true);
         _count(buyerUpheld ? "resolveForBuyer" : "resolveForProvider");
     }
 
@@ -416,6 +605,27 @@ contract MarketHandler is HandlerBase {
         b.buyer = token.balanceOf(job.buyer);
         b.provider = job.provider == address(0) ? 0 : token.balanceOf(job.provider);
         b.treasury = token.balanceOf(treasury);
+    }
+
+    /// @dev A settled job must pay its provider `payment` − fee, the treasury the fee
+    /// (payment × the fee agreed at assignment / 10000) and its buyer the rest of the
+    /// escrow; a dispute bond goes to the provider if `bondToProvider`, else back to the buyer.
+    function _checkSplit(
+        uint256 id,
+        JobMarket.Job memory job,
+        Balances memory before,
+        uint256 payment,
+        bool bondToProvider
+    ) private {
+        Balances memory afterwards = _balances(job);
+        JobGhost memory g = _ghosts[id];
+        uint256 fee = payment * g.feeBps / BPS;
+        uint256 toProvider = payment - fee + (bondToProvider ? g.bond : 0);
+        uint256 toBuyer = g.escrow - g.bond - payment + (bondToProvider ? 0 : g.bond);
+        if (
+            afterwards.provider != before.provider + toProvider || afterwards.treasury != before.treasury + fee
+                || afterwards.buyer != before.buyer + toBuyer
+        ) settlementSplitWrong = true;
     }
 
     /// @dev Counts a payout for `id` and records what left the market and what buyer,

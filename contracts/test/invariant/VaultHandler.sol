@@ -4,18 +4,33 @@ pragma solidity ^0.8.24;
 import {StakingVault} from "../../src/StakingVault.sol";
 import {HandlerBase} from "./HandlerBase.sol";
 
-/// @notice Drives the providers' side of the vault: stake, unstake, withdraw, unjail,
-/// hardware updates, and the passage of time.
+/// @notice Drives the providers' side of the vault: stake, unstake, withdraw (on time, and
+/// too early: before the unbonding ends, under a slasher's hold, with a slash debt the
+/// bucket cannot cover), slash-debt collection by anyone, unjail, hardware updates, and
+/// the passage of time.
 contract VaultHandler is HandlerBase {
     uint256 internal constant MAX_STAKE_PER_CALL = 250_000 ether;
+    /// @dev Refills the drain waits for with the admin's bucket before widening it.
+    uint256 internal constant DRAIN_REFILLS = 8;
+    /// @dev The longest the campaign waits for the bucket to refill: a slower refill (an
+    /// admin may set 1 wei a second) would push the clock past the vault's 40-bit times.
+    uint256 internal constant MAX_REFILL_WAIT = 30 days;
+
+    /// @dev Passive providers that only the oracle slashes; they exit in the drain.
+    address[] internal _crowd;
 
     /// @dev Ghost flows through the vault since setUp (slashes are in the ledger).
     uint256 public deposited;
     uint256 public withdrawn;
-    /// @dev A withdrawal that paid the provider something other than its unbonding amount.
-    bool public withdrawalPaidWrong;
+    /// @dev Ghost flags, asserted false by the invariants.
+    bool public withdrawalPaidWrong; // paid other than the unbonding left after debt collection
+    bool public withdrawalBeforeRelease; // succeeded before unbondingEnd or heldUntil
+    bool public withdrawalWithDebt; // succeeded while a slash debt was left
+    bool public withdrawalRefusedWrongly; // refused for another reason than the one due
 
-    constructor(Deps memory d) HandlerBase(d) {}
+    constructor(Deps memory d, address[] memory crowd_) HandlerBase(d) {
+        _crowd = crowd_;
+    }
 
     function stake(uint256 providerSeed, uint256 amount) external step {
         address p = _provider(providerSeed);
@@ -35,16 +50,35 @@ contract VaultHandler is HandlerBase {
         _count("requestUnstake");
     }
 
-    /// @dev Half the time waits out the unbonding period first.
+    /// @dev A quarter of the attempts go at once, whatever is due (refused while unbonding
+    /// or held); a quarter wait out only the unbonding period (refused while a hold lasts);
+    /// a quarter wait out the hold too; the rest also wait (up to MAX_REFILL_WAIT) for the
+    /// bucket to refill enough to collect the provider's slash debt. A debt the bucket
+    /// cannot cover refuses any of them.
     function withdraw(uint256 providerSeed, uint256 waitSeed) external step {
         address p = _provider(providerSeed);
         StakingVault.ProviderView memory info = vault.providerInfo(p);
         if (info.unbonding == 0) return;
-        if (block.timestamp < info.unbondingEnd) {
-            if (waitSeed % 2 == 1) return;
-            _advanceTo(info.unbondingEnd);
+        uint256 mode = waitSeed % 4;
+        if (mode == 1) _advanceTo(info.unbondingEnd);
+        else if (mode > 1) _advanceTo(info.unbondingEnd > info.heldUntil ? info.unbondingEnd : info.heldUntil);
+        uint256 debt = vault.slashDebt(p);
+        if (mode == 3 && debt > 0 && debt <= vault.slashBucketCapacity()) {
+            uint256 available = vault.availableSlashCapacity();
+            uint256 refill = vault.slashRefillPerSecond();
+            uint256 wait = debt > available ? (debt - available + refill - 1) / refill : 0;
+            if (wait <= MAX_REFILL_WAIT) _advanceBy(wait);
         }
-        _withdraw(p);
+        _tryWithdraw(p);
+    }
+
+    /// @dev Anyone collects a provider's slash debt, half the time after waiting for the
+    /// bucket to refill by up to a day.
+    function collectDebt(uint256 providerSeed, uint256 waitSeed) external step {
+        address p = _provider(providerSeed);
+        if (vault.slashDebt(p) == 0) return;
+        if (waitSeed % 2 == 0) _advanceBy(_bound(waitSeed >> 1, 1, 1 days));
+        _collect(p);
     }
 
     /// @dev Serves the jail and tops the stake up to the minimum first if needed.
@@ -56,7 +90,7 @@ contract VaultHandler is HandlerBase {
         uint256 minimum = vault.minStake(p);
         if (info.stake < minimum) {
             uint256 topUp = minimum - info.stake;
-            if (token.balanceOf(p) < topUp) return;
+            if (token.balanceOf(p) < topUp || vault.paused()) return;
             _stake(p, topUp);
         }
         vm.prank(p);
@@ -80,6 +114,7 @@ contract VaultHandler is HandlerBase {
         vm.prank(p);
         try vault.stake(1 ether) {
             deposited += 1 ether;
+            ledger.noteDeposit(p, 1 ether);
             _expectPaused(true, "");
         } catch (bytes memory err) {
             _expectPaused(false, err);
@@ -89,8 +124,8 @@ contract VaultHandler is HandlerBase {
             vm.prank(p);
             vault.requestUnstake(_bound(amount, 1, info.stake));
             _count("requestUnstakeWhilePaused");
-        } else if (info.unbonding > 0 && block.timestamp >= info.unbondingEnd) {
-            _withdraw(p);
+        } else if (info.unbonding > 0) {
+            _tryWithdraw(p);
         }
         vm.prank(admin);
         vault.unpause();
@@ -101,40 +136,116 @@ contract VaultHandler is HandlerBase {
         _count("warp");
     }
 
-    /// @notice Every provider unstakes everything and withdraws it (afterInvariant only).
+    /// @notice Every provider, the crowd included, pays its slash debt as the bucket refills,
+    /// unstakes everything, waits out unbonding and holds, and withdraws (afterInvariant only).
+    /// If debts are still owed after DRAIN_REFILLS full refills of the bucket the admin set,
+    /// or a full refill would take longer than MAX_REFILL_WAIT, the admin widens the bucket
+    /// (within its range) so that the drain ends.
     function drain() external {
         vm.warp(clock.time());
-        uint256 releaseAt;
-        for (uint256 i; i < providers.length; ++i) {
-            address p = providers[i];
-            uint256 active = vault.providerInfo(p).stake;
-            if (active > 0) {
+        _collectAll();
+        uint256 releaseAt = clock.time();
+        for (uint256 i; i < providers.length + _crowd.length; ++i) {
+            address p = i < providers.length ? providers[i] : _crowd[i - providers.length];
+            StakingVault.ProviderView memory info = vault.providerInfo(p);
+            if (info.stake > 0) {
                 vm.prank(p);
-                vault.requestUnstake(active);
+                vault.requestUnstake(info.stake);
+                info = vault.providerInfo(p);
             }
-            uint256 end = vault.providerInfo(p).unbondingEnd;
-            if (end > releaseAt) releaseAt = end;
+            if (info.unbondingEnd > releaseAt) releaseAt = info.unbondingEnd;
+            if (info.heldUntil > releaseAt) releaseAt = info.heldUntil;
         }
         _advanceTo(releaseAt);
         for (uint256 i; i < providers.length; ++i) {
-            if (vault.providerInfo(providers[i]).unbonding > 0) _withdraw(providers[i]);
+            if (vault.providerInfo(providers[i]).unbonding > 0) _tryWithdraw(providers[i]);
+        }
+        for (uint256 i; i < _crowd.length; ++i) {
+            address p = _crowd[i];
+            uint256 amount = vault.providerInfo(p).unbonding;
+            if (amount == 0) continue;
+            vm.prank(p);
+            vault.withdraw();
+            withdrawn += amount;
+            ledger.noteCrowdExit(p);
         }
     }
+
+    // ─── Internals ───────────────────────────────────────────────────────────
 
     function _stake(address p, uint256 amount) private {
         vm.prank(p);
         vault.stake(amount);
         deposited += amount;
+        ledger.noteDeposit(p, amount);
         _count("stake");
     }
 
-    function _withdraw(address p) private {
-        uint256 amount = vault.providerInfo(p).unbonding;
+    /// @dev Withdraws, auditing the debt collection it makes; a success must be due and pay
+    /// the unbonding left, a refusal must be for the reason due first.
+    function _tryWithdraw(address p) private {
+        StakingVault.ProviderView memory info = vault.providerInfo(p);
+        uint256 debt = vault.slashDebt(p);
+        uint256 collectable = _min(_min(debt, vault.availableSlashCapacity()), uint256(info.stake) + info.unbonding);
+        bytes4 due;
+        if (block.timestamp < info.unbondingEnd) due = StakingVault.StillUnbonding.selector;
+        else if (block.timestamp < info.heldUntil) due = StakingVault.StakeOnHold.selector;
+        else if (debt > collectable) due = StakingVault.SlashDebtOutstanding.selector;
+
         uint256 before = token.balanceOf(p);
+        SlashWatch memory w = _watch(address(0));
+        w.exiting = p;
         vm.prank(p);
-        vault.withdraw();
-        if (token.balanceOf(p) != before + amount) withdrawalPaidWrong = true;
-        withdrawn += amount;
-        _count("withdraw");
+        try vault.withdraw() {
+            _audit(w);
+            uint256 paid = token.balanceOf(p) - before;
+            if (paid != w.exitPaid) withdrawalPaidWrong = true;
+            if (block.timestamp < info.unbondingEnd || block.timestamp < info.heldUntil) {
+                withdrawalBeforeRelease = true;
+            }
+            if (vault.slashDebt(p) != 0) withdrawalWithDebt = true;
+            withdrawn += paid;
+            _count(debt > 0 ? "withdrawAfterDebt" : "withdraw");
+        } catch (bytes memory err) {
+            vm.getRecordedLogs();
+            bool nothingLeft = bytes4(err) == StakingVault.NothingToWithdraw.selector && due == bytes4(0);
+            if (bytes4(err) != due && !nothingLeft) withdrawalRefusedWrongly = true;
+            if (due == StakingVault.StillUnbonding.selector) _count("withdrawRefusedUnbonding");
+            else if (due == StakingVault.StakeOnHold.selector) _count("withdrawRefusedOnHold");
+            else if (due == StakingVault.SlashDebtOutstanding.selector) _count("withdrawRefusedWithDebt");
+        }
+    }
+
+    /// @dev An outsider collects what the bucket allows of `p`'s debt, audited.
+    function _collect(address p) private {
+        SlashWatch memory w = _watch(address(0));
+        vm.prank(outsider);
+        vault.collectSlashDebt(p);
+        _audit(w);
+        _count("collectDebt");
+    }
+
+    /// @dev Collects every debt that still has stake to come from, refill after refill.
+    function _collectAll() private {
+        for (uint256 round;; ++round) {
+            bool owed;
+            for (uint256 i; i < providers.length + _crowd.length; ++i) {
+                address p = i < providers.length ? providers[i] : _crowd[i - providers.length];
+                if (vault.slashDebt(p) == 0 || _held(p) == 0) continue;
+                if (vault.availableSlashCapacity() > 0) _collect(p);
+                if (vault.slashDebt(p) > 0 && _held(p) > 0) owed = true;
+            }
+            if (!owed) return;
+            uint256 refill = vault.slashRefillPerSecond();
+            uint256 wait = (uint256(vault.slashBucketCapacity()) + refill - 1) / refill;
+            if (round >= DRAIN_REFILLS || wait > MAX_REFILL_WAIT) {
+                uint128 capacity = vault.slashBucketCapacity();
+                if (capacity < 1_000_000 ether) capacity = 1_000_000 ether;
+                vm.prank(admin);
+                vault.setSlashRateLimit(capacity, capacity);
+                wait = 1;
+            }
+            _advanceBy(wait);
+        }
     }
 }
