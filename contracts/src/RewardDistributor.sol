@@ -234,7 +234,8 @@ contract RewardDistributor is SwarmAccess, EIP712, ReentrancyGuardTransient {
             slashesHash: slashesHash
         });
         emit EpochSubmitted(report.epoch, report.rewardsRoot, report.totalRewards, slashesHash, finalizableAt);
-        uint64 holdUntil = _lapsesAt(finalizableAt);
+        // finalizeEpoch is still allowed at lapsesAt itself: hold past it.
+        uint64 holdUntil = _lapsesAt(finalizableAt) + 1;
         for (uint256 i; i < slashes.length; ++i) {
             emit SlashProposed(report.epoch, slashes[i]);
             // A provider the vault does not know is skipped at finalization too.

@@ -29,7 +29,7 @@ import {IStakingVault} from "./interfaces/IStakingVault.sol";
 ///  - a provider's slash debt never exceeds its stake + unbonding;
 ///  - a hold reaches at most MAX_HOLD past the moment it is placed;
 ///  - one slasher takes at most maxSlashBpsPerPeriod (summed) from one provider per SLASH_PERIOD;
-///  - no withdrawal before unbondingEnd, before heldUntil, or with a slash debt;
+///  - no withdrawal before unbondingEnd or heldUntil, and none of the unbonding a debt still claims;
 ///  - a provider's release time never moves earlier;
 ///  - a tombstoned provider stays jailed for ever;
 ///  - a pause stops register and stake, never requestUnstake, withdraw or unjail.
@@ -258,10 +258,10 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         emit UnstakeRequested(msg.sender, amount, unbonding, releaseTime);
     }
 
-    /// @notice Pays the caller its whole unbonding amount once the unbonding period is
-    /// over and no hold is left, after collecting any slash debt it owes (if the bucket
-    /// cannot take all of it yet, the withdrawal waits). Never stopped by a pause, a jail
-    /// or a tombstone. Emits {Withdrawn}.
+    /// @notice Pays the caller its unbonding amount once the unbonding period is over and
+    /// no hold is left. A slash debt is collected first, as far as the bucket allows; what is
+    /// still owed stays in unbonding, slashable, and the rest is paid. Reverts only when
+    /// nothing can move. Never stopped by a pause, a jail or a tombstone. Emits {Withdrawn}.
     function withdraw() external nonReentrant {
         Provider storage p = _providers[msg.sender];
         if (p.unbonding == 0) revert NothingToWithdraw();
@@ -270,17 +270,17 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         uint256 debt = slashDebt[msg.sender];
         uint256 collected = 0;
         uint256 toTreasury = 0;
-        if (debt > 0) {
-            (debt, collected, toTreasury) = _collectDebt(msg.sender, p, debt);
-            if (debt > 0) revert SlashDebtOutstanding(msg.sender, debt);
-        }
-        uint256 amount = p.unbonding;
-        if (amount == 0) revert NothingToWithdraw();
-        p.unbonding = 0;
+        if (debt > 0) (debt, collected, toTreasury) = _collectDebt(msg.sender, p, debt);
+        // What is still owed stays behind, slashable, until the bucket lets it be collected.
+        uint256 unbonding = p.unbonding;
+        uint256 kept = debt < unbonding ? debt : unbonding;
+        uint256 amount = unbonding - kept;
+        if (amount == 0 && collected == 0) revert SlashDebtOutstanding(msg.sender, debt);
+        p.unbonding = uint128(kept);
         totalUnbonding -= uint128(amount);
-        emit Withdrawn(msg.sender, amount);
+        if (amount > 0) emit Withdrawn(msg.sender, amount);
         _payOut(collected, toTreasury);
-        token.safeTransfer(msg.sender, amount);
+        if (amount > 0) token.safeTransfer(msg.sender, amount);
     }
 
     /// @notice Collects as much of `provider`'s slash debt as the bucket allows now.

@@ -1393,7 +1393,7 @@ contract RewardDistributorTest is SwarmTestBase {
         slashes[0] = _slash(alice, 1_000, 0, false);
         _fund(1 ether);
         _submit(_report(1, keccak256("root"), 1 ether, slashes), slashes);
-        uint64 heldUntil = distributor.pendingReport().finalizableAt + distributor.FINALIZE_PERIOD();
+        uint64 heldUntil = distributor.pendingReport().finalizableAt + distributor.FINALIZE_PERIOD() + 1;
         assertEq(vault.providerInfo(alice).heldUntil, heldUntil);
 
         // The unbonding period ends while the report waits: the stake still cannot leave.
@@ -1402,7 +1402,11 @@ contract RewardDistributorTest is SwarmTestBase {
         vm.expectRevert(abi.encodeWithSelector(StakingVault.StakeOnHold.selector, heldUntil, uint64(block.timestamp)));
         vault.withdraw();
 
-        vm.warp(distributor.pendingReport().finalizableAt);
+        // Even at the last second the report may be finalized, the stake is still held.
+        vm.warp(heldUntil - 1);
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(StakingVault.StakeOnHold.selector, heldUntil, heldUntil - 1));
+        vault.withdraw();
         distributor.finalizeEpoch(slashes);
         assertEq(vault.providerInfo(alice).unbonding, STAKE - 1_000 ether, "the slash reached the unbonding stake");
     }

@@ -1042,44 +1042,38 @@ contract StakingVaultTest is PermitSigner {
         assertEq(_collect(alice), 4_000 ether);
         _expectNoLogs();
 
-        // Unbonded, but the bucket covers only 1,000 of the 4,000 owed.
+        // Unbonded, but the bucket covers only 1,000 of the 4,000 owed: the withdrawal collects
+        // that, keeps what is still owed in unbonding, and pays out the rest.
         vm.warp(_info(alice).unbondingEnd);
-        vm.expectRevert(abi.encodeWithSelector(StakingVault.SlashDebtOutstanding.selector, alice, 3_000 ether));
-        _withdraw(alice);
-        assertEq(vault.slashDebt(alice), 4_000 ether);
-
+        uint256 wallet = token.balanceOf(alice);
         vm.expectEmit(true, true, true, true, address(vault));
         emit StakingVault.SlashDebtChanged(alice, 3_000 ether);
         vm.expectEmit(true, true, true, true, address(vault));
         emit StakingVault.Slashed(alice, "slash-debt", 600 ether, 400 ether, 0, bytes32(0), 500 ether);
-        assertEq(_collect(alice), 3_000 ether);
+        vm.expectEmit(true, true, true, true, address(vault));
+        emit StakingVault.Withdrawn(alice, 200 ether);
+        _withdraw(alice);
         assertEq(_info(alice).stake, 4_800 ether);
-        assertEq(_info(alice).unbonding, 3_200 ether);
+        assertEq(_info(alice).unbonding, 3_000 ether, "what is owed stays behind");
         assertEq(_info(alice).slashDebt, 3_000 ether);
+        assertEq(token.balanceOf(alice), wallet + 200 ether);
         assertEq(vault.availableSlashCapacity(), 0);
         _assertBooks();
 
-        vm.warp(block.timestamp + 500);
-        assertEq(_collect(alice), 2_500 ether); // 500 refilled: 300 + 200
-        assertEq(_info(alice).stake, 4_500 ether);
-        assertEq(_info(alice).unbonding, 3_000 ether);
-        _assertBooks();
-
-        // A bucket large enough lets the withdrawal collect the rest itself.
-        _setRateLimit(10_000 ether, 10 ether);
-        vm.warp(block.timestamp + 1_000);
-        vm.expectEmit(true, true, true, true, address(vault));
-        emit StakingVault.SlashDebtChanged(alice, 0);
-        vm.expectEmit(true, true, true, true, address(vault));
-        emit StakingVault.Slashed(alice, "slash-debt", 1_500 ether, 1_000 ether, 0, bytes32(0), 1_250 ether);
-        vm.expectEmit(true, true, true, true, address(vault));
-        emit StakingVault.Withdrawn(alice, 2_000 ether);
+        // Nothing can move now: the bucket is empty and all the unbonding left is owed.
+        vm.expectRevert(abi.encodeWithSelector(StakingVault.SlashDebtOutstanding.selector, alice, 3_000 ether));
         _withdraw(alice);
 
+        // A bucket large enough lets the next withdrawal collect the rest and pay what is left.
+        _setRateLimit(10_000 ether, 10 ether);
+        vm.warp(block.timestamp + 1_000);
+        StakingVault.ProviderView memory before = _info(alice);
+        uint256 fromStake = uint256(before.stake) * 3_000 ether / (uint256(before.stake) + before.unbonding);
+        _withdraw(alice);
         assertEq(vault.slashDebt(alice), 0);
-        assertEq(_info(alice).stake, 3_000 ether);
+        assertEq(_info(alice).stake, before.stake - fromStake);
         assertEq(_info(alice).unbonding, 0);
-        assertEq(token.balanceOf(alice), ACTOR_FUNDS - STAKE + 2_000 ether);
+        assertEq(token.balanceOf(alice), wallet + 200 ether + before.unbonding - (3_000 ether - fromStake));
         // 5,000 taken in all: half to the treasury, half burned.
         assertEq(token.balanceOf(treasury), 2_500 ether);
         assertEq(token.totalSupply(), supply - 2_500 ether);

@@ -444,8 +444,11 @@ abstract contract HandlerBase is CommonBase, StdUtils {
         for (uint256 i; i < providers.length; ++i) {
             StakingVault.ProviderView memory info = vault.providerInfo(providers[i]);
             if (providers[i] == w.exiting) {
-                w.exitPaid = w.unbonding[i];
-                w.unbonding[i] = 0;
+                // What a debt still claims stays in unbonding; the rest is paid out.
+                uint256 owed = vault.slashDebt(providers[i]);
+                uint256 kept = owed < w.unbonding[i] ? owed : w.unbonding[i];
+                w.exitPaid = w.unbonding[i] - kept;
+                w.unbonding[i] = kept;
             }
             if (info.stake != w.stake[i] || info.unbonding != w.unbonding[i]) stateOk = false;
         }

@@ -169,7 +169,7 @@ contract SwarmInvariantsTest is SwarmTestBase {
 
     function _assertNoWithdrawalBeforeReleaseHoldOrDebt() internal view {
         assertFalse(vaultHandler.withdrawalBeforeRelease(), "a withdrawal before unbondingEnd or heldUntil");
-        assertFalse(vaultHandler.withdrawalWithDebt(), "a withdrawal left a slash debt unpaid");
+        assertFalse(vaultHandler.withdrawalWithDebt(), "a withdrawal paid out unbonding a slash debt still claimed");
         assertFalse(vaultHandler.withdrawalRefusedWrongly(), "a withdrawal refused for the wrong reason");
         assertFalse(ledger.releaseMovedEarlier(), "a provider's unbondingEnd or heldUntil moved earlier");
         for (uint256 i; i < providerSet.length; ++i) {

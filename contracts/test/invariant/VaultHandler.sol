@@ -25,7 +25,7 @@ contract VaultHandler is HandlerBase {
     /// @dev Ghost flags, asserted false by the invariants.
     bool public withdrawalPaidWrong; // paid other than the unbonding left after debt collection
     bool public withdrawalBeforeRelease; // succeeded before unbondingEnd or heldUntil
-    bool public withdrawalWithDebt; // succeeded while a slash debt was left
+    bool public withdrawalWithDebt; // paid out unbonding that a slash debt still claimed
     bool public withdrawalRefusedWrongly; // refused for another reason than the one due
 
     constructor(Deps memory d, address[] memory crowd_) HandlerBase(d) {
@@ -53,8 +53,8 @@ contract VaultHandler is HandlerBase {
     /// @dev A quarter of the attempts go at once, whatever is due (refused while unbonding
     /// or held); a quarter wait out only the unbonding period (refused while a hold lasts);
     /// a quarter wait out the hold too; the rest also wait (up to MAX_REFILL_WAIT) for the
-    /// bucket to refill enough to collect the provider's slash debt. A debt the bucket
-    /// cannot cover refuses any of them.
+    /// bucket to refill enough to collect the provider's slash debt. What a debt the bucket
+    /// cannot cover yet still claims stays in unbonding.
     function withdraw(uint256 providerSeed, uint256 waitSeed) external step {
         address p = _provider(providerSeed);
         StakingVault.ProviderView memory info = vault.providerInfo(p);
@@ -190,7 +190,7 @@ contract VaultHandler is HandlerBase {
         bytes4 due;
         if (block.timestamp < info.unbondingEnd) due = StakingVault.StillUnbonding.selector;
         else if (block.timestamp < info.heldUntil) due = StakingVault.StakeOnHold.selector;
-        else if (debt > collectable) due = StakingVault.SlashDebtOutstanding.selector;
+        else if (debt > 0 && collectable == 0 && debt >= info.unbonding) due = StakingVault.SlashDebtOutstanding.selector;
 
         uint256 before = token.balanceOf(p);
         SlashWatch memory w = _watch(address(0));
@@ -203,7 +203,8 @@ contract VaultHandler is HandlerBase {
             if (block.timestamp < info.unbondingEnd || block.timestamp < info.heldUntil) {
                 withdrawalBeforeRelease = true;
             }
-            if (vault.slashDebt(p) != 0) withdrawalWithDebt = true;
+            uint256 owed = vault.slashDebt(p);
+            if (owed > 0 && paid > 0 && vault.providerInfo(p).unbonding < owed) withdrawalWithDebt = true;
             withdrawn += paid;
             _count(debt > 0 ? "withdrawAfterDebt" : "withdraw");
         } catch (bytes memory err) {
