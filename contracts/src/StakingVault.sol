@@ -274,8 +274,8 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         // What is still owed stays behind, slashable, until the bucket lets it be collected.
         uint256 unbonding = p.unbonding;
         uint256 kept = debt < unbonding ? debt : unbonding;
+        if (kept >= unbonding && collected < 1) revert SlashDebtOutstanding(msg.sender, debt); // nothing moves
         uint256 amount = unbonding - kept;
-        if (amount == 0 && collected == 0) revert SlashDebtOutstanding(msg.sender, debt);
         p.unbonding = uint128(kept);
         totalUnbonding -= uint128(amount);
         if (amount > 0) emit Withdrawn(msg.sender, amount);
