@@ -135,7 +135,11 @@ def withdraw(account: int | None, key_ref: str | None, as_json: bool) -> None:
             "withdraw after that."
         )
     receipt = stake.withdraw(swarm, sender)
-    _report(swarm, sender, receipt, as_json, f"Withdrew {format_amount(info.unbonding)}")
+    paid = sum(int(e.args["amount"]) for e in swarm.events(receipt, "Withdrawn"))
+    after = stake.provider_info(swarm, sender.address)
+    owed = f"; {format_amount(after.unbonding)} stays unbonding for a slash debt of " \
+           f"{format_amount(after.slash_debt)}" if after.slash_debt else ""
+    _report(swarm, sender, receipt, as_json, f"Withdrew {format_amount(paid)}{owed}")
 
 
 @provider.command()
