@@ -15,7 +15,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres browser system-packages demo test slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
+.PHONY: install postgres browser sandbox system-packages demo test slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -47,6 +47,15 @@ browser:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
 	fi
 
+# bubblewrap for the leases' sandbox (compute/sandbox.py): Debian's package, installed once
+# when no bwrap is found.
+sandbox:
+	@if ! command -v bwrap >/dev/null 2>&1; then \
+		echo "Installing bubblewrap from Debian's packages"; \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap; \
+	fi
+
 demo: install
 	$(VENV)/bin/swarm demo
 
@@ -58,7 +67,7 @@ test:
 	$(MAKE) --no-print-directory test-python
 
 system-packages:
-	$(MAKE) --no-print-directory postgres browser
+	$(MAKE) --no-print-directory postgres browser sandbox
 
 # Slither over contracts/src (config: slither.config.json). Fails on a High or Medium finding
 # not justified in contracts/slither-triage.md. Its own venv: slither pins web3<8.
@@ -74,7 +83,7 @@ slither: $(NPM_STAMP) $(SLITHER_STAMP)
 test-contracts: $(NPM_STAMP)
 	cd contracts && $(FORGE) test $(FORGE_ARGS)
 
-test-python: install postgres
+test-python: install postgres sandbox
 	$(PY) -m pytest
 
 # Regenerates the committed gas figures: .gas-snapshot (every test) and snapshots/swarm.json.
