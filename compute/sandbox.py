@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ledger.errors import SwarmError
+from compute.errors import ComputeError
 
 BWRAP = "bwrap"
 SETPRIV = "setpriv"
@@ -76,7 +76,7 @@ class Sandbox:
         """The full command line: bwrap around `argv` (with setpriv first when root)."""
         bwrap = shutil.which(BWRAP)
         if bwrap is None:
-            raise SwarmError("bubblewrap (`bwrap`) is not installed; install Debian's `bubblewrap` package.")
+            raise ComputeError("bubblewrap (`bwrap`) is not installed; install Debian's `bubblewrap` package.")
         workdir = self.workdir.resolve()
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
         for path in self.hidden:
