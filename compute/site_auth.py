@@ -1,0 +1,184 @@
+"""Who may ask a provider's site for what: every request is EIP-712-signed, and only the chain
+says whose signature counts.
+
+A request names its action, the site it is for (the provider's address), the job, the hash of
+its body, a nonce and an expiry, in the domain of one deployment (its chain and JobMarket), so
+it cannot be sent to another site, another chain or another deployment, nor sent twice, nor
+kept for later. The site recovers the signer and asks the chain, through an `Authority`:
+
+  lease.start                          the matcher (MATCHER_ROLE), for a job the chain shows
+                                       assigned to this provider, with the spec hash the chain
+                                       holds;
+  lease.status, lease.logs,            the matcher, or the job's buyer;
+  lease.result
+  lease.stop                           the matcher;
+  probe, challenge                     a member of the oracle committee.
+
+Anything else is refused with a status and one sentence (`Refused`), before anything runs. No
+secret is shared between the market, the oracle and the sites: a signature and the chain are
+all a site needs. The compute layer knows no chain: `Authority` is implemented over the chain
+by the caller (`ledger.site_authority.ChainAuthority`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from compute.errors import ComputeError
+
+DOMAIN_NAME = "SwarmSite"
+DOMAIN_VERSION = "1"
+MAX_VALIDITY_S = 300  # the longest a signed request may live: a replay window no longer than this
+LEASE_ACTIONS = ("lease.start", "lease.status", "lease.logs", "lease.result", "lease.stop")
+ORACLE_ACTIONS = ("probe", "challenge")
+ACTIONS = LEASE_ACTIONS + ORACLE_ACTIONS
+
+REQUEST_FIELDS = [
+    ("action", "string"), ("site", "address"), ("jobId", "uint256"), ("bodyHash", "bytes32"),
+    ("nonce", "uint256"), ("expiresAt", "uint64"),
+]
+
+
+class Refused(ComputeError):
+    """A request the site will not serve; `status` is the HTTP status it answers with."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class SiteRequest:
+    action: str
+    site: str  # the provider whose site this is for
+    job_id: int  # 0 for probes and challenges
+    body_hash: bytes  # keccak256 of the request's body
+    nonce: int
+    expires_at: int  # unix seconds
+
+    def typed_data(self, chain_id: int, market: str) -> dict:
+        return {
+            "types": {
+                "EIP712Domain": [{"name": "name", "type": "string"}, {"name": "version", "type": "string"},
+                                 {"name": "chainId", "type": "uint256"},
+                                 {"name": "verifyingContract", "type": "address"}],
+                "SiteRequest": [{"name": n, "type": t} for n, t in REQUEST_FIELDS],
+            },
+            "primaryType": "SiteRequest",
+            "domain": {"name": DOMAIN_NAME, "version": DOMAIN_VERSION, "chainId": chain_id,
+                       "verifyingContract": market},
+            "message": {"action": self.action, "site": self.site, "jobId": self.job_id, "bodyHash": self.body_hash,
+                        "nonce": self.nonce, "expiresAt": self.expires_at},
+        }
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What the chain says of a job, as far as a site needs it."""
+
+    provider: str
+    buyer: str
+    status: str  # posted, assigned, completed, disputed, settled, failed, cancelled, reclaimed
+    spec_hash: bytes
+
+
+class Authority(Protocol):
+    """The chain's answers a site needs to authorize a request."""
+
+    def is_matcher(self, address: str) -> bool: ...
+
+    def is_committee_member(self, address: str) -> bool: ...
+
+    def job(self, job_id: int) -> JobView | None: ...
+
+
+def sign_request(request: SiteRequest, key: bytes, chain_id: int, market: str) -> bytes:
+    from eth_account import Account
+
+    return bytes(Account.from_key(key).sign_typed_data(full_message=request.typed_data(chain_id, market)).signature)
+
+
+def body_hash(body: bytes) -> bytes:
+    from eth_utils import keccak
+
+    return keccak(body)
+
+
+class NonceBook:
+    """The nonces each signer has used, kept until their requests expire (in SQLite, so a site
+    that restarts still refuses a replay)."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("CREATE TABLE IF NOT EXISTS nonces (signer TEXT, nonce TEXT, expires_at INTEGER, "
+                         "PRIMARY KEY (signer, nonce))")
+        self._lock = threading.Lock()
+
+    def use(self, signer: str, nonce: int, expires_at: int, now: int) -> bool:
+        """Records the nonce; False if the signer has used it already."""
+        with self._lock:
+            self._db.execute("DELETE FROM nonces WHERE expires_at < ?", (now,))
+            try:
+                self._db.execute("INSERT INTO nonces VALUES (?, ?, ?)", (signer.lower(), str(nonce), expires_at))
+            except sqlite3.IntegrityError:
+                return False
+            return True
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def authorize(request: SiteRequest, signature: bytes, *, site: str, chain_id: int, market: str,
+              authority: Authority, nonces: NonceBook, now: int, spec_hash: bytes | None = None) -> str:
+    """The signer of `request` if this site may serve it now; raises Refused otherwise.
+
+    `spec_hash` is the spec a lease.start brings, checked against the one the chain holds."""
+    if request.action not in ACTIONS:
+        raise Refused(400, f"Unknown action {request.action!r}; a site serves {', '.join(ACTIONS)}.")
+    if request.expires_at < now:
+        raise Refused(401, f"The request expired at {request.expires_at} (now {now}); sign a fresh one.")
+    if request.expires_at > now + MAX_VALIDITY_S:
+        raise Refused(401, f"The request is valid for longer than {MAX_VALIDITY_S} s; sign one that expires sooner.")
+    if request.site.lower() != site.lower():
+        raise Refused(403, f"The request is for the site of {request.site}, not this one ({site}).")
+    signer = _recover(request, signature, chain_id, market)
+
+    if request.action in ORACLE_ACTIONS:
+        if not authority.is_committee_member(signer):
+            raise Refused(403, f"{signer} is not on the oracle committee; only its members may {request.action}.")
+    else:
+        job = authority.job(request.job_id)
+        if job is None:
+            raise Refused(404, f"Job {request.job_id} does not exist on chain.")
+        if job.provider.lower() != site.lower():
+            raise Refused(403, f"Job {request.job_id} is not assigned to this site's provider on chain.")
+        matcher = authority.is_matcher(signer)
+        if request.action in ("lease.start", "lease.stop"):
+            if not matcher:
+                raise Refused(403, f"{signer} is not the market's matcher; only it may {request.action}.")
+        elif not matcher and signer.lower() != job.buyer.lower():
+            raise Refused(403, f"{signer} is neither the matcher nor the buyer of job {request.job_id}.")
+        if request.action == "lease.start":
+            if job.status != "assigned":
+                raise Refused(409, f"Job {request.job_id} is {job.status} on chain, not assigned; nothing to start.")
+            if spec_hash is None or spec_hash != job.spec_hash:
+                raise Refused(403, f"The spec does not hash to the one job {request.job_id} holds on chain.")
+    if not nonces.use(signer, request.nonce, request.expires_at, now):
+        raise Refused(409, f"Nonce {request.nonce} of {signer} was used already: a request is served once.")
+    return signer
+
+
+def _recover(request: SiteRequest, signature: bytes, chain_id: int, market: str) -> str:
+    from eth_account import Account
+    from eth_account.messages import encode_typed_data
+
+    try:
+        return Account.recover_message(encode_typed_data(full_message=request.typed_data(chain_id, market)),
+                                       signature=signature)
+    except Exception as exc:  # a malformed signature is the caller's error, whatever eth_account raises
+        raise Refused(401, f"The request's signature is not valid ({type(exc).__name__}).") from exc

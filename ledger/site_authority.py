@@ -1,0 +1,54 @@
+"""The chain's answers a provider's site needs to authorize a signed request
+(`compute.site_auth.Authority`): who holds MATCHER_ROLE, who sits on the oracle committee,
+and what a job is on chain — its provider, its buyer, its status and the spec hash it was
+posted with."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ledger.abi import keccak256
+from ledger.client import Swarm
+from ledger.jobs import job_info
+
+JOB_POSTED = "0x" + keccak256(b"JobPosted(uint256,address,bytes32,uint256,uint256,uint64,uint256)").hex()
+
+
+@dataclass(frozen=True)
+class SiteJob:
+    provider: str
+    buyer: str
+    status: str
+    spec_hash: bytes
+
+
+class ChainAuthority:
+    """Reads the answers from the deployment `swarm` is connected to, at the latest block."""
+
+    def __init__(self, swarm: Swarm) -> None:
+        self.swarm = swarm
+        self._matcher_role = swarm.read("JobMarket", "MATCHER_ROLE")
+
+    def is_matcher(self, address: str) -> bool:
+        return bool(self.swarm.read("JobMarket", "hasRole", self._matcher_role, address))
+
+    def is_committee_member(self, address: str) -> bool:
+        return bool(self.swarm.read("RewardDistributor", "isSigner", address))
+
+    def job(self, job_id: int) -> SiteJob | None:
+        info = job_info(self.swarm, job_id)
+        if info.status == 0:
+            return None
+        return SiteJob(info.provider, info.buyer, info.status.name.lower(), self._spec_hash(job_id))
+
+    def _spec_hash(self, job_id: int) -> bytes:
+        """The spec hash of the job's JobPosted event (the job's record does not keep it)."""
+        logs = self.swarm.chain.rpc("eth_getLogs", {
+            "address": self.swarm.market.address,
+            "fromBlock": hex(self.swarm.deployment.block_number),
+            "toBlock": "latest",
+            "topics": [JOB_POSTED, "0x" + job_id.to_bytes(32, "big").hex()],
+        })
+        if not logs:
+            return b""
+        return bytes.fromhex(logs[0]["data"][2:66])  # the first word of the data: specHash

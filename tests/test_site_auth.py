@@ -1,0 +1,126 @@
+"""A site serves a signed request only as the chain allows: each test is a request someone
+could send, on a real anvil, and what the site answers."""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import pytest
+
+from anvil import dev_account
+from compute.site_auth import MAX_VALIDITY_S, NonceBook, Refused, SiteRequest, authorize, body_hash, sign_request
+from ledger import jobs, stake
+from ledger.client import Swarm
+from ledger.deploy import devnet_committee_keys
+from ledger.site_authority import ChainAuthority
+from ledger.units import ONE
+
+MATCHER, PROVIDER, OTHER_PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 2, 4, 6))
+SPEC = b"\x5e" * 32
+
+
+@pytest.fixture
+def site(swarm: Swarm, tmp_path: Path):
+    """A provider with an assigned job, and the site's means to authorize requests."""
+    for account in (PROVIDER, OTHER_PROVIDER):
+        sender = swarm.sender(account.key)
+        stake.register(swarm, sender, secrets.token_bytes(32), 1)
+        stake.stake(swarm, sender, 1_000 * ONE)
+    deadline = swarm.chain.timestamp() + 3_600
+    job_id, _ = jobs.post_job(swarm, swarm.sender(BUYER.key), SPEC, 10**15, 100, deadline)
+    jobs.assign_job(swarm, swarm.sender(MATCHER.key), job_id, PROVIDER.address, 10**15)
+    nonces = NonceBook(tmp_path / "nonces.db")
+    yield {"swarm": swarm, "job": job_id, "authority": ChainAuthority(swarm), "nonces": nonces}
+    nonces.close()
+
+
+def _ask(site, key: bytes, action: str, *, job: int | None = None, for_site: str = PROVIDER.address,
+         spec: bytes | None = SPEC, nonce: int | None = None, expires_in: int = 60, tamper: bool = False) -> str:
+    swarm = site["swarm"]
+    now = swarm.chain.timestamp()
+    request = SiteRequest(action, for_site, site["job"] if job is None else job, body_hash(b"{}"),
+                          secrets.randbits(64) if nonce is None else nonce, now + expires_in)
+    signature = sign_request(request, key, swarm.chain.chain_id, swarm.market.address)
+    if tamper:
+        request = SiteRequest(action, for_site, request.job_id, body_hash(b'{"other": "body"}'), request.nonce,
+                              request.expires_at)
+    return authorize(request, signature, site=PROVIDER.address, chain_id=swarm.chain.chain_id,
+                     market=swarm.market.address, authority=site["authority"], nonces=site["nonces"], now=now,
+                     spec_hash=spec)
+
+
+def _refused(status: int, match: str, *args, **kwargs) -> None:
+    with pytest.raises(Refused, match=match) as refused:
+        _ask(*args, **kwargs)
+    assert refused.value.status == status
+
+
+def test_the_matcher_starts_a_lease_for_a_job_the_chain_assigned_here(site) -> None:
+    assert _ask(site, MATCHER.key, "lease.start") == MATCHER.address
+
+
+def test_only_the_matcher_may_start_a_lease(site) -> None:
+    for who in (BUYER, STRANGER, PROVIDER):
+        _refused(403, "not the market's matcher", site, who.key, "lease.start")
+
+
+def test_a_lease_for_a_job_assigned_elsewhere_or_with_another_spec_is_refused(site) -> None:
+    _refused(403, "not for this site|is for the site of", site, MATCHER.key, "lease.start",
+             for_site=OTHER_PROVIDER.address)
+    other_job, _ = jobs.post_job(site["swarm"], site["swarm"].sender(BUYER.key), SPEC, 10**15, 100,
+                                 site["swarm"].chain.timestamp() + 3_600)
+    jobs.assign_job(site["swarm"], site["swarm"].sender(MATCHER.key), other_job, OTHER_PROVIDER.address, 10**15)
+    _refused(403, "not assigned to this site's provider", site, MATCHER.key, "lease.start", job=other_job)
+    _refused(403, "does not hash to the one job", site, MATCHER.key, "lease.start", spec=b"\x00" * 32)
+    _refused(404, "does not exist on chain", site, MATCHER.key, "lease.start", job=10_000)
+
+
+def test_a_lease_is_started_only_while_the_job_is_assigned(site) -> None:
+    jobs.fail_job(site["swarm"], site["swarm"].sender(MATCHER.key), site["job"], "provider-lost", 0)
+    _refused(409, "is failed on chain", site, MATCHER.key, "lease.start")
+
+
+def test_the_buyer_and_the_matcher_read_a_lease_and_nobody_else(site) -> None:
+    for action in ("lease.status", "lease.logs", "lease.result"):
+        assert _ask(site, BUYER.key, action) == BUYER.address
+        assert _ask(site, MATCHER.key, action) == MATCHER.address
+        _refused(403, "neither the matcher nor the buyer", site, STRANGER.key, action)
+    _refused(403, "not the market's matcher", site, BUYER.key, "lease.stop")
+
+
+def test_probes_and_challenges_come_only_from_the_oracle_committee(site) -> None:
+    member = devnet_committee_keys()[0]
+    for action in ("probe", "challenge"):
+        assert _ask(site, member, action, job=0)
+        for who in (MATCHER, BUYER, STRANGER):
+            _refused(403, "not on the oracle committee", site, who.key, action, job=0)
+
+
+def test_a_request_is_served_once(site) -> None:
+    _ask(site, BUYER.key, "lease.status", nonce=42)
+    _refused(409, "was used already", site, BUYER.key, "lease.status", nonce=42)
+    assert _ask(site, MATCHER.key, "lease.status", nonce=42), "nonces are per signer"
+
+
+def test_a_replay_is_refused_after_the_site_restarts(site, tmp_path: Path) -> None:
+    _ask(site, BUYER.key, "lease.status", nonce=7)
+    site["nonces"].close()
+    site["nonces"] = NonceBook(tmp_path / "nonces.db")
+    _refused(409, "was used already", site, BUYER.key, "lease.status", nonce=7)
+
+
+def test_expired_long_lived_tampered_and_unknown_requests_are_refused(site) -> None:
+    _refused(401, "expired", site, BUYER.key, "lease.status", expires_in=-1)
+    _refused(401, f"longer than {MAX_VALIDITY_S} s", site, BUYER.key, "lease.status", expires_in=MAX_VALIDITY_S + 60)
+    # A signature over another body recovers another address, which has no role.
+    _refused(403, "neither the matcher nor the buyer", site, BUYER.key, "lease.status", tamper=True)
+    _refused(400, "Unknown action", site, MATCHER.key, "lease.delete")
+    swarm = site["swarm"]
+    request = SiteRequest("lease.status", PROVIDER.address, site["job"], body_hash(b"{}"), 1,
+                          swarm.chain.timestamp() + 60)
+    with pytest.raises(Refused, match="signature is not valid") as bad:
+        authorize(request, b"\x01" * 10, site=PROVIDER.address, chain_id=swarm.chain.chain_id,
+                  market=swarm.market.address, authority=site["authority"], nonces=site["nonces"],
+                  now=swarm.chain.timestamp())
+    assert bad.value.status == 401
