@@ -21,6 +21,8 @@ MAX_VRAM_GB = 4_096
 MAX_PRICE_PER_UNIT = 2**128 - 1  # JobMarket's uint128 price
 _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 _REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
+_SITE_URL = re.compile(r"^https://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?/?$")
+_FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,8 @@ class HardwareSpec:
     vram_gb: int
     region: str | None = None
     price_per_unit: int | None = None  # asking price, wei per GPU-second (CPU-second on CPU-only nodes)
+    site_url: str | None = None  # where the provider's site answers, https://host:port
+    site_fingerprint: str | None = None  # sha256 of the site's TLS certificate (DER), 64 hex digits
 
     def __post_init__(self) -> None:
         if not _MODEL.match(self.gpu_model):
@@ -44,6 +48,12 @@ class HardwareSpec:
             raise InvalidInput(f"vram must be from 1 to {MAX_VRAM_GB} GB per GPU, got {self.vram_gb}.")
         if self.region is not None and not _REGION.match(self.region):
             raise InvalidInput(f"region {self.region!r} must be lower-case letters, digits and '-' (e.g. eu-west).")
+        if self.site_url is not None and not _SITE_URL.match(self.site_url):
+            raise InvalidInput(f"site url {self.site_url!r} must be https://HOST[:PORT] (e.g. https://203.0.113.7:8443).")
+        if self.site_fingerprint is not None and not _FINGERPRINT.match(self.site_fingerprint):
+            raise InvalidInput("site fingerprint must be the sha256 of the site's certificate: 64 lower-case hex digits.")
+        if (self.site_url is None) != (self.site_fingerprint is None):
+            raise InvalidInput("a site needs both its url and its certificate's fingerprint, so the chain authenticates it.")
         price = self.price_per_unit
         if price is not None and (isinstance(price, bool) or not isinstance(price, int)
                                   or not 0 < price <= MAX_PRICE_PER_UNIT):
@@ -55,6 +65,7 @@ class HardwareSpec:
         """The stored JSON; the price as a decimal wei string, since it outgrows JavaScript's numbers."""
         spec = {"gpu_model": self.gpu_model, "gpus": self.gpus, "vram_gb": self.vram_gb}
         spec |= {"region": self.region} if self.region else {}
+        spec |= {"site_url": self.site_url, "site_fingerprint": self.site_fingerprint} if self.site_url else {}
         return spec | ({"price_per_unit": str(self.price_per_unit)} if self.price_per_unit is not None else {})
 
 
