@@ -44,15 +44,20 @@ def _signed(fn: Callable) -> Callable:
 @click.option("--region", default=None, help="Where the machines are, e.g. eu-west.")
 @click.option("--price", default=None, metavar="AMOUNT",
               help="Asking price in SWARM per unit: a GPU-second, or a CPU-second on CPU-only nodes.")
+@click.option("--site-url", default=None, metavar="URL",
+              help="Where the provider's site answers, https://HOST:PORT (with --site-fingerprint).")
+@click.option("--site-fingerprint", default=None, metavar="HEX",
+              help="The sha256 of the site's TLS certificate, so anyone can authenticate it from the chain.")
 @click.option("--update", is_flag=True, help="Declare new hardware for an already registered provider.")
 @_signed
 def register(
-    gpu_model: str, gpus: int, vram_gb: int, region: str | None, price: str | None, update: bool,
-    account: int | None, key_ref: str | None, as_json: bool,
+    gpu_model: str, gpus: int, vram_gb: int, region: str | None, price: str | None, site_url: str | None,
+    site_fingerprint: str | None, update: bool, account: int | None, key_ref: str | None, as_json: bool,
 ) -> None:
-    """Register as a provider, declaring the hardware on offer and, optionally, its price."""
+    """Register as a provider, declaring the hardware on offer and, optionally, its price and site."""
     price_wei = None if price is None else parse_amount(price, "price per unit")
-    spec = HardwareSpec(gpu_model, gpus, vram_gb, region, price_wei)  # validated before anything else
+    # validated before anything else
+    spec = HardwareSpec(gpu_model, gpus, vram_gb, region, price_wei, site_url, site_fingerprint)
     swarm = open_swarm()
     sender = signer(swarm, account, key_ref)
     info = stake.provider_info(swarm, sender.address)

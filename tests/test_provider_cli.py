@@ -73,6 +73,16 @@ def test_register_again_is_refused_and_update_declares_new_hardware(cli, swarm: 
     assert stake.provider_info(swarm, ADDRESS).gpus == 4
 
 
+def test_register_records_the_site_in_the_spec(cli, swarm: Swarm) -> None:
+    fingerprint = "ab" * 32
+    done = _register(cli, "--site-url", "https://203.0.113.7:8443", "--site-fingerprint", fingerprint)
+    assert done["spec"]["site_url"] == "https://203.0.113.7:8443" and done["spec"]["site_fingerprint"] == fingerprint
+    assert "0x" + stake.provider_info(swarm, ADDRESS).spec_hash.hex() == done["spec_hash"]
+    half = cli("provider", "register", "--gpu-model", "H100", "--gpus", "8", "--vram-gb", "80",
+               "--site-url", "https://203.0.113.7:8443", "--account", str(P), "--update")
+    assert "needs both its url and its certificate's fingerprint" in one_line_error(half)
+
+
 def test_stake_unstake_withdraw_round_trip(cli, swarm: Swarm, rpc: RpcClient) -> None:
     _register(cli)
     wallet = swarm.balance_of(ADDRESS)
