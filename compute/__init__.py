@@ -1,1 +1,2 @@
-"""The Ray side: provider nodes, job runners, telemetry probes, benchmark challenge (DESIGN §4)."""
+"""The Ray side: provider nodes, job runners, telemetry probes, benchmark challenge
+(docs/architecture.md §4)."""

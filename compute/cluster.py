@@ -1,4 +1,4 @@
-"""A local Ray cluster for the demo and tests (DESIGN §4): a head with no CPUs and one
+"""A local Ray cluster for the demo and tests (docs/architecture.md §4): a head with no CPUs and one
 raylet per simulated provider, each labelled provider=<address>.
 
 `start` launches a small supervisor (`python -m compute.cluster`) in its own session. The

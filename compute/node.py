@@ -1,4 +1,4 @@
-"""Provider nodes on Ray (DESIGN §4): a provider's machine joins a Ray cluster as a node
+"""Provider nodes on Ray (docs/architecture.md §4): a provider's machine joins a Ray cluster as a node
 labelled provider=<address> that carries the provider:<address> resource.
 
 Also what every Ray process the CLI starts shares: token authentication

@@ -1,5 +1,5 @@
 """Pinning work to one provider's nodes: the `provider=<address>` label and the
-`provider:<address>` custom resource every provider node carries (DESIGN §4)."""
+`provider:<address>` custom resource every provider node carries (docs/architecture.md §4)."""
 
 from __future__ import annotations
 

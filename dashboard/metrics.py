@@ -22,7 +22,7 @@ from ledger.db import database_errors
 from ledger.indexer.models import Cursor, Job, Provider, SlashRow
 from ledger.services import MARKET_STATES, ORACLE_STATES, MarketJob, MarketTransition, OracleEpoch
 
-# name (a counter's without its _total suffix) → help; the README's table follows this list.
+# name (a counter's without its _total suffix) → help; docs/dashboard.md's table follows this list.
 METRICS = {
     "swarm_ledger_indexed_block": "the last block the ledger has indexed",
     "swarm_providers": "registered providers by state (active, jailed, tombstoned)",

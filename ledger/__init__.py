@@ -1,2 +1,2 @@
 """Everything that talks to a chain or the ledger: artifacts, deploy, transactions,
-keys, the contracts' calls (DESIGN §3)."""
+keys, the contracts' calls (docs/architecture.md §3)."""

@@ -1,4 +1,4 @@
-"""Compile the contracts with py-solc-x through the `contracts/solc` wrapper (DESIGN §7).
+"""Compile the contracts with py-solc-x through the `contracts/solc` wrapper (docs/architecture.md §11).
 
 Artifacts (ABI and bytecode) are build outputs: cached under build/contracts, keyed by a
 hash of every source and the compiler settings, and never committed.

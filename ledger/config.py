@@ -1,4 +1,4 @@
-"""Swarm's configuration, read once from the environment (DESIGN §1)."""
+"""Swarm's configuration, read once from the environment (docs/architecture.md §1)."""
 
 from __future__ import annotations
 

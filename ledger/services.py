@@ -1,4 +1,4 @@
-"""State the market service keeps in the ledger database (DESIGN §1: the market and the
+"""State the market service keeps in the ledger database (docs/architecture.md §1: the market and the
 oracle meet there). The chain is the authority on a job's escrow; these rows hold what
 the chain does not: which run is under way, its result and metrics, why a job found no
 provider, replication evidence, and every transition the service made, with its time.

@@ -1,1 +1,1 @@
-"""Job specs, matching, job lifecycle, settlement and the market service (DESIGN §5)."""
+"""Job specs, matching, job lifecycle, settlement and the market service (docs/architecture.md §5)."""

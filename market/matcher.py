@@ -1,4 +1,5 @@
-"""Match open jobs to provider offers (DESIGN §5): hard constraints, then the cheapest useful work.
+"""Match open jobs to provider offers (docs/architecture.md §5): hard constraints, then the
+cheapest useful work.
 
 A provider is feasible for a job when it is staked above the minimum, not jailed, scores at
 least the job's floor, asks no more than the job's price cap, has the job's GPU model (if one

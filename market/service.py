@@ -1,4 +1,4 @@
-"""The market service (DESIGN §5): takes posted jobs from the ledger, matches them to
+"""The market service (docs/architecture.md §5): takes posted jobs from the ledger, matches them to
 providers, assigns them on-chain, runs them on the providers' Ray nodes, and completes,
 fails, reassigns, expires, disputes and settles them.
 

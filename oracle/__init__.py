@@ -1,1 +1,1 @@
-"""Telemetry aggregation, scoring, slashing, epoch reports and the signer quorum (DESIGN §6)."""
+"""Telemetry aggregation, scoring, slashing, epoch reports and the signer quorum (docs/architecture.md §6)."""

@@ -1,4 +1,4 @@
-"""Telemetry the oracle measures itself on the Ray workers (DESIGN §6): liveness probes,
+"""Telemetry the oracle measures itself on the Ray workers (docs/architecture.md §6): liveness probes,
 many per epoch, and a benchmark challenge per provider per epoch, both written to the
 ledger database as they are taken.
 

@@ -1,4 +1,4 @@
-"""One oracle epoch, exactly once (DESIGN §6): aggregate → sign → submit → finalize.
+"""One oracle epoch, exactly once (docs/architecture.md §9): aggregate → sign → submit → finalize.
 
 Each step is written to the ledger database (`oracle_epochs`, `provider_scores`) before the
 next one starts, and each run first reads the chain, so an oracle killed at any point picks

@@ -1,4 +1,4 @@
-"""An epoch's chain inputs, read as the chain stood at the epoch's last block (DESIGN §6).
+"""An epoch's chain inputs, read as the chain stood at the epoch's last block (docs/architecture.md §6).
 
 Every figure here comes from the indexed events of blocks up to the epoch's `to_block` (and,
 where it is counted per epoch, after its `from_block`), never from the ledger's current-state

@@ -1,4 +1,4 @@
-"""One epoch's measurements → each provider's score, weight and exact reward (DESIGN §6).
+"""One epoch's measurements → each provider's score, weight and exact reward (docs/architecture.md §6).
 
 Pure and vectorized: numpy arrays in, numpy arrays and Python ints out; no chain, no
 database, no Ray. The epoch pipeline gathers `EpochInputs` and calls `score_epoch`.

@@ -1,4 +1,4 @@
-"""The oracle on a schedule (DESIGN §6): APScheduler runs the probes every probe interval,
+"""The oracle on a schedule (docs/architecture.md §6): APScheduler runs the probes every probe interval,
 a benchmark challenge of every provider once per epoch, and the epoch step often enough to
 close each epoch on time and finalize the previous one as soon as its challenge window ends.
 """
