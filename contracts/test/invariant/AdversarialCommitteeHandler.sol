@@ -4,7 +4,6 @@ pragma solidity ^0.8.24;
 import {RewardDistributor} from "../../src/RewardDistributor.sol";
 import {HandlerBase} from "./HandlerBase.sol";
 import {DistributorHandler} from "./DistributorHandler.sol";
-import {StandardTree} from "./StandardTree.sol";
 
 /// @notice A committee whose keys are in hostile hands. It signs, with a quorum of real
 /// committee keys, every report the distributor's checks exist to refuse — a cumulative
@@ -109,7 +108,7 @@ contract AdversarialCommitteeHandler is HandlerBase {
             slashes[0] = _slash(_provider(seed), 100, jail, false);
             expected = RewardDistributor.JailTooLong.selector;
         }
-        report = _report(distributor.lastFinalizedEpoch() + 1, cumulative, rewards, slashes);
+        report = _epochReport(distributor.lastFinalizedEpoch() + 1, cumulative, rewards, slashes);
         RewardDistributor.Slash[] memory submitted = slashes;
         bytes[] memory sigs;
 
@@ -191,7 +190,7 @@ contract AdversarialCommitteeHandler is HandlerBase {
         cumulative[(excessSeed >> 128) % cumulative.length] += excess;
         RewardDistributor.Slash[] memory none;
         RewardDistributor.EpochReport memory report =
-            _report(distributor.lastFinalizedEpoch() + 1, cumulative, rewards, none);
+            _epochReport(distributor.lastFinalizedEpoch() + 1, cumulative, rewards, none);
         if (!_submitValid(report, none, signerSeed)) return;
         record.adopt(report, none, cumulative, excess);
         _count("overcommitAccepted");
@@ -211,7 +210,7 @@ contract AdversarialCommitteeHandler is HandlerBase {
         _nextTombstone += distributor.MAX_TOMBSTONES_PER_REPORT();
         uint256[] memory cumulative = record.split(0, slashSeed);
         RewardDistributor.EpochReport memory report =
-            _report(distributor.lastFinalizedEpoch() + 1, cumulative, 0, slashes);
+            _epochReport(distributor.lastFinalizedEpoch() + 1, cumulative, 0, slashes);
         if (!_submitValid(report, slashes, signerSeed)) return;
         record.finalizeAdopted(report, slashes, cumulative);
         if (n > largestReportSlashes) largestReportSlashes = n;
@@ -226,7 +225,7 @@ contract AdversarialCommitteeHandler is HandlerBase {
         slashes[0] = _slash(_provider(providerSeed), uint16(_bound(bpsSeed, 1, BPS)), uint64(bpsSeed % 2 days), false);
         uint256[] memory cumulative = record.split(0, bpsSeed);
         RewardDistributor.EpochReport memory report =
-            _report(distributor.lastFinalizedEpoch() + 1, cumulative, 0, slashes);
+            _epochReport(distributor.lastFinalizedEpoch() + 1, cumulative, 0, slashes);
         if (!_submitValid(report, slashes, signerSeed)) return;
         record.finalizeAdopted(report, slashes, cumulative);
         _count("slashEveryEpoch");
@@ -250,21 +249,6 @@ contract AdversarialCommitteeHandler is HandlerBase {
         }
     }
 
-    function _report(
-        uint64 epoch,
-        uint256[] memory cumulative,
-        uint256 rewards,
-        RewardDistributor.Slash[] memory slashes
-    ) private view returns (RewardDistributor.EpochReport memory) {
-        return RewardDistributor.EpochReport({
-            epoch: epoch,
-            rewardsRoot: StandardTree.root(StandardTree.leaves(providers, cumulative)),
-            totalRewards: rewards,
-            cumulativeTotal: distributor.totalAllocated() + rewards,
-            slashesHash: keccak256(abi.encode(slashes)),
-            expiresAt: uint64(block.timestamp) + 1 days
-        });
-    }
 
     /// @dev `n` slashes of the first crowd members, ascending, every jail at the maximum;
     /// MAX_TOMBSTONES_PER_REPORT of them (from crowd index `tombstoneFrom` on, wrapping)

@@ -20,7 +20,6 @@ contract DistributorHandler is HandlerBase {
     uint256 internal constant MAX_EPOCH_REWARDS = 250_000 ether;
     /// @notice The gas a finalization of any accepted report must fit in.
     uint256 public constant FINALIZE_GAS_LIMIT = 15_000_000;
-    uint64 internal constant REPORT_LIFETIME = 1 days;
 
     address internal immutable funder;
     address internal immutable guardian;
@@ -152,7 +151,8 @@ contract DistributorHandler is HandlerBase {
         if (last == 0 || _livePending()) return;
         RewardDistributor.Slash[] memory none;
         uint256[] memory cumulative = _split(0, rewardSeed);
-        RewardDistributor.EpochReport memory report = _build(uint64(_bound(epochSeed, 1, last)), cumulative, 0, none);
+        RewardDistributor.EpochReport memory report =
+            _epochReport(uint64(_bound(epochSeed, 1, last)), cumulative, 0, none);
         try distributor.submitEpoch(report, none, sign(report, signerSeed)) {
             finalizedOutOfOrder = true;
         } catch {
@@ -374,7 +374,7 @@ contract DistributorHandler is HandlerBase {
         uint256[] memory cumulative = _split(rewards, uint256(keccak256(abi.encode(rewardSeed, "split"))));
         RewardDistributor.Slash[] memory slashes = _orderSlashes(slashSeed);
         RewardDistributor.EpochReport memory report =
-            _build(distributor.lastFinalizedEpoch() + 1, cumulative, rewards, slashes);
+            _epochReport(distributor.lastFinalizedEpoch() + 1, cumulative, rewards, slashes);
         if (wasRefused[_content(report)]) return false;
         distributor.submitEpoch(report, slashes, sign(report, signerSeed));
         _report = report;
@@ -385,21 +385,6 @@ contract DistributorHandler is HandlerBase {
         return true;
     }
 
-    function _build(
-        uint64 epoch,
-        uint256[] memory cumulative,
-        uint256 rewards,
-        RewardDistributor.Slash[] memory slashes
-    ) private view returns (RewardDistributor.EpochReport memory) {
-        return RewardDistributor.EpochReport({
-            epoch: epoch,
-            rewardsRoot: StandardTree.root(StandardTree.leaves(providers, cumulative)),
-            totalRewards: rewards,
-            cumulativeTotal: distributor.totalAllocated() + rewards,
-            slashesHash: keccak256(abi.encode(slashes)),
-            expiresAt: uint64(block.timestamp) + REPORT_LIFETIME
-        });
-    }
 
     function _split(uint256 rewards, uint256 seed) private view returns (uint256[] memory cumulative) {
         uint256 n = providers.length;

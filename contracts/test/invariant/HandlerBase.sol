@@ -10,6 +10,7 @@ import {SwarmToken} from "../../src/SwarmToken.sol";
 import {StakingVault} from "../../src/StakingVault.sol";
 import {RewardDistributor} from "../../src/RewardDistributor.sol";
 import {JobMarket} from "../../src/JobMarket.sol";
+import {StandardTree} from "./StandardTree.sol";
 
 /// @notice The campaign's clock. Every handler call starts by warping to it, so time only
 /// moves forward and by the amounts the handlers choose, whatever the fuzzer does to the
@@ -340,6 +341,24 @@ abstract contract HandlerBase is CommonBase, StdUtils {
             StakingVault.ProviderView memory info = vault.providerInfo(providers[i]);
             ledger.observeRelease(providers[i], info.unbondingEnd, info.heldUntil);
         }
+    }
+
+    /// @dev A report of the providers' `cumulative` earnings as a real StandardMerkleTree root,
+    /// adding `rewards` to what is allocated, valid for a day.
+    function _epochReport(
+        uint64 epoch,
+        uint256[] memory cumulative,
+        uint256 rewards,
+        RewardDistributor.Slash[] memory slashes
+    ) internal view returns (RewardDistributor.EpochReport memory) {
+        return RewardDistributor.EpochReport({
+            epoch: epoch,
+            rewardsRoot: StandardTree.root(StandardTree.leaves(providers, cumulative)),
+            totalRewards: rewards,
+            cumulativeTotal: distributor.totalAllocated() + rewards,
+            slashesHash: keccak256(abi.encode(slashes)),
+            expiresAt: uint64(block.timestamp) + 1 days
+        });
     }
 
     function _count(string memory action) internal {
