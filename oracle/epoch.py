@@ -52,8 +52,6 @@ from oracle.slashing import schedule_slashes
 # How long a signed report may be submitted, counted from its last block's time: a report
 # the committee signed and nobody sent in time is aggregated again, never sent stale.
 REPORT_VALID_S = 3 * 86_400
-# RewardDistributor.FINALIZE_PERIOD: after its window plus this, a pending report lapses.
-FINALIZE_PERIOD_S = 7 * 86_400
 
 
 @dataclass
@@ -91,6 +89,7 @@ class EpochRunner:
         d = swarm.distributor.functions
         self.threshold = int(d.threshold().call())
         self.committee = [a.lower() for a in d.signers().call()]
+        self.finalize_period = int(d.FINALIZE_PERIOD().call())  # after its window plus this, a report lapses
 
     # ── the whole step ───────────────────────────────────────────────────────
     def run(self, now: float | None = None, open_new: bool = True) -> EpochOutcome | None:
@@ -402,7 +401,7 @@ class EpochRunner:
             now = self.swarm.chain.timestamp()
             if now < pending.finalizable_at:
                 return
-            if now > pending.finalizable_at + FINALIZE_PERIOD_S:
+            if now > pending.finalizable_at + self.finalize_period:
                 self._drop(session, record, "its report lapsed unfinalized")
                 outcome.step("lapsed")
                 return

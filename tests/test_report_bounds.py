@@ -88,3 +88,9 @@ def test_tombstones_and_older_decisions_go_first_when_the_report_is_full() -> No
     assert {PROVIDERS[300 + i] for i in range(MAX_TOMBSTONES_PER_REPORT)} <= now
     assert {PROVIDERS[i] for i in range(150)} <= now, "older decisions before newer ones"
     assert len(now) == MAX_SLASHES_PER_REPORT
+
+
+def test_the_oracle_bounds_are_the_distributors(swarm) -> None:
+    d = swarm.distributor.functions
+    assert (MAX_SLASHES_PER_REPORT, MAX_TOMBSTONES_PER_REPORT, MAX_JAIL_SECONDS) == (
+        d.MAX_SLASHES_PER_REPORT().call(), d.MAX_TOMBSTONES_PER_REPORT().call(), d.MAX_JAIL_SECONDS().call())
