@@ -7,11 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ledger.abi import keccak256
 from ledger.client import Swarm
 from ledger.jobs import job_info
-
-JOB_POSTED = "0x" + keccak256(b"JobPosted(uint256,address,bytes32,uint256,uint256,uint64,uint256)").hex()
 
 
 @dataclass(frozen=True)
@@ -28,6 +25,12 @@ class ChainAuthority:
     def __init__(self, swarm: Swarm) -> None:
         self.swarm = swarm
         self._matcher_role = swarm.read("JobMarket", "MATCHER_ROLE")
+        from eth_utils import event_abi_to_log_topic
+
+        (posted,) = [e for e in swarm.market.abi if e.get("type") == "event" and e["name"] == "JobPosted"]
+        self._job_posted = "0x" + event_abi_to_log_topic(posted).hex()
+        data_fields = [i["name"] for i in posted["inputs"] if not i["indexed"]]
+        self._spec_word = data_fields.index("specHash")  # its 32-byte word in the event's data
 
     def is_matcher(self, address: str) -> bool:
         return bool(self.swarm.read("JobMarket", "hasRole", self._matcher_role, address))
@@ -47,8 +50,9 @@ class ChainAuthority:
             "address": self.swarm.market.address,
             "fromBlock": hex(self.swarm.deployment.block_number),
             "toBlock": "latest",
-            "topics": [JOB_POSTED, "0x" + job_id.to_bytes(32, "big").hex()],
+            "topics": [self._job_posted, "0x" + job_id.to_bytes(32, "big").hex()],
         })
         if not logs:
             return b""
-        return bytes.fromhex(logs[0]["data"][2:66])  # the first word of the data: specHash
+        start = 2 + 64 * self._spec_word
+        return bytes.fromhex(logs[0]["data"][start:start + 64])
