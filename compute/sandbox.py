@@ -1,17 +1,22 @@
 """A lease's sandbox: the processes of one lease see a read-only system, their own working
 directory and nothing of the provider's (keystores, the cluster token, other leases' files).
 
-Built on Debian's bubblewrap (`bwrap`), which needs no daemon and no root: a user, PID, IPC
-and UTS namespace per lease, the whole file system mounted read-only, a private `/tmp`, the
-lease's directory as the only writable place, and every hidden path covered by an empty
-directory. Limits come from the kernel's resource limits, set in the sandbox's first process
-and inherited by everything it starts:
+Built on Debian's bubblewrap (`bwrap`), which needs no daemon: a PID, IPC, UTS and network
+namespace per lease (only a loopback of its own: a lease reaches neither the site's Ray
+cluster nor the network), the whole file system mounted read-only, a private `/tmp` and
+`/dev/shm`, the lease's directory as the only writable place, and every hidden path covered
+by an empty directory. A site that runs as root builds the sandbox as root and drops to a
+user of the lease's own inside it (setpriv: no capabilities, no new privileges), binding the
+Python runtime back in where a private home hid it; a site that runs as an ordinary user
+gets a user namespace instead. Limits:
 
-  memory     RLIMIT_AS, the address space of each process;
-  processes  RLIMIT_NPROC, the processes of the lease's user — a user of its own when the
-             site runs as root (setpriv), so no lease counts another's processes;
-  time       RLIMIT_CPU for CPU seconds, and the wall clock: the whole process group is
-             killed at the deadline.
+  memory     the memory of all the lease's processes together (proportional set size, so
+             libraries they share count once), watched every 50 ms: a lease over its
+             memory is killed;
+  processes  RLIMIT_NPROC, the processes and threads of the lease's user — a user of its
+             own when the site runs as root, so no lease counts another's processes;
+  time       RLIMIT_CPU for CPU seconds, and the wall clock: everything the lease started
+             is killed at the deadline.
 
 A lease that breaks a limit is stopped and its outcome says which (`SandboxResult.broke`), so
 the site can fail it as the buyer's fault.
@@ -35,13 +40,14 @@ BWRAP = "bwrap"
 SETPRIV = "setpriv"
 # The first uid given to leases when the site runs as root: far from system and human users.
 LEASE_UID_BASE = 200_000
+WATCH_INTERVAL_S = 0.05
 
 
 @dataclass(frozen=True)
 class Limits:
     """What one lease may use."""
 
-    memory_bytes: int  # address space per process
+    memory_bytes: int  # memory of all the lease's processes together (their PSS)
     max_processes: int  # processes (and threads) of the lease's user
     wall_seconds: float  # from start to kill
     cpu_seconds: int | None = None  # CPU time per process; None: the wall clock bounds it
@@ -60,66 +66,93 @@ class SandboxResult:
     stderr: str
     seconds: float
     broke: str | None = None  # "time", "memory" or "processes" when the lease broke that limit
+    peak_memory_bytes: int = 0
 
 
 @dataclass
 class Sandbox:
-    """Runs commands for one lease in `workdir`, hiding `hidden` paths from them."""
+    """Runs commands for one lease in `workdir`, hiding `hidden` paths from them.
+
+    `runtime` are paths the lease must be able to read and execute (the Python it runs,
+    the packages it imports) even where they lie under a directory its user cannot enter;
+    by default the running interpreter's installation and this project."""
 
     workdir: Path
     limits: Limits
     hidden: Sequence[Path] = ()
     lease_uid: int | None = None  # a uid of the lease's own, used when the site runs as root
     env: Mapping[str, str] = field(default_factory=dict)
+    network: bool = False  # True: the host's network; False: a loopback of its own
+    runtime: Sequence[Path] | None = None
+
+    @property
+    def as_root(self) -> bool:
+        return os.geteuid() == 0 and self.lease_uid is not None
 
     def command(self, argv: Sequence[str]) -> list[str]:
-        """The full command line: bwrap around `argv` (with setpriv first when root)."""
+        """The full command line: bwrap around `argv` (dropping to the lease's user when root)."""
         bwrap = shutil.which(BWRAP)
         if bwrap is None:
             raise ComputeError("bubblewrap (`bwrap`) is not installed; install Debian's `bubblewrap` package.")
         workdir = self.workdir.resolve()
-        args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+        args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+                "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]
+        emptied = [Path("/tmp")]  # directories the sandbox replaces with empty ones
         for path in self.hidden:
             path = Path(path).resolve()
             if path.exists() and not _within(workdir, path):
                 args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
-        args += [
-            "--bind", str(workdir), str(workdir), "--chdir", str(workdir),
-            "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session", "--clearenv",
-        ]
+                emptied.append(path)
+        args += _runtime_binds(self.runtime if self.runtime is not None else default_runtime())
+        # The way down to the lease's directory, where it crosses an emptied one, is recreated
+        # open to the lease's user (bwrap would make it 0700, owned by root).
+        for step in reversed(workdir.parents):
+            if any(step != top and _within(top, step) for top in emptied):
+                args += ["--perms", "0755", "--dir", str(step)]
+        args += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir),
+                 "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+                 "--die-with-parent", "--new-session", "--clearenv"]
+        if not self.network:
+            args.append("--unshare-net")
+        if not self.as_root:
+            args.append("--unshare-user")
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir), "TMPDIR": "/tmp",
                **self.env}
         for key, value in env.items():
             args += ["--setenv", key, value]
-        args += ["--", *argv]
-        if os.geteuid() == 0 and self.lease_uid is not None:
+        args.append("--")
+        if self.as_root:
             uid = str(self.lease_uid)
-            args = [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--", *args]
-        return args
+            args += [SETPRIV, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
+                     "--bounding-set=-all", "--no-new-privs", "--"]
+        return args + list(argv)
 
-    def run(self, argv: Sequence[str]) -> SandboxResult:
-        """Runs `argv` to its end or to a limit; never raises for what the lease does."""
+    def run(self, argv: Sequence[str], log: Path | None = None) -> SandboxResult:
+        """Runs `argv` to its end or to a limit; never raises for what the lease does.
+
+        With `log`, stdout and stderr go to that file together (the result's are empty)."""
+        import tempfile
+
         self.workdir.mkdir(parents=True, exist_ok=True)
-        if os.geteuid() == 0 and self.lease_uid is not None:
+        if self.as_root:
             os.chown(self.workdir, self.lease_uid, self.lease_uid)
         limits = self.limits
-        start = time.monotonic()
-        proc = subprocess.Popen(
-            self.command(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, start_new_session=True, preexec_fn=lambda: _apply_limits(limits),
-        )
-        broke = None
-        try:
-            stdout, stderr = proc.communicate(timeout=limits.wall_seconds)
-        except subprocess.TimeoutExpired:
-            broke = "time"
-            _kill_group(proc)
-            stdout, stderr = proc.communicate()
-        seconds = time.monotonic() - start
+        with tempfile.TemporaryDirectory(prefix="swarm-sandbox-") as scratch:
+            out_path = log or Path(scratch) / "stdout"
+            err_path = Path(scratch) / "stderr"
+            with open(out_path, "ab") as out, (out if log else open(err_path, "wb")) as err:
+                start = time.monotonic()
+                proc = subprocess.Popen(
+                    self.command(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    start_new_session=True, preexec_fn=lambda: _apply_limits(limits),
+                )
+                broke, peak = _watch(proc, limits, start)
+            seconds = time.monotonic() - start
+            stdout = "" if log else out_path.read_text(errors="replace")
+            stderr = "" if log else err_path.read_text(errors="replace")
         if broke is None:
-            broke = _broken_limit(proc.returncode, stderr)
-        return SandboxResult(proc.returncode, stdout, stderr, seconds, broke)
+            broke = _broken_limit(proc.returncode, stderr if not log else _tail(log))
+        return SandboxResult(proc.returncode, stdout, stderr, seconds, broke, peak)
 
 
 def lease_uid(lease_number: int) -> int:
@@ -127,9 +160,86 @@ def lease_uid(lease_number: int) -> int:
     return LEASE_UID_BASE + lease_number
 
 
+def default_runtime() -> list[Path]:
+    """What a lease runs Swarm's code with: the interpreter's installation, its virtual
+    environment and the project's source."""
+    import sys
+
+    project = Path(__file__).resolve().parent.parent
+    return sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), project})
+
+
+def _runtime_binds(paths: Sequence[Path]) -> list[str]:
+    """Binds each path back in, read-only, where an ancestor closed to other users (a private
+    home, a private temporary directory) would keep the lease's user out of it."""
+    args: list[str] = []
+    for path in paths:
+        path = Path(path).resolve()
+        closed = next((p for p in reversed(path.parents) if p != Path("/") and not os.stat(p).st_mode & 0o001), None)
+        if closed is None and os.stat(path).st_mode & 0o005 == 0o005:
+            continue  # every user can reach it already
+        if closed is not None:
+            args += ["--perms", "0755", "--tmpfs", str(closed)]
+            for step in reversed(path.parents):
+                if step != closed and _within(closed, step):
+                    args += ["--perms", "0755", "--dir", str(step)]
+        args += ["--ro-bind", str(path), str(path)]
+    return args
+
+
+def _watch(proc: subprocess.Popen, limits: Limits, start: float) -> tuple[str | None, int]:
+    """Waits for the lease, killing it at its wall clock or when its processes together hold
+    more resident memory than it may; returns which limit it broke and its peak memory."""
+    import psutil
+
+    try:
+        root = psutil.Process(proc.pid)
+    except psutil.NoSuchProcess:
+        proc.wait()
+        return None, 0
+    peak = 0
+    while proc.poll() is None:
+        if time.monotonic() - start > limits.wall_seconds:
+            _kill_group(proc)
+            proc.wait()
+            return "time", peak
+        resident = _resident(root)
+        peak = max(peak, resident)
+        if resident > limits.memory_bytes:
+            _kill_group(proc)
+            proc.wait()
+            return "memory", peak
+        time.sleep(WATCH_INTERVAL_S)
+    return None, peak
+
+
+def _resident(root) -> int:
+    import psutil
+
+    total = 0
+    try:
+        processes = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return 0
+    for process in processes:
+        try:
+            total += _proportional(process)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return total
+
+
+def _proportional(process) -> int:
+    """A process's proportional set size: its private memory plus its share of what it maps
+    with others (a library every worker loads counts once over them all), else its RSS."""
+    try:
+        return process.memory_full_info().pss
+    except (AttributeError, OSError):
+        return process.memory_info().rss
+
+
 def _apply_limits(limits: Limits) -> None:
     """Runs in the sandbox's first process, before bwrap: every process inside inherits these."""
-    resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
     resource.setrlimit(resource.RLIMIT_NPROC, (limits.max_processes, limits.max_processes))
     if limits.cpu_seconds is not None:
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
@@ -137,10 +247,18 @@ def _apply_limits(limits: Limits) -> None:
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
+    """Kills bwrap's group; its namespace's first process dies with it, and every process
+    in the lease's PID namespace with that."""
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except ProcessLookupError:
         pass
+
+
+def _tail(path: Path, size: int = 8192) -> str:
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - size))
+        return f.read().decode(errors="replace")
 
 
 def _broken_limit(returncode: int, stderr: str) -> str | None:

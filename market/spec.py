@@ -10,6 +10,11 @@ How the top-level `model` and `dataset` reach the runner:
   finetune      model → params.base_checkpoint, dataset → params.dataset
   infer         model → params.checkpoint, dataset → params.dataset_path (a .npy file)
 A checkpoint is `job:<id>` (that job's result directory) or a directory path.
+
+A `ray` job is the buyer's own program: `params.entrypoint`, a shell command run in the
+lease's directory, and `params.files`, the program's files inline (at most 64 KiB), so the
+spec's hash pins the code. It needs no model or dataset; it writes what it returns to
+$SWARM_OUTPUT_DIR.
 """
 
 from __future__ import annotations
@@ -36,6 +41,8 @@ from ledger.errors import InvalidInput
 from ledger.units import DECIMALS, parse_amount
 
 JOB_REF = "job:"
+SPEC_KINDS = (*KINDS, "ray")
+MAX_PROGRAM_BYTES = 64 * 1024
 # Where each kind's runner takes the spec's model and dataset.
 MODEL_PARAM = {"train": "model", "tune": "model", "finetune": "base_checkpoint", "infer": "checkpoint"}
 DATASET_PARAM = {"train": "dataset", "tune": "dataset", "finetune": "dataset", "infer": "dataset_path"}
@@ -45,7 +52,7 @@ GPU_MODELS = ", ".join(PEAK_FP32_TFLOPS)
 
 # What each field may be, for the error sentence.
 ALLOWED = {
-    "kind": f"one of {', '.join(KINDS)}",
+    "kind": f"one of {', '.join(SPEC_KINDS)}",
     "model": "a non-empty string: a model name for train and tune, or a checkpoint, job:<id> or a path, for "
              "finetune and infer",
     "dataset": "a non-empty string: a dataset name, or for infer a .npy file path",
@@ -170,9 +177,9 @@ class Resources(BaseModel):
 class JobSpec(BaseModel):
     model_config = STRICT
 
-    kind: Literal["train", "finetune", "infer", "tune"]
-    model: NonEmpty
-    dataset: NonEmpty
+    kind: Literal["train", "finetune", "infer", "tune", "ray"]
+    model: NonEmpty | None = None
+    dataset: NonEmpty | None = None
     resources: Resources
     max_price_per_unit: Annotated[int, BeforeValidator(_wei)]  # wei per unit (GPU- or CPU-second)
     max_units: int = Field(ge=1)
@@ -190,6 +197,12 @@ class JobSpec(BaseModel):
 
     @model_validator(mode="after")
     def _params_suit_the_runner(self, info: ValidationInfo) -> JobSpec:
+        if self.kind == "ray":
+            check_program(self)
+            return self
+        for name in ("model", "dataset"):
+            if getattr(self, name) is None:
+                raise FieldError(name, f"is required for a {self.kind} job; it must be {ALLOWED[name]}")
         if self.kind in ("finetune", "infer") and self.model.startswith(JOB_REF):
             ref = self.model[len(JOB_REF):]
             if not ref or "/" in ref:
@@ -209,6 +222,10 @@ class JobSpec(BaseModel):
         data = self.model_dump(mode="json")
         data["max_price_per_unit"] = tokens(self.max_price_per_unit)
         return data
+
+    def program(self) -> dict[str, Any]:
+        """A `ray` job's program: its entrypoint and files."""
+        return {"entrypoint": self.params["entrypoint"], "files": dict(self.params.get("files", {}))}
 
     def runner_params(self, storage: str = "", namespace: str = "") -> dict[str, Any]:
         """The runner's params: the spec's params plus its model and dataset under the runner's names.
@@ -247,6 +264,30 @@ def tokens(wei: int) -> str:
 
 
 # ── params, checked by the runner's own parsing ────────────────────────────────────────
+
+
+def check_program(spec: JobSpec) -> None:
+    """A `ray` job's params: an entrypoint and its files, small enough to live in the spec."""
+    for name in ("model", "dataset"):
+        if getattr(spec, name) is not None:
+            raise FieldError(name, "does not apply to a ray job; the program reads what it needs itself")
+    for key in spec.params:
+        if key not in ("entrypoint", "files"):
+            raise FieldError(f"params.{key}", "is not a ray parameter; known ones are entrypoint, files")
+    entrypoint = spec.params.get("entrypoint")
+    if not isinstance(entrypoint, str) or not entrypoint.strip():
+        raise FieldError("params.entrypoint", "must be the command that runs the program, e.g. 'python main.py'")
+    files = spec.params.get("files", {})
+    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
+        raise FieldError("params.files", "must map file names to their text")
+    for name in files:
+        parts = Path(name).parts
+        if not name or Path(name).is_absolute() or ".." in parts or parts[:1] == ("outputs",):
+            raise FieldError("params.files", f"names a file outside the program's directory ({_show(name)})")
+    size = sum(len(k.encode()) + len(v.encode()) for k, v in files.items())
+    if size > MAX_PROGRAM_BYTES:
+        raise FieldError("params.files", f"hold {size} bytes; a program inline in its spec has at most "
+                                         f"{MAX_PROGRAM_BYTES}")
 
 
 def check_params(spec: JobSpec, timeout_s: float) -> None:

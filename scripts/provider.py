@@ -348,6 +348,44 @@ def join(ray_address: str, num_cpus: int, num_gpus: int, account: int | None, ke
 
 
 @provider.command()
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Where the site listens; 0.0.0.0 serves every interface.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8443, show_default=True, help="The site's HTTPS port.")
+@click.option("--num-cpus", type=click.IntRange(min=1), default=1, show_default=True,
+              help="CPUs of this machine's node, when the site starts its cluster.")
+@_signed
+def serve(host: str, port: int, num_cpus: int, account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Run your site: your own Ray cluster, served over HTTPS to those the chain allows.
+
+    Starts the site's Ray cluster (or attaches to the one running in $SWARM_HOME) with a token
+    that stays on your machines, then serves leases, probes and challenges until stopped. Stays
+    in the foreground, for a supervisor such as systemd.
+    """
+    import json as json_lib
+
+    from provider.site import SiteConfig, run_site
+
+    swarm = open_swarm()
+    sender = signer(swarm, account, key_ref)
+    _may_serve(swarm, stake.provider_info(swarm, sender.address))
+
+    def ready(running) -> None:
+        payload = {"provider": sender.address, "url": running.url, "fingerprint": running.identity.fingerprint,
+                   "certificate": str(running.identity.certificate)}
+        if as_json:
+            click.echo(json_lib.dumps(payload), nl=True)
+        else:
+            console.print(f"Site of {sender.address} serving {running.url}; certificate sha256 "
+                          f"{running.identity.fingerprint}. Register both with `swarm provider register "
+                          f"--update --site-url {running.url} --site-fingerprint {running.identity.fingerprint}`.")
+        import sys
+
+        sys.stdout.flush()
+
+    run_site(swarm, sender, settings().home, SiteConfig(host=host, port=port, node_cpus=num_cpus), ready=ready)
+
+
+@provider.command()
 @account_option
 @key_option
 @json_option

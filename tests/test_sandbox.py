@@ -22,7 +22,7 @@ LIMITS = Limits(memory_bytes=512 * 2**20, max_processes=32, wall_seconds=20)
 READ_KEYSTORE = "print(open({keystore!r}).read())"
 READ_TOKEN = "print(open({token!r}).read())"
 READ_OTHER_LEASE = "print(open({other!r}).read())"
-EXHAUST_MEMORY = "blob = bytearray(1024 ** 3); print('allocated', len(blob))"
+EXHAUST_MEMORY = "blob = b\"x\" * 1024 ** 3; print(\"allocated\", len(blob))"
 FORK_WITHOUT_BOUND = """
 import os, time
 children = []
@@ -144,3 +144,22 @@ def test_leases_run_as_users_of_their_own(site) -> None:
         pytest.fail("the site gives each lease a user of its own only when it runs as root; run the tests as root")
     ids = [_sandbox(site, n).run([PYTHON, "-c", "import os; print(os.getuid())"]).stdout.strip() for n in (1, 2)]
     assert ids == [str(lease_uid(1)), str(lease_uid(2))]
+
+
+def test_a_lease_cannot_reach_the_sites_services(site) -> None:
+    """The site's Ray cluster and agent listen on the host: a lease has a loopback of its own."""
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = server.getsockname()[1]
+    code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')"
+    try:
+        bare = _bare(code, site["root"] / "bare")
+        assert "connected" in bare.stdout, "without the sandbox the site's port answers"
+        result = _sandbox(site, 1).run([PYTHON, "-c", code])
+        assert result.returncode != 0 and "connected" not in result.stdout
+        assert "Connection refused" in result.stderr
+    finally:
+        server.close()

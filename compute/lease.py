@@ -1,0 +1,259 @@
+"""A lease: one job on one provider's site, run as a Ray job of the site's cluster whose
+processes live in a sandbox (docs/architecture.md §4).
+
+The site submits `python -m compute.lease launch <lease dir>` through Ray's job submission
+API, reserving the lease's CPUs, GPUs and memory on one node of the site. That launcher is
+the site's own code: it builds the lease's sandbox (`compute.sandbox`) and runs the work
+inside it, then measures what came out and writes the outcome where the lease cannot reach.
+
+A lease directory holds:
+
+  lease.json    the plan the site wrote: the job, its limits, what to hide;
+  work/         the sandbox's only writable place: the job's storage (checkpoints and
+                outputs, kept across attempts so a retry resumes from the last checkpoint);
+  log           everything the sandbox printed;
+  outcome.json  the launcher's verdict: succeeded or failed, which limit was broken, the
+                result hash (recomputed here from the outputs) and the units.
+
+Inside the sandbox a built-in job (`train`, `finetune`, `infer`, `tune`) runs on a Ray
+instance of the lease's own — one node with exactly the CPUs and GPUs the lease reserved,
+on a loopback the sandbox does not share — so nothing the lease runs can reach the site's
+cluster, whose Ray API would let it schedule work outside the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from compute.sandbox import Limits, Sandbox, lease_uid
+
+PLAN = "lease.json"
+OUTCOME = "outcome.json"
+LOG = "log"
+WORK = "work"
+RUN = "run.json"  # what the in-sandbox worker reports (its metrics; the launcher trusts no hash in it)
+LEASE_OBJECT_STORE_BYTES = 80 * 2**20  # Ray's smallest is 75 MiB
+# Ray's own processes (GCS, raylet, agents) and their threads count against the lease's
+# process limit, as everything it starts does.
+RAY_PROCESS_ALLOWANCE = 1024
+
+
+@dataclass(frozen=True)
+class LeasePlan:
+    """What the site decided to run for one job."""
+
+    job_id: int
+    number: int  # the site's sequence number for this lease (its user's uid when root)
+    job: dict[str, Any] | None  # a built-in compute.jobs.ComputeJob as a dict; the launcher sets its storage
+    cpus: float
+    gpus: float
+    memory_bytes: int
+    wall_seconds: float
+    max_units: int
+    max_processes: int = 256
+    hidden: tuple[str, ...] = ()  # the provider's SWARM_HOME, the leases directory
+    attempt: int = 1
+    program: dict[str, Any] | None = None  # the buyer's own program: {"entrypoint": str, "files": {name: text}}
+
+    def limits(self) -> Limits:
+        return Limits(memory_bytes=self.memory_bytes, max_processes=self.max_processes + RAY_PROCESS_ALLOWANCE,
+                      wall_seconds=self.wall_seconds)
+
+    def write(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        _write_json(directory / PLAN, asdict(self))
+
+    @classmethod
+    def read(cls, directory: Path) -> LeasePlan:
+        raw = json.loads((directory / PLAN).read_text())
+        return cls(**(raw | {"hidden": tuple(raw.get("hidden", ()))}))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The launcher's verdict on one attempt."""
+
+    state: str  # "succeeded" | "failed"
+    attempt: int
+    seconds: float
+    returncode: int
+    broke: str | None = None  # "memory" | "processes" | "time": the buyer's fault
+    error: str | None = None
+    result_hash: str | None = None  # 0x sha256 of the outputs' manifest, computed by the launcher
+    units: int = 0  # whole units, at most the job's max_units
+    unit: str = "cpu-seconds"
+    metrics: dict[str, Any] = field(default_factory=dict)
+    peak_memory_bytes: int = 0
+
+    @classmethod
+    def read(cls, directory: Path) -> Outcome | None:
+        path = directory / OUTCOME
+        if not path.is_file():
+            return None
+        return cls(**json.loads(path.read_text()))
+
+
+def lease_sandbox(directory: Path, plan: LeasePlan) -> Sandbox:
+    work = directory / WORK
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "SWARM_OUTPUT_DIR": str(work / "outputs"),
+        "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+        "SWARM_HOME": str(work / "home"),
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # the lease's own Ray: one node on its loopback
+        "RAY_AUTH_MODE": "disabled",  # nothing but the lease shares that loopback
+        "RAY_USAGE_STATS_ENABLED": "0",
+    }
+    return Sandbox(work, plan.limits(), hidden=[Path(p) for p in plan.hidden], lease_uid=lease_uid(plan.number),
+                   env=env)
+
+
+def launch(directory: Path) -> Outcome:
+    """Runs the lease's current attempt in its sandbox and writes its outcome."""
+    from compute.accounting import unit_name
+    from compute.manifest import result_hash
+
+    plan = LeasePlan.read(directory)
+    (directory / OUTCOME).unlink(missing_ok=True)
+    work = directory / WORK
+    (work / RUN).unlink(missing_ok=True)
+    sandbox = lease_sandbox(directory, plan)
+    if plan.program is not None:
+        _unpack(plan, work)
+        argv = ["/bin/sh", "-c", plan.program["entrypoint"]]
+    else:
+        argv = [sys.executable, "-m", "compute.lease", "worker", str(work)]
+    with open(directory / LOG, "a") as log:
+        log.write(f"── attempt {plan.attempt} ──\n")
+    done = sandbox.run(argv, log=directory / LOG)
+    use_gpu = plan.gpus > 0
+    reserved = (plan.gpus if use_gpu else plan.cpus) * done.seconds
+    outcome = Outcome(state="failed", attempt=plan.attempt, seconds=done.seconds, returncode=done.returncode,
+                      broke=done.broke, unit=unit_name(use_gpu), peak_memory_bytes=done.peak_memory_bytes)
+    run = _read_run(work) if plan.program is None else _program_run(work, done.returncode, reserved)
+    if done.broke:
+        outcome = _replace(outcome, error=_broke_message(done.broke, plan))
+    elif done.returncode != 0 or run is None:
+        outcome = _replace(outcome, error=_last_error(directory / LOG) or f"the job exited with {done.returncode}")
+    else:
+        outputs = Path(run["result_dir"]) / "outputs"
+        measured = float(run.get("units", 0.0))
+        units = min(plan.max_units, math.ceil(min(measured, reserved)))  # never more than it held
+        outcome = _replace(outcome, state="succeeded", result_hash=result_hash(outputs), units=units,
+                           metrics=run.get("metrics", {}))
+    _write_json(directory / OUTCOME, asdict(outcome))
+    return outcome
+
+
+def work_in_sandbox(work: Path) -> None:
+    """Inside the sandbox: the job on a Ray instance of the lease's own."""
+    import ray
+
+    from compute.jobs import ComputeJob, run_job
+    from compute.placement import node_labels, node_resources
+
+    plan = LeasePlan.read(work.parent)
+    job = ComputeJob(**(plan.job | {"storage": str(work / "storage")}))
+    ray.init(num_cpus=max(1, math.ceil(plan.cpus)), num_gpus=math.ceil(plan.gpus),
+             resources=node_resources(job.provider), labels=node_labels(job.provider),
+             object_store_memory=LEASE_OBJECT_STORE_BYTES, include_dashboard=False,
+             _node_ip_address="127.0.0.1", _temp_dir="/tmp/ray", configure_logging=False)
+    try:
+        result = run_job(job)
+    finally:
+        ray.shutdown()
+    _write_json(work / RUN, {"result_dir": result.result_dir, "units": result.units,
+                             "metrics": _jsonable(result.metrics)})
+
+
+def _unpack(plan: LeasePlan, work: Path) -> None:
+    """Writes the buyer's files into the lease's directory, owned by the lease's user."""
+    from compute.sandbox import lease_uid
+
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "outputs").mkdir(exist_ok=True)
+    paths = [work, work / "outputs"]
+    for name, text in plan.program.get("files", {}).items():
+        path = (work / name).resolve()
+        if not path.is_relative_to(work.resolve()):
+            raise ValueError(f"file {name!r} would lie outside the lease")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        paths.append(path)
+    if os.geteuid() == 0:
+        for path in paths:
+            os.chown(path, lease_uid(plan.number), lease_uid(plan.number))
+
+
+def _program_run(work: Path, returncode: int, reserved: float) -> dict | None:
+    """A buyer's program is metered by what it reserved for as long as it ran."""
+    if returncode != 0 or not (work / "outputs").is_dir():
+        return None
+    return {"result_dir": str(work.resolve()), "units": reserved, "metrics": {}}
+
+
+def _read_run(work: Path) -> dict | None:
+    try:
+        raw = json.loads((work / RUN).read_text())
+    except (OSError, ValueError):
+        return None
+    result_dir = Path(str(raw.get("result_dir", ""))).resolve()
+    if not result_dir.is_relative_to(work.resolve()) or not (result_dir / "outputs").is_dir():
+        return None  # outputs outside the lease's own directory are not its outputs
+    return raw | {"result_dir": str(result_dir)}
+
+
+def _broke_message(limit: str, plan: LeasePlan) -> str:
+    if limit == "memory":
+        return f"the job used more than the {plan.memory_bytes // 2**20} MiB of memory it reserved and was stopped."
+    if limit == "processes":
+        return f"the job started more than the {plan.max_processes} processes it may and was stopped."
+    return f"the job ran past its {plan.wall_seconds:.0f} s and was stopped."
+
+
+def _last_error(log: Path) -> str | None:
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    return lines[-1][:500] if lines else None
+
+
+def _replace(outcome: Outcome, **changes: Any) -> Outcome:
+    from dataclasses import replace
+
+    return replace(outcome, **changes)
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str, allow_nan=True).replace("NaN", "null")
+                      .replace("-Infinity", "null").replace("Infinity", "null"))
+
+
+def _write_json(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=2))
+    os.replace(tmp, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2 or argv[0] not in ("launch", "worker"):
+        print("usage: python -m compute.lease launch|worker DIRECTORY", file=sys.stderr)
+        return 2
+    if argv[0] == "worker":
+        work_in_sandbox(Path(argv[1]))
+        return 0
+    started = time.monotonic()
+    outcome = launch(Path(argv[1]))
+    print(f"lease {outcome.state} after {time.monotonic() - started:.1f} s"
+          + (f": {outcome.error}" if outcome.error else ""))
+    return 0 if outcome.state == "succeeded" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Talking to a provider's site: every request signed with the caller's key, every connection
+pinned to the certificate fingerprint the provider registered on chain (`compute.site_tls`).
+
+Used by the market (to start, follow and stop leases), the oracle (probes and challenges) and
+a buyer (a lease's status, logs and result). A refusal comes back as `Refused` with the site's
+status and sentence; a site that does not answer raises `SiteUnreachable`.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import secrets
+import socket
+import time
+from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from compute.errors import ComputeError
+from compute.site_auth import MAX_VALIDITY_S, Refused, SiteRequest, body_hash
+from compute.site_tls import check_peer, pinned_context
+
+DEFAULT_TIMEOUT_S = 30.0
+VALIDITY_S = 60  # how long a request this client signs stays valid (at most MAX_VALIDITY_S)
+
+
+class SiteUnreachable(ComputeError):
+    """The site did not answer: down, or not at its registered address."""
+
+
+@dataclass(frozen=True)
+class SiteAddress:
+    """What the chain says of a site: its provider, URL and certificate fingerprint."""
+
+    provider: str
+    url: str  # https://host:port
+    fingerprint: str  # sha256 of the certificate's DER, hex
+
+
+class SiteClient:
+    """Signs requests to one site in the domain of one deployment; `sign` signs EIP-712
+    typed data with the caller's key (a `ledger.tx.Sender`'s `sign_typed_data`)."""
+
+    def __init__(self, site: SiteAddress, sign: Callable[[dict], bytes], chain_id: int, market: str,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        parts = urlsplit(site.url)
+        if parts.scheme != "https" or not parts.hostname:
+            raise ComputeError(f"A site's URL must be https://HOST:PORT, got {site.url!r}.")
+        self.site = site
+        self.host, self.port = parts.hostname, parts.port or 443
+        self.sign = sign
+        self.chain_id = chain_id
+        self.market = market
+        self.timeout_s = timeout_s
+
+    def start_lease(self, job_id: int, spec: bytes) -> dict[str, Any]:
+        return self._call("POST", f"/v1/leases/{job_id}", "lease.start", job_id, spec)
+
+    def status(self, job_id: int) -> dict[str, Any]:
+        return self._call("GET", f"/v1/leases/{job_id}", "lease.status", job_id)
+
+    def logs(self, job_id: int) -> str:
+        return self._call("GET", f"/v1/leases/{job_id}/logs", "lease.logs", job_id, text=True)
+
+    def result(self, job_id: int) -> dict[str, Any]:
+        return self._call("GET", f"/v1/leases/{job_id}/result", "lease.result", job_id)
+
+    def stop(self, job_id: int) -> dict[str, Any]:
+        return self._call("POST", f"/v1/leases/{job_id}/stop", "lease.stop", job_id)
+
+    def probe(self) -> dict[str, Any]:
+        return self._call("POST", "/v1/probe", "probe", 0)
+
+    def challenge(self, challenge: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        body = json.dumps({"challenge": challenge, "timeout_s": timeout_s}).encode()
+        return self._call("POST", "/v1/challenge", "challenge", 0, body, timeout_s=timeout_s + self.timeout_s)
+
+    def info(self) -> dict[str, Any]:
+        status, payload = self._request("GET", "/v1/info", b"", {})
+        return json.loads(payload)
+
+    def _call(self, method: str, path: str, action: str, job_id: int, body: bytes = b"", text: bool = False,
+              timeout_s: float | None = None) -> Any:
+        expires = int(time.time()) + min(VALIDITY_S, MAX_VALIDITY_S)
+        request = SiteRequest(action, self.site.provider, job_id, body_hash(body), secrets.randbits(128), expires)
+        signature = self.sign(request.typed_data(self.chain_id, self.market))
+        headers = {"Swarm-Nonce": str(request.nonce), "Swarm-Expires": str(expires),
+                   "Swarm-Signature": "0x" + signature.hex(), "Content-Type": "application/octet-stream"}
+        status, payload = self._request(method, path, body, headers, timeout_s)
+        if status != 200:
+            try:
+                message = json.loads(payload)["error"]
+            except (ValueError, KeyError, TypeError):
+                message = payload.decode(errors="replace")[:300] or f"HTTP {status}"
+            raise Refused(status, message)
+        return payload.decode() if text else json.loads(payload)
+
+    def _request(self, method: str, path: str, body: bytes, headers: dict[str, str],
+                 timeout_s: float | None = None) -> tuple[int, bytes]:
+        connection = http.client.HTTPSConnection(self.host, self.port, context=pinned_context(),
+                                                 timeout=timeout_s or self.timeout_s)
+        try:
+            connection.connect()
+            check_peer(connection.sock, self.site.fingerprint)
+            connection.request(method, path, body=body or None, headers=headers)
+            response = connection.getresponse()
+            return response.status, response.read()
+        except (OSError, socket.timeout, http.client.HTTPException) as exc:
+            raise SiteUnreachable(f"The site of {self.site.provider} at {self.site.url} did not answer "
+                                  f"({type(exc).__name__}: {exc}).") from exc
+        finally:
+            connection.close()

@@ -1,0 +1,130 @@
+"""A provider's site, put together (docs/architecture.md §4): the provider's own Ray cluster,
+the agent (`compute.site`) serving it over HTTPS, the chain's authorization
+(`ledger.site_authority`), the planning of a lease from a job's spec (`market.spec`) and the
+signing of results with the provider's key (`ledger.results`).
+
+`swarm provider serve` runs `run_site` in the foreground. The site's Ray cluster is started in
+the provider's SWARM_HOME with a token of its own that never leaves the provider (its other
+machines join with `swarm provider join`); an already running one is attached to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from compute import cluster
+from compute.lease import LeasePlan
+from compute.node import RayHome
+from compute.site import Site, make_app, serve
+from compute.site_auth import NonceBook, Refused, SiteRequest, authorize
+from compute.site_tls import SiteIdentity, make_identity
+from ledger.client import Swarm
+from ledger.results import result_typed_data
+from ledger.site_authority import ChainAuthority
+from ledger.tx import Sender
+from market.spec import JobSpec, SpecError, job_namespace, validate_spec
+
+# What a lease's own Ray instance (its GCS, raylet and agents) adds to the memory the job asked for.
+LEASE_RAY_OVERHEAD_BYTES = 3 * 2**30 // 2
+MIN_LEASE_MEMORY_BYTES = 512 * 2**20
+PROGRAM_PROCESSES = 256
+
+
+@dataclass(frozen=True)
+class SiteConfig:
+    host: str = "127.0.0.1"
+    port: int = 8443
+    node_cpus: int = 1  # CPUs of the site's first worker node, when the site starts its cluster
+    node_gpus: int = 0
+    object_store_bytes: int = 80 * 1024 * 1024
+
+
+def plan_lease(spec_bytes: bytes, job_id: int, number: int, provider: str, namespace: str,
+               now: float | None = None) -> LeasePlan:
+    """The lease a job's spec asks for; ValueError names what is wrong with the spec."""
+    now = time.time() if now is None else now
+    try:
+        raw = json.loads(spec_bytes)
+        spec: JobSpec = validate_spec(raw, now=float(raw.get("deadline", 1)) - 1)
+    except (ValueError, SpecError, AttributeError) as exc:
+        raise ValueError(f"the job's spec cannot be read: {exc}") from None
+    r = spec.resources
+    cpus, gpus = r.workers * r.cpus_per_worker, r.workers * r.gpus_per_worker
+    memory = max(MIN_LEASE_MEMORY_BYTES, int(r.workers * r.memory_gb * 2**30)) + LEASE_RAY_OVERHEAD_BYTES
+    wall = max(1.0, spec.deadline - now)
+    if spec.kind == "ray":
+        return LeasePlan(job_id=job_id, number=number, job=None, cpus=cpus, gpus=gpus, memory_bytes=memory,
+                         wall_seconds=wall, max_units=spec.max_units, max_processes=PROGRAM_PROCESSES,
+                         program=spec.program())
+    job = spec.to_compute_job(str(job_id), provider, now=now, namespace=namespace)
+    return LeasePlan(job_id=job_id, number=number, job=asdict(job), cpus=cpus, gpus=gpus, memory_bytes=memory,
+                     wall_seconds=wall, max_units=spec.max_units)
+
+
+@dataclass
+class RunningSite:
+    site: Site
+    identity: SiteIdentity
+    url: str
+    started_cluster: bool
+    ray_home: RayHome
+
+
+def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> tuple[RunningSite, object]:
+    """Starts (or attaches to) the provider's Ray cluster and builds the agent; returns it and its app."""
+    provider = sender.address
+    root = home / "site"
+    for name in ("RAY_ADDRESS", "RAY_AUTH_TOKEN"):  # the site's cluster is its own, with its own token
+        os.environ.pop(name, None)
+    identity = make_identity(root, config.host)
+    ray_home = RayHome.of(home)
+    state = cluster.running(ray_home)
+    started = state is None
+    if started:
+        state = cluster.start(ray_home, cluster.ClusterSpec(
+            providers=(provider,), node_cpus=config.node_cpus, object_store_bytes=config.object_store_bytes))
+    if not state.dashboard:
+        raise Refused(500, f"The site's Ray cluster in {ray_home.root} has no dashboard, which leases need; "
+                           "stop it with `swarm cluster down` and serve again.")
+    cluster.connect(ray_home, state.address)
+    chain_id, market = swarm.chain.chain_id, swarm.market.address
+    namespace = job_namespace(chain_id, market)
+
+    def planner(job_id: int, spec: bytes, number: int) -> LeasePlan:
+        try:
+            return plan_lease(spec, job_id, number, provider, namespace)
+        except ValueError as exc:
+            raise Refused(400, f"Job {job_id}: {exc}") from None
+
+    def signer(job_id: int, result_hash: bytes, units: int) -> bytes:
+        return sender.sign_typed_data(result_typed_data(chain_id, market, job_id, result_hash, units))
+
+    site = Site(root, provider, state.dashboard, planner, signer, hidden=(str(home),))
+    authority = ChainAuthority(swarm)
+    nonces = NonceBook(root / "nonces.db")
+
+    def authorizer(request: SiteRequest, signature: bytes, spec_hash: bytes | None) -> str:
+        return authorize(request, signature, site=provider, chain_id=chain_id, market=market, authority=authority,
+                         nonces=nonces, now=int(time.time()), spec_hash=spec_hash)
+
+    url = f"https://{config.host}:{config.port}"
+    running = RunningSite(site, identity, url, started, ray_home)
+    return running, make_app(site, authorizer, chain_id, market)
+
+
+def run_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig,
+             ready: Callable[[RunningSite], None] | None = None) -> None:
+    """Serves the site until SIGTERM or SIGINT, then stops the cluster if it started it."""
+    running, app = open_site(swarm, sender, home, config)
+    try:
+        serve(app, config.host, config.port, running.identity.certificate, running.identity.key,
+              ready=(lambda: ready(running)) if ready else None)
+    finally:
+        if running.started_cluster:
+            cluster.stop(running.ray_home)
+

@@ -1,0 +1,205 @@
+"""A provider's site, end to end: `swarm provider serve` on a real anvil, with its own Ray
+cluster, reached over pinned HTTPS with requests signed by the keys the chain authorizes.
+Every lease is a Ray job of the site's cluster running in a sandbox; the attacks are jobs a
+buyer could post, and the site keeps serving the honest lease that follows them."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from anvil import AnvilNode, RpcClient, dev_account
+from anvil.node import free_port
+from compute.errors import ComputeError
+from compute.manifest import result_hash
+from compute.site_auth import Refused
+from compute.site_client import SiteAddress, SiteClient
+from ledger import jobs, stake
+from ledger.chain import Chain
+from ledger.client import Swarm
+from ledger.deploy import DeployResult
+from ledger.results import result_signer
+from ledger.specs import canonical
+from ledger.units import ONE
+from market.spec import validate_spec
+
+MATCHER, PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 4, 6))
+START_TIMEOUT_S = 180
+LEASE_TIMEOUT_S = 150
+
+
+@pytest.fixture(scope="module")
+def site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: AnvilNode, swarm_home: Path,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """A registered, staked provider serving its site from a SWARM_HOME of its own."""
+    snapshot = rpc.snapshot()
+    swarm = Swarm(chain, deployed.deployment)
+    sender = swarm.sender(PROVIDER.key)
+    stake.register(swarm, sender, b"\x11" * 32, 1)
+    stake.stake(swarm, sender, 1_000 * ONE)
+    home = tmp_path_factory.mktemp("provider-home")
+    shutil.copytree(swarm_home / "deployments", home / "deployments")
+    (home / "keys").mkdir()
+    (home / "keys" / "provider.json").write_text('{"crypto": "the provider key"}')
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {
+        "SWARM_HOME": str(home), "SWARM_RPC_URL": anvil_node.config.url}
+    process = subprocess.Popen([sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", "1",
+                                "--port", str(port), "--json"], env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+    ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
+    line = process.stdout.readline() if ready else ""
+    if not line:
+        process.kill()
+        pytest.fail(f"the site did not start: {process.stderr.read()[-3000:]}")
+    served = json.loads(line)
+    yield {"swarm": swarm, "home": home, "url": served["url"], "fingerprint": served["fingerprint"],
+           "process": process}
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+    rpc.revert(snapshot)
+
+
+def _client(site: dict, who=MATCHER, fingerprint: str | None = None) -> SiteClient:
+    swarm = site["swarm"]
+    address = SiteAddress(PROVIDER.address, site["url"], fingerprint or site["fingerprint"])
+    return SiteClient(address, swarm.sender(who.key).sign_typed_data, swarm.chain.chain_id, swarm.market.address)
+
+
+def _assigned(site: dict, spec: dict) -> tuple[int, bytes]:
+    """A job posted by the buyer with `spec` and assigned to the site's provider; its id and spec bytes."""
+    swarm = site["swarm"]
+    body = canonical(validate_spec(spec).canonical())
+    from eth_utils import keccak
+
+    job_id, _ = jobs.post_job(swarm, swarm.sender(BUYER.key), keccak(body), 10**12, spec["max_units"],
+                              swarm.chain.timestamp() + 3_600)
+    jobs.assign_job(swarm, swarm.sender(MATCHER.key), job_id, PROVIDER.address, 10**12)
+    return job_id, body
+
+
+def _program(code: str, memory_gb: float = 0.5) -> dict:
+    return {"kind": "ray", "resources": {"workers": 1, "cpus_per_worker": 1, "memory_gb": memory_gb},
+            "max_price_per_unit": "0.000001", "max_units": 600, "deadline": int(time.time()) + 3_600,
+            "params": {"entrypoint": "python main.py", "files": {"main.py": code}}}
+
+
+def _finished(client: SiteClient, job_id: int, timeout: float = LEASE_TIMEOUT_S) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = client.status(job_id)
+        if status["state"] in ("succeeded", "failed", "stopped"):
+            return status
+        time.sleep(0.5)
+    raise AssertionError(f"lease {job_id} did not finish in {timeout} s: {status}")
+
+
+WRITE_OUTPUT = """
+import os, pathlib
+out = pathlib.Path(os.environ["SWARM_OUTPUT_DIR"])
+(out / "answer.txt").write_text(str(sum(range(1000))))
+print("wrote the answer")
+"""
+
+
+def test_a_lease_runs_and_its_result_is_the_providers_own_word(site) -> None:
+    swarm = site["swarm"]
+    job_id, body = _assigned(site, _program(WRITE_OUTPUT))
+    matcher = _client(site)
+    started = matcher.start_lease(job_id, body)
+    assert started["state"] in ("pending", "running", "succeeded")
+    again = matcher.start_lease(job_id, body)  # a second start returns the lease that exists
+    assert again["attempt"] == 1
+
+    done = _finished(matcher, job_id)
+    assert done["state"] == "succeeded", done
+    expected = site["home"] / "expected"
+    expected.mkdir()
+    (expected / "answer.txt").write_text(str(sum(range(1000))))
+    assert done["result_hash"] == result_hash(expected)
+    assert 1 <= done["units"] <= 600
+    signer = result_signer(bytes.fromhex(done["signature"][2:]), swarm.chain.chain_id, swarm.market.address,
+                           job_id, bytes.fromhex(done["result_hash"][2:]), done["units"])
+    assert signer == PROVIDER.address
+
+    buyer = _client(site, BUYER)
+    assert buyer.result(job_id)["signature"] == done["signature"]
+    assert "wrote the answer" in buyer.logs(job_id)
+    with pytest.raises(Refused, match="neither the matcher nor the buyer") as refused:
+        _client(site, STRANGER).status(job_id)
+    assert refused.value.status == 403
+
+
+def test_the_site_serves_only_what_the_chain_authorizes(site) -> None:
+    job_id, body = _assigned(site, _program(WRITE_OUTPUT))
+    leases = site["home"] / "site" / "leases"
+    for who, message in ((STRANGER, "not the market's matcher"), (BUYER, "not the market's matcher")):
+        with pytest.raises(Refused, match=message) as refused:
+            _client(site, who).start_lease(job_id, body)
+        assert refused.value.status == 403
+    with pytest.raises(Refused, match="does not hash to the one job") as refused:
+        _client(site).start_lease(job_id, body.replace(b"main.py", b"evil.py"))
+    assert refused.value.status == 403
+    assert not (leases / str(job_id)).exists(), "nothing ran"
+
+    request = urllib.request.Request(f"{site['url']}/v1/leases/{job_id}", data=body, method="POST")
+    from compute.site_tls import pinned_context
+
+    with pytest.raises(urllib.error.HTTPError) as unsigned:
+        urllib.request.urlopen(request, context=pinned_context())
+    assert unsigned.value.code == 401
+
+    with pytest.raises(ComputeError, match="not the one registered on chain"):
+        _client(site, fingerprint="00" * 32).info()
+
+
+ATTACKS = {
+    "read the provider's keystore": ("print(open({home!r} + '/keys/provider.json').read())", None),
+    "read the cluster token": ("print(open({home!r} + '/ray/auth_token').read())", None),
+    "read another lease's files": ("import glob; print([open(p).read() for p in glob.glob({leases!r} + "
+                                   "'/*/work/outputs/*')] or 1 / 0)", None),
+    "exhaust memory": ("blob = b'x' * (3 * 1024 ** 3); print('allocated', len(blob))", "memory"),
+    "fork without bound": ("import os, time\nfor _ in range(4096):\n    if os.fork() == 0:\n"
+                           "        time.sleep(5); os._exit(0)\nprint('forked')", "processes"),
+}
+
+
+def test_attacks_fail_and_the_site_keeps_serving(site) -> None:
+    matcher = _client(site)
+    home, leases = str(site["home"]), str(site["home"] / "site" / "leases")
+    started = {}
+    for name, (template, _) in ATTACKS.items():
+        job_id, body = _assigned(site, _program(template.format(home=home, leases=leases)))
+        matcher.start_lease(job_id, body)
+        started[name] = job_id
+    for name, (_, limit) in ATTACKS.items():
+        done = _finished(matcher, started[name])
+        assert done["state"] == "failed", (name, done)
+        logs = matcher.logs(started[name])
+        for secret in ("the provider key", "allocated", "forked"):
+            assert secret not in logs, (name, logs[-2000:])
+        if limit is not None:
+            assert done["broke"] == limit, (name, done)
+        else:
+            assert "No such file or directory" in logs or "ZeroDivisionError" in logs, (name, logs[-2000:])
+    token = (site["home"] / "ray" / "auth_token").read_text()
+    for name, job_id in started.items():
+        assert token not in matcher.logs(job_id), name
+
+    job_id, body = _assigned(site, _program(WRITE_OUTPUT))
+    matcher.start_lease(job_id, body)
+    assert _finished(matcher, job_id)["state"] == "succeeded"
