@@ -43,8 +43,12 @@ class ClusterSpec:
     head_cpus: int = 0
     node_cpus: int = 1
     object_store_bytes: int = 80 * 1024 * 1024
+    nodes_per_provider: int = 1
 
     def __post_init__(self) -> None:
+        if not 1 <= self.nodes_per_provider <= MAX_PROVIDERS:
+            raise ComputeError(f"A local cluster has 1 to {MAX_PROVIDERS} nodes per provider, "
+                               f"got {self.nodes_per_provider}.")
         if not 1 <= len(self.providers) <= MAX_PROVIDERS:
             raise ComputeError(
                 f"A local cluster has 1 to {MAX_PROVIDERS} providers, got {len(self.providers)}."
@@ -207,7 +211,7 @@ def supervise(home: RayHome, spec: ClusterSpec) -> None:
                 num_cpus=spec.node_cpus, labels=node_labels(provider), resources=node_resources(provider),
                 object_store_memory=spec.object_store_bytes,
             ).node_id)
-            for provider in spec.providers
+            for provider in spec.providers for _ in range(spec.nodes_per_provider)
         )
         cluster.wait_for_nodes()
         stopping, _signalled = _stop_signal()  # keep both ends open while waiting

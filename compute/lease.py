@@ -61,6 +61,8 @@ class LeasePlan:
     hidden: tuple[str, ...] = ()  # the provider's SWARM_HOME, the leases directory
     attempt: int = 1
     program: dict[str, Any] | None = None  # the buyer's own program: {"entrypoint": str, "files": {name: text}}
+    storage: str = ""  # the market's storage (a directory or a pyarrow URI): results go there
+    inputs: tuple[str, ...] = ()  # results of earlier jobs (compute job ids) the job builds on, from storage
 
     def limits(self) -> Limits:
         return Limits(memory_bytes=self.memory_bytes, max_processes=self.max_processes + RAY_PROCESS_ALLOWANCE,
@@ -73,7 +75,7 @@ class LeasePlan:
     @classmethod
     def read(cls, directory: Path) -> LeasePlan:
         raw = json.loads((directory / PLAN).read_text())
-        return cls(**(raw | {"hidden": tuple(raw.get("hidden", ()))}))
+        return cls(**(raw | {"hidden": tuple(raw.get("hidden", ())), "inputs": tuple(raw.get("inputs", ()))}))
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class Outcome:
     unit: str = "cpu-seconds"
     metrics: dict[str, Any] = field(default_factory=dict)
     peak_memory_bytes: int = 0
+    fault: str = "buyer"  # whose fault a failure is: the job's ("buyer") or the site's ("provider")
 
     @classmethod
     def read(cls, directory: Path) -> Outcome | None:
@@ -123,12 +126,15 @@ def launch(directory: Path) -> Outcome:
     plan = LeasePlan.read(directory)
     (directory / OUTCOME).unlink(missing_ok=True)
     work = directory / WORK
+    work.mkdir(parents=True, exist_ok=True)
     (work / RUN).unlink(missing_ok=True)
     sandbox = lease_sandbox(directory, plan)
     if plan.program is not None:
         _unpack(plan, work)
         argv = ["/bin/sh", "-c", plan.program["entrypoint"]]
     else:
+        _fetch_inputs(plan, work)
+        plan.write(work)  # the worker's copy: the lease's own directory is all the sandbox shows
         argv = [sys.executable, "-m", "compute.lease", "worker", str(work)]
     with open(directory / LOG, "a") as log:
         log.write(f"── attempt {plan.attempt} ──\n")
@@ -148,6 +154,11 @@ def launch(directory: Path) -> Outcome:
         units = min(plan.max_units, math.ceil(min(measured, reserved)))  # never more than it held
         outcome = _replace(outcome, state="succeeded", result_hash=result_hash(outputs), units=units,
                            metrics=run.get("metrics", {}))
+        try:
+            _publish(plan, Path(run["result_dir"]))
+        except OSError as exc:
+            outcome = _replace(outcome, state="failed", error=f"the site could not store the result in "
+                                                             f"{plan.storage}: {exc}")
     _write_json(directory / OUTCOME, asdict(outcome))
     return outcome
 
@@ -159,7 +170,7 @@ def work_in_sandbox(work: Path) -> None:
     from compute.jobs import ComputeJob, run_job
     from compute.placement import node_labels, node_resources
 
-    plan = LeasePlan.read(work.parent)
+    plan = LeasePlan.read(work)
     job = ComputeJob(**(plan.job | {"storage": str(work / "storage")}))
     ray.init(num_cpus=max(1, math.ceil(plan.cpus)), num_gpus=math.ceil(plan.gpus),
              resources=node_resources(job.provider), labels=node_labels(job.provider),
@@ -190,6 +201,44 @@ def _unpack(plan: LeasePlan, work: Path) -> None:
     if os.geteuid() == 0:
         for path in paths:
             os.chown(path, lease_uid(plan.number), lease_uid(plan.number))
+
+
+def _fetch_inputs(plan: LeasePlan, work: Path) -> None:
+    """Copies the earlier results the job builds on from the market's storage into the lease."""
+    for compute_id in plan.inputs:
+        target = work / "storage" / compute_id
+        if not target.exists() and plan.storage:
+            _copy(_join(plan.storage, compute_id), str(target))
+    if os.geteuid() == 0:
+        for path in [work, *work.rglob("*")]:
+            os.chown(path, lease_uid(plan.number), lease_uid(plan.number), follow_symlinks=False)
+
+
+def _publish(plan: LeasePlan, result_dir: Path) -> None:
+    """Stores a finished lease's results where the market keeps them."""
+    if plan.storage:
+        _copy(str(result_dir), _join(plan.storage, result_dir.name if plan.job else str(plan.job_id)))
+
+
+def _join(storage: str, name: str) -> str:
+    return f"{storage.rstrip('/')}/{name}"
+
+
+def _copy(source: str, destination: str) -> None:
+    """A directory tree between local paths and pyarrow URIs."""
+    import pyarrow.fs as pafs
+
+    if "://" not in source and "://" not in destination:
+        import shutil
+
+        shutil.copytree(source, destination, dirs_exist_ok=True, symlinks=False)
+        return
+    import pyarrow as pa
+
+    try:
+        pafs.copy_files(source, destination)
+    except (pa.ArrowException, ValueError) as exc:
+        raise OSError(str(exc)) from exc
 
 
 def _program_run(work: Path, returncode: int, reserved: float) -> dict | None:
@@ -240,6 +289,19 @@ def _write_json(path: Path, payload: dict) -> None:
     os.replace(tmp, path)
 
 
+def _die_with_parent() -> None:
+    """The launcher is the child of the Ray worker that supervises the lease's Ray job: when
+    that worker dies with its node, the launcher is killed, and the sandbox with it (bwrap
+    dies with its parent), so a lease the site runs again never runs beside its old self."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the parent died before the signal was armed
+        sys.exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2 or argv[0] not in ("launch", "worker"):
@@ -248,8 +310,17 @@ def main(argv: list[str] | None = None) -> int:
     if argv[0] == "worker":
         work_in_sandbox(Path(argv[1]))
         return 0
+    _die_with_parent()
     started = time.monotonic()
-    outcome = launch(Path(argv[1]))
+    directory = Path(argv[1])
+    try:
+        outcome = launch(directory)
+    except Exception as exc:  # the site's own failure, not the job's: recorded so the site knows whose
+        plan = LeasePlan.read(directory)
+        outcome = Outcome(state="failed", attempt=plan.attempt, seconds=time.monotonic() - started, returncode=-1,
+                          error=f"the site could not run the lease: {type(exc).__name__}: {exc}", fault="provider")
+        _write_json(directory / OUTCOME, asdict(outcome))
+        raise
     print(f"lease {outcome.state} after {time.monotonic() - started:.1f} s"
           + (f": {outcome.error}" if outcome.error else ""))
     return 0 if outcome.state == "succeeded" else 1

@@ -32,18 +32,20 @@ from fastapi import Request  # module level: FastAPI resolves the routes' annota
 
 from compute.errors import ComputeError
 from compute.lease import LOG, WORK, LeasePlan, Outcome
-from compute.site_auth import Refused, SiteRequest
+from compute.site_auth import JobView, Refused, SiteRequest
 
 MAX_ATTEMPTS = 3  # a lease whose node is lost runs again, from its checkpoint, this often
 LOG_TAIL_BYTES = 64 * 1024
 PROBE_TIMEOUT_S = 10.0
 
-# (job_id, spec bytes) -> the lease to run and the spec's keccak; raises ValueError for a bad spec
-Planner = Callable[[int, bytes, int], LeasePlan]
+# (job_id, spec bytes, lease number, the lease's own storage directory) -> the lease to run;
+# raises Refused for a spec it cannot run
+Planner = Callable[[int, bytes, int, Path], LeasePlan]
 # (job_id, result_hash, units) -> the provider's signature
 ResultSigner = Callable[[int, bytes, int], bytes]
-# (request, signature, spec hash or None) -> the signer's address; raises Refused
-Authorizer = Callable[[SiteRequest, bytes, "bytes | None"], str]
+# (request, signature, spec hash or None) -> the signer's address and, for a lease action, what the
+# chain says of the job; raises Refused
+Authorizer = Callable[[SiteRequest, bytes, "bytes | None"], "tuple[str, JobView | None]"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class LeaseStatus:
     unit: str = "cpu-seconds"
     signature: str | None = None  # 0x, the provider's over (jobId, resultHash, units)
     metrics: dict[str, Any] | None = None
+    fault: str | None = None  # a failed lease's: "buyer" (its job) or "provider" (the site lost it)
+    compute_id: str | None = None  # the name its results have in the market's storage
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -81,29 +85,31 @@ class Site:
         self._lock = threading.Lock()
 
     # ── leases ───────────────────────────────────────────────────────────────
-    def start(self, job_id: int, spec: bytes) -> LeaseStatus:
-        """Starts the job's lease, once: a lease that exists is returned as it is."""
+    def start(self, job: JobView, job_id: int, spec: bytes, storage: str = "") -> LeaseStatus:
+        """Starts the job's lease, once: a lease that exists is returned as it is. `storage`
+        is where the market keeps results (and the earlier results the job builds on)."""
         with self._lock:
-            directory = self._dir(job_id)
+            directory = self._dir(job, job_id)
             if (directory / "lease.json").is_file():
-                return self.status(job_id)
-            plan = self.planner(job_id, spec, self._next_number())
-            plan = LeasePlan(**(asdict(plan) | {"hidden": tuple(plan.hidden) + self.hidden}))
+                return self.status(job, job_id)
+            plan = self.planner(job_id, spec, self._next_number(), directory / WORK / "storage")
+            plan = LeasePlan(**(asdict(plan) | {"hidden": tuple(plan.hidden) + self.hidden, "storage": storage}))
             plan.write(directory)
             self._submit(directory, plan)
-        return self.status(job_id)
+        return self.status(job, job_id)
 
-    def status(self, job_id: int) -> LeaseStatus:
-        directory = self._existing(job_id)
+    def status(self, job: JobView, job_id: int) -> LeaseStatus:
+        directory = self._existing(job, job_id)
         plan = LeasePlan.read(directory)
         if (directory / "stopped").exists():
-            return LeaseStatus(job_id, "stopped", plan.attempt, error="stopped at the market's request")
+            return LeaseStatus(job_id, "stopped", plan.attempt, error="stopped at the market's request",
+                               fault="buyer")
         outcome = Outcome.read(directory)
         if outcome is not None and outcome.attempt == plan.attempt:
             return self._finished(job_id, directory, outcome)
         from ray.job_submission import JobStatus
 
-        state = self.jobs.get_job_status(_submission(job_id, plan.attempt))
+        state = self.jobs.get_job_status(_submission(directory, plan.attempt))
         if state in (JobStatus.PENDING, JobStatus.RUNNING):
             return LeaseStatus(job_id, state.value.lower(), plan.attempt)
         outcome = Outcome.read(directory)  # it may have finished since it was read above
@@ -112,35 +118,37 @@ class Site:
         # The Ray job ended with no outcome written: its node was lost under it.
         with self._lock:
             if plan.attempt >= MAX_ATTEMPTS:
-                return LeaseStatus(job_id, "failed", plan.attempt,
+                return LeaseStatus(job_id, "failed", plan.attempt, fault="provider",
                                    error=f"the site lost the node running it {plan.attempt} times")
             plan = LeasePlan(**(asdict(plan) | {"attempt": plan.attempt + 1}))
             plan.write(directory)
             self._submit(directory, plan)
         return LeaseStatus(job_id, "pending", plan.attempt)
 
-    def logs(self, job_id: int) -> str:
-        log = self._existing(job_id) / LOG
+    def logs(self, job: JobView, job_id: int) -> str:
+        log = self._existing(job, job_id) / LOG
         if not log.is_file():
             return ""
         with open(log, "rb") as f:
             f.seek(max(0, log.stat().st_size - LOG_TAIL_BYTES))
             return f.read().decode(errors="replace")
 
-    def stop(self, job_id: int) -> LeaseStatus:
-        directory = self._existing(job_id)
+    def stop(self, job: JobView, job_id: int) -> LeaseStatus:
+        directory = self._existing(job, job_id)
         plan = LeasePlan.read(directory)
         (directory / "stopped").touch()
         try:
-            self.jobs.stop_job(_submission(job_id, plan.attempt))
+            self.jobs.stop_job(_submission(directory, plan.attempt))
         except RuntimeError:
             pass  # it had ended already
-        return self.status(job_id)
+        return self.status(job, job_id)
 
     def _finished(self, job_id: int, directory: Path, outcome: Outcome) -> LeaseStatus:
+        plan = LeasePlan.read(directory)
         status = LeaseStatus(job_id, outcome.state, outcome.attempt, error=outcome.error, broke=outcome.broke,
                              result_hash=outcome.result_hash, units=outcome.units, unit=outcome.unit,
-                             metrics=outcome.metrics or None)
+                             metrics=outcome.metrics or None, fault=None if outcome.state == "succeeded" else outcome.fault,
+                             compute_id=plan.job["job_id"] if plan.job else str(job_id))
         if outcome.state != "succeeded":
             return status
         signed = directory / "signature"
@@ -152,18 +160,20 @@ class Site:
     def _submit(self, directory: Path, plan: LeasePlan) -> None:
         project = str(Path(__file__).resolve().parent.parent)
         self.jobs.submit_job(
-            entrypoint=f"{sys.executable} -m compute.lease launch {directory}",
-            submission_id=_submission(plan.job_id, plan.attempt),
+            entrypoint=f"exec {sys.executable} -m compute.lease launch {directory}",
+            submission_id=_submission(directory, plan.attempt),
             entrypoint_num_cpus=plan.cpus, entrypoint_num_gpus=plan.gpus or None,
             runtime_env={"env_vars": {"PYTHONPATH": project}},
             metadata={"swarm_job": str(plan.job_id), "attempt": str(plan.attempt)},
         )
 
-    def _dir(self, job_id: int) -> Path:
-        return self.leases / str(job_id)
+    def _dir(self, job: JobView, job_id: int) -> Path:
+        """A lease's directory: the job's id and the block it was posted in, so a job id the
+        chain reuses after a reorganization is a new lease."""
+        return self.leases / (f"{job_id}-{job.posted_in.hex()[:16]}" if job.posted_in else str(job_id))
 
-    def _existing(self, job_id: int) -> Path:
-        directory = self._dir(job_id)
+    def _existing(self, job: JobView, job_id: int) -> Path:
+        directory = self._dir(job, job_id)
         if not (directory / "lease.json").is_file():
             raise Refused(404, f"This site has no lease for job {job_id}; the market starts one when it is assigned.")
         return directory
@@ -173,6 +183,19 @@ class Site:
         number = int(counter.read_text()) + 1 if counter.is_file() else 1
         counter.write_text(str(number))
         return number
+
+    def capacity(self) -> dict[str, float]:
+        """What the site's live nodes have, summed: what the market may match against."""
+        import ray
+
+        nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
+        total = {"nodes": len(nodes), "cpus": 0.0, "gpus": 0.0, "memory_gb": 0.0}
+        for node in nodes:
+            r = node.get("Resources", {})
+            total["cpus"] += r.get("CPU", 0.0)
+            total["gpus"] += r.get("GPU", 0.0)
+            total["memory_gb"] += r.get("memory", 0.0) / 2**30
+        return total
 
     # ── the oracle's measurements ────────────────────────────────────────────
     def probe(self, timeout_s: float = PROBE_TIMEOUT_S) -> list[dict[str, Any]]:
@@ -189,15 +212,17 @@ class Site:
                 .remote() for n in nodes}
         ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
         answers = []
+        resources = {n["NodeID"]: n.get("Resources", {}) for n in nodes}
         for node_id, ref in refs.items():
+            devices = {"cpus": resources[node_id].get("CPU", 0.0), "gpus_declared": resources[node_id].get("GPU", 0.0)}
             if ref in ready:
                 answered, stamp, gpus = ray.get(ref)
                 answers.append({"node_id": node_id, "alive": True, "stamp": stamp, "sent": sent,
-                                "latency_s": time.time() - sent, "gpus": asdict(gpus)})
+                                "latency_s": time.time() - sent, "gpu": asdict(gpus), **devices})
             else:
                 ray.cancel(ref, force=True)
                 answers.append({"node_id": node_id, "alive": False, "sent": sent,
-                                "error": f"no answer within {timeout_s:.0f} s"})
+                                "error": f"no answer within {timeout_s:.0f} s", **devices})
         return answers
 
     def challenge(self, params: dict[str, Any], timeout_s: float) -> dict[str, Any]:
@@ -207,8 +232,8 @@ class Site:
         return asdict(result)
 
 
-def _submission(job_id: int, attempt: int) -> str:
-    return f"lease-{job_id}-{attempt}"
+def _submission(directory: Path, attempt: int) -> str:
+    return f"lease-{directory.name}-{attempt}"
 
 
 # ── the HTTP face ────────────────────────────────────────────────────────────
@@ -229,7 +254,7 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
     async def failed(_request: Request, exc: ComputeError):
         return JSONResponse({"error": str(exc)}, status_code=500)
 
-    async def check(request: Request, action: str, job_id: int, spec_hash: bytes | None = None) -> bytes:
+    async def check(request: Request, action: str, job_id: int, spec_hash: bytes | None = None) -> tuple[bytes, Any]:
         body = await request.body()
         try:
             nonce = int(request.headers["swarm-nonce"])
@@ -240,52 +265,65 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
         from compute.site_auth import body_hash
 
         signed = SiteRequest(action, site.provider, job_id, body_hash(body), nonce, expires)
-        await run_in_threadpool(authorize, signed, signature, spec_hash if action == "lease.start" else None)
-        return body
+        _signer, job = await run_in_threadpool(authorize, signed, signature,
+                                               spec_hash if action == "lease.start" else None)
+        return body, job
 
     @app.get("/v1/info")
     async def info():
-        return {"provider": site.provider, "chain_id": chain_id, "market": market}
+        """Public: whose site this is, for which deployment, and what it has."""
+        return {"provider": site.provider, "chain_id": chain_id, "market": market,
+                "capacity": await run_in_threadpool(site.capacity)}
 
     @app.post("/v1/leases/{job_id}")
     async def start(job_id: int, request: Request):
+        """The body: {"spec": the job's spec as posted (its keccak is the chain's spec hash),
+        "storage": where the market keeps results}."""
         from compute.site_auth import body_hash
 
-        body = await request.body()
-        await check(request, "lease.start", job_id, spec_hash=body_hash(body))
-        return (await run_in_threadpool(site.start, job_id, body)).as_dict()
+        try:
+            raw = json.loads(await request.body())
+            spec, storage = raw["spec"].encode(), str(raw.get("storage", ""))
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise Refused(400, 'A lease starts from a JSON body {"spec": "...", "storage": "..."}.') from None
+        _, job = await check(request, "lease.start", job_id, spec_hash=body_hash(spec))
+        return (await run_in_threadpool(site.start, job, job_id, spec, storage)).as_dict()
 
     @app.get("/v1/leases/{job_id}")
     async def status(job_id: int, request: Request):
-        await check(request, "lease.status", job_id)
-        return (await run_in_threadpool(site.status, job_id)).as_dict()
+        _, job = await check(request, "lease.status", job_id)
+        return (await run_in_threadpool(site.status, job, job_id)).as_dict()
 
     @app.get("/v1/leases/{job_id}/logs")
     async def logs(job_id: int, request: Request):
-        await check(request, "lease.logs", job_id)
-        return PlainTextResponse(await run_in_threadpool(site.logs, job_id))
+        _, job = await check(request, "lease.logs", job_id)
+        return PlainTextResponse(await run_in_threadpool(site.logs, job, job_id))
 
     @app.get("/v1/leases/{job_id}/result")
     async def result(job_id: int, request: Request):
-        await check(request, "lease.result", job_id)
-        status = await run_in_threadpool(site.status, job_id)
+        _, job = await check(request, "lease.result", job_id)
+        status = await run_in_threadpool(site.status, job, job_id)
         if status.state != "succeeded":
             raise Refused(409, f"Job {job_id}'s lease is {status.state}; it has no result.")
         return status.as_dict()
 
     @app.post("/v1/leases/{job_id}/stop")
     async def stop(job_id: int, request: Request):
-        await check(request, "lease.stop", job_id)
-        return (await run_in_threadpool(site.stop, job_id)).as_dict()
+        _, job = await check(request, "lease.stop", job_id)
+        return (await run_in_threadpool(site.stop, job, job_id)).as_dict()
 
     @app.post("/v1/probe")
     async def probe(request: Request):
-        await check(request, "probe", 0)
-        return {"provider": site.provider, "nodes": await run_in_threadpool(site.probe)}
+        body, _ = await check(request, "probe", 0)
+        try:
+            timeout_s = min(60.0, max(0.1, float(json.loads(body or b"{}").get("timeout_s", PROBE_TIMEOUT_S))))
+        except (ValueError, TypeError, AttributeError):
+            raise Refused(400, 'A probe\'s body is {"timeout_s": SECONDS} or empty.') from None
+        return {"provider": site.provider, "nodes": await run_in_threadpool(site.probe, timeout_s)}
 
     @app.post("/v1/challenge")
     async def challenge(request: Request):
-        body = await check(request, "challenge", 0)
+        body, _ = await check(request, "challenge", 0)
         raw = json.loads(body or b"{}")
         return await run_in_threadpool(site.challenge, raw["challenge"], float(raw.get("timeout_s", 120)))
 

@@ -84,6 +84,7 @@ class JobView:
     buyer: str
     status: str  # posted, assigned, completed, disputed, settled, failed, cancelled, reclaimed
     spec_hash: bytes
+    posted_in: bytes = b""  # the hash of the block the job was posted in: with its id, the job's identity
 
 
 class Authority(Protocol):

@@ -55,8 +55,10 @@ class SiteClient:
         self.market = market
         self.timeout_s = timeout_s
 
-    def start_lease(self, job_id: int, spec: bytes) -> dict[str, Any]:
-        return self._call("POST", f"/v1/leases/{job_id}", "lease.start", job_id, spec)
+    def start_lease(self, job_id: int, spec: bytes, storage: str = "") -> dict[str, Any]:
+        """Starts job `job_id`'s lease from its spec as posted (canonical JSON); results go to `storage`."""
+        body = json.dumps({"spec": spec.decode(), "storage": storage}).encode()
+        return self._call("POST", f"/v1/leases/{job_id}", "lease.start", job_id, body)
 
     def status(self, job_id: int) -> dict[str, Any]:
         return self._call("GET", f"/v1/leases/{job_id}", "lease.status", job_id)
@@ -70,8 +72,10 @@ class SiteClient:
     def stop(self, job_id: int) -> dict[str, Any]:
         return self._call("POST", f"/v1/leases/{job_id}/stop", "lease.stop", job_id)
 
-    def probe(self) -> dict[str, Any]:
-        return self._call("POST", "/v1/probe", "probe", 0)
+    def probe(self, timeout_s: float = 10.0) -> dict[str, Any]:
+        """One answer per live node of the site, each within `timeout_s`."""
+        body = json.dumps({"timeout_s": timeout_s}).encode()
+        return self._call("POST", "/v1/probe", "probe", 0, body, timeout_s=timeout_s + self.timeout_s)
 
     def challenge(self, challenge: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         body = json.dumps({"challenge": challenge, "timeout_s": timeout_s}).encode()

@@ -37,6 +37,7 @@ class MarketJob(LedgerModel, table=True):
     attempts: int = 0  # runs started, over every provider
     lost_providers: list = Field(default_factory=list, sa_type=Json)  # providers that lost its nodes
     result_hash: str | None = Field(default=None, max_length=66)
+    result_signature: str | None = Field(default=None, max_length=132)  # the provider's, over jobId, hash, units
     units: float = 0.0  # measured units (see compute.accounting); the chain gets them rounded up
     unit: str | None = Field(default=None, max_length=16)
     result_dir: str | None = None

@@ -5,6 +5,8 @@ posted with."""
 
 from __future__ import annotations
 
+import threading
+import time
 from dataclasses import dataclass
 
 from ledger.client import Swarm
@@ -17,13 +19,20 @@ class SiteJob:
     buyer: str
     status: str
     spec_hash: bytes
+    posted_in: bytes = b""
 
 
 class ChainAuthority:
-    """Reads the answers from the deployment `swarm` is connected to, at the latest block."""
+    """Reads the answers from the deployment `swarm` is connected to, at the latest block.
 
-    def __init__(self, swarm: Swarm) -> None:
+    Answers are kept for `ttl_s` (a site is polled for a lease's status often; a role or a
+    job's parties change rarely): a request is judged on the chain as it was at most that long ago."""
+
+    def __init__(self, swarm: Swarm, ttl_s: float = 1.0) -> None:
         self.swarm = swarm
+        self.ttl_s = ttl_s
+        self._cache: dict[tuple, tuple[float, object]] = {}
+        self._lock = threading.Lock()
         self._matcher_role = swarm.read("JobMarket", "MATCHER_ROLE")
         from eth_utils import event_abi_to_log_topic
 
@@ -33,19 +42,37 @@ class ChainAuthority:
         self._spec_word = data_fields.index("specHash")  # its 32-byte word in the event's data
 
     def is_matcher(self, address: str) -> bool:
-        return bool(self.swarm.read("JobMarket", "hasRole", self._matcher_role, address))
+        return self._cached(("matcher", address), lambda: bool(
+            self.swarm.read("JobMarket", "hasRole", self._matcher_role, address)))
 
     def is_committee_member(self, address: str) -> bool:
-        return bool(self.swarm.read("RewardDistributor", "isSigner", address))
+        return self._cached(("member", address), lambda: bool(self.swarm.read("RewardDistributor", "isSigner", address)))
 
     def job(self, job_id: int) -> SiteJob | None:
+        return self._cached(("job", job_id), lambda: self._job(job_id))
+
+    def _job(self, job_id: int) -> SiteJob | None:
         info = job_info(self.swarm, job_id)
         if info.status == 0:
             return None
-        return SiteJob(info.provider, info.buyer, info.status.name.lower(), self._spec_hash(job_id))
+        spec_hash, block = self._posted(job_id)
+        return SiteJob(info.provider, info.buyer, info.status.name.lower(), spec_hash, block)
 
-    def _spec_hash(self, job_id: int) -> bytes:
-        """The spec hash of the job's JobPosted event (the job's record does not keep it)."""
+    def _cached(self, key: tuple, read):
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(key)
+            if hit is not None and now - hit[0] < self.ttl_s:
+                return hit[1]
+        value = read()
+        with self._lock:
+            self._cache[key] = (now, value)
+            if len(self._cache) > 10_000:
+                self._cache.clear()
+        return value
+
+    def _posted(self, job_id: int) -> tuple[bytes, bytes]:
+        """The spec hash of the job's JobPosted event (the job's record does not keep it) and its block's hash."""
         logs = self.swarm.chain.rpc("eth_getLogs", {
             "address": self.swarm.market.address,
             "fromBlock": hex(self.swarm.deployment.block_number),
@@ -53,6 +80,6 @@ class ChainAuthority:
             "topics": [self._job_posted, "0x" + job_id.to_bytes(32, "big").hex()],
         })
         if not logs:
-            return b""
+            return b"", b""
         start = 2 + 64 * self._spec_word
-        return bytes.fromhex(logs[0]["data"][start:start + 64])
+        return bytes.fromhex(logs[0]["data"][start:start + 64]), bytes.fromhex(logs[0]["blockHash"][2:])

@@ -1,9 +1,9 @@
-"""What each provider offers the matcher this round, from the ledger and the Ray cluster.
+"""What each provider offers the matcher this round, from the ledger and the providers' sites.
 
 The ledger says who may take work (registered, staked above the minimum for the declared
 GPUs, not jailed or tombstoned) and what each provider declared (GPU model, VRAM, asking
-price, in its content-addressed hardware spec). The cluster says what is really there:
-the CPUs, GPUs and memory of the provider's live nodes. What the market's own running
+price, in its content-addressed hardware spec). The provider's site says what is really
+there: the CPUs, GPUs and memory of its live nodes (`market.sites`). What the market's own running
 jobs hold is taken off, so nothing is oversubscribed between rounds.
 
 Score, measured performance and reliability come from the oracle's latest finalized epoch
@@ -21,7 +21,6 @@ from dataclasses import dataclass
 import math
 from pathlib import Path
 
-import ray
 from sqlmodel import Session, select
 
 from ledger.errors import SwarmError
@@ -32,7 +31,6 @@ from market.matcher import JobRequest, ProviderOffer
 from market.spec import JobSpec
 
 GB = 1024**3
-LABEL = "provider"  # compute.placement.LABEL: the node label naming its provider
 
 
 @dataclass(frozen=True)
@@ -55,19 +53,6 @@ class Capacity:
 
     def __add__(self, other: Capacity) -> Capacity:
         return Capacity(self.cpus + other.cpus, self.gpus + other.gpus, self.memory_gb + other.memory_gb)
-
-
-def cluster_capacity() -> dict[str, Capacity]:
-    """Each provider's live nodes in the Ray cluster, summed (needs ray.init)."""
-    found: dict[str, Capacity] = {}
-    for node in ray.nodes():
-        provider = (node.get("Labels") or {}).get(LABEL)
-        if not node.get("Alive") or not provider:
-            continue
-        r = node.get("Resources") or {}
-        here = Capacity(r.get("CPU", 0.0), r.get("GPU", 0.0), r.get("memory", 0.0) / GB)
-        found[provider] = found.get(provider, Capacity()) + here
-    return found
 
 
 def job_needs(spec: JobSpec) -> Capacity:
@@ -130,9 +115,9 @@ def build_offers(
     newcomer: Newcomer = Newcomer(),
     exclude: Iterable[str] = (),
 ) -> list[ProviderOffer]:
-    """One offer per registered provider, or per provider whose nodes are in the cluster.
+    """One offer per registered provider, or per provider whose site reported capacity.
 
-    A provider in the cluster but not registered on chain is offered as unstaked, so that
+    A provider with a site but not registered on chain is offered as unstaked, so that
     an explanation counts it; one registered but with no live node offers no capacity.
     """
     excluded = set(exclude)

@@ -1,6 +1,7 @@
 """The market service (docs/architecture.md §5): takes posted jobs from the ledger, matches them to
-providers, assigns them on-chain, runs them on the providers' Ray nodes, and completes,
-fails, reassigns, expires, disputes and settles them.
+providers, assigns them on-chain, runs them as leases on the providers' sites, and completes,
+fails, reassigns, expires, disputes and settles them. It holds no Ray connection: a site is
+reached over HTTPS with requests signed by the matcher's key (`market.sites`).
 
 It is a reconciliation loop. Each `tick` syncs the ledger, then for every open job
 compares what the chain says (the authority on escrow) with the service's own record
@@ -12,11 +13,11 @@ killed at any point therefore resumes from the chain's state: a job it had assig
 seen assigned and is run again (from its last checkpoint), a job it had completed is seen
 completed, and nothing is assigned, paid or refunded twice.
 
-Runs execute on a thread pool; each holds its provider's capacity until it ends, and a
-run's outcome is handled on the loop's thread, where all transactions are sent:
-  - done: the record keeps its result; the job is completed with `resultHash` and units
-    (GPU- or CPU-seconds, rounded up, at most the job's maxUnits);
-  - the provider's nodes vanished: the job is reassigned to another provider (the escrow
+Each lease is followed on a thread of a pool; it holds its provider's capacity until it
+ends, and its outcome is handled on the loop's thread, where all transactions are sent:
+  - done: the record keeps the result and the provider's signature over (jobId, resultHash,
+    units); the job is completed with exactly those, which the contract checks;
+  - the provider's site stopped answering, or lost the lease's node too often: the job is reassigned to another provider (the escrow
     stays; the oracle counts the abandonment, and `fault_slash_bps` can slash at once —
     once per job, and only before its deadline, as the market allows), or failed with a
     full refund when no other provider can take it;
@@ -49,18 +50,17 @@ from sqlalchemy.exc import OperationalError
 from sqlmodel import Session, select
 
 from compute.errors import InvalidJob, JobTimedOut, ProviderFault
-from compute.jobs import ComputeJob, JobResult, run_job
-from compute.placement import provider_capacity
 from ledger import jobs as chain_jobs
 from ledger.client import Swarm
 from ledger.errors import SwarmError, TransactionFailed
 from ledger.indexer import Indexer
-from ledger.indexer.models import Job
+from ledger.indexer.models import Job, Provider
 from ledger.services import FINAL_STATES, MarketJob, MarketTransition
-from ledger.specs import load_spec
+from ledger.specs import canonical, load_spec
 from ledger.tx import Receipt, Sender
 from market.matcher import match
-from market.offers import Capacity, Newcomer, build_offers, cluster_capacity, job_needs, job_request
+from market.offers import Capacity, Newcomer, build_offers, job_needs, job_request
+from market.sites import LeaseResult, Sites, follow_lease
 from market.spec import JobSpec, SpecError, job_namespace, validate_spec
 
 OPEN = ("posted", "assigned", "completed", "disputed")
@@ -129,7 +129,10 @@ class MarketService:
         self.chain_id = swarm.chain.chain_id
         self.namespace = job_namespace(self.chain_id, swarm.market.address)
         self.indexer = Indexer(swarm, engine, confirmations=0)  # the market acts on the chain's head
-        self._pool = ThreadPoolExecutor(max_workers=config.max_running, thread_name_prefix="swarm-run")
+        self._pool = ThreadPoolExecutor(max_workers=config.max_running, thread_name_prefix="swarm-lease")
+        self.sites = Sites(swarm, sender, home)
+        self.storage = config.storage or str(home / "results")  # where sites store the results
+        self._halt = threading.Event()  # tells the lease followers the service is closing
         self._runs: dict[int, _Run] = {}
         self._specs: dict[str, JobSpec | SpecError] = {}
         self._arbitration: int | None = None  # JobMarket.ARBITRATION_PERIOD, read once
@@ -164,7 +167,9 @@ class MarketService:
             self.wake.clear()
 
     def close(self, wait: bool = False) -> None:
+        self._halt.set()
         self._pool.shutdown(wait=wait, cancel_futures=True)
+        self.sites.close()
 
     def tick(self) -> TickReport:
         """One pass over every open job; see the module's docstring."""
@@ -291,12 +296,13 @@ class MarketService:
                 continue  # the job moved on without this run (failed at its deadline, say)
             error = run.future.exception()
             if error is None:
-                result: JobResult = run.future.result()
-                record.result_hash = result.result_hash
+                result: LeaseResult = run.future.result()
+                record.result_hash, record.result_signature = result.result_hash, result.signature
                 record.units, record.unit = result.units, result.unit
                 record.result_dir, record.metrics = result.result_dir, _jsonable(result.metrics)
                 record.error = None
-                self._move(session, record, "ran", f"ran for {result.units:g} {result.unit}")
+                self._move(session, record, "ran", f"ran for {result.units:g} {result.unit}; signed by "
+                                                   f"{result.provider}")
                 report.count("ran")
             elif isinstance(error, ProviderFault):
                 self._provider_lost(session, jobs, records, job, record, str(error), report)
@@ -441,7 +447,10 @@ class MarketService:
                 if isinstance(spec, JobSpec):
                     busy[record.provider] = busy.get(record.provider, Capacity()) + job_needs(spec)
         min_stake = int(self.swarm.vault.functions.minStakePerGpu().call())
-        return build_offers(session, self.chain_id, self.home, min_stake, cluster_capacity(), busy,
+        providers = session.exec(select(Provider).where(Provider.chain_id == self.chain_id)).all()
+        capacity = self.sites.capacities((p.address, p.spec_hash) for p in providers
+                                         if p.address not in exclude and p.stake > 0)
+        return build_offers(session, self.chain_id, self.home, min_stake, capacity, busy,
                             self.config.default_price_per_unit, self.config.newcomer, exclude)
 
     def _spec_hash(self, session: Session, job_id: int) -> str:
@@ -458,13 +467,19 @@ class MarketService:
             if isinstance(spec, SpecError):
                 self._fail(session, record, "invalid-job", 0, str(spec), report)
                 continue
-            compute = spec.to_compute_job(str(job_id), job.provider, self.config.storage, now=now,
-                                          namespace=self.namespace)
-            future = self._pool.submit(_run, compute)
+            row = session.get(Provider, (self.chain_id, job.provider))
+            address = self.sites.address(job.provider, row.spec_hash) if row is not None else None
+            if address is None:
+                self._provider_lost(session, jobs, records, job, record,
+                                    f"provider {job.provider} registered no site to run job {job_id} on.", report)
+                continue
+            body = canonical(load_spec(self.home, bytes.fromhex(job.spec_hash.removeprefix("0x"))))
+            future = self._pool.submit(follow_lease, self.sites.client(address), job_id, body, self.storage,
+                                       self._halt)
             future.add_done_callback(lambda _: self.wake.set())
             self._runs[job_id] = _Run(job_id, job.provider, job_needs(spec), future)
             record.attempts += 1
-            self._move(session, record, "running", f"run {record.attempts} started on {job.provider}'s nodes")
+            self._move(session, record, "running", f"lease {record.attempts} started on {job.provider}'s site")
             report.count("started")
 
     # ── completing, disputing, settling ──────────────────────────────────────
@@ -489,12 +504,13 @@ class MarketService:
                     session.add(r)
                 session.commit()  # recorded before any completion, so a restart still disputes
             for r in ran:
-                job = jobs[r.job_id]
-                units = min(job.max_units, math.ceil(r.units))
-                receipt = self._send(chain_jobs.complete_job, r.job_id, bytes.fromhex(r.result_hash[2:]), units)
+                units = int(r.units)  # exactly what the provider signed
+                signature = bytes.fromhex((r.result_signature or "0x").removeprefix("0x"))
+                receipt = self._send(chain_jobs.complete_job, r.job_id, bytes.fromhex(r.result_hash[2:]), units,
+                                     signature)
                 if receipt is None:
                     continue
-                job.status = "completed"
+                jobs[r.job_id].status = "completed"
                 self._move(session, r, "completed", f"completed with {units} units", receipt)
                 report.count("completed")
 
@@ -543,16 +559,6 @@ class MarketService:
             chain_id=self.chain_id, job_id=record.job_id, at=time.time(), from_state=before, to_state=after,
             provider=provider, detail=detail, tx_hash=receipt.tx_hash if receipt else None,
         ))
-
-
-def _run(job: ComputeJob) -> JobResult:
-    """One run on its provider's nodes; a provider with no live node left is the provider's fault."""
-    try:
-        return run_job(job)
-    except InvalidJob:
-        if provider_capacity(job.provider).nodes == 0:
-            raise ProviderFault(job.provider, f"job {job.job_id}: provider {job.provider} has no live nodes.")
-        raise
 
 
 def _jsonable(value: Any) -> Any:

@@ -12,33 +12,19 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-import ray
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlmodel import Session
 
 from ledger.client import Swarm
 from ledger.tx import Sender
-from oracle.collector import Collector, watched_providers
+from oracle.collector import Collector, site_clients, watched_providers
 from oracle.config import EpochTiming, OracleConfig
 from oracle.epoch import EpochOutcome, EpochRunner
-
-LABEL = "provider"  # compute.placement.LABEL: the node label naming its provider
-
 
 def schedule(config: OracleConfig, devnet: bool, epoch_length_s: float | None = None) -> EpochTiming:
     """The config's clock for this kind of chain (a devnet runs on seconds), its epoch length overridden."""
     timing = config.epoch.timing(devnet)
     return replace(timing, length_s=epoch_length_s) if epoch_length_s else timing
-
-
-def cluster_devices() -> float:
-    """CPUs and GPUs of the providers' live nodes: the capacity utilization is measured against."""
-    total = 0.0
-    for node in ray.nodes():
-        if node.get("Alive") and (node.get("Labels") or {}).get(LABEL):
-            resources = node.get("Resources") or {}
-            total += resources.get("GPU", 0.0) or resources.get("CPU", 0.0)
-    return total
 
 
 class OracleService:
@@ -52,10 +38,13 @@ class OracleService:
         self.config = config
         self.schedule = schedule
         self.log = log or (lambda line: None)
-        self.collector = Collector(engine, swarm.chain.chain_id, schedule.probe_timeout_s, schedule.challenge_size,
-                                   schedule.challenge_rounds, schedule.challenge_timeout_s)
+        # Sites serve probes and challenges to committee members: sign with the first member's key held here.
+        sign = _typed_signer(signers[0]) if signers else sender.sign_typed_data
+        site_of = site_clients(engine, swarm.chain.chain_id, home, sign, swarm.market.address, timeout_s=5.0)
+        self.collector = Collector(engine, swarm.chain.chain_id, site_of, schedule.probe_timeout_s,
+                                   schedule.challenge_size, schedule.challenge_rounds, schedule.challenge_timeout_s)
         self.runner = EpochRunner(swarm, engine, home, config, sender, signers, schedule.length_s,
-                                  utilization=cluster_devices, log=self.log)
+                                  utilization=lambda: self.collector.devices, log=self.log)
         self.runner.check_epoch_length()
         self.outcomes: list[EpochOutcome] = []
         # Probes, challenges and epoch steps each run one at a time, beside one another: a long
@@ -122,3 +111,10 @@ def _at(timestamp: float):
     from datetime import datetime, timezone
 
     return datetime.fromtimestamp(timestamp, tz=timezone.utc)
+
+
+def _typed_signer(key: bytes) -> Callable[[dict], bytes]:
+    from eth_account import Account
+
+    account = Account.from_key(key)
+    return lambda message: bytes(account.sign_typed_data(full_message=message).signature)

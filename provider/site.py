@@ -21,13 +21,13 @@ from compute import cluster
 from compute.lease import LeasePlan
 from compute.node import RayHome
 from compute.site import Site, make_app, serve
-from compute.site_auth import NonceBook, Refused, SiteRequest, authorize
+from compute.site_auth import LEASE_ACTIONS, NonceBook, Refused, SiteRequest, authorize
 from compute.site_tls import SiteIdentity, make_identity
 from ledger.client import Swarm
 from ledger.results import result_typed_data
 from ledger.site_authority import ChainAuthority
 from ledger.tx import Sender
-from market.spec import JobSpec, SpecError, job_namespace, validate_spec
+from market.spec import JOB_REF, JobSpec, SpecError, job_namespace, validate_spec
 
 # What a lease's own Ray instance (its GCS, raylet and agents) adds to the memory the job asked for.
 LEASE_RAY_OVERHEAD_BYTES = 3 * 2**30 // 2
@@ -39,12 +39,13 @@ PROGRAM_PROCESSES = 256
 class SiteConfig:
     host: str = "127.0.0.1"
     port: int = 8443
-    node_cpus: int = 1  # CPUs of the site's first worker node, when the site starts its cluster
+    node_cpus: int = 1  # CPUs of each worker node, when the site starts its cluster
+    nodes: int = 1  # worker nodes the site starts on this machine (more join with `swarm provider join`)
     node_gpus: int = 0
     object_store_bytes: int = 80 * 1024 * 1024
 
 
-def plan_lease(spec_bytes: bytes, job_id: int, number: int, provider: str, namespace: str,
+def plan_lease(spec_bytes: bytes, job_id: int, number: int, provider: str, namespace: str, lease_storage: Path,
                now: float | None = None) -> LeasePlan:
     """The lease a job's spec asks for; ValueError names what is wrong with the spec."""
     now = time.time() if now is None else now
@@ -61,9 +62,10 @@ def plan_lease(spec_bytes: bytes, job_id: int, number: int, provider: str, names
         return LeasePlan(job_id=job_id, number=number, job=None, cpus=cpus, gpus=gpus, memory_bytes=memory,
                          wall_seconds=wall, max_units=spec.max_units, max_processes=PROGRAM_PROCESSES,
                          program=spec.program())
-    job = spec.to_compute_job(str(job_id), provider, now=now, namespace=namespace)
+    job = spec.to_compute_job(str(job_id), provider, storage=str(lease_storage), now=now, namespace=namespace)
+    inputs = (namespace + spec.model[len(JOB_REF):],) if (spec.model or "").startswith(JOB_REF) else ()
     return LeasePlan(job_id=job_id, number=number, job=asdict(job), cpus=cpus, gpus=gpus, memory_bytes=memory,
-                     wall_seconds=wall, max_units=spec.max_units)
+                     wall_seconds=wall, max_units=spec.max_units, inputs=inputs)
 
 
 @dataclass
@@ -87,7 +89,8 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
     started = state is None
     if started:
         state = cluster.start(ray_home, cluster.ClusterSpec(
-            providers=(provider,), node_cpus=config.node_cpus, object_store_bytes=config.object_store_bytes))
+            providers=(provider,), node_cpus=config.node_cpus, object_store_bytes=config.object_store_bytes,
+            nodes_per_provider=config.nodes))
     if not state.dashboard:
         raise Refused(500, f"The site's Ray cluster in {ray_home.root} has no dashboard, which leases need; "
                            "stop it with `swarm cluster down` and serve again.")
@@ -95,9 +98,9 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
     chain_id, market = swarm.chain.chain_id, swarm.market.address
     namespace = job_namespace(chain_id, market)
 
-    def planner(job_id: int, spec: bytes, number: int) -> LeasePlan:
+    def planner(job_id: int, spec: bytes, number: int, lease_storage: Path) -> LeasePlan:
         try:
-            return plan_lease(spec, job_id, number, provider, namespace)
+            return plan_lease(spec, job_id, number, provider, namespace, lease_storage)
         except ValueError as exc:
             raise Refused(400, f"Job {job_id}: {exc}") from None
 
@@ -108,9 +111,10 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
     authority = ChainAuthority(swarm)
     nonces = NonceBook(root / "nonces.db")
 
-    def authorizer(request: SiteRequest, signature: bytes, spec_hash: bytes | None) -> str:
-        return authorize(request, signature, site=provider, chain_id=chain_id, market=market, authority=authority,
-                         nonces=nonces, now=int(time.time()), spec_hash=spec_hash)
+    def authorizer(request: SiteRequest, signature: bytes, spec_hash: bytes | None):
+        signer = authorize(request, signature, site=provider, chain_id=chain_id, market=market, authority=authority,
+                           nonces=nonces, now=int(time.time()), spec_hash=spec_hash)
+        return signer, authority.job(request.job_id) if request.action in LEASE_ACTIONS else None
 
     url = f"https://{config.host}:{config.port}"
     running = RunningSite(site, identity, url, started, ray_home)

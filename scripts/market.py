@@ -36,16 +36,15 @@ def market() -> None:
               help="Price per unit, in SWARM, for providers whose spec declares none.")
 @click.option("--storage", default="", help="Where runs keep results and checkpoints (a directory or a URI; "
               "default $SWARM_HOME/results).")
-@click.option("--ray-address", default=None, help="The Ray head, HOST:PORT (default RAY_ADDRESS, else the "
-              "local cluster).")
 @account_option
 @key_option
 @json_option
 def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, default_price: str, storage: str,
-        ray_address: str | None, account: int | None, key_ref: str | None, as_json: bool) -> None:
-    """Run the market: signs with the key holding MATCHER_ROLE (on a devnet, dev account 0 by default)."""
-    from compute import cluster as local
-    from compute.node import RayHome
+        account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Run the market: signs with the key holding MATCHER_ROLE (on a devnet, dev account 0 by default).
+
+    Jobs run as leases on the providers' sites, found from their registered specs; the
+    market holds no Ray connection."""
     from ledger.db import open_ledger
     from market.service import MarketConfig, MarketService
 
@@ -57,7 +56,6 @@ def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, def
         sender = dev_sender(swarm, 0)
     else:
         sender = signer(swarm, account, key_ref)
-    address = local.connect(RayHome.of(s.home), ray_address)
     engine = open_ledger(database_url(s.home))
     log = (lambda line: None) if as_json else (lambda line: console.print(line, highlight=False))
     service = MarketService(swarm, sender, engine, s.home, config, log)
@@ -65,7 +63,7 @@ def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, def
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: (stop.set(), service.wake.set()))
     if not as_json:
-        console.print(f"Market service on chain {swarm.chain.chain_id} as {sender.address}, Ray at {address}.")
+        console.print(f"Market service on chain {swarm.chain.chain_id} as {sender.address}.")
     totals: dict[str, int] = {}
 
     def on_tick(report: TickReport) -> None:

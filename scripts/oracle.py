@@ -66,28 +66,23 @@ def _signed_options(fn):
                            "devnet committee; elsewhere none, so members sign with `swarm oracle sign`).")(fn)
     fn = click.option("--epoch-length", type=click.FloatRange(min=1), default=None,
                       help="Seconds per epoch (default from the config; its devnet value on a devnet).")(fn)
-    fn = click.option("--ray-address", default=None, help="The Ray head (default RAY_ADDRESS, else the local "
-                      "cluster).")(fn)
     return config_option(account_option(key_option(fn)))
 
 
 @oracle.command()
 @_signed_options
-def run(config_path, account, key_ref, signer_keys, epoch_length, ray_address) -> None:
-    """Run the oracle on its schedule until interrupted."""
-    from compute import cluster as local
-    from compute.node import RayHome
+def run(config_path, account, key_ref, signer_keys, epoch_length) -> None:
+    """Run the oracle on its schedule until interrupted; probes and challenges go through the providers' sites."""
     from oracle.service import OracleService
 
     config, s, swarm, sender, keys, schedule, engine = _setup(config_path, account, key_ref, signer_keys,
                                                                epoch_length, wait_for_chain=True)
-    address = local.connect(RayHome.of(s.home), ray_address)
     service = OracleService(swarm, engine, s.home, config, sender, keys, schedule,
                             log=lambda line: console.print(line, highlight=False))
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    console.print(f"Oracle on chain {swarm.chain.chain_id}, Ray at {address}: epochs of "
+    console.print(f"Oracle on chain {swarm.chain.chain_id}: epochs of "
                   f"{schedule.length_s:g} s, probes every {schedule.probe_interval_s:g} s, {len(keys)} committee key(s) here, threshold {service.runner.threshold}.")
     try:
         service.run(stop)
@@ -103,19 +98,15 @@ def run(config_path, account, key_ref, signer_keys, epoch_length, ray_address) -
               help="Probe samples to take before closing the epoch.")
 @_signed_options
 @json_option
-def epoch(once, wait, probes, config_path, account, key_ref, signer_keys, epoch_length, ray_address,
-          as_json) -> None:
+def epoch(once, wait, probes, config_path, account, key_ref, signer_keys, epoch_length, as_json) -> None:
     """Close an epoch now: probe and challenge every provider, score, sign, submit (and with --wait finalize)."""
     from sqlmodel import Session, select
 
-    from compute import cluster as local
-    from compute.node import RayHome
     from ledger.services import OracleEpoch
     from oracle.service import OracleService
 
     config, s, swarm, sender, keys, schedule, engine = _setup(config_path, account, key_ref, signer_keys,
                                                                epoch_length)
-    local.connect(RayHome.of(s.home), ray_address)
     service = OracleService(swarm, engine, s.home, config, sender, keys, schedule,
                             log=(lambda line: None) if as_json else (lambda line: console.print(line, highlight=False)))
     service.runner.epoch_length_s = 0  # close the epoch now, whatever its configured length

@@ -352,14 +352,18 @@ def join(ray_address: str, num_cpus: int, num_gpus: int, account: int | None, ke
               help="Where the site listens; 0.0.0.0 serves every interface.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8443, show_default=True, help="The site's HTTPS port.")
 @click.option("--num-cpus", type=click.IntRange(min=1), default=1, show_default=True,
-              help="CPUs of this machine's node, when the site starts its cluster.")
+              help="CPUs of each node the site starts on this machine.")
+@click.option("--nodes", type=click.IntRange(1, 9), default=1, show_default=True,
+              help="Nodes the site starts on this machine; more machines join with `swarm provider join`.")
 @_signed
-def serve(host: str, port: int, num_cpus: int, account: int | None, key_ref: str | None, as_json: bool) -> None:
+def serve(host: str, port: int, num_cpus: int, nodes: int, account: int | None, key_ref: str | None,
+          as_json: bool) -> None:
     """Run your site: your own Ray cluster, served over HTTPS to those the chain allows.
 
     Starts the site's Ray cluster (or attaches to the one running in $SWARM_HOME) with a token
     that stays on your machines, then serves leases, probes and challenges until stopped. Stays
-    in the foreground, for a supervisor such as systemd.
+    in the foreground, for a supervisor such as systemd. The chain authorizes every request, so
+    a site may run before its provider registers: register its URL and fingerprint after.
     """
     import json as json_lib
 
@@ -367,7 +371,6 @@ def serve(host: str, port: int, num_cpus: int, account: int | None, key_ref: str
 
     swarm = open_swarm()
     sender = signer(swarm, account, key_ref)
-    _may_serve(swarm, stake.provider_info(swarm, sender.address))
 
     def ready(running) -> None:
         payload = {"provider": sender.address, "url": running.url, "fingerprint": running.identity.fingerprint,
@@ -382,7 +385,8 @@ def serve(host: str, port: int, num_cpus: int, account: int | None, key_ref: str
 
         sys.stdout.flush()
 
-    run_site(swarm, sender, settings().home, SiteConfig(host=host, port=port, node_cpus=num_cpus), ready=ready)
+    run_site(swarm, sender, settings().home, SiteConfig(host=host, port=port, node_cpus=num_cpus, nodes=nodes),
+             ready=ready)
 
 
 @provider.command()

@@ -120,7 +120,7 @@ def one_line_error(result: CliResult) -> str:
 
 
 # ── the ledger database, on both backends ────────────────────────────────────
-pytest_plugins = ["tests.postgres", "tests.ray_cluster"]
+pytest_plugins = ["tests.postgres", "tests.ray_cluster", "tests.sites"]
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -1,8 +1,10 @@
-"""The market service end to end: a real anvil, a real Ray cluster, a real ledger database.
+"""The market service end to end: a real anvil, real provider sites each with its own Ray
+cluster, a real ledger database.
 
-Providers A (two nodes), B and C (one node each) from tests/ray_cluster.py register and
-stake on chain; buyers post specs; the service matches, assigns, runs, completes and
-settles them, and the test checks every balance to the wei.
+Providers A (a site of two nodes), B and C (one node each) from tests/sites.py register
+their sites and stake on chain; buyers post specs; the service matches, assigns, starts
+leases on the sites, completes the jobs with the providers' signed results and settles
+them, and the test checks every balance to the wei.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from ledger.services import MarketJob, MarketTransition
 from ledger.specs import store_spec
 from market.service import MarketConfig, MarketService
 from market.spec import job_namespace, validate_spec
-from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C, RayCluster
+from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C, SiteNetwork
 
 ONE = 10**18
 MILLI = 10**15
@@ -67,12 +69,12 @@ def post(swarm: Swarm, home: Path, spec: dict, buyer: int = BUYER, now: float | 
 
 
 @pytest.fixture
-def providers(swarm: Swarm, swarm_home: Path, ray_cluster: RayCluster) -> dict[str, int]:
-    """A, B and C registered with one declared GPU, their prices, and the minimum stake."""
+def providers(swarm: Swarm, swarm_home: Path, site_network: SiteNetwork) -> dict[str, int]:
+    """A, B and C registered with their sites, one declared GPU, their prices, and the minimum stake."""
     stakes = {}
     for index, address in ((1, PROVIDER_A), (2, PROVIDER_B), (3, PROVIDER_C)):
         sender = swarm.sender(dev_account(index).key)
-        spec = {"gpu_model": "RTX4090", "gpus": 1, "vram_gb": 24, "price_per_unit": str(PRICES[address])}
+        spec = site_network.site_spec(address, price_per_unit=str(PRICES[address]))
         stake.register(swarm, sender, store_spec(swarm_home, spec), 1)
         stake.stake(swarm, sender, 1_000 * ONE)
         stakes[address] = 1_000 * ONE
@@ -89,7 +91,7 @@ def ledger_engine(tmp_path: Path):
 @pytest.fixture
 def service(swarm: Swarm, swarm_home: Path, ledger_engine, providers, tmp_path: Path) -> Iterator[MarketService]:
     config = MarketConfig(interval_s=0.2, storage=str(tmp_path / "results"), fault_slash_bps=100)
-    market = MarketService(swarm, swarm.sender(dev_account(0).key), ledger_engine, swarm_home, config)
+    market = MarketService(swarm, swarm.sender(dev_account(0).key), ledger_engine, swarm_home, config, log=print)
     yield market
     market.close(wait=True)
 
@@ -119,14 +121,14 @@ def in_state(engine, job_id: int, *states: str) -> Callable[[], bool]:
     return check
 
 
-def run_dir_of(swarm: Swarm, storage: Path, job_id: int) -> Path:
-    """Where Ray Train keeps the checkpoints of on-chain job `job_id`."""
-    return storage / f"{job_namespace(swarm.chain.chain_id, swarm.market.address)}{job_id}"
+def checkpointed(swarm: Swarm, network: SiteNetwork, provider: str, job_id: int) -> Callable[[], bool]:
+    """Ray Train has registered a checkpoint of the job's lease on the provider's site."""
+    name = f"{job_namespace(swarm.chain.chain_id, swarm.market.address)}{job_id}"
 
-
-def checkpointed(service: MarketService, job_id: int) -> Callable[[], bool]:
-    """Ray Train has registered a checkpoint of the job's run."""
-    return lambda: registered_checkpoint(Path(service.config.storage) / f"{service.namespace}{job_id}") is not None
+    def check() -> bool:
+        leases = Path(network.sites[provider].home) / "site" / "leases"
+        return any(registered_checkpoint(run) is not None for run in leases.glob(f"{job_id}-*/work/storage/{name}"))
+    return check
 
 
 def balances(swarm: Swarm, *addresses: str) -> list[int]:
@@ -207,13 +209,13 @@ def test_a_job_past_its_deadline_is_expired_and_the_buyer_refunded(
     assert record(ledger_engine, job_id).state == "expired"
 
 
-def test_a_provider_whose_node_dies_mid_job_loses_it_to_another_which_completes_it(
+def test_a_provider_whose_site_dies_mid_job_loses_it_to_another_which_completes_it(
     swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine, rpc: RpcClient,
-    ray_cluster: RayCluster, providers: dict[str, int],
+    site_network: SiteNetwork, providers: dict[str, int],
 ) -> None:
-    # C asks the least for this job, so it gets it; then its only node dies.
+    # C asks the least for this job, so it gets it; then its site dies.
     sender_c = swarm.sender(dev_account(3).key)
-    cheap = {"gpu_model": "RTX4090", "gpus": 1, "vram_gb": 24, "price_per_unit": str(MILLI // 10)}
+    cheap = site_network.site_spec(PROVIDER_C, price_per_unit=str(MILLI // 10))
     stake.update_spec(swarm, sender_c, store_spec(swarm_home, cheap), 1)
     buyer = dev_account(BUYER).address
     treasury = swarm.market.functions.treasury().call()
@@ -222,14 +224,12 @@ def test_a_provider_whose_node_dies_mid_job_loses_it_to_another_which_completes_
 
     drive(service, in_state(ledger_engine, job_id, "running"), timeout=60)
     assert job_info(swarm, job_id).provider == PROVIDER_C
-    drive(service, checkpointed(service, job_id), timeout=120)  # killed after a checkpoint: it resumes
-    (node,) = ray_cluster.nodes[PROVIDER_C]
+    drive(service, checkpointed(swarm, site_network, PROVIDER_C, job_id), timeout=120)
     try:
-        ray_cluster.remove_node(node)
+        site_network.kill(PROVIDER_C)
         drive(service, in_state(ledger_engine, job_id, "completed"), timeout=240)
     finally:
-        ray_cluster.add_node(PROVIDER_C)
-        ray_cluster.cluster.wait_for_nodes()
+        site_network.restart(PROVIDER_C)
 
     info = job_info(swarm, job_id)
     assert info.provider == PROVIDER_A, "reassigned to the next cheapest provider"
@@ -293,13 +293,13 @@ def test_replicas_that_disagree_are_disputed_with_the_evidence(
 
 
 def test_the_service_killed_mid_job_and_restarted_assigns_and_settles_once(
-    swarm: Swarm, swarm_home: Path, ledger_engine, providers, rpc: RpcClient, ray_cluster: RayCluster,
+    swarm: Swarm, swarm_home: Path, ledger_engine, providers, rpc: RpcClient, site_network: SiteNetwork,
     anvil_node, tmp_path: Path,
 ) -> None:
     (job_id,) = post(swarm, swarm_home, train_spec(params=KILLABLE))
     env = os.environ | {
         "SWARM_HOME": str(swarm_home), "SWARM_RPC_URL": anvil_node.config.url,
-        "SWARM_DB_URL": str(ledger_engine.url), "RAY_ADDRESS": ray_cluster.address,
+        "SWARM_DB_URL": str(ledger_engine.url),
     }
     command = [sys.executable, "-m", "scripts.cli", "market", "run", "--interval", "0.3",
                "--storage", str(tmp_path / "results")]
@@ -307,7 +307,7 @@ def test_the_service_killed_mid_job_and_restarted_assigns_and_settles_once(
     first = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait(in_state(ledger_engine, job_id, "running"), 90)
-        _wait(lambda: registered_checkpoint(run_dir_of(swarm, tmp_path / "results", job_id)) is not None, 120)
+        _wait(checkpointed(swarm, site_network, PROVIDER_A, job_id), 120)
         first.send_signal(signal.SIGKILL)
         first.wait(10)
         assert record(ledger_engine, job_id).state == "running"

@@ -156,7 +156,8 @@ def test_the_site_serves_only_what_the_chain_authorizes(site) -> None:
     assert refused.value.status == 403
     assert not (leases / str(job_id)).exists(), "nothing ran"
 
-    request = urllib.request.Request(f"{site['url']}/v1/leases/{job_id}", data=body, method="POST")
+    request = urllib.request.Request(f"{site['url']}/v1/leases/{job_id}", method="POST",
+                                     data=json.dumps({"spec": body.decode()}).encode())
     from compute.site_tls import pinned_context
 
     with pytest.raises(urllib.error.HTTPError) as unsigned:

@@ -1,0 +1,77 @@
+"""One local network of provider sites per test session, as `swarm cluster up` starts it:
+providers A (dev account 1, a site of two nodes), B and C (accounts 2 and 3, one node each),
+each `swarm provider serve` in a SWARM_HOME of its own with its own Ray cluster.
+
+Chain state is reverted after every test, so a test registers its providers again with
+`site_spec` (the site's URL and fingerprint in the hardware spec); the sites themselves
+know jobs by their id and the block they were posted in, so a job id posted again after a
+revert is a new lease.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from anvil import AnvilNode, dev_account
+from ledger.deploy import DeployResult
+
+PROVIDER_A, PROVIDER_B, PROVIDER_C = (dev_account(i).address for i in (1, 2, 3))
+NODES = {1: 2, 2: 1, 3: 1}  # dev account → its site's nodes
+
+
+@dataclass
+class SiteNetwork:
+    home: Path
+    rpc_url: str
+    sites: dict = field(default_factory=dict)  # provider address → provider.network.LocalSite
+
+    def site_spec(self, provider: str, **declared) -> dict:
+        """A hardware spec naming the provider's site: what a provider registers."""
+        site = self.sites[provider]
+        spec = {"gpu_model": "RTX4090", "gpus": 1, "vram_gb": 24} | declared
+        return spec | {"site_url": site.url, "site_fingerprint": site.fingerprint}
+
+    def kill(self, provider: str) -> None:
+        from provider.network import kill_site
+
+        kill_site(self.sites[provider])
+
+    def restart(self, provider: str) -> None:
+        """A site killed by a test comes back, at a new port: tests register it again."""
+        from provider.network import start_sites
+
+        account = next(a for a in NODES if dev_account(a).address == provider)
+        home = self.home / f"restart-{account}-{len(list(self.home.glob(f'restart-{account}-*')))}"
+        (home / "deployments").parent.mkdir(parents=True, exist_ok=True)
+        import shutil
+
+        shutil.copytree(self.home / "deployments", home / "deployments")
+        (site,) = start_sites(home, {account: NODES[account]}, self.rpc_url)
+        self.sites[provider] = site
+        self._extra.append(home)
+
+    _extra: list = field(default_factory=list)
+
+
+@pytest.fixture(scope="session")
+def site_network(deployed: DeployResult, anvil_node: AnvilNode, swarm_home: Path,
+                 tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteNetwork]:
+    import shutil
+
+    from provider.network import start_sites, stop_sites
+
+    home = tmp_path_factory.mktemp("site-network")
+    shutil.copytree(swarm_home / "deployments", home / "deployments")
+    network = SiteNetwork(home, anvil_node.config.url)
+    try:
+        for site in start_sites(home, NODES, anvil_node.config.url):
+            network.sites[site.provider] = site
+        yield network
+    finally:
+        stop_sites(home)
+        for extra in network._extra:
+            stop_sites(extra)
