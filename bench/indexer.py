@@ -6,7 +6,8 @@ Setup (timed apart): a fresh anvil, the contracts deployed, then real transactio
 against them — registrations, stakes, unstakes, jobs posted/assigned/completed/settled,
 epoch reports submitted and vetoed, one finalized with slashes, claims. To make about
 80,000 transactions in a couple of minutes, automine is off, senders are impersonated
-(no signing in Python) and each block packs hundreds of transactions, as a busy chain
+(no transaction signing in Python; only the providers sign their jobs' results, as
+completeJob requires) and each block packs hundreds of transactions, as a busy chain
 would. Every counted event comes from a Swarm contract; token Transfer/Approval logs
 are not indexed and not counted.
 
@@ -44,6 +45,7 @@ from ledger.indexer.store import count_rows  # noqa: E402
 from ledger.indexer import DEFAULT_BATCH_BLOCKS  # noqa: E402
 from ledger.merkle import RewardTree  # noqa: E402
 from ledger.reports import SLASH_TUPLE, EpochReport, Slash, reason_bytes, slashes_hash, sorted_slashes  # noqa: E402
+from ledger.results import sign_result  # noqa: E402
 from ledger.rewards import sign  # noqa: E402
 from ledger.tx import Sender  # noqa: E402
 from ledger.units import ONE  # noqa: E402
@@ -134,7 +136,11 @@ class Workload:
 
     def run(self) -> None:
         rpc, d = self.rpc, self.d
-        providers = [address("provider", i) for i in range(PROVIDERS)]
+        from eth_account import Account
+
+        # The providers have keys: each signs the results of the jobs it ran.
+        provider_keys = [keccak(text=f"swarm-bench-provider-{i}") for i in range(PROVIDERS)]
+        providers = [Account.from_key(key).address for key in provider_keys]
         buyers = [address("buyer", i) for i in range(BUYERS)]
         for who in providers + buyers + [self.deployer]:
             rpc.call("anvil_setBalance", who, hex(10**24))
@@ -165,12 +171,13 @@ class Workload:
         for _ in range(UNSTAKES_PER_PROVIDER):
             self.send([(p, vault, unstake) for p in providers])
 
-        self._jobs(providers, buyers)
+        self._jobs(providers, provider_keys, buyers)
         self._vetoed_reports(providers)
         self._final_epoch(providers)
 
-    def _jobs(self, providers: list[str], buyers: list[str]) -> None:
+    def _jobs(self, providers: list[str], provider_keys: list[bytes], buyers: list[str]) -> None:
         market = self.d["JobMarket"]
+        chain_id = self.swarm.chain.chain_id
         deadline = self.swarm.chain.timestamp() + 30 * 86_400
         post = calldata(
             "postJob(bytes32,uint128,uint64,uint64)",
@@ -193,20 +200,13 @@ class Workload:
                 for j in job_ids
             ]
         )
-        self.send(
-            [
-                (
-                    self.deployer,
-                    market,
-                    calldata(
-                        "completeJob(uint256,bytes32,uint64)",
-                        ["uint256", "bytes32", "uint64"],
-                        [j, keccak(j.to_bytes(32, "big")), 7],
-                    ),
-                )
-                for j in job_ids
-            ]
-        )
+        complete = "completeJob(uint256,bytes32,uint64,bytes)", ["uint256", "bytes32", "uint64", "bytes"]
+        completions = []
+        for j in job_ids:
+            result = keccak(j.to_bytes(32, "big"))
+            signature = sign_result(provider_keys[j % len(providers)], chain_id, market, j, result, 7)
+            completions.append((self.deployer, market, calldata(*complete, [j, result, 7, signature])))
+        self.send(completions)
         self.rpc.call("evm_increaseTime", 3_600)
         self.send(
             [(self.deployer, market, calldata("settleJob(uint256)", ["uint256"], [j])) for j in job_ids]

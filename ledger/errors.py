@@ -41,12 +41,12 @@ class DecodedRevert:
     def sentence(self) -> str:
         shown = ", ".join(f"{k}={_show(v)}" for k, v in self.args.items())
         where = f"{self.contract} " if self.contract else ""
-        hint = HINTS.get(self.name)
+        hint = HINTS.get(self.name, "").format(**self.args)
         text = f"{where}reverted with {self.name}({shown})"
         return f"{text}: {hint}" if hint else f"{text}."
 
 
-# What a user can do about the errors they can cause.
+# What a user can do about the errors they can cause; `{name}` stands for the error's argument.
 HINTS = {
     "ZeroAmount": "the amount must be greater than zero.",
     "InsufficientStake": "unstake at most your active stake (see `swarm provider status`).",
@@ -67,6 +67,8 @@ HINTS = {
     "NotBuyer": "only the job's buyer may do this.",
     "WrongStatus": "the job is not in a state that allows this.",
     "PriceAboveCap": "the price per unit exceeds the buyer's cap.",
+    "BadResultSignature": "the result of job {jobId} is not signed by its provider; send the result hash, units "
+    "and signature exactly as the provider gave them.",
     "AlreadySlashed": "the matcher has slashed a provider of this job already; send it again with a slash of 0.",
     "SlashWindowClosed": "the job's deadline has passed, so it can no longer slash; fail it with a slash of 0.",
     "ArbitrationClosed": "the arbitration period is over; settle the dispute with `swarm job reclaim`.",

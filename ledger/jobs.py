@@ -154,8 +154,11 @@ def reassign_job(
     )
 
 
-def complete_job(swarm: Swarm, sender: Sender, job_id: int, result_hash: bytes, units_used: int) -> Receipt:
-    return sender.send(swarm.market.functions.completeJob(job_id, result_hash, units_used))
+def complete_job(
+    swarm: Swarm, sender: Sender, job_id: int, result_hash: bytes, units_used: int, signature: bytes
+) -> Receipt:
+    """Records the job's result and units with its provider's `signature` over them (see ledger.results)."""
+    return sender.send(swarm.market.functions.completeJob(job_id, result_hash, units_used, signature))
 
 
 def fail_job(swarm: Swarm, sender: Sender, job_id: int, reason: str, slash_bps: int = 0) -> Receipt:

@@ -1,36 +1,78 @@
-"""A provider's word on a job's result: the EIP-712 JobResult(jobId, resultHash, units) that
-the provider's site signs and JobMarket.completeJob checks."""
+"""A provider's word on a job's result: the EIP-712 `JobResult` it signs, which JobMarket's
+completeJob checks, so the matcher can submit a result but never make one up."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from ledger.abi import encode as abi_encode
+from ledger.abi import keccak256 as keccak
+from ledger.eip712 import domain, typed_message
+from ledger.errors import InvalidInput
+
 DOMAIN_NAME = "SwarmJobMarket"
 DOMAIN_VERSION = "1"
+JOB_RESULT_FIELDS = [("jobId", "uint256"), ("resultHash", "bytes32"), ("units", "uint64")]
+DOMAIN_TYPEHASH = keccak(
+    b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"
+)
+JOB_RESULT_TYPEHASH = keccak(b"JobResult(uint256 jobId,bytes32 resultHash,uint64 units)")
+MAX_UINT64 = 2**64 - 1
 
 
-def result_typed_data(chain_id: int, market: str, job_id: int, result_hash: bytes, units: int) -> dict:
-    return {
-        "types": {
-            "EIP712Domain": [{"name": "name", "type": "string"}, {"name": "version", "type": "string"},
-                             {"name": "chainId", "type": "uint256"}, {"name": "verifyingContract", "type": "address"}],
-            "JobResult": [{"name": "jobId", "type": "uint256"}, {"name": "resultHash", "type": "bytes32"},
-                          {"name": "units", "type": "uint64"}],
-        },
-        "primaryType": "JobResult",
-        "domain": {"name": DOMAIN_NAME, "version": DOMAIN_VERSION, "chainId": chain_id, "verifyingContract": market},
-        "message": {"jobId": job_id, "resultHash": result_hash, "units": units},
-    }
+def result_typed_data(
+    chain_id: int, market: str, job_id: int, result_hash: bytes, units: int
+) -> dict[str, Any]:
+    """The full typed-data message a provider signs (eth-account's `full_message`): job
+    `job_id` produced `result_hash` using `units` units, in the domain of the JobMarket at
+    `market` on chain `chain_id`."""
+    _check(result_hash, units)
+    return typed_message(
+        "JobResult",
+        JOB_RESULT_FIELDS,
+        domain(DOMAIN_NAME, DOMAIN_VERSION, chain_id, market),
+        {"jobId": job_id, "resultHash": bytes(result_hash), "units": units},
+    )
+
+
+def result_digest(chain_id: int, market: str, job_id: int, result_hash: bytes, units: int) -> bytes:
+    """The 32-byte EIP-712 digest of that message, as JobMarket.resultDigest returns it."""
+    _check(result_hash, units)
+    domain_separator = keccak(abi_encode(
+        ["bytes32", "bytes32", "bytes32", "uint256", "address"],
+        [DOMAIN_TYPEHASH, keccak(DOMAIN_NAME.encode()), keccak(DOMAIN_VERSION.encode()), chain_id, market],
+    ))
+    struct_hash = keccak(abi_encode(
+        ["bytes32", "uint256", "bytes32", "uint64"], [JOB_RESULT_TYPEHASH, job_id, bytes(result_hash), units]
+    ))
+    return keccak(b"\x19\x01" + domain_separator + struct_hash)
 
 
 def sign_result(key: bytes, chain_id: int, market: str, job_id: int, result_hash: bytes, units: int) -> bytes:
+    """The provider's 65-byte signature (r, s, v) over its job's result and units: the
+    signature a wallet makes of `result_typed_data`, made here from the digest directly."""
     from eth_account import Account
 
-    message = result_typed_data(chain_id, market, job_id, result_hash, units)
-    return bytes(Account.from_key(key).sign_typed_data(full_message=message).signature)
+    digest = result_digest(chain_id, market, job_id, result_hash, units)
+    return bytes(Account.unsafe_sign_hash(digest, key).signature)
 
 
-def result_signer(signature: bytes, chain_id: int, market: str, job_id: int, result_hash: bytes, units: int) -> str:
+def result_signer(
+    signature: bytes, chain_id: int, market: str, job_id: int, result_hash: bytes, units: int
+) -> str:
+    """The address whose key made `signature` over that result (checksummed), recovered
+    through eth-account's own typed-data encoding of `result_typed_data`."""
     from eth_account import Account
     from eth_account.messages import encode_typed_data
 
-    message = encode_typed_data(full_message=result_typed_data(chain_id, market, job_id, result_hash, units))
-    return Account.recover_message(message, signature=signature)
+    typed = result_typed_data(chain_id, market, job_id, result_hash, units)
+    return Account.recover_message(encode_typed_data(full_message=typed), signature=signature)
+
+
+def _check(result_hash: bytes, units: int) -> None:
+    if len(result_hash) != 32:
+        raise InvalidInput(
+            f"result hash must be 32 bytes (a keccak256 of the outputs), got {len(result_hash)}."
+        )
+    if not 0 <= units <= MAX_UINT64:
+        raise InvalidInput(f"units must be a whole number from 0 to {MAX_UINT64}, got {units}.")

@@ -3,6 +3,7 @@ inside an EVM snapshot that is reverted afterwards."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -12,11 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account
+from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account, dev_accounts
 from anvil.node import free_port
 from ledger.chain import Chain, connect
 from ledger.client import Swarm
 from ledger.deploy import DeployResult, deploy, error_decoder
+from ledger.jobs import job_info
+from ledger.results import sign_result
 from ledger.tx import Sender
 
 
@@ -54,6 +57,17 @@ def swarm(chain: Chain, deployed: DeployResult, rpc: RpcClient) -> Iterator[Swar
     snapshot = rpc.snapshot()
     yield Swarm(chain, deployed.deployment)  # fresh senders: nonces re-read after each revert
     rpc.revert(snapshot)
+
+
+@functools.cache
+def _dev_keys() -> dict[str, bytes]:
+    return {account.address: account.key for account in dev_accounts()}
+
+
+def provider_signature(swarm: Swarm, job_id: int, result_hash: bytes, units: int) -> bytes:
+    """What job `job_id`'s provider, one of anvil's dev accounts, signs to vouch for its result."""
+    key = _dev_keys()[job_info(swarm, job_id).provider]
+    return sign_result(key, swarm.chain.chain_id, swarm.market.address, job_id, result_hash, units)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from ledger.services import (
 from ledger.specs import store_spec
 from ledger.units import ONE, format_amount
 from market.spec import job_namespace, validate_spec
-from tests.conftest import one_line_error
+from tests.conftest import one_line_error, provider_signature
 
 PROVIDER_A, PROVIDER_B = dev_account(1).address, dev_account(2).address
 BUYER = 5
@@ -75,7 +75,9 @@ def ledger(swarm: Swarm, swarm_home: Path, tmp_path: Path) -> Ledger:
            for _ in range(3)]
     completed, failed, running = ids
     jobs.assign_job(swarm, matcher, completed, PROVIDER_A, PRICE)
-    jobs.complete_job(swarm, matcher, completed, b"\x55" * 32, 600)
+    result = b"\x55" * 32
+    signature = provider_signature(swarm, completed, result, 600)
+    jobs.complete_job(swarm, matcher, completed, result, 600, signature)
     jobs.assign_job(swarm, matcher, failed, PROVIDER_B, PRICE)
     jobs.fail_job(swarm, matcher, failed, "provider-lost", 100)  # its nodes vanished: the market slashes 1 %
     jobs.assign_job(swarm, matcher, running, PROVIDER_A, PRICE)

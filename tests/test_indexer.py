@@ -47,7 +47,7 @@ from ledger.reader import SCHEMA_HEAD, SqlAlchemyReader, SqliteReader, read_ledg
 from ledger.reports import Slash, reason_bytes
 from ledger.tx import Sender
 from ledger.units import ONE
-from tests.conftest import one_line_error
+from tests.conftest import one_line_error, provider_signature
 
 CHAIN_ID = 31337
 A, B, C = (dev_account(i) for i in (1, 2, 3))
@@ -226,7 +226,8 @@ def test_sync_indexes_every_table_equal_to_onchain_state_and_a_second_sync_adds_
     deadline = swarm.chain.timestamp() + 86_400
     settled, _ = jobs.post_job(swarm, buyer, b"\x31" * 32, 2 * ONE, 10, deadline)
     jobs.assign_job(swarm, matcher, settled, b.address, ONE)
-    jobs.complete_job(swarm, matcher, settled, b"\x55" * 32, 7)
+    result = b"\x55" * 32
+    jobs.complete_job(swarm, matcher, settled, result, 7, provider_signature(swarm, settled, result, 7))
     cancelled, _ = jobs.post_job(swarm, buyer, b"\x32" * 32, ONE, 5, deadline)
     jobs.cancel_job(swarm, buyer, cancelled)
     failed, _ = jobs.post_job(swarm, buyer, b"\x33" * 32, ONE, 5, deadline)

@@ -32,7 +32,7 @@ from ledger.specs import load_spec as load_stored_spec
 from ledger.units import ONE
 from market.spec import SpecError
 from scripts.cli import cli as swarm_cli
-from tests.conftest import one_line_error
+from tests.conftest import one_line_error, provider_signature
 
 B = 5  # the buyer's dev account
 BUYER = dev_account(B).address
@@ -92,7 +92,7 @@ def _complete(swarm: Swarm, job_id: int, provider_address: str, result: bytes = 
               units: int = 600) -> None:
     matcher = swarm.sender(dev_account(0).key)
     jobs.assign_job(swarm, matcher, job_id, provider_address, ONE // 2_000)
-    jobs.complete_job(swarm, matcher, job_id, result, units)
+    jobs.complete_job(swarm, matcher, job_id, result, units, provider_signature(swarm, job_id, result, units))
 
 
 # ── post ─────────────────────────────────────────────────────────────────────

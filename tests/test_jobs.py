@@ -11,6 +11,7 @@ from ledger.client import Swarm
 from ledger.errors import TransactionFailed
 from ledger.jobs import JobStatus
 from ledger.units import ONE
+from tests.conftest import provider_signature
 
 SPEC = b"\x33" * 32
 PRICE, UNITS = 2 * ONE, 100
@@ -37,7 +38,9 @@ def test_job_posted_assigned_completed_and_paid(swarm: Swarm, rpc: RpcClient, pa
     (assigned,) = swarm.events(jobs.assign_job(swarm, matcher, job_id, provider.address, 3 * ONE // 2), "JobAssigned")
     assert assigned.args["provider"] == provider.address
     result = b"\x55" * 32
-    (completed,) = swarm.events(jobs.complete_job(swarm, matcher, job_id, result, 60), "JobCompleted")
+    signature = provider_signature(swarm, job_id, result, 60)
+    receipt = jobs.complete_job(swarm, matcher, job_id, result, 60, signature)
+    (completed,) = swarm.events(receipt, "JobCompleted")
     assert completed.args["unitsUsed"] == 60 and completed.args["resultHash"] == result
 
     with pytest.raises(TransactionFailed, match="DisputeWindowOpen"):
@@ -176,7 +179,8 @@ def _completed(swarm: Swarm, parties, units: int = 60) -> int:
     provider, buyer, matcher = parties
     job_id, _ = jobs.post_job(swarm, buyer, SPEC, PRICE, UNITS, swarm.chain.timestamp() + 3_600)
     jobs.assign_job(swarm, matcher, job_id, provider.address, PRICE)
-    jobs.complete_job(swarm, matcher, job_id, b"\x55" * 32, units)
+    result = b"\x55" * 32
+    jobs.complete_job(swarm, matcher, job_id, result, units, provider_signature(swarm, job_id, result, units))
     return job_id
 
 

@@ -30,6 +30,7 @@ from ledger.specs import store_spec
 from oracle.config import load_config
 from oracle.epoch import EpochRunner
 from oracle.service import OracleService, schedule as make_schedule
+from tests.conftest import provider_signature
 from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C, RayCluster
 
 ONE = 10**18
@@ -340,7 +341,8 @@ def test_a_replica_outvoted_by_the_others_is_tombstoned_for_fraud(
         deadline = swarm.chain.timestamp() + 3_600
         ids[provider], _ = jobs.post_job(swarm, buyer, b"\x01" * 32, 10**15, 100, deadline)
         jobs.assign_job(swarm, matcher, ids[provider], provider, 10**15)
-        jobs.complete_job(swarm, matcher, ids[provider], result, 10)
+        signature = provider_signature(swarm, ids[provider], result, 10)
+        jobs.complete_job(swarm, matcher, ids[provider], result, 10, signature)
     evidence = {str(job_id): {"provider": p, "result_hash": "0x" + results[p].hex()}
                 for p, job_id in ids.items()}
     with Session(oracle.engine) as session:

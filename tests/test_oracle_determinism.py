@@ -29,7 +29,7 @@ from ledger.services import ChallengeRecord, MarketJob, OracleEpoch, ProbeSample
 from ledger.specs import store_spec
 from oracle.config import load_config
 from oracle.epoch import EpochRunner
-from tests.conftest import one_line_error
+from tests.conftest import one_line_error, provider_signature
 
 ONE = 10**18
 STAKE = 2_000 * ONE
@@ -81,7 +81,7 @@ def run_job(swarm: Swarm, provider: str, result: bytes = b"\x55" * 32) -> int:
     buyer, matcher = swarm.sender(dev_account(5).key), swarm.sender(dev_account(0).key)
     job_id, _ = jobs.post_job(swarm, buyer, b"\x01" * 32, PRICE, 100, swarm.chain.timestamp() + 3_600)
     jobs.assign_job(swarm, matcher, job_id, provider, PRICE)
-    jobs.complete_job(swarm, matcher, job_id, result, 10)
+    jobs.complete_job(swarm, matcher, job_id, result, 10, provider_signature(swarm, job_id, result, 10))
     return job_id
 
 

@@ -4,6 +4,8 @@ pragma solidity ^0.8.24;
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
+import {SignatureChecker} from "@openzeppelin/contracts/utils/cryptography/SignatureChecker.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 
 import {SwarmAccess} from "./base/SwarmAccess.sol";
@@ -13,14 +15,16 @@ import {IStakingVault} from "./interfaces/IStakingVault.sol";
 /// @notice Escrow for buyers' jobs. A buyer posts a job, escrowing
 /// `maxPricePerUnit × maxUnits`; the market's matcher (MATCHER_ROLE) assigns it to an
 /// eligible provider at a price within the cap and later completes it with the result
-/// hash and the units used. After the buyer's dispute window anyone settles it: the
-/// provider gets `units × price` less the protocol fee, the treasury the fee, the buyer
-/// the rest. A failed job refunds the buyer (and may slash the provider); a disputed one
-/// is resolved by ARBITER_ROLE, and a buyer's dispute posts a bond that the losing side
-/// forfeits. When a provider loses its nodes the matcher reassigns the job to another
-/// provider with the escrow in place. After the deadline anyone may return an unfinished
-/// job's escrow to its buyer, and a dispute the arbiter leaves undecided settles half and
-/// half, so no operator can strand anyone's funds.
+/// hash and the units used, as the provider signed them (an EIP-712 `JobResult`, checked
+/// against the provider's key or, for a contract wallet, its ERC-1271 answer). After the
+/// buyer's dispute window anyone settles it: the provider gets `units × price` less the
+/// protocol fee, the treasury the fee, the buyer the rest. A failed job refunds the buyer
+/// (and may slash the provider); a disputed one is resolved by ARBITER_ROLE, and a
+/// buyer's dispute posts a bond that the losing side forfeits. When a provider loses its
+/// nodes the matcher reassigns the job to another provider with the escrow in place.
+/// After the deadline anyone may return an unfinished job's escrow to its buyer, and a
+/// dispute the arbiter leaves undecided settles half and half, so no operator can strand
+/// anyone's funds.
 ///
 /// Every slash the market can still make for a job lands before its provider can
 /// withdraw: the market holds the provider's stake in the vault until the job's last
@@ -33,16 +37,24 @@ import {IStakingVault} from "./interfaces/IStakingVault.sol";
 ///    (Posted, Assigned, Completed, Disputed; a disputed job's bond included), unless
 ///    tokens are sent directly;
 ///  - a job leaves escrow exactly once (Settled, Failed, Cancelled or Reclaimed);
+///  - the matcher cannot complete a job with a result or units its provider did not sign:
+///    a completed job's (resultHash, unitsUsed) carries its provider's signature;
 ///  - at most one matcher slash per job (failJob or reassignJob), none after its deadline,
 ///    and no arbiter ruling after the arbitration period;
 ///  - the provider of an open job cannot withdraw while a slash for it may still come;
 ///  - minDisputeWindow <= disputeWindow <= MAX_DISPUTE_WINDOW;
 ///  - a pause stops postJob, assignJob and reassignJob, never cancel, reclaim, settle or fail.
-contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
+///
+/// EIP712 is inherited first so that its two fallback strings (never written: the name
+/// and version are short) come before the pause flag, which still shares a slot with
+/// the market's parameters.
+contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
 
     bytes32 public constant MATCHER_ROLE = keccak256("MATCHER_ROLE");
     bytes32 public constant ARBITER_ROLE = keccak256("ARBITER_ROLE");
+    /// @notice The EIP-712 type a provider signs to vouch for a job's result and units.
+    bytes32 public constant JOB_RESULT_TYPEHASH = keccak256("JobResult(uint256 jobId,bytes32 resultHash,uint64 units)");
 
     uint16 internal constant BPS = 10_000;
     /// @notice The highest protocol fee the admin may set: 20%.
@@ -164,6 +176,9 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     error AlreadySlashed(uint256 jobId);
     error SlashWindowClosed(uint256 jobId, uint64 deadline);
     error ArbitrationClosed(uint256 jobId, uint64 arbitrationEnd);
+    /// @notice The signature given for job `jobId`'s result is not its provider's over that
+    /// job, result hash and units (see {resultDigest}).
+    error BadResultSignature(uint256 jobId);
 
     /// @dev The market needs the vault's SLASHER_ROLE to hold and slash stake; without it
     /// assignment, completion and disputes revert.
@@ -176,7 +191,7 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
         uint64 disputeWindow_,
         uint64 minDisputeWindow_,
         uint16 disputeBondBps_
-    ) SwarmAccess(admin) {
+    ) SwarmAccess(admin) EIP712("SwarmJobMarket", "1") {
         if (address(token_) == address(0) || address(vault_) == address(0)) revert ZeroAddress();
         if (minDisputeWindow_ == 0 || minDisputeWindow_ > MAX_DISPUTE_WINDOW) {
             revert MinDisputeWindowOutOfRange(minDisputeWindow_, MAX_DISPUTE_WINDOW);
@@ -341,13 +356,24 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
 
     /// @notice Records an assigned job as done with `resultHash` and the `unitsUsed`
     /// (at most maxUnits), by its deadline, and opens the buyer's dispute window; the
-    /// provider's stake stays held until the window closes. Only MATCHER_ROLE.
+    /// provider's stake stays held until the window closes. `providerSignature` is the
+    /// job's current provider's signature over {resultDigest}`(jobId, resultHash,
+    /// unitsUsed)`: a 65-byte ECDSA signature from its key, or whatever its contract
+    /// wallet accepts through ERC-1271 ({BadResultSignature} otherwise). The matcher
+    /// chooses when to submit a result, never what it says. Only MATCHER_ROLE.
     /// Emits {JobCompleted}.
-    function completeJob(uint256 jobId, bytes32 resultHash, uint64 unitsUsed) external onlyRole(MATCHER_ROLE) {
+    function completeJob(uint256 jobId, bytes32 resultHash, uint64 unitsUsed, bytes calldata providerSignature)
+        external
+        onlyRole(MATCHER_ROLE)
+    {
         Job storage job = _job(jobId);
         _requireStatus(jobId, job, Status.Assigned);
         if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
         if (unitsUsed > job.maxUnits) revert UnitsAboveMax(unitsUsed, job.maxUnits);
+        bytes32 digest = resultDigest(jobId, resultHash, unitsUsed);
+        if (!SignatureChecker.isValidSignatureNow(job.provider, digest, providerSignature)) {
+            revert BadResultSignature(jobId);
+        }
         uint64 disputeEnd = uint64(block.timestamp) + disputeWindow;
         job.status = Status.Completed;
         job.unitsUsed = unitsUsed;
@@ -421,6 +447,14 @@ contract JobMarket is SwarmAccess, ReentrancyGuardTransient {
     /// @notice The full record of job `jobId`.
     function getJob(uint256 jobId) external view returns (Job memory) {
         return _jobs[jobId];
+    }
+
+    /// @notice The EIP-712 digest a provider signs to vouch that job `jobId` produced
+    /// `resultHash` using `units` units: the typed struct
+    /// `JobResult(uint256 jobId,bytes32 resultHash,uint64 units)` in the domain
+    /// "SwarmJobMarket", version "1", of this chain and this market.
+    function resultDigest(uint256 jobId, bytes32 resultHash, uint64 units) public view returns (bytes32) {
+        return _hashTypedDataV4(keccak256(abi.encode(JOB_RESULT_TYPEHASH, jobId, resultHash, units)));
     }
 
     /// @notice The tokens job `jobId` holds in escrow while it is open, its dispute bond included.

@@ -160,8 +160,9 @@ contract GasTest is SwarmTestBase {
 
     function _completedJob() internal returns (uint256 jobId) {
         jobId = _assignedJob();
+        bytes memory signature = _providerSignature(jobId, keccak256("result"), UNITS / 2);
         vm.prank(matcher);
-        market.completeJob(jobId, keccak256("result"), UNITS / 2);
+        market.completeJob(jobId, keccak256("result"), UNITS / 2, signature);
     }
 
     // ─── StakingVault ────────────────────────────────────────────────────────
@@ -466,10 +467,11 @@ contract GasTest is SwarmTestBase {
 
     function test_Gas_CompleteJob() public {
         uint256 jobId = _assignedJob();
+        bytes memory signature = _providerSignature(jobId, keccak256("result"), UNITS / 2);
 
         vm.startPrank(matcher);
         _start("completeJob");
-        market.completeJob(jobId, keccak256("result"), UNITS / 2);
+        market.completeJob(jobId, keccak256("result"), UNITS / 2, signature);
         vm.stopSnapshotGas();
         vm.stopPrank();
 

@@ -9,6 +9,8 @@ import {IERC20Errors} from "@openzeppelin/contracts/interfaces/draft-IERC6093.so
 import {Pausable} from "@openzeppelin/contracts/utils/Pausable.sol";
 
 import {SwarmTestBase} from "./utils/SwarmTestBase.sol";
+import {ContractWallet} from "./utils/ContractWallet.sol";
+import {JobResults} from "./utils/JobResults.sol";
 import {JobMarket} from "../src/JobMarket.sol";
 import {StakingVault} from "../src/StakingVault.sol";
 import {SwarmAccess} from "../src/base/SwarmAccess.sol";
@@ -68,9 +70,18 @@ contract JobMarketTest is SwarmTestBase {
         market.assignJob(jobId, provider, price);
     }
 
+    /// @dev Completes with RESULT and `units`, signed by the job's provider.
     function _complete(uint256 jobId, uint64 units) internal {
+        _completeWith(jobId, RESULT, units, _providerSignature(jobId, RESULT, units));
+    }
+
+    function _completeWith(uint256 jobId, bytes32 resultHash, uint64 units, bytes memory signature) internal {
         vm.prank(matcher);
-        market.completeJob(jobId, RESULT, units);
+        market.completeJob(jobId, resultHash, units, signature);
+    }
+
+    function _expectBadSignature(uint256 jobId) internal {
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.BadResultSignature.selector, jobId));
     }
 
     function _reassign(uint256 jobId, address provider, uint128 price, uint16 slashBps) internal {
@@ -124,6 +135,14 @@ contract JobMarketTest is SwarmTestBase {
 
     function _expectWrongStatus(uint256 jobId, JobMarket.Status status) internal {
         vm.expectRevert(abi.encodeWithSelector(JobMarket.WrongStatus.selector, jobId, status));
+    }
+
+    function _split(bytes memory signature) internal pure returns (bytes32 r, bytes32 s, uint8 v) {
+        assembly ("memory-safe") {
+            r := mload(add(signature, 0x20))
+            s := mload(add(signature, 0x40))
+            v := byte(0, mload(add(signature, 0x60)))
+        }
     }
 
     function _signPermit(uint256 key, address owner, uint256 value, uint256 permitDeadline)
@@ -961,36 +980,199 @@ contract JobMarketTest is SwarmTestBase {
 
     function test_RevertWhen_CompleteJobCallerNotMatcher() public {
         uint256 jobId = _assigned();
+        bytes memory signature = _providerSignature(jobId, RESULT, USED);
         _expectUnauthorized(alice, MATCHER_ROLE);
-        vm.prank(alice);
-        market.completeJob(jobId, RESULT, USED);
+        vm.prank(alice); // even the provider, with its own signature
+        market.completeJob(jobId, RESULT, USED, signature);
     }
 
     function test_RevertWhen_CompleteJobNotAssigned() public {
         uint256 jobId = _postDefault();
+        bytes memory signature = _signResult(aliceKey, jobId, RESULT, USED);
         _expectWrongStatus(jobId, JobMarket.Status.Posted);
-        _complete(jobId, USED);
+        _completeWith(jobId, RESULT, USED, signature);
     }
 
     function test_RevertWhen_CompleteJobTwice() public {
         uint256 jobId = _completed();
+        bytes memory signature = _providerSignature(jobId, RESULT, USED);
         _expectWrongStatus(jobId, JobMarket.Status.Completed);
-        _complete(jobId, USED);
+        _completeWith(jobId, RESULT, USED, signature);
     }
 
     function test_RevertWhen_CompleteJobAfterDeadline() public {
         uint256 jobId = _assigned();
+        bytes memory signature = _providerSignature(jobId, RESULT, USED);
         vm.warp(deadline + 1);
         vm.expectRevert(abi.encodeWithSelector(JobMarket.DeadlinePassed.selector, jobId, deadline));
-        _complete(jobId, USED);
+        _completeWith(jobId, RESULT, USED, signature);
     }
 
     function test_RevertWhen_CompleteJobUnitsAboveMax() public {
         uint256 jobId = _assigned();
+        bytes memory signature = _providerSignature(jobId, RESULT, UNITS + 1);
         vm.expectRevert(
             abi.encodeWithSelector(JobMarket.UnitsAboveMax.selector, uint256(UNITS) + 1, uint256(UNITS))
         );
-        _complete(jobId, UNITS + 1);
+        _completeWith(jobId, RESULT, UNITS + 1, signature);
+    }
+
+    // ─── completeJob: the provider's signature ───────────────────────────────
+
+    function test_ResultDigest_IsTheEip712JobResultInTheMarketsDomain() public view {
+        assertEq(market.resultDigest(7, RESULT, USED), JobResults.digest(address(market), 7, RESULT, USED));
+        assertEq(market.JOB_RESULT_TYPEHASH(), keccak256("JobResult(uint256 jobId,bytes32 resultHash,uint64 units)"));
+        (, string memory name, string memory version, uint256 chainId, address verifyingContract,,) =
+            market.eip712Domain();
+        assertEq(name, "SwarmJobMarket");
+        assertEq(version, "1");
+        assertEq(chainId, block.chainid);
+        assertEq(verifyingContract, address(market));
+    }
+
+    function test_RevertWhen_CompleteJobSignedByTheMatcher() public {
+        uint256 jobId = _assigned();
+        _expectBadSignature(jobId);
+        _completeWith(jobId, RESULT, USED, _signResult(matcherKey, jobId, RESULT, USED));
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Assigned));
+    }
+
+    function test_RevertWhen_CompleteJobSignedByAnotherProvider() public {
+        uint256 jobId = _assigned();
+        _stakeBob();
+        _expectBadSignature(jobId);
+        _completeWith(jobId, RESULT, USED, _signResult(bobKey, jobId, RESULT, USED));
+    }
+
+    function test_RevertWhen_CompleteJobWithTheProvidersSignatureForAnotherJob() public {
+        uint256 jobId = _assigned();
+        uint256 other = _assigned();
+        _expectBadSignature(jobId);
+        _completeWith(jobId, RESULT, USED, _signResult(aliceKey, other, RESULT, USED));
+    }
+
+    function test_RevertWhen_CompleteJobWithAnotherResultHash() public {
+        uint256 jobId = _assigned();
+        bytes memory signature = _signResult(aliceKey, jobId, RESULT, USED);
+        _expectBadSignature(jobId);
+        _completeWith(jobId, keccak256("forged"), USED, signature);
+    }
+
+    function test_RevertWhen_CompleteJobWithOtherUnits() public {
+        uint256 jobId = _assigned();
+        bytes memory signature = _signResult(aliceKey, jobId, RESULT, USED);
+        // More units than signed (the buyer would overpay), and fewer (the provider would be underpaid).
+        _expectBadSignature(jobId);
+        _completeWith(jobId, RESULT, USED + 1, signature);
+        _expectBadSignature(jobId);
+        _completeWith(jobId, RESULT, USED - 1, signature);
+    }
+
+    function test_RevertWhen_CompleteJobSignedByThePreviousProviderAfterReassignment() public {
+        uint256 jobId = _assigned();
+        bytes memory byAlice = _signResult(aliceKey, jobId, RESULT, USED);
+        _stakeBob();
+        _reassign(jobId, bob, RATE, 0);
+        _expectBadSignature(jobId);
+        _completeWith(jobId, RESULT, USED, byAlice);
+
+        _completeWith(jobId, RESULT, USED, _signResult(bobKey, jobId, RESULT, USED));
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Completed));
+        assertEq(market.getJob(jobId).provider, bob);
+    }
+
+    function test_RevertWhen_CompleteJobSignatureMalformed() public {
+        uint256 jobId = _assigned();
+        bytes memory good = _signResult(aliceKey, jobId, RESULT, USED);
+        (bytes32 r, bytes32 s, uint8 v) = _split(good);
+        // secp256k1's order: (r, n − s, v ^ 1) is the same signature's malleated twin.
+        uint256 n = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141;
+        bytes[] memory malformed = new bytes[](6);
+        malformed[0] = "";
+        malformed[1] = abi.encodePacked(r, s); // 64 bytes, no v
+        malformed[2] = abi.encodePacked(good, uint8(0)); // 66 bytes
+        malformed[3] = abi.encodePacked(r, s, uint8(v == 27 ? 29 : 30)); // v out of range
+        malformed[4] = abi.encodePacked(bytes32(0), s, v); // r zero
+        malformed[5] = abi.encodePacked(r, bytes32(n - uint256(s)), v == 27 ? uint8(28) : uint8(27)); // high s
+        for (uint256 i; i < malformed.length; ++i) {
+            _expectBadSignature(jobId);
+            _completeWith(jobId, RESULT, USED, malformed[i]);
+        }
+        _completeWith(jobId, RESULT, USED, good);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Completed));
+    }
+
+    function test_RevertWhen_CompleteJobSignedForAnotherMarket() public {
+        uint256 jobId = _assigned();
+        JobMarket twin = _deployMarket(token, vault, admin, treasury, FEE_BPS, DISPUTE_WINDOW);
+        _expectBadSignature(jobId);
+        _completeWith(jobId, RESULT, USED, JobResults.sign(aliceKey, address(twin), jobId, RESULT, USED));
+    }
+
+    function test_RevertWhen_CompleteJobSignedOnAnotherChain() public {
+        uint256 jobId = _assigned();
+        bytes memory signature = _signResult(aliceKey, jobId, RESULT, USED);
+        vm.chainId(block.chainid + 1); // a fork: the market's domain follows the chain id
+        _expectBadSignature(jobId);
+        _completeWith(jobId, RESULT, USED, signature);
+    }
+
+    function test_CompleteJob_ContractWalletProviderSignsThroughErc1271() public {
+        (address owner, uint256 ownerKey) = makeAddrAndKey("walletOwner");
+        address wallet = address(new ContractWallet(owner));
+        vm.prank(admin);
+        token.transfer(wallet, ALICE_STAKE);
+        vm.startPrank(wallet);
+        token.approve(address(vault), ALICE_STAKE);
+        vault.register(keccak256("wallet"), 1);
+        vault.stake(ALICE_STAKE);
+        vm.stopPrank();
+        uint256 jobId = _postDefault();
+        _assign(jobId, wallet, RATE);
+
+        // The key behind the wallet, not any other, vouches for the wallet's result.
+        _expectBadSignature(jobId);
+        _completeWith(jobId, RESULT, USED, _signResult(aliceKey, jobId, RESULT, USED));
+        _completeWith(jobId, RESULT, USED, _signResult(ownerKey, jobId, RESULT, USED));
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Completed));
+
+        vm.warp(block.timestamp + DISPUTE_WINDOW);
+        market.settleJob(jobId);
+        assertEq(token.balanceOf(wallet), PROVIDER_CUT);
+    }
+
+    /// @dev Only the provider's signature over exactly the submitted result and units
+    /// completes the job; a signature over anything else is refused.
+    function testFuzz_CompleteJob_OnlyTheProvidersExactSignaturePasses(
+        bytes32 signedHash,
+        uint64 signedUnits,
+        bytes32 resultHash,
+        uint64 units,
+        bool sameResult
+    ) public {
+        signedUnits = uint64(bound(signedUnits, 0, UNITS));
+        units = uint64(bound(units, 0, UNITS));
+        if (sameResult) (resultHash, units) = (signedHash, signedUnits);
+        uint256 jobId = _assigned();
+        bytes memory signature = _signResult(aliceKey, jobId, signedHash, signedUnits);
+        bool exact = resultHash == signedHash && units == signedUnits;
+        if (!exact) _expectBadSignature(jobId);
+        _completeWith(jobId, resultHash, units, signature);
+        if (exact) {
+            JobMarket.Job memory job = market.getJob(jobId);
+            assertEq(uint8(job.status), uint8(JobMarket.Status.Completed));
+            assertEq(job.resultHash, signedHash);
+            assertEq(job.unitsUsed, signedUnits);
+        }
+    }
+
+    /// @dev No key but the provider's signs for it.
+    function testFuzz_RevertWhen_CompleteJobSignedByAnyOtherKey(uint256 key) public {
+        key = bound(key, 1, 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364140);
+        vm.assume(key != aliceKey);
+        uint256 jobId = _assigned();
+        _expectBadSignature(jobId);
+        _completeWith(jobId, RESULT, USED, _signResult(key, jobId, RESULT, USED));
     }
 
     // ─── settleJob ───────────────────────────────────────────────────────────

@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {JobMarket} from "../../src/JobMarket.sol";
 import {HandlerBase} from "./HandlerBase.sol";
+import {JobResults} from "../utils/JobResults.sol";
 
 /// @notice Plays the buyers, the matcher and the arbiter through every job transition, and
 /// accounts for each job's escrow (a buyer's dispute bond included) leaving the market,
@@ -12,6 +13,9 @@ import {HandlerBase} from "./HandlerBase.sol";
 /// slash of a job and a slash after its deadline: the market must refuse those, and the
 /// vault's per-slasher cap must bound what the provider loses. The holds the market
 /// places in the vault and the dispute bonds it escrows are checked in their own section.
+/// Every result is signed by the job's provider, and the handler remembers what each
+/// provider signed; the matcher also tries to complete jobs with results or units their
+/// provider did not sign, which the market must refuse.
 contract MarketHandler is HandlerBase {
     uint256 internal constant MAX_PRICE = 10 ether;
     uint256 internal constant MAX_UNITS = 1_000;
@@ -34,7 +38,9 @@ contract MarketHandler is HandlerBase {
 
     address internal immutable matcher;
     address internal immutable arbiter;
+    uint256 internal immutable matcherKey;
     address[] internal _buyers;
+    mapping(address provider => uint256) internal _keyOf;
 
     uint256[] public jobIds;
     mapping(uint256 jobId => JobGhost) internal _ghosts;
@@ -63,11 +69,33 @@ contract MarketHandler is HandlerBase {
     /// @dev The provider of an open job was not held in the vault until the job's last
     /// slashable second (past the deadline; the dispute window; the arbitration period).
     bool public holdMissing;
+    /// @dev keccak256(provider, resultHash, units) of the result the handler had job `jobId`'s
+    /// provider sign before completing it; zero for a job it never completed.
+    mapping(uint256 jobId => bytes32) public signedResult;
+    /// @dev A completion whose result or units its provider did not sign went through, or
+    /// was refused for another reason than BadResultSignature.
+    bool public forgedResultAccepted;
 
-    constructor(Deps memory d, address matcher_, address arbiter_, address[] memory buyers_) HandlerBase(d) {
+    /// @dev `providerKeys_` are the keys of `d.providers`, in the same order; `matcherKey_`
+    /// is the matcher's, which it uses to forge results.
+    constructor(
+        Deps memory d,
+        address matcher_,
+        address arbiter_,
+        address[] memory buyers_,
+        uint256 matcherKey_,
+        uint256[] memory providerKeys_
+    ) HandlerBase(d) {
+        require(vm.addr(matcherKey_) == matcher_, "matcher key");
+        require(providerKeys_.length == d.providers.length, "one key per provider");
         matcher = matcher_;
         arbiter = arbiter_;
+        matcherKey = matcherKey_;
         _buyers = buyers_;
+        for (uint256 i; i < providerKeys_.length; ++i) {
+            require(vm.addr(providerKeys_[i]) == d.providers[i], "provider key");
+            _keyOf[d.providers[i]] = providerKeys_[i];
+        }
     }
 
     // ─── Buyers ──────────────────────────────────────────────────────────────
@@ -135,6 +163,28 @@ contract MarketHandler is HandlerBase {
         (uint256 id, JobMarket.Job memory job) = _assignedLive(jobSeed);
         if (id == 0) return;
         _complete(id, job, units);
+    }
+
+    /// @dev Tries every forgery on a live assigned job (assigning one first if there is
+    /// none), each within the job's units so that only the signature can refuse it: the
+    /// matcher's own signature, another provider's, and the provider's signature over other
+    /// units, another result hash or another job, or cut short. Then completes it honestly.
+    function completeForged(uint256 jobSeed, uint256 units) external step {
+        (uint256 id, JobMarket.Job memory job) = _assignedLive(jobSeed);
+        if (id == 0) return;
+        units = _bound(units, 0, job.maxUnits);
+        bytes32 result = keccak256(abi.encode(id, units));
+        uint256 key = _keyOf[job.provider];
+        uint64 otherUnits = uint64(units == 0 ? 1 : units - 1);
+        bytes memory honest = _sign(key, id, result, units);
+        _forge(id, result, units, _sign(matcherKey, id, result, units));
+        _forge(id, result, units, _sign(_keyOf[_otherProvider(job.provider)], id, result, units));
+        _forge(id, result, otherUnits, honest);
+        _forge(id, keccak256(abi.encode(result)), units, honest);
+        _forge(id, result, units, _sign(key, id + 1, result, units));
+        _forge(id, result, units, _truncated(honest));
+        if (market.getJob(id).status == JobMarket.Status.Assigned) _complete(id, job, units);
+        _count("forgedResultRefused");
     }
 
     /// @dev Moves a live assigned job (assigning one first if there is none) to another
@@ -494,10 +544,14 @@ contract MarketHandler is HandlerBase {
         return uint16(_bound(seed >> 2, 1, vault.maxSlashBps()));
     }
 
+    /// @dev Completes with a result its provider signed, remembering what it signed.
     function _complete(uint256 id, JobMarket.Job memory job, uint256 units) private returns (JobMarket.Job memory) {
         units = _bound(units, 0, job.maxUnits);
+        bytes32 result = keccak256(abi.encode(id, units));
+        bytes memory signature = _sign(_keyOf[job.provider], id, result, units);
+        signedResult[id] = keccak256(abi.encode(job.provider, result, units));
         vm.prank(matcher);
-        market.completeJob(id, keccak256(abi.encode(id, units)), uint64(units));
+        market.completeJob(id, result, uint64(units), signature);
         _afterComplete(id);
         _count("complete");
         return market.getJob(id);
@@ -509,6 +563,37 @@ contract MarketHandler is HandlerBase {
         _afterDispute(id, by);
         _count(by == job.buyer ? "dispute" : "disputeByMatcher");
         return market.getJob(id);
+    }
+
+    /// @dev `key`'s signature over a result, as JobResults builds it.
+    function _sign(uint256 key, uint256 id, bytes32 result, uint256 units) private view returns (bytes memory) {
+        return JobResults.sign(key, address(market), id, result, uint64(units));
+    }
+
+    /// @dev The matcher completes job `id` with a result or `signature` its provider did not
+    /// give: the market must refuse it with BadResultSignature.
+    function _forge(uint256 id, bytes32 result, uint256 units, bytes memory signature) private {
+        vm.prank(matcher);
+        try market.completeJob(id, result, uint64(units), signature) {
+            forgedResultAccepted = true;
+        } catch (bytes memory err) {
+            if (keccak256(err) != keccak256(abi.encodeWithSelector(JobMarket.BadResultSignature.selector, id))) {
+                forgedResultAccepted = true;
+            }
+        }
+    }
+
+    /// @dev The first 64 bytes of a 65-byte signature.
+    function _truncated(bytes memory signature) private pure returns (bytes memory cut) {
+        cut = new bytes(64);
+        for (uint256 i; i < 64; ++i) {
+            cut[i] = signature[i];
+        }
+    }
+
+    /// @dev A provider other than `provider` (every provider has a key).
+    function _otherProvider(address provider) private view returns (address) {
+        return providers[0] == provider ? providers[1] : providers[0];
     }
 
     /// @dev A live assigned job, else a live posted one assigned now, else a new one

@@ -3,6 +3,7 @@ pragma solidity ^0.8.24;
 
 import {StakingVault} from "../../src/StakingVault.sol";
 import {RewardDistributor} from "../../src/RewardDistributor.sol";
+import {JobMarket} from "../../src/JobMarket.sol";
 import {SwarmTestBase} from "../utils/SwarmTestBase.sol";
 
 import {Clock, SlashLedger, HandlerBase} from "./HandlerBase.sol";
@@ -30,6 +31,7 @@ contract SwarmInvariantsTest is SwarmTestBase {
     uint160 internal constant CROWD_BASE = 0xC0000;
 
     address internal erin = makeAddr("erin"); // third provider
+    uint256 internal erinKey = _keyOf("erin");
     address internal outsider = makeAddr("outsider"); // never registers
     address internal funder = makeAddr("funder");
 
@@ -88,7 +90,9 @@ contract SwarmInvariantsTest is SwarmTestBase {
         vaultHandler = new VaultHandler(deps, crowd);
         distributorHandler = new DistributorHandler(deps, funder, guardian, signerKeys);
         committeeHandler = new AdversarialCommitteeHandler(deps, distributorHandler, signerKeys, crowd);
-        marketHandler = new MarketHandler(deps, matcher, arbiter, buyers);
+        uint256[] memory providerKeys = new uint256[](3);
+        (providerKeys[0], providerKeys[1], providerKeys[2]) = (aliceKey, bobKey, erinKey);
+        marketHandler = new MarketHandler(deps, matcher, arbiter, buyers, matcherKey, providerKeys);
         adminHandler = new AdminHandler(deps);
 
         _target(address(vaultHandler), _vaultSelectors());
@@ -296,6 +300,15 @@ contract SwarmInvariantsTest is SwarmTestBase {
         for (uint256 id = 1; id < n; ++id) {
             uint256 escrow = market.escrowOf(id);
             sumEscrow += escrow;
+            // Only completeJob sets disputeEnd: a job that has it carries its provider's word.
+            JobMarket.Job memory job = market.getJob(id);
+            if (job.disputeEnd != 0) {
+                assertEq(
+                    keccak256(abi.encode(job.provider, job.resultHash, uint256(job.unitsUsed))),
+                    marketHandler.signedResult(id),
+                    "a job completed with a result or units its provider did not sign"
+                );
+            }
             MarketHandler.JobGhost memory g = marketHandler.ghost(id);
             assertLe(g.payouts, 1, "a job left escrow more than once");
             if (g.payouts == 0) {
@@ -316,6 +329,7 @@ contract SwarmInvariantsTest is SwarmTestBase {
         assertFalse(marketHandler.disputeBondWrong(), "a dispute bond other than the bond rate of the payment");
         assertFalse(marketHandler.holdMissing(), "an open job's provider not held until its last slashable second");
         assertFalse(marketHandler.pauseNotEnforced(), "market pause did not stop post/assign/reassign");
+        assertFalse(marketHandler.forgedResultAccepted(), "the matcher completed a job with a forged result");
     }
 
     // ─── 7. Epochs ───────────────────────────────────────────────────────────
@@ -403,7 +417,7 @@ contract SwarmInvariantsTest is SwarmTestBase {
     /// every admin setter and every way a job closes.
     function test_HandlersReachEveryTransition() public {
         FuzzSelector[] memory targets = targetSelectors();
-        for (uint256 k; k < 900; ++k) {
+        for (uint256 k; k < 1200; ++k) {
             uint256 r = uint256(keccak256(abi.encode("walk", k)));
             FuzzSelector memory t = targets[r % targets.length];
             bytes4 selector = t.selectors[(r >> 8) % t.selectors.length];
@@ -445,7 +459,7 @@ contract SwarmInvariantsTest is SwarmTestBase {
         for (uint256 kind; kind <= uint256(type(AdversarialCommitteeHandler.Malformed).max); ++kind) {
             _reached(committeeHandler, string.concat("refused", vm.toString(kind)));
         }
-        string[21] memory marketActions = [
+        string[22] memory marketActions = [
             "pauseInterlude",
             "post",
             "assign",
@@ -466,7 +480,8 @@ contract SwarmInvariantsTest is SwarmTestBase {
             "slashBurst",
             "secondSlashRefused",
             "lateSlashRefused",
-            "disputeExpired"
+            "disputeExpired",
+            "forgedResultRefused"
         ];
         for (uint256 i; i < marketActions.length; ++i) {
             _reached(marketHandler, marketActions[i]);
@@ -607,7 +622,7 @@ contract SwarmInvariantsTest is SwarmTestBase {
     }
 
     function _marketSelectors() private pure returns (bytes4[] memory s) {
-        s = new bytes4[](13);
+        s = new bytes4[](14);
         s[0] = MarketHandler.postJob.selector;
         s[1] = MarketHandler.cancelJob.selector;
         s[2] = MarketHandler.disputeJob.selector;
@@ -621,6 +636,7 @@ contract SwarmInvariantsTest is SwarmTestBase {
         s[10] = MarketHandler.pauseInterlude.selector;
         s[11] = MarketHandler.reassignJob.selector;
         s[12] = MarketHandler.slashBurst.selector;
+        s[13] = MarketHandler.completeForged.selector;
     }
 
     function _adminSelectors() private pure returns (bytes4[] memory s) {

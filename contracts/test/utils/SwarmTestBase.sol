@@ -7,6 +7,7 @@ import {SwarmToken} from "../../src/SwarmToken.sol";
 import {StakingVault} from "../../src/StakingVault.sol";
 import {RewardDistributor} from "../../src/RewardDistributor.sol";
 import {JobMarket} from "../../src/JobMarket.sol";
+import {JobResults} from "./JobResults.sol";
 
 /// @notice Deploys and wires the four contracts the way `ledger/deploy.py` does, with
 /// funded actors, for every Foundry test.
@@ -34,6 +35,10 @@ abstract contract SwarmTestBase is Test {
     address internal arbiter = makeAddr("arbiter");
     address internal alice = makeAddr("alice"); // provider
     address internal bob = makeAddr("bob"); // provider
+    // The keys that sign a job's result: the providers', and the matcher's for forgeries.
+    uint256 internal aliceKey = _keyOf("alice");
+    uint256 internal bobKey = _keyOf("bob");
+    uint256 internal matcherKey = _keyOf("matcher");
     address internal carol = makeAddr("carol"); // buyer
     address internal dave = makeAddr("dave"); // buyer
 
@@ -120,6 +125,22 @@ abstract contract SwarmTestBase is Test {
         return market.postJob(keccak256("spec"), price, units, deadline);
     }
 
+    /// @dev `key`'s signature over job `jobId`'s result `resultHash` using `units` units.
+    function _signResult(uint256 key, uint256 jobId, bytes32 resultHash, uint64 units)
+        internal
+        view
+        returns (bytes memory)
+    {
+        return JobResults.sign(key, address(market), jobId, resultHash, units);
+    }
+
+    /// @dev The signature job `jobId`'s provider gives its result: bob's if bob runs the job,
+    /// else alice's (a job not yet assigned is refused on its status before any signature).
+    function _providerSignature(uint256 jobId, bytes32 resultHash, uint64 units) internal view returns (bytes memory) {
+        uint256 key = market.getJob(jobId).provider == bob ? bobKey : aliceKey;
+        return _signResult(key, jobId, resultHash, units);
+    }
+
     /// @dev Signs `report` with the first `n` committee keys, in ascending signer order.
     function _sign(RewardDistributor.EpochReport memory report, uint256 n) internal view returns (bytes[] memory sigs) {
         bytes32 digest = distributor.hashReport(report);
@@ -138,6 +159,11 @@ abstract contract SwarmTestBase is Test {
     /// @dev OpenZeppelin's commutative pair hash (sorted pair).
     function _hashPair(bytes32 a, bytes32 b) internal pure returns (bytes32) {
         return a < b ? keccak256(abi.encodePacked(a, b)) : keccak256(abi.encodePacked(b, a));
+    }
+
+    /// @dev The key makeAddr(`name`) belongs to.
+    function _keyOf(string memory name) internal returns (uint256 key) {
+        (, key) = makeAddrAndKey(name);
     }
 
     function _sortSigners() private {
