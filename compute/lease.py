@@ -149,10 +149,9 @@ def launch(directory: Path) -> Outcome:
     elif done.returncode != 0 or run is None:
         outcome = _replace(outcome, error=_last_error(directory / LOG) or f"the job exited with {done.returncode}")
     else:
-        outputs = Path(run["result_dir"]) / "outputs"
         measured = float(run.get("units", 0.0))
         units = min(plan.max_units, math.ceil(min(measured, reserved)))  # never more than it held
-        outcome = _replace(outcome, state="succeeded", result_hash=result_hash(outputs), units=units,
+        outcome = _replace(outcome, state="succeeded", result_hash=result_hash(Path(run["result_dir"])), units=units,
                            metrics=run.get("metrics", {}))
         try:
             _publish(plan, Path(run["result_dir"]))

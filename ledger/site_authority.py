@@ -25,8 +25,8 @@ class SiteJob:
 class ChainAuthority:
     """Reads the answers from the deployment `swarm` is connected to, at the latest block.
 
-    Answers are kept for `ttl_s` (a site is polled for a lease's status often; a role or a
-    job's parties change rarely): a request is judged on the chain as it was at most that long ago."""
+    Roles are kept for `ttl_s` (a site is polled for a lease's status often, and roles change
+    rarely): a role granted or revoked counts from at most that long after. Jobs are read afresh."""
 
     def __init__(self, swarm: Swarm, ttl_s: float = 1.0) -> None:
         self.swarm = swarm
@@ -49,9 +49,7 @@ class ChainAuthority:
         return self._cached(("member", address), lambda: bool(self.swarm.read("RewardDistributor", "isSigner", address)))
 
     def job(self, job_id: int) -> SiteJob | None:
-        return self._cached(("job", job_id), lambda: self._job(job_id))
-
-    def _job(self, job_id: int) -> SiteJob | None:
+        """Read afresh each time: a job's status and provider change as the market moves it."""
         info = job_info(self.swarm, job_id)
         if info.status == 0:
             return None

@@ -95,6 +95,8 @@ def stop_sites(home: Path) -> list[LocalSite]:
     if not path.is_file():
         return []
     sites = [LocalSite(**raw) for raw in json.loads(path.read_text())]
+    for site in sites:  # all at once: each stops its own Ray cluster, which takes seconds
+        _signal(site.pid, signal.SIGTERM)
     for site in sites:
         _stop(site.pid, Path(site.home))
     path.unlink(missing_ok=True)
@@ -103,10 +105,7 @@ def stop_sites(home: Path) -> list[LocalSite]:
 
 def kill_site(site: LocalSite) -> None:
     """Kills a site at once, as a machine that dies: its agent and its Ray cluster."""
-    try:
-        os.killpg(site.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    _signal(site.pid, signal.SIGKILL)
     cluster.stop(RayHome.of(Path(site.home)))
 
 
@@ -121,19 +120,20 @@ def _ready(account: int, address: str, site_home: Path, process: subprocess.Pope
     return LocalSite(address, account, served["url"], served["fingerprint"], process.pid, str(site_home))
 
 
-def _stop(pid: int, site_home: Path) -> None:
+def _signal(pid: int, signum: int) -> None:
     try:
-        os.killpg(pid, signal.SIGTERM)
+        os.killpg(pid, signum)
     except ProcessLookupError:
         pass
+
+
+def _stop(pid: int, site_home: Path) -> None:
+    _signal(pid, signal.SIGTERM)
     end = time.monotonic() + STOP_TIMEOUT_S
     while _alive(pid) and time.monotonic() < end:
         time.sleep(0.2)
     if _alive(pid):
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _signal(pid, signal.SIGKILL)
     cluster.stop(RayHome.of(site_home))  # a site killed before it could stop its cluster
 
 

@@ -22,7 +22,7 @@ import pytest
 from anvil import AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
 from compute.errors import ComputeError
-from compute.manifest import result_hash
+from compute.manifest import manifest_hash, result_hash
 from compute.site_auth import Refused
 from compute.site_client import SiteAddress, SiteClient
 from ledger import jobs, stake
@@ -128,9 +128,10 @@ def test_a_lease_runs_and_its_result_is_the_providers_own_word(site) -> None:
     done = _finished(matcher, job_id)
     assert done["state"] == "succeeded", done
     expected = site["home"] / "expected"
-    expected.mkdir()
-    (expected / "answer.txt").write_text(str(sum(range(1000))))
+    (expected / "outputs").mkdir(parents=True)
+    (expected / "outputs" / "answer.txt").write_text(str(sum(range(1000))))
     assert done["result_hash"] == result_hash(expected)
+    assert done["result_hash"] != manifest_hash([]), "the hash covers what the job wrote"
     assert 1 <= done["units"] <= 600
     signer = result_signer(bytes.fromhex(done["signature"][2:]), swarm.chain.chain_id, swarm.market.address,
                            job_id, bytes.fromhex(done["result_hash"][2:]), done["units"])
