@@ -15,7 +15,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres browser sandbox system-packages demo test slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
+.PHONY: install postgres browser sandbox system-packages demo test slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-sites bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -125,6 +125,9 @@ bench-matcher: install
 # End to end: a posted train job to its first training step, with the market's share.
 bench-post-to-step: install
 	$(PY) bench/post_to_step.py --runs 5
+
+bench-sites: install
+	$(PY) bench/sites.py --runs 5 --leases 50
 
 # Oracle epoch: score 100,000 providers from 10,000,000 probe samples (≤ 5 s, ≤ 2 GB).
 bench-oracle: install

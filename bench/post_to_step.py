@@ -1,17 +1,19 @@
-"""End to end: a buyer posts a `train` job → its first training step on the provider's node,
+"""End to end: a buyer posts a `train` job → its first training step on the provider's site,
 with the market's share of that time.
 
 Run: make bench-post-to-step   (or .venv/bin/python bench/post_to_step.py --runs 5)
 
-A real anvil with the contracts deployed, a real Ray cluster (a head and one provider node
-of one CPU), a SQLite ledger, and the market service ticking in a thread at its default
-interval. Each run posts the same small job (a new job id, so nothing is reused) and splits
-the time from the start of the post to the loop's first step into:
+A real anvil with the contracts deployed, one provider site (`swarm provider serve`: its own
+Ray cluster of a head and one 1-CPU node, its agent over HTTPS), a SQLite ledger, and the
+market service ticking in a thread at its default interval. Each run posts the same small
+job (a new job id, so nothing is reused) and splits the time from the start of the post to
+the loop's first step into:
   post     validating and storing the spec, the permit and the postJob transaction;
   market   the service noticing the job (polling), syncing the ledger, matching, the
-           assignJob transaction, and handing the run to the runner;
-  compute  the runner to the first step: Ray Train's controller, the placement group on
-           the provider's node, the worker process and the data.
+           assignJob transaction, and the signed request that starts the lease on the site;
+  compute  the lease to the first step: the site checking the request on chain, Ray's job
+           submission, the sandbox, the lease's own Ray instance, Ray Train's controller,
+           the worker process and the data.
 Medians of the runs are reported, after one warm-up run.
 """
 
@@ -19,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import secrets
 import statistics
 import sys
 import tempfile
@@ -28,17 +28,12 @@ import threading
 import time
 from pathlib import Path
 
-os.environ["RAY_AUTH_MODE"] = "token"
-os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import ray  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
 from sqlmodel import Session, select  # noqa: E402
 
 from anvil import AnvilConfig, AnvilNode, dev_account  # noqa: E402
 from anvil.node import free_port  # noqa: E402
-from compute.placement import node_labels, node_resources  # noqa: E402
 from ledger import jobs, stake  # noqa: E402
 from ledger.chain import connect  # noqa: E402
 from ledger.client import Swarm  # noqa: E402
@@ -49,6 +44,7 @@ from ledger.specs import store_spec  # noqa: E402
 from ledger.tx import Sender  # noqa: E402
 from market.service import MarketConfig, MarketService  # noqa: E402
 from market.spec import validate_spec  # noqa: E402
+from provider.network import start_sites, stop_sites  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "post_to_step.json"
 PROVIDER = dev_account(1)
@@ -89,23 +85,19 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=MarketConfig.interval_s,
                         help="the service's polling interval (default: its default)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
         home = Path(tmp)
         node = AnvilNode(AnvilConfig(home=home, port=free_port()))
         node.start()
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
-                                                                "object_store_memory": 80 * 1024 * 1024})
-        cluster.add_node(num_cpus=1, labels=node_labels(PROVIDER.address), resources=node_resources(PROVIDER.address),
-                         object_store_memory=80 * 1024 * 1024)
-        cluster.wait_for_nodes()
-        ray.init(address=cluster.address, log_to_driver=False)
         stop = threading.Event()
         try:
             chain = connect(node.config.url)
             deployment = deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), home).deployment
             swarm = Swarm(chain, deployment)
+            (site,) = start_sites(home, {1: 1}, node.config.url)
             provider = swarm.sender(PROVIDER.key)
-            hardware = {"gpu_model": "RTX4090", "gpus": 1, "vram_gb": 24}
+            hardware = {"gpu_model": "RTX4090", "gpus": 1, "vram_gb": 24, "site_url": site.url,
+                        "site_fingerprint": site.fingerprint}
             stake.register(swarm, provider, store_spec(home, hardware), 1)
             stake.stake(swarm, provider, 1_000 * 10**18)
             engine = open_ledger(f"sqlite:///{home / 'ledger.db'}")
@@ -117,8 +109,7 @@ def main() -> None:
             runs = [one_run(swarm, home, engine, seed=i) for i in range(args.runs)]
         finally:
             stop.set()
-            ray.shutdown()
-            cluster.shutdown()
+            stop_sites(home)
             node.stop()
     medians = {k: round(statistics.median(r[k] for r in runs), 3) for k in runs[0]}
     figures = {

@@ -63,6 +63,7 @@ class LeasePlan:
     program: dict[str, Any] | None = None  # the buyer's own program: {"entrypoint": str, "files": {name: text}}
     storage: str = ""  # the market's storage (a directory or a pyarrow URI): results go there
     inputs: tuple[str, ...] = ()  # results of earlier jobs (compute job ids) the job builds on, from storage
+    files: tuple[tuple[str, str], ...] = ()  # (a file or directory the spec names, where it goes in work/)
 
     def limits(self) -> Limits:
         return Limits(memory_bytes=self.memory_bytes, max_processes=self.max_processes + RAY_PROCESS_ALLOWANCE,
@@ -75,7 +76,8 @@ class LeasePlan:
     @classmethod
     def read(cls, directory: Path) -> LeasePlan:
         raw = json.loads((directory / PLAN).read_text())
-        return cls(**(raw | {"hidden": tuple(raw.get("hidden", ())), "inputs": tuple(raw.get("inputs", ()))}))
+        return cls(**(raw | {"hidden": tuple(raw.get("hidden", ())), "inputs": tuple(raw.get("inputs", ())),
+                             "files": tuple(tuple(f) for f in raw.get("files", ()))}))
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,12 @@ def launch(directory: Path) -> Outcome:
         _unpack(plan, work)
         argv = ["/bin/sh", "-c", plan.program["entrypoint"]]
     else:
-        _fetch_inputs(plan, work)
+        try:
+            _fetch_inputs(plan, work)
+        except (NotReadable, OSError) as exc:
+            outcome = Outcome(state="failed", attempt=plan.attempt, seconds=0.0, returncode=-1, error=f"{exc}.")
+            _write_json(directory / OUTCOME, asdict(outcome))
+            return outcome
         plan.write(work)  # the worker's copy: the lease's own directory is all the sandbox shows
         argv = [sys.executable, "-m", "compute.lease", "worker", str(work)]
     with open(directory / LOG, "a") as log:
@@ -208,9 +215,37 @@ def _fetch_inputs(plan: LeasePlan, work: Path) -> None:
         target = work / "storage" / compute_id
         if not target.exists() and plan.storage:
             _copy(_join(plan.storage, compute_id), str(target))
+    for source, name in plan.files:
+        _check_readable(plan, source)
+        target = work / name
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if "://" not in source and Path(source).is_file():
+                import shutil
+
+                shutil.copyfile(source, target)
+            else:
+                _copy(source, str(target))
     if os.geteuid() == 0:
         for path in [work, *work.rglob("*")]:
             os.chown(path, lease_uid(plan.number), lease_uid(plan.number), follow_symlinks=False)
+
+
+class NotReadable(Exception):
+    """A file the job names that its lease may not have: the buyer's fault."""
+
+
+def _check_readable(plan: LeasePlan, source: str) -> None:
+    """The site copies in only files any user of its machine may read (a keystore, a private
+    key, /etc/shadow are not), and nothing in what it hides from leases."""
+    if "://" in source:
+        return
+    path = Path(source).resolve()
+    if any(path.is_relative_to(Path(hidden).resolve()) for hidden in plan.hidden):
+        raise NotReadable(f"the job names {source}, which the site keeps from its leases")
+    for item in [path, *(path.rglob("*") if path.is_dir() else ())]:
+        if item.stat().st_mode & 0o004 == 0:
+            raise NotReadable(f"the job names {source}, which not every user of the site may read")
 
 
 def _publish(plan: LeasePlan, result_dir: Path) -> None:

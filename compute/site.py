@@ -206,10 +206,10 @@ class Site:
         from compute.telemetry import _probe_task
 
         nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
-        task = ray.remote(num_cpus=0)(_probe_task)
         sent = time.time()
-        refs = {n["NodeID"]: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False))
-                .remote() for n in nodes}
+        refs = {n["NodeID"]: _probe_task.options(
+                    num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
+                for n in nodes}
         ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
         answers = []
         resources = {n["NodeID"]: n.get("Resources", {}) for n in nodes}
@@ -253,6 +253,14 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
     @app.exception_handler(ComputeError)
     async def failed(_request: Request, exc: ComputeError):
         return JSONResponse({"error": str(exc)}, status_code=500)
+
+    @app.exception_handler(Exception)
+    async def crashed(request: Request, exc: Exception):
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)  # the operator's log; the caller gets one sentence
+        return JSONResponse({"error": f"The site failed to serve {request.url.path} ({type(exc).__name__}); "
+                                      "its operator's log has the details."}, status_code=500)
 
     async def check(request: Request, action: str, job_id: int, spec_hash: bytes | None = None) -> tuple[bytes, Any]:
         body = await request.body()

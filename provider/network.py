@@ -38,16 +38,22 @@ class LocalSite:
     fingerprint: str
     pid: int  # `swarm provider serve`'s
     home: str  # the site's own SWARM_HOME
+    rpc_url: str = ""  # the chain it serves
 
     def as_dict(self) -> dict:
         return asdict(self)
 
 
-def start_sites(home: Path, accounts: dict[int, int], rpc_url: str, timeout: float = START_TIMEOUT_S) -> list[LocalSite]:
-    """Starts a site for each dev account (account → its number of nodes); returns once all serve."""
+def start_sites(home: Path, accounts: dict[int, int], rpc_url: str, timeout: float = START_TIMEOUT_S,
+                ports: dict[int, int] | None = None) -> list[LocalSite]:
+    """Starts a site for each dev account (account → its number of nodes); returns once all serve.
+
+    `ports` fixes an account's port (a site started again in its home keeps its URL and its
+    certificate, so its registration still holds); others get a free one."""
     from anvil import dev_account
 
-    if running_sites(home):
+    ports = ports or {}
+    if running_sites(home) and not ports:
         raise ComputeError(f"Local sites are already up (listed in {home / STATE}); stop them with "
                            "`swarm cluster down`.")
     deployments = home / "deployments"
@@ -65,19 +71,28 @@ def start_sites(home: Path, accounts: dict[int, int], rpc_url: str, timeout: flo
             with open(site_home / "serve.log", "ab") as log:
                 process = subprocess.Popen(
                     [sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", str(account),
-                     "--port", str(free_port()), "--nodes", str(nodes), "--json"],
+                     "--port", str(ports.get(account) or free_port()), "--nodes", str(nodes), "--json"],
                     env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, start_new_session=True,
                     cwd=Path(__file__).resolve().parent.parent,
                 )
             started.append((account, address, site_home, process))
-        sites = [_ready(account, address, site_home, process, timeout) for account, address, site_home, process
-                 in started]
+        sites = [_ready(account, address, site_home, process, timeout, rpc_url)
+                 for account, address, site_home, process in started]
     except BaseException:
         for _, _, site_home, process in started:
             _stop(process.pid, site_home)
         raise
-    _write(home, sites)
+    kept = [s for s in running_sites(home) if s.account not in accounts]
+    _write(home, kept + sites)
     return sites
+
+
+def restart_site(home: Path, site: LocalSite, nodes: int = 1) -> LocalSite:
+    """Starts a site that died again, in its own home and at its own port: the same URL and certificate."""
+    _stop(site.pid, Path(site.home))
+    port = int(site.url.rsplit(":", 1)[1])
+    (again,) = start_sites(home, {site.account: nodes}, site.rpc_url, ports={site.account: port})
+    return again
 
 
 def running_sites(home: Path) -> list[LocalSite]:
@@ -109,7 +124,8 @@ def kill_site(site: LocalSite) -> None:
     cluster.stop(RayHome.of(Path(site.home)))
 
 
-def _ready(account: int, address: str, site_home: Path, process: subprocess.Popen, timeout: float) -> LocalSite:
+def _ready(account: int, address: str, site_home: Path, process: subprocess.Popen, timeout: float,
+           rpc_url: str) -> LocalSite:
     ready, _, _ = select.select([process.stdout], [], [], timeout)
     line = process.stdout.readline().decode().strip() if ready else ""
     process.stdout.close()
@@ -117,7 +133,7 @@ def _ready(account: int, address: str, site_home: Path, process: subprocess.Pope
         tail = (site_home / "serve.log").read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
         raise ComputeError(f"The site of {address} did not start: {tail[0]} (see {site_home / 'serve.log'}).")
     served = json.loads(line)
-    return LocalSite(address, account, served["url"], served["fingerprint"], process.pid, str(site_home))
+    return LocalSite(address, account, served["url"], served["fingerprint"], process.pid, str(site_home), rpc_url)
 
 
 def _signal(pid: int, signum: int) -> None:

@@ -14,7 +14,7 @@ import json
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from compute import cluster
@@ -64,8 +64,21 @@ def plan_lease(spec_bytes: bytes, job_id: int, number: int, provider: str, names
                          program=spec.program())
     job = spec.to_compute_job(str(job_id), provider, storage=str(lease_storage), now=now, namespace=namespace)
     inputs = (namespace + spec.model[len(JOB_REF):],) if (spec.model or "").startswith(JOB_REF) else ()
+    # Files the spec names by path are copied into the lease, which sees nothing else of the host.
+    params, files = dict(job.params), []
+    for name in _PATH_PARAMS.get(spec.kind, ()):
+        value = str(params.get(name, ""))
+        if value and not value.startswith(str(lease_storage)) and ("://" in value or Path(value).exists()):
+            target = f"inputs/{name}/{Path(value.rstrip('/')).name}"
+            files.append((value, target))
+            params[name] = str(lease_storage.parent / target)
+    job = replace(job, params=params)
     return LeasePlan(job_id=job_id, number=number, job=asdict(job), cpus=cpus, gpus=gpus, memory_bytes=memory,
-                     wall_seconds=wall, max_units=spec.max_units, inputs=inputs)
+                     wall_seconds=wall, max_units=spec.max_units, inputs=inputs, files=tuple(files))
+
+
+# The parameters of each kind that name a file or directory on the host.
+_PATH_PARAMS = {"finetune": ("base_checkpoint",), "infer": ("checkpoint", "dataset_path")}
 
 
 @dataclass

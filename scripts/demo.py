@@ -1,12 +1,13 @@
 """`swarm demo`: the whole story on the embedded defaults, in about two minutes.
 
-A fresh anvil with the contracts; a Ray cluster in this process with three simulated
-providers — fast (two nodes), slow (one node) and flaky (one node, the cheapest, whose node
-is killed while it runs the first job); two buyers who post a `train` job, an `infer` job
-on the trained model and a `finetune` of it; the market service and the oracle running on
-their schedules; and at the end a summary of stakes, rewards, slashes, job outcomes and
-every balance, checked: every job settled, each epoch's rewards equal its emission, the
-flaky provider slashed, and the token's supply accounted for to the wei.
+A fresh anvil with the contracts; three providers, each serving its own site — its own Ray
+cluster behind an HTTPS agent that the chain authorizes — fast (two nodes), slow (one node)
+and flaky (one node, the cheapest, whose site is killed while it runs the first job); two
+buyers who post a `train` job, an `infer` job on the trained model and a `finetune` of it;
+the market service and the oracle, which reach the providers only through their sites,
+running on their schedules; and at the end a summary of stakes, rewards, slashes, job
+outcomes and every balance, checked: every job settled, each epoch's rewards equal its
+emission, the flaky provider slashed, and the token's supply accounted for to the wei.
 
 The devnet's clock is run ten times faster than the wall clock (anvil's evm_increaseTime),
 so the 60 s dispute window and the 30 s challenge window pass in seconds; deadlines are
@@ -92,9 +93,9 @@ class Demo:
             self.progress.advance(chain)
             self._deploy()
             self.progress.advance(chain)
-            ray_task = self.progress.add_task("Ray cluster: 3 providers, 4 nodes", total=1)
-            self._cluster()
-            self.progress.advance(ray_task)
+            sites_task = self.progress.add_task("Provider sites: 3 sites, 4 nodes", total=1)
+            self._sites()
+            self.progress.advance(sites_task)
             staking = self.progress.add_task("Providers register and stake", total=len(PROVIDERS))
             for p in PROVIDERS:
                 self._stake(p)
@@ -108,7 +109,7 @@ class Demo:
                     thread.join(timeout=60)
                 self.market.close(wait=False)
                 self.log_file.close()
-                self._shutdown_cluster()
+                self._shutdown_sites()
         summary = self._summary()
         summary["seconds"] = round(time.monotonic() - started, 1)
         return summary
@@ -136,42 +137,29 @@ class Demo:
         forget_chain(self.engine, chain.chain_id)  # rows of an earlier demo's devnet
         self.supply_at_start = self.swarm.token.functions.totalSupply().call()
 
-    def _cluster(self) -> None:
-        from compute.node import LOCAL_HEALTH_CHECKS, RayHome, ensure_token, use_auth
+    def _sites(self) -> None:
+        """A site per provider, as `swarm cluster up` starts them: each its own Ray cluster and agent."""
+        from provider.network import start_sites, stop_sites
 
-        ray_home = RayHome.of(self.home)
-        ensure_token(ray_home)
-        use_auth(ray_home)
-        import ray
-        from ray.cluster_utils import Cluster
+        stop_sites(self.home)  # an earlier demo's, if it was interrupted
+        self.sites = {dev_account(s.account).address: s
+                      for s in start_sites(self.home, {p.account: p.nodes for p in PROVIDERS}, self.url)}
 
-        from compute.placement import node_labels, node_resources
+    def _shutdown_sites(self) -> None:
+        from provider.network import stop_sites
 
-        store = 80 * 1024 * 1024
-        self.cluster = Cluster(initialize_head=True, head_node_args={
-            "num_cpus": 0, "include_dashboard": False, "object_store_memory": store,
-            "_system_config": LOCAL_HEALTH_CHECKS})
-        self.nodes: dict[str, list] = {}
-        for p in PROVIDERS:
-            address = dev_account(p.account).address
-            self.nodes[p.name] = [self.cluster.add_node(num_cpus=1, labels=node_labels(address),
-                                                        resources=node_resources(address),
-                                                        object_store_memory=store) for _ in range(p.nodes)]
-        self.cluster.wait_for_nodes()
-        ray.init(address=self.cluster.address, log_to_driver=False, configure_logging=False)
-
-    def _shutdown_cluster(self) -> None:
-        import ray
-
-        ray.shutdown()
-        self.cluster.shutdown()
+        stop_sites(self.home)
 
     def _stake(self, p: DemoProvider) -> None:
         from ledger import stake
         from ledger.specs import store_spec
 
+        from dataclasses import replace
+
         sender = self.swarm.sender(dev_account(p.account).key)
-        stake.register(self.swarm, sender, store_spec(self.home, p.hardware.as_dict()), p.hardware.gpus)
+        site = self.sites[sender.address]
+        hardware = replace(p.hardware, site_url=site.url, site_fingerprint=site.fingerprint)
+        stake.register(self.swarm, sender, store_spec(self.home, hardware.as_dict()), hardware.gpus)
         info = stake.provider_info(self.swarm, sender.address)
         stake.stake(self.swarm, sender, info.min_stake * STAKE_HEADROOM // 2)
 
@@ -227,11 +215,14 @@ class Demo:
         self._follow(train_id, train_task, steps, until="running")
         flaky = dev_account(PROVIDERS[2].account).address
         if self._provider_of(train_id) == flaky:
-            run_dir = self.storage / f"{self.market.namespace}{train_id}"
-            self._wait(lambda: registered_checkpoint(run_dir) is not None)  # so the job resumes from it
-            for node in self.nodes["flaky"]:
-                self.cluster.remove_node(node)
-            self.progress.update(train_task, description="Buyer 1: train (flaky node killed)")
+            from provider.network import kill_site
+
+            leases = Path(self.sites[flaky].home) / "site" / "leases"
+            run = f"{self.market.namespace}{train_id}"
+            self._wait(lambda: any(registered_checkpoint(d) is not None  # killed mid-run, past its first epoch
+                                   for d in leases.glob(f"{train_id}-*/work/storage/{run}")))
+            kill_site(self.sites[flaky])
+            self.progress.update(train_task, description="Buyer 1: train (flaky site killed)")
         self._follow(train_id, train_task, steps, until="completed")
         specs = job_specs(inputs, train_id)
         infer_task = self.progress.add_task("Buyer 2: infer on the trained model", total=len(steps))

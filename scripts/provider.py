@@ -390,6 +390,37 @@ def serve(host: str, port: int, num_cpus: int, nodes: int, account: int | None, 
 
 
 @provider.command()
+@json_option
+def nodes(as_json: bool) -> None:
+    """Your site's Ray nodes: its head, the nodes it started, and the machines that joined."""
+    from compute import cluster as local
+    from compute.node import RayHome
+
+    home = RayHome.of(settings().home)
+    state = local.running(home)
+    if state is None:
+        emit(as_json, {"running": False, "nodes": []}, lambda: console.print(
+            "No site's Ray cluster runs in this SWARM_HOME; start it with `swarm provider serve`."))
+        return
+    found = local.nodes(home, state)
+    simulated = {n.node_id for n in state.nodes}
+
+    def kind(node) -> str:
+        return "head" if node.head else ("simulated" if node.node_id in simulated else "joined")
+
+    payload = {"running": True, "address": state.address, "dashboard": state.dashboard, "pid": state.pid,
+               "nodes": [n.as_dict() | {"kind": kind(n)} for n in found]}
+
+    def human() -> None:
+        rows = [(n.provider or "(head)", n.node_id[:16], kind(n), "[green]alive[/]" if n.alive else "[red]dead[/]",
+                 f"{n.cpus:g}", f"{n.gpus:g}") for n in found]
+        console.print(table(f"The site's Ray cluster at {state.address}",
+                            ["provider", "node", "kind", "state", "CPUs", "GPUs"], rows))
+
+    emit(as_json, payload, human)
+
+
+@provider.command()
 @account_option
 @key_option
 @json_option

@@ -41,20 +41,12 @@ class SiteNetwork:
         kill_site(self.sites[provider])
 
     def restart(self, provider: str) -> None:
-        """A site killed by a test comes back, at a new port: tests register it again."""
-        from provider.network import start_sites
+        """A site killed by a test comes back at its own URL, with its own certificate."""
+        from provider.network import restart_site
 
         account = next(a for a in NODES if dev_account(a).address == provider)
-        home = self.home / f"restart-{account}-{len(list(self.home.glob(f'restart-{account}-*')))}"
-        (home / "deployments").parent.mkdir(parents=True, exist_ok=True)
-        import shutil
+        self.sites[provider] = restart_site(self.home, self.sites[provider], NODES[account])
 
-        shutil.copytree(self.home / "deployments", home / "deployments")
-        (site,) = start_sites(home, {account: NODES[account]}, self.rpc_url)
-        self.sites[provider] = site
-        self._extra.append(home)
-
-    _extra: list = field(default_factory=list)
 
 
 @pytest.fixture(scope="session")
@@ -73,5 +65,3 @@ def site_network(deployed: DeployResult, anvil_node: AnvilNode, swarm_home: Path
         yield network
     finally:
         stop_sites(home)
-        for extra in network._extra:
-            stop_sites(extra)

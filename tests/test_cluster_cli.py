@@ -1,5 +1,6 @@
-"""`swarm cluster up|down|status` and `swarm provider join|leave` end to end: clusters the CLI
-starts itself (their own raylets, apart from the session's `ray_cluster`), on the session anvil."""
+"""`swarm cluster up|down|status`, `swarm provider nodes` and `swarm provider join|leave` end
+to end: provider sites the CLI starts itself, each with its own Ray cluster and token (apart
+from the session's), on the session anvil."""
 
 from __future__ import annotations
 
@@ -35,10 +36,11 @@ JOINER_ADDRESS = dev_account(JOINER).address
 
 @dataclass(frozen=True)
 class LocalCluster:
-    home: Path
-    address: str
-    up: dict  # what `swarm cluster up --json` printed
+    home: Path  # the site's own SWARM_HOME
+    address: str  # its Ray head's GCS
+    up: dict  # the site's Ray cluster state
     output: str  # everything `up` wrote, to check that no secret leaked
+    network_home: Path  # where `swarm cluster up` ran
 
     @property
     def env(self) -> dict[str, str]:
@@ -77,15 +79,17 @@ def cli(cli_process):
 @pytest.fixture(scope="module")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory, swarm_home: Path, anvil_node: AnvilNode,
                   deployed: DeployResult) -> Iterator[LocalCluster]:
-    """`swarm cluster up --providers 1` in its own SWARM_HOME (with the session's deployment)."""
+    """`swarm cluster up --providers 1` in its own SWARM_HOME (with the session's deployment): one site."""
     home = tmp_path_factory.mktemp("cluster-home")
     shutil.copytree(swarm_home / "deployments", home / "deployments")
     try:
-        port = str(free_port())
-        up = _swarm(anvil_node, home, "cluster", "up", "--providers", "1", "--port", port, "--json")
+        up = _swarm(anvil_node, home, "cluster", "up", "--providers", "1", "--json")
         assert up.returncode == 0, up.stderr
-        payload = json.loads(up.stdout)
-        yield LocalCluster(home, payload["address"], payload, up.stdout + up.stderr)
+        (site,) = json.loads(up.stdout)["sites"]
+        site_home = Path(site["home"])
+        state = json.loads((site_home / "ray" / "cluster.json").read_text())
+        serve_log = (site_home / "serve.log").read_text()
+        yield LocalCluster(site_home, state["address"], state, up.stdout + up.stderr + serve_log, home)
     finally:
         down = _swarm(anvil_node, home, "cluster", "down")
         _stop_leftovers(home)
@@ -93,7 +97,7 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory, swarm_home: Path, an
 
 
 def _status(cli, cluster: LocalCluster) -> dict:
-    done = cli("cluster", "status", "--json", env=cluster.env)
+    done = cli("provider", "nodes", "--json", env=cluster.env)
     assert done.code == 0, done.stderr
     assert cluster.token not in done.stdout + done.stderr
     return json.loads(done.stdout)
@@ -123,9 +127,11 @@ def test_status_lists_the_head_and_a_labelled_node_per_provider(cli, local_clust
     assert [(n["provider"], n["state"], n["cpus"]) for n in providers] == [(SIMULATED, "alive", 1.0)]
     assert providers[0]["node_id"] == local_cluster.up["nodes"][0]["node_id"]
 
-    human = cli("cluster", "status", env=local_cluster.env)
+    human = cli("provider", "nodes", env=local_cluster.env)
     assert human.code == 0, human.stderr
     assert local_cluster.address in human.stdout and SIMULATED in human.stdout and "alive" in human.stdout
+    sites = json.loads(cli("cluster", "status", "--json", env={"SWARM_HOME": str(local_cluster.network_home)}).stdout)
+    assert [(x["provider"], x["answers"], x["capacity"]["nodes"]) for x in sites["sites"]] == [(SIMULATED, True, 1)]
 
 
 def test_token_file_is_private_and_never_printed(cli, local_cluster: LocalCluster) -> None:
@@ -133,7 +139,7 @@ def test_token_file_is_private_and_never_printed(cli, local_cluster: LocalCluste
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     token = local_cluster.token
     assert len(token) >= 32
-    human = cli("cluster", "status", env=local_cluster.env)
+    human = cli("provider", "nodes", env=local_cluster.env)
     for output in (local_cluster.output, human.stdout + human.stderr):
         assert token not in output
 
@@ -172,7 +178,8 @@ def test_dashboard_listens_on_localhost_only_and_wants_the_token(local_cluster: 
 
 
 def test_up_is_refused_while_a_cluster_runs(cli, local_cluster: LocalCluster) -> None:
-    text = one_line_error(cli("cluster", "up", "--providers", "1", env=local_cluster.env))
+    text = one_line_error(cli("cluster", "up", "--providers", "1",
+                              env={"SWARM_HOME": str(local_cluster.network_home)}))
     assert "already up" in text and "swarm cluster down" in text
     assert _status(cli, local_cluster)["address"] == local_cluster.address
 
@@ -310,37 +317,38 @@ def test_join_refuses_an_address_where_no_cluster_answers(
 
 # ── down ─────────────────────────────────────────────────────────────────────
 
-def test_down_stops_every_process_and_forgets_the_cluster(cli, tmp_path: Path) -> None:
+def test_down_stops_every_site_and_its_cluster(cli, tmp_path: Path, swarm_home: Path) -> None:
     env = {"SWARM_HOME": str(tmp_path)}
-    assert "No local Ray cluster is running" in cli("cluster", "status", env=env).stdout
-    up = cli("cluster", "up", "--providers", "2", "--no-dashboard", "--port", str(free_port()), "--json",
-             env=env)
+    shutil.copytree(swarm_home / "deployments", tmp_path / "deployments")
+    assert "No local provider sites are running" in cli("cluster", "status", env=env).stdout
+    up = cli("cluster", "up", "--providers", "2", "--json", env=env)
     try:
         assert up.code == 0, up.stderr
-        state = json.loads(up.stdout)
-        assert state["dashboard"] is None
-        assert [n["provider"] for n in state["nodes"]] == [dev_account(1).address, dev_account(2).address]
-        assert len(_session(state["pid"])) > 3  # supervisor, GCS, raylets, …
-        status = json.loads(cli("cluster", "status", "--json", env=env).stdout)
-        assert sorted(n["provider"] for n in status["nodes"] if n["kind"] == "simulated") == \
-            sorted(n["provider"] for n in state["nodes"])
+        sites = json.loads(up.stdout)["sites"]
+        assert [x["provider"] for x in sites] == [dev_account(1).address, dev_account(2).address]
+        states = [json.loads((Path(x["home"]) / "ray" / "cluster.json").read_text()) for x in sites]
+        assert len({x["url"] for x in sites}) == 2 and len({x["fingerprint"] for x in sites}) == 2
+        tokens = {(Path(x["home"]) / "ray" / "auth_token").read_text() for x in sites}
+        assert len(tokens) == 2, "no token is shared between sites"
+        for site, state in zip(sites, states):
+            assert len(_session(state["pid"])) > 3  # supervisor, GCS, raylets, …
     finally:
         down = cli("cluster", "down", "--json", env=env)
-        _stop_leftovers(tmp_path)
     assert down.code == 0, down.stderr
-    assert json.loads(down.stdout) == {"stopped": True, "address": state["address"]}
-    assert _session(state["pid"]) == []
-    assert not (tmp_path / "ray" / "cluster.json").exists()
-    host, port = state["address"].rsplit(":", 1)
-    with pytest.raises(OSError):
-        socket.create_connection((host, int(port)), timeout=5).close()
-    assert json.loads(cli("cluster", "status", "--json", env=env).stdout) == {"running": False, "nodes": []}
+    assert json.loads(down.stdout) == {"stopped": [x["provider"] for x in sites]}
+    for site, state in zip(sites, states):
+        assert _gone(site["pid"]) and _session(state["pid"]) == []
+        assert not (Path(site["home"]) / "ray" / "cluster.json").exists()
+        host, port = site["url"].removeprefix("https://").rsplit(":", 1)
+        with pytest.raises(OSError):
+            socket.create_connection((host, int(port)), timeout=5).close()
+    assert json.loads(cli("cluster", "status", "--json", env=env).stdout) == {"running": False, "sites": []}
     again = cli("cluster", "down", env=env)
-    assert again.code == 0 and "No local Ray cluster is running" in again.stdout
+    assert again.code == 0 and "No local provider sites are running" in again.stdout
 
 
 @pytest.mark.parametrize("count", ["0", "10"])
 def test_providers_out_of_range_is_a_usage_error(cli, tmp_path: Path, count: str) -> None:
     done = cli("cluster", "up", "--providers", count, env={"SWARM_HOME": str(tmp_path)})
     assert done.code == 2 and "1<=x<=9" in done.stderr
-    assert not (tmp_path / "ray" / "cluster.json").exists()
+    assert not (tmp_path / "sites.json").exists()

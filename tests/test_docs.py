@@ -1,8 +1,9 @@
 """docs/operations.md is a script: every ```sh block runs, in order, in a throwaway SWARM_HOME —
-a devnet the blocks start themselves, a real Ray cluster with token authentication, a
-throwaway PostgreSQL ledger, and an anvil with a non-devnet chain id standing in for a real
-chain. Every `swarm <group> <command>` the guide mentions is run by a block, or by the test
-file named in ELSEWHERE."""
+a devnet the blocks start themselves, provider sites with Ray clusters of their own (one
+provider's in a SWARM_HOME of its own, joined from another), a throwaway PostgreSQL ledger,
+and an anvil with a non-devnet chain id standing in for a real chain. Every
+`swarm <group> <command>` the guide mentions is run by a block, or by the test file named in
+ELSEWHERE."""
 
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ from sqlmodel import Session, select
 
 from anvil import AnvilConfig, AnvilNode, dev_account
 from anvil.node import free_port
-from compute.node import stop_session
+from compute import cluster
+from compute.node import RayHome, stop_session
 from ledger.db import open_ledger
 from ledger.keys import Keystore
-from ledger.services import OracleEpoch, ProviderScore
+from ledger.services import ChallengeRecord, OracleEpoch, ProviderScore
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "operations.md"
@@ -89,7 +91,8 @@ def mentioned(text: str) -> set[str]:
 def test_every_swarm_command_in_the_guide_is_run_by_it_or_by_a_named_test() -> None:
     text = GUIDE.read_text()
     run = set().union(*(commands_in(b) for b in sh_blocks(text)))
-    assert {"swarm provider join", "swarm chain deploy", "swarm oracle sign", "swarm ledger sync"} <= run
+    assert {"swarm provider serve", "swarm provider join", "swarm chain deploy", "swarm oracle sign",
+            "swarm ledger sync"} <= run
     untested = mentioned(text) - run - set(ELSEWHERE)
     assert not untested, f"docs/operations.md mentions commands nothing runs: {sorted(untested)}"
     for command, test_file in ELSEWHERE.items():
@@ -108,7 +111,9 @@ def test_the_guide_blocks_are_one_command_a_line() -> None:
 
 @dataclass(frozen=True)
 class Stage:
-    home: Path
+    home: Path  # the market's, the oracle's and the trial network's SWARM_HOME
+    provider_home: Path  # the provider's head machine's
+    worker_home: Path  # another machine of the same provider
     env: dict[str, str]
 
 
@@ -124,11 +129,9 @@ def real_chain(tmp_path: Path) -> Iterator[AnvilNode]:
 @pytest.fixture
 def stage(tmp_path: Path, real_chain: AnvilNode, postgres_server) -> Iterator[Stage]:
     """The placeholders the guide names, and an environment free of this session's settings."""
-    from ray._private.services import get_node_ip_address
-
-    home = tmp_path / "swarm"
-    home.mkdir()
-    ray_port = free_port()
+    home, provider_home, worker_home = tmp_path / "swarm", tmp_path / "provider", tmp_path / "provider-machine-2"
+    for path in (home, provider_home, worker_home):
+        path.mkdir()
     dropped = ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWARM_") and k not in dropped}
     env |= {
@@ -137,32 +140,34 @@ def stage(tmp_path: Path, real_chain: AnvilNode, postgres_server) -> Iterator[St
         "PYTHONPATH": str(ROOT),
         "COLUMNS": "200",
         "PORT": str(free_port()),
-        "RAY_PORT": str(ray_port),
-        "HEAD": f"{get_node_ip_address()}:{ray_port}",
+        "PROVIDER_HOME": str(provider_home),
+        "WORKER_HOME": str(worker_home),
+        "SITE_PORT": str(free_port()),
         "RPC_URL": real_chain.config.url,
         "DEPLOYER_KEY": "0x" + dev_account(0).key.hex(),
         "PROVIDER_KEY": "0x" + dev_account(5).key.hex(),
         "DB_URL": postgres_server.create_database("operations_guide"),
         "PASSWORD": PASSWORD,
     }
-    yield Stage(home, env)
-    _clean_up(home, env)
+    stage = Stage(home, provider_home, worker_home, env)
+    yield stage
+    _clean_up(stage)
 
 
-def _clean_up(home: Path, env: dict[str, str]) -> None:
-    """After a failed block: stop what the guide started and left running (only this home's)."""
-    for record in (home / "ray" / "nodes").glob("*.json"):
-        stop_session(json.loads(record.read_text())["pid"], 60)
-    state = home / "ray" / "cluster.json"
-    if state.exists():
-        subprocess.run(["swarm", "cluster", "down"], env=env, capture_output=True, timeout=180)
-    if state.exists():  # `down` failed: end the supervisor's session, which this test started
-        try:
-            os.killpg(json.loads(state.read_text())["pid"], 9)
-        except ProcessLookupError:
-            pass
-    if (home / "anvil" / "anvil.pid").exists():
-        subprocess.run(["swarm", "chain", "down"], env=env | {"SWARM_ANVIL_PORT": env["PORT"]},
+def _clean_up(stage: Stage) -> None:
+    """After a failed block: stop what the guide started and left running (only these homes')."""
+    serve = stage.provider_home / "serve.pid"
+    if serve.exists():  # the provider's site, started in the background: SIGTERM stops its cluster
+        stop_session(int(serve.read_text()), 120)
+    for home in (stage.worker_home, stage.provider_home, stage.home):
+        for record in (home / "ray" / "nodes").glob("*.json"):
+            stop_session(json.loads(record.read_text())["pid"], 60)
+    if (stage.home / "sites.json").exists():
+        subprocess.run(["swarm", "cluster", "down"], env=stage.env, capture_output=True, timeout=180)
+    for home in (stage.provider_home, *(stage.home / "sites").glob("*")):
+        cluster.stop(RayHome.of(home))  # a site killed before it could stop its own
+    if (stage.home / "anvil" / "anvil.pid").exists():
+        subprocess.run(["swarm", "chain", "down"], env=stage.env | {"SWARM_ANVIL_PORT": stage.env["PORT"]},
                        capture_output=True, timeout=60)
 
 
@@ -181,15 +186,21 @@ def test_the_operations_guide_runs_block_by_block(stage: Stage) -> None:
     outputs = [_run(block, stage.env, n) for n, block in enumerate(sh_blocks(text), start=1)]
     everything = "\n".join(outputs)
 
-    token = (stage.home / "ray" / "auth_token").read_text()
-    assert (stage.home / "ray" / "auth_token").stat().st_mode & 0o777 == 0o600
-    assert token not in everything  # the token is never printed
-    assert PASSWORD not in everything and stage.env["DEPLOYER_KEY"][2:] not in everything
-    assert stage.env["HEAD"] in everything  # `swarm cluster up` printed the address the guide calls $HEAD
-    assert "Joined" in everything and "has left" in everything  # both providers joined, and left
+    own_token = stage.provider_home / "ray" / "auth_token"
+    assert own_token.stat().st_mode & 0o777 == 0o600
+    assert (stage.worker_home / "ray" / "auth_token").read_text() == own_token.read_text()  # copied, to its own
+    tokens = [own_token, *(stage.home / "sites").glob("*/ray/auth_token")]
+    assert len(tokens) == 2 and not (stage.home / "ray" / "auth_token").exists()  # no token outside the sites
+    assert not any(t.read_text() in everything for t in tokens)  # no token is ever printed
+    assert PASSWORD not in everything
+    assert stage.env["DEPLOYER_KEY"][2:] not in everything and stage.env["PROVIDER_KEY"][2:] not in everything
+    assert f"https://127.0.0.1:{stage.env['SITE_PORT']}" in everything  # the site printed where it serves
+    assert "Joined" in everything and "has left" in everything  # the provider's second machine joined, and left
 
     deployment = json.loads((stage.home / "deployments" / f"{REAL_CHAIN_ID}.json").read_text())
     keys = {k.name: k.address for k in Keystore(stage.home / "keys").list()}
+    (provider,) = Keystore(stage.provider_home / "keys").list()  # the provider's key, on its machine only
+    assert "provider" not in keys and provider.address == dev_account(5).address
     assert deployment["deployer"] == dev_account(0).address
     assert deployment["params"]["threshold"] == 2
     assert sorted(deployment["params"]["committee"]) == sorted(keys[f"oracle-{i}"] for i in (1, 2, 3))
@@ -203,7 +214,14 @@ def test_the_operations_guide_runs_block_by_block(stage: Stage) -> None:
             assert signers == {keys["oracle-1"].lower(), keys["oracle-2"].lower()}  # 2 of 3, each on its own
             scored = session.exec(select(ProviderScore.provider)
                                   .where(ProviderScore.chain_id == REAL_CHAIN_ID)).all()
-            assert [a.lower() for a in scored] == [keys["provider"].lower()]
+            assert [a.lower() for a in scored] == [provider.address.lower()]
+            # the site served the challenge the aggregator signed with a committee member's key
+            (challenged,) = session.exec(select(ChallengeRecord)
+                                         .where(ChallengeRecord.chain_id == REAL_CHAIN_ID)).all()
+            assert challenged.provider.lower() == provider.address.lower() and challenged.checksum_ok
     finally:
         engine.dispose()
-    assert not (stage.home / "ray" / "cluster.json").exists()  # the trial is stopped
+    # the trial is stopped: the provider's site and its cluster, the local sites and theirs
+    assert not (stage.home / "sites.json").exists()
+    assert not (stage.provider_home / "ray" / "cluster.json").exists()
+    assert not list((stage.home / "sites").glob("*/ray/cluster.json"))

@@ -1,7 +1,7 @@
-"""The oracle end to end: real probes and challenges on the Ray cluster's provider nodes, a
-real ledger database, reports signed by the devnet committee and settled on anvil.
+"""The oracle end to end: real probes and challenges through the providers' sites (one probe
+per node), a real ledger database, reports signed by the devnet committee and settled on anvil.
 
-Providers A (two nodes), B and C (one node each) come from tests/ray_cluster.py. Every
+Providers A (a site of two nodes), B and C (one node each) come from tests/sites.py. Every
 node is a CPU of this machine, so an honest provider declares `cpu`; what the machine
 cannot show — GPUs of different speeds — is written as challenge results for the
 fast-versus-slow comparison, and says so.
@@ -31,16 +31,21 @@ from oracle.config import load_config
 from oracle.epoch import EpochRunner
 from oracle.service import OracleService, schedule as make_schedule
 from tests.conftest import provider_signature
-from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C, RayCluster
+from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C, SiteNetwork
 
 ONE = 10**18
 STAKE = 2_000 * ONE
 
 
-def register(swarm: Swarm, home: Path, index: int, model: str = "cpu") -> None:
-    sender = swarm.sender(dev_account(index).key)
-    stake.register(swarm, sender, store_spec(home, {"gpu_model": model, "gpus": 1, "vram_gb": 1}), 1)
-    stake.stake(swarm, sender, STAKE)
+@pytest.fixture
+def register(swarm: Swarm, swarm_home: Path, site_network: SiteNetwork):
+    """Registers provider `index` with its site and the GPU model it declares, and stakes."""
+    def register(index: int, model: str = "cpu") -> None:
+        sender = swarm.sender(dev_account(index).key)
+        spec = site_network.site_spec(sender.address, gpu_model=model, vram_gb=1)
+        stake.register(swarm, sender, store_spec(swarm_home, spec), 1)
+        stake.stake(swarm, sender, STAKE)
+    return register
 
 
 @pytest.fixture
@@ -51,7 +56,7 @@ def engine(tmp_path: Path):
 
 
 @pytest.fixture
-def oracle(swarm: Swarm, swarm_home: Path, engine, ray_cluster: RayCluster) -> Iterator[OracleService]:
+def oracle(swarm: Swarm, swarm_home: Path, engine, site_network: SiteNetwork) -> Iterator[OracleService]:
     config = load_config()
     # A generous probe timeout: a probe's first worker on a busy 2-core machine may take seconds to start.
     schedule = replace(make_schedule(config, devnet=True, epoch_length_s=1.0), probe_timeout_s=8.0)
@@ -87,10 +92,10 @@ def scores(service: OracleService, epoch: int) -> dict[str, ProviderScore]:
 
 
 def test_an_epoch_pays_exactly_its_emission_and_one_proof_claims_several_epochs(
-    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+    register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
 ) -> None:
     for i in (1, 2, 3):
-        register(swarm, swarm_home, i)
+        register(i)
     first = close_epoch(oracle, rpc)
     paid = scores(oracle, first.epoch)
     assert {p: s.uptime for p, s in paid.items()} == {PROVIDER_A: 1.0, PROVIDER_B: 1.0, PROVIDER_C: 1.0}
@@ -113,10 +118,10 @@ def test_an_epoch_pays_exactly_its_emission_and_one_proof_claims_several_epochs(
 
 
 def test_a_faster_honest_provider_earns_more_than_a_slower_one(
-    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+    register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
 ) -> None:
-    register(swarm, swarm_home, 1, model="T4")
-    register(swarm, swarm_home, 2, model="T4")
+    register(1, model="T4")
+    register(2, model="T4")
     oracle.probe()  # the epoch begins
     # This machine has no GPUs: the challenge results of a fast and a slow T4 stand in for them.
     with Session(oracle.engine) as session:
@@ -132,18 +137,16 @@ def test_a_faster_honest_provider_earns_more_than_a_slower_one(
 
 
 def test_a_provider_down_for_most_of_an_epoch_is_slashed_jailed_and_can_unjail_after(
-    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient, ray_cluster: RayCluster,
+    register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient, site_network: SiteNetwork,
 ) -> None:
     for i in (1, 2, 3):
-        register(swarm, swarm_home, i)
-    (node,) = ray_cluster.nodes[PROVIDER_C]
+        register(i)
     oracle.probe()
-    ray_cluster.remove_node(node)
+    site_network.kill(PROVIDER_C)
     try:
         record = close_epoch(oracle, rpc, probes=4, challenge=False)
     finally:
-        ray_cluster.add_node(PROVIDER_C)
-        ray_cluster.cluster.wait_for_nodes()
+        site_network.restart(PROVIDER_C)
     c = scores(oracle, record.epoch)[PROVIDER_C]
     assert c.uptime == pytest.approx(1 / 5) and c.reward_wei == 0 and not c.eligible
     (slash,) = record.slashes
@@ -162,10 +165,10 @@ def test_a_provider_down_for_most_of_an_epoch_is_slashed_jailed_and_can_unjail_a
 
 
 def test_a_misdeclared_gpu_is_caught_by_its_challenge(
-    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+    register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
 ) -> None:
-    register(swarm, swarm_home, 1)  # honest: a CPU that says so
-    register(swarm, swarm_home, 2, model="H100")  # a CPU node claiming an H100
+    register(1)  # honest: a CPU that says so
+    register(2, model="H100")  # a CPU node claiming an H100
     record = close_epoch(oracle, rpc)
     (slash,) = record.slashes
     assert slash["provider"] == PROVIDER_B and slash["row"] == "misrepresentation"
@@ -177,9 +180,9 @@ def test_a_misdeclared_gpu_is_caught_by_its_challenge(
     assert stake.provider_info(swarm, PROVIDER_B).jailed_until > 0
 
 
-def test_fraud_is_tombstoned(swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient) -> None:
-    register(swarm, swarm_home, 1)
-    register(swarm, swarm_home, 2)
+def test_fraud_is_tombstoned(register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient) -> None:
+    register(1)
+    register(2)
     oracle.probe()  # the epoch begins
     # Provider B's node answered the challenge with a checksum that is not the computation's.
     with Session(oracle.engine) as session:
@@ -196,9 +199,9 @@ def test_fraud_is_tombstoned(swarm: Swarm, swarm_home: Path, oracle: OracleServi
 
 
 def test_a_report_with_too_few_or_duplicate_signatures_is_refused(
-    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+    register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
 ) -> None:
-    register(swarm, swarm_home, 1)
+    register(1)
     oracle.probe()
     time.sleep(1.0)
     runner = oracle.runner
@@ -233,9 +236,9 @@ def _finalize(runner: EpochRunner, rpc: RpcClient) -> None:
 
 
 def test_killed_after_aggregating_the_restart_signs_the_stored_report(
-    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+    register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
 ) -> None:
-    register(swarm, swarm_home, 1)
+    register(1)
     oracle.probe()
     time.sleep(1.0)
     with Session(oracle.engine) as session:
@@ -251,9 +254,9 @@ def test_killed_after_aggregating_the_restart_signs_the_stored_report(
 
 
 def test_killed_after_signing_the_restart_submits_once(
-    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+    register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
 ) -> None:
-    register(swarm, swarm_home, 1)
+    register(1)
     oracle.probe()
     time.sleep(1.0)
     with Session(oracle.engine) as session:
@@ -272,9 +275,9 @@ def test_killed_after_signing_the_restart_submits_once(
 
 
 def test_killed_after_submitting_before_recording_the_restart_pays_once(
-    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+    register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
 ) -> None:
-    register(swarm, swarm_home, 1)
+    register(1)
     oracle.probe()
     time.sleep(1.0)
     runner = oracle.runner
@@ -305,12 +308,12 @@ def test_killed_after_submitting_before_recording_the_restart_pays_once(
 
 
 def test_a_job_lost_by_its_provider_is_charged_as_abandonment(
-    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+    register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
 ) -> None:
     from ledger import jobs
 
-    register(swarm, swarm_home, 1)
-    register(swarm, swarm_home, 2)
+    register(1)
+    register(2)
     oracle.probe()  # the epoch begins
     buyer, matcher = swarm.sender(dev_account(5).key), swarm.sender(dev_account(0).key)
     job_id, _ = jobs.post_job(swarm, buyer, b"\x01" * 32, 10**15, 100, swarm.chain.timestamp() + 3_600)
@@ -324,13 +327,13 @@ def test_a_job_lost_by_its_provider_is_charged_as_abandonment(
 
 
 def test_a_replica_outvoted_by_the_others_is_tombstoned_for_fraud(
-    swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
+    register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
 ) -> None:
     from ledger import jobs
     from ledger.services import MarketJob
 
     for i in (1, 2, 3):
-        register(swarm, swarm_home, i)
+        register(i)
     oracle.probe()  # the epoch begins
     # A job run by three replicas, one of which disagrees: the market records the evidence and
     # disputes every replica on chain.

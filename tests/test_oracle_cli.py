@@ -21,22 +21,23 @@ from ledger.db import open_ledger
 from ledger.services import OracleEpoch, ProbeSample
 from ledger.specs import store_spec
 from tests.conftest import one_line_error
-from tests.ray_cluster import PROVIDER_A, PROVIDER_B, RayCluster
+from tests.sites import PROVIDER_A, PROVIDER_B, SiteNetwork
 
 ONE = 10**18
 
 
 @pytest.fixture
-def staked(swarm: Swarm, swarm_home: Path) -> None:
+def staked(swarm: Swarm, swarm_home: Path, site_network: SiteNetwork) -> None:
     for index in (1, 2):
         sender = swarm.sender(dev_account(index).key)
-        stake.register(swarm, sender, store_spec(swarm_home, {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1}), 1)
+        spec = site_network.site_spec(sender.address, gpu_model="cpu", vram_gb=1)
+        stake.register(swarm, sender, store_spec(swarm_home, spec), 1)
         stake.stake(swarm, sender, 1_500 * ONE)
 
 
 @pytest.fixture
-def env(tmp_path: Path, ray_cluster: RayCluster) -> dict[str, str]:
-    return {"SWARM_DB_URL": f"sqlite:///{tmp_path / 'ledger.db'}", "RAY_ADDRESS": ray_cluster.address}
+def env(tmp_path: Path) -> dict[str, str]:
+    return {"SWARM_DB_URL": f"sqlite:///{tmp_path / 'ledger.db'}"}
 
 
 def test_one_epoch_on_demand_is_shown_per_provider_and_its_rewards_claimed(

@@ -205,3 +205,28 @@ def test_attacks_fail_and_the_site_keeps_serving(site) -> None:
     job_id, body = _assigned(site, _program(WRITE_OUTPUT))
     matcher.start_lease(job_id, body)
     assert _finished(matcher, job_id)["state"] == "succeeded"
+
+
+def test_the_oracle_committee_probes_every_node_and_challenges_the_site(site) -> None:
+    from dataclasses import asdict
+
+    from eth_account import Account
+
+    from compute.challenge import Challenge, expected_checksum
+    from ledger.deploy import devnet_committee_keys
+
+    swarm = site["swarm"]
+    member = Account.from_key(devnet_committee_keys()[0])
+    client = SiteClient(SiteAddress(PROVIDER.address, site["url"], site["fingerprint"]),
+                        lambda message: bytes(member.sign_typed_data(full_message=message).signature),
+                        swarm.chain.chain_id, swarm.market.address)
+    answer = client.probe(timeout_s=20)
+    (node,) = answer["nodes"]  # the site started one node
+    assert node["alive"] and node["cpus"] == 1.0 and node["gpu"]["gpus"] == 0
+    challenge = Challenge(seed=7, size=64, rounds=2)
+    result = client.challenge(asdict(challenge), timeout_s=60)
+    assert result["checksum"] == expected_checksum(challenge)
+    for who in (MATCHER, BUYER, STRANGER):
+        with pytest.raises(Refused, match="not on the oracle committee") as refused:
+            _client(site, who).probe()
+        assert refused.value.status == 403

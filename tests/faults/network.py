@@ -1,6 +1,6 @@
 """A small Swarm network to break: its own anvil (with a state file), the contracts, three
-providers on the session's Ray cluster, buyers' jobs, and the market service and the oracle
-as real `swarm` processes — each of which can be killed with SIGKILL and started again.
+providers each serving its own site, buyers' jobs, and the market service and the oracle as
+real `swarm` processes — each of which can be killed with SIGKILL and started again.
 
 The audit at the end reads only the chain (every log since deployment), so it judges what
 really happened, not what any service recorded.
@@ -30,7 +30,8 @@ from ledger.jobs import JobStatus
 from ledger.specs import store_spec
 from ledger.tx import Sender
 from market.spec import validate_spec
-from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C, RayCluster
+from provider.network import kill_site, restart_site, start_sites, stop_sites
+from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C
 
 ONE = 10**18
 PROVIDERS = {1: PROVIDER_A, 2: PROVIDER_B, 3: PROVIDER_C}
@@ -49,7 +50,6 @@ def job_spec(seed: int) -> dict:
 @dataclass
 class Network:
     root: Path
-    ray: RayCluster
     seed: int
     log: list[str] = field(default_factory=list)
 
@@ -65,15 +65,17 @@ class Network:
         deployment = deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), self.home).deployment
         self.swarm = Swarm(chain, deployment)
         self.block0 = deployment.block_number
+        self.sites = {s.provider: s for s in start_sites(self.home, {i: 1 for i in PROVIDERS}, self.url)}
         for index, address in PROVIDERS.items():
             sender = self.swarm.sender(dev_account(index).key)
-            spec = {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1,
-                    "price_per_unit": str(int(float(PRICES[index]) * ONE))}
+            site = self.sites[address]
+            spec = {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1, "site_url": site.url,
+                    "site_fingerprint": site.fingerprint, "price_per_unit": str(int(float(PRICES[index]) * ONE))}
             stake.register(self.swarm, sender, store_spec(self.home, spec), 1)
             stake.stake(self.swarm, sender, 1_500 * ONE)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SWARM_")} | {
             "SWARM_HOME": str(self.home), "SWARM_RPC_URL": self.url, "SWARM_ANVIL_PORT": str(self.anvil.config.port),
-            "SWARM_DB_URL": f"sqlite:///{self.root / 'ledger.db'}", "RAY_ADDRESS": self.ray.address,
+            "SWARM_DB_URL": f"sqlite:///{self.root / 'ledger.db'}",
         }
         self.processes: dict[str, subprocess.Popen] = {}
         self.stop_clock = threading.Event()
@@ -128,18 +130,17 @@ class Network:
         (self.start_market if name == "market" else self.start_oracle)()
         self.log.append(f"{name} killed and restarted")
 
-    def kill_node(self) -> None:
-        """A provider loses a node; it comes back a while later (the provider fixes it)."""
+    def kill_site(self) -> None:
+        """A provider's site dies; it comes back a while later at its own URL (the provider fixes it)."""
         provider = self.rng.choice([PROVIDER_B, PROVIDER_C])
-        (node,) = self.ray.nodes[provider]
-        self.ray.remove_node(node)
+        kill_site(self.sites[provider])
         time.sleep(self.rng.uniform(3.0, 8.0))
-        self.ray.add_node(provider)
-        self.log.append(f"node of {provider} killed, then replaced")
+        self.sites[provider] = restart_site(self.home, self.sites[provider])
+        self.log.append(f"site of {provider} killed, then restarted")
 
     def inject(self, faults: int, window_s: float) -> None:
         """`faults` faults at random moments over `window_s` seconds, drawn from the seed."""
-        kinds = ["anvil", "market", "oracle", "node"]
+        kinds = ["anvil", "market", "oracle", "site"]
         moments = sorted(self.rng.uniform(0, window_s) for _ in range(faults))
         started = time.monotonic()
         for moment in moments:
@@ -147,8 +148,8 @@ class Network:
             kind = self.rng.choice(kinds)
             if kind == "anvil":
                 self.kill_anvil()
-            elif kind == "node":
-                self.kill_node()
+            elif kind == "site":
+                self.kill_site()
             else:
                 self.kill_service(kind)
 
@@ -188,6 +189,7 @@ class Network:
             except subprocess.TimeoutExpired:
                 process.kill()
         self.stop_clock.set()
+        stop_sites(self.home)
         self.anvil.stop()
 
     # ── the audit ────────────────────────────────────────────────────────────

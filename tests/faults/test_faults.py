@@ -1,4 +1,4 @@
-"""Fault injection (kill -9 of anvil, the market service, the oracle, provider nodes) over
+"""Fault injection (kill -9 of anvil, the market service, the oracle, providers' sites) over
 seeded runs of a small network; after each run the chain must balance to the wei.
 
 `make test` runs one seed (SWARM_FAULT_SEEDS, default 1); `make faults` runs all 20.
@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from tests.faults.network import Network
-from tests.ray_cluster import RayCluster
 
 SEEDS = range(1, int(os.environ.get("SWARM_FAULT_SEEDS", "1")) + 1)
 JOBS = 3
@@ -21,8 +20,8 @@ WINDOW_S = 30.0
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_the_network_loses_nothing_under_kill_9(seed: int, tmp_path: Path, ray_cluster: RayCluster) -> None:
-    network = Network(tmp_path, ray_cluster, seed)
+def test_the_network_loses_nothing_under_kill_9(seed: int, tmp_path: Path) -> None:
+    network = Network(tmp_path, seed)
     network.start()
     try:
         supply = network.swarm.token.functions.totalSupply().call()

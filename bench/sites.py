@@ -1,0 +1,235 @@
+"""Provider sites: what the agent costs, how leases drain, what an idle site holds.
+
+Run: make bench-sites   (or .venv/bin/python bench/sites.py --runs 5 --leases 50)
+
+A real anvil with the contracts, three sites started as `swarm cluster up` starts them (each
+its own Ray cluster of a head and one 1-CPU node, its agent on 127.0.0.1), a SQLite ledger.
+
+  start     A lease through the site's agent — a signed HTTPS request the site checks on
+            chain, then Ray's job submission API — against submitting the same lease with
+            Ray's job submission API directly on the same site, each timed from the request
+            to the lease's end (a small program in its sandbox), polled every 50 ms; the
+            ratio of the medians.
+  drain     50 jobs posted at once, the market service matching them to the three sites and
+            completing each with its provider's signed result: the time from the first post
+            to the last completion, and a check that every job ran exactly once, on one site.
+  idle      The memory of one idle site: the proportional set size of its agent, its Ray
+            cluster's supervisor and every Ray process under them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from anvil import AnvilConfig, AnvilNode, dev_account  # noqa: E402
+from anvil.node import free_port  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results" / "sites.json"
+BUYER = dev_account(5)
+ACCOUNTS = (1, 2, 3)
+PROGRAM = "import os, pathlib\npathlib.Path(os.environ['SWARM_OUTPUT_DIR'], 'out.txt').write_text('done')\n"
+
+
+def program_spec(now: int, tag: int) -> dict:
+    return {"kind": "ray", "resources": {"workers": 1, "cpus_per_worker": 1}, "max_price_per_unit": "0.001",
+            "max_units": 600, "deadline": now + 3_600, "seed": tag,
+            "params": {"entrypoint": "python main.py", "files": {"main.py": PROGRAM}}}
+
+
+def post(swarm, home: Path, spec: dict) -> tuple[int, bytes]:
+    from ledger import jobs
+    from ledger.specs import canonical, store_spec
+    from market.spec import validate_spec
+
+    parsed = validate_spec(spec, now=swarm.chain.timestamp())
+    digest = store_spec(home, parsed.canonical())
+    job_id, _ = jobs.post_job(swarm, swarm.sender(BUYER.key), digest, parsed.max_price_per_unit, parsed.max_units,
+                              parsed.deadline)
+    return job_id, canonical(parsed.canonical())
+
+
+def wait_until(check, timeout: float = 300.0, poll: float = 0.05):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = check()
+        if value:
+            return value
+        time.sleep(poll)
+    raise RuntimeError("timed out")
+
+
+def bench_start(swarm, home: Path, site, runs: int) -> dict:
+    """Agent against Ray's job submission API, the same lease on the same site."""
+    from ray.job_submission import JobStatus, JobSubmissionClient
+
+    from compute.site_client import SiteAddress, SiteClient
+    from ledger import jobs
+    from market.spec import job_namespace
+    from provider.site import plan_lease
+
+    matcher = swarm.sender(dev_account(0).key)
+    client = SiteClient(SiteAddress(site.provider, site.url, site.fingerprint), matcher.sign_typed_data,
+                        swarm.chain.chain_id, swarm.market.address)
+    site_home = Path(site.home)
+    state = json.loads((site_home / "ray" / "cluster.json").read_text())
+    os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(site_home / "ray" / "auth_token")})
+    direct = JobSubmissionClient(state["dashboard"])
+    namespace = job_namespace(swarm.chain.chain_id, swarm.market.address)
+    agent_s, direct_s = [], []
+    for run in range(runs + 1):  # the first of each is a warm-up
+        job_id, body = post(swarm, home, program_spec(swarm.chain.timestamp(), 1_000 + run))
+        jobs.assign_job(swarm, matcher, job_id, site.provider, 10**15)
+        started = time.monotonic()
+        client.start_lease(job_id, body, str(home / "results"))
+        wait_until(lambda: client.status(job_id)["state"] in ("succeeded", "failed"))
+        agent = time.monotonic() - started
+        assert client.status(job_id)["state"] == "succeeded"
+
+        directory = site_home / "site" / "leases" / f"direct-{run}"
+        plan = plan_lease(body, job_id, 9_000 + run, site.provider, namespace, directory / "work" / "storage")
+        from dataclasses import asdict, replace
+
+        plan = replace(plan, hidden=(str(site_home),), storage=str(home / "direct-results"))
+        plan.write(directory)
+        started = time.monotonic()
+        submission = direct.submit_job(entrypoint=f"exec {sys.executable} -m compute.lease launch {directory}",
+                                       entrypoint_num_cpus=plan.cpus,
+                                       runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}})
+        wait_until(lambda: direct.get_job_status(submission) in (JobStatus.SUCCEEDED, JobStatus.FAILED))
+        elapsed = time.monotonic() - started
+        assert direct.get_job_status(submission) == JobStatus.SUCCEEDED, direct.get_job_logs(submission)[-2000:]
+        assert asdict(plan)["job_id"] == job_id
+        if run:
+            agent_s.append(agent)
+            direct_s.append(elapsed)
+    agent_median, direct_median = statistics.median(agent_s), statistics.median(direct_s)
+    return {"runs": runs, "agent_s": round(agent_median, 3), "ray_job_submission_s": round(direct_median, 3),
+            "ratio": round(agent_median / direct_median, 3), "agent_all": [round(x, 3) for x in agent_s],
+            "direct_all": [round(x, 3) for x in direct_s]}
+
+
+def bench_drain(swarm, home: Path, sites, leases: int) -> dict:
+    """N jobs posted at once, run by the market across the sites."""
+    from sqlmodel import Session, select
+
+    from ledger.db import open_ledger
+    from ledger.jobs import JobStatus, job_info
+    from ledger.services import MarketJob
+    from market.service import MarketConfig, MarketService
+
+    engine = open_ledger(f"sqlite:///{home / 'ledger.db'}")
+    market = MarketService(swarm, swarm.sender(dev_account(0).key), engine, home,
+                           MarketConfig(interval_s=0.2, max_running=leases))
+    stop = threading.Event()
+    loop = threading.Thread(target=market.run, args=(stop,), daemon=True)
+    started = time.monotonic()
+    ids = [post(swarm, home, program_spec(swarm.chain.timestamp(), 5_000 + i))[0] for i in range(leases)]
+    posted = time.monotonic() - started
+    loop.start()
+
+    def drained() -> bool:
+        with Session(engine) as session:
+            states = [r.state for r in session.exec(select(MarketJob).where(MarketJob.job_id.in_(ids)))]
+        return len(states) == leases and all(s in ("completed", "failed") for s in states)
+
+    try:
+        wait_until(drained, timeout=900, poll=0.2)
+        seconds = time.monotonic() - started
+    finally:
+        stop.set()
+        market.wake.set()
+        loop.join(timeout=60)
+        market.close()
+    completed = [j for j in ids if job_info(swarm, j).status == JobStatus.COMPLETED]
+    ran = {}
+    for site in sites:
+        for lease in (Path(site.home) / "site" / "leases").glob("*-*"):
+            job_id = int(lease.name.split("-")[0])
+            if job_id in ids:
+                attempt = json.loads((lease / "lease.json").read_text())["attempt"]
+                ran.setdefault(job_id, []).append((site.provider, attempt))
+    twice = {j: r for j, r in ran.items() if len(r) > 1 or r[0][1] > 1}
+    per_site = {s.provider: sum(1 for r in ran.values() if r[0][0] == s.provider) for s in sites}
+    engine.dispose()
+    return {"leases": leases, "completed": len(completed), "lost": leases - len(completed), "run_twice": len(twice),
+            "drain_s": round(seconds, 1), "post_s": round(posted, 1), "per_site": per_site}
+
+
+def idle_memory(sites) -> dict:
+    """The PSS of each site's processes once idle: its agent, its cluster's supervisor, and their children."""
+    import psutil
+
+    time.sleep(10)
+    figures = []
+    for site in sites:
+        state = json.loads((Path(site.home) / "ray" / "cluster.json").read_text())
+        total = 0
+        seen = set()
+        for root in (site.pid, state["pid"]):
+            proc = psutil.Process(root)
+            for p in [proc, *proc.children(recursive=True)]:
+                if p.pid in seen:
+                    continue
+                seen.add(p.pid)
+                try:
+                    total += p.memory_full_info().pss
+                except (psutil.NoSuchProcess, psutil.AccessDenied):
+                    pass
+        figures.append(total / 2**20)
+    return {"sites": len(figures), "pss_mib_median": round(statistics.median(figures)),
+            "pss_mib_all": [round(x) for x in figures]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--leases", type=int, default=50)
+    args = parser.parse_args()
+
+    from ledger import stake
+    from ledger.chain import connect
+    from ledger.client import Swarm
+    from ledger.deploy import deploy, error_decoder
+    from ledger.specs import store_spec
+    from ledger.tx import Sender
+    from provider.network import start_sites, stop_sites
+
+    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+        home = Path(tmp)
+        node = AnvilNode(AnvilConfig(home=home, port=free_port()))
+        node.start()
+        try:
+            chain = connect(node.config.url)
+            deployment = deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), home).deployment
+            swarm = Swarm(chain, deployment)
+            sites = start_sites(home, {a: 1 for a in ACCOUNTS}, node.config.url)
+            for site in sites:
+                sender = swarm.sender(dev_account(site.account).key)
+                spec = {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1, "site_url": site.url,
+                        "site_fingerprint": site.fingerprint}
+                stake.register(swarm, sender, store_spec(home, spec), 1)
+                stake.stake(swarm, sender, 1_000 * 10**18)
+            idle = idle_memory(sites)
+            start = bench_start(swarm, home, sites[0], args.runs)
+            drain = bench_drain(swarm, home, sites, args.leases)
+        finally:
+            stop_sites(home)
+            node.stop()
+    figures = {"start": start, "drain": drain, "idle": idle}
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
+    print(json.dumps(figures, indent=2))
+
+
+if __name__ == "__main__":
+    main()
