@@ -56,7 +56,7 @@ sandbox:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap; \
 	fi
 
-demo: install
+demo: install sandbox
 	$(VENV)/bin/swarm demo
 
 # What the tests need is fetched side by side (Debian's packages one apt at a time, node_modules,

@@ -25,7 +25,7 @@ from compute import cluster
 from compute.node import RayHome, stop_session
 from ledger.db import open_ledger
 from ledger.keys import Keystore
-from ledger.services import ChallengeRecord, OracleEpoch, ProviderScore
+from ledger.services import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "operations.md"
@@ -219,6 +219,9 @@ def test_the_operations_guide_runs_block_by_block(stage: Stage) -> None:
             (challenged,) = session.exec(select(ChallengeRecord)
                                          .where(ChallengeRecord.chain_id == REAL_CHAIN_ID)).all()
             assert challenged.provider.lower() == provider.address.lower() and challenged.checksum_ok
+            # and its probe: one sample per node of the site, none for a site that did not answer
+            probed = session.exec(select(ProbeSample).where(ProbeSample.chain_id == REAL_CHAIN_ID)).all()
+            assert probed and all(sample.node_id for sample in probed)
     finally:
         engine.dispose()
     # the trial is stopped: the provider's site and its cluster, the local sites and theirs

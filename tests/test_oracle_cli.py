@@ -122,8 +122,10 @@ def _sign_as_member(cli, env: dict[str, str], swarm_home: Path, swarm: Swarm, me
 
         runner = EpochRunner(swarm, engine, swarm_home, load_config(), swarm.sender(dev_account(0).key), [],
                              epoch_length_s=0.001)
-        from oracle.collector import Collector
-        Collector(engine, swarm.chain.chain_id, 2.0, 64, 2).probe([PROVIDER_A, PROVIDER_B])
+        from oracle.collector import Collector, site_clients
+        sites = site_clients(engine, swarm.chain.chain_id, swarm_home, swarm.sender(member.key).sign_typed_data,
+                             swarm.market.address)
+        Collector(engine, swarm.chain.chain_id, sites, 8.0, 64, 2).probe([PROVIDER_A, PROVIDER_B])
         time.sleep(0.01)
         runner.indexer.sync()
         with Session(engine) as session:
