@@ -65,6 +65,15 @@ class LeasePlan:
     inputs: tuple[str, ...] = ()  # results of earlier jobs (compute job ids) the job builds on, from storage
     files: tuple[tuple[str, str], ...] = ()  # (a file or directory the spec names, where it goes in work/)
 
+    @property
+    def shared_storage(self) -> Path | None:
+        """The market's storage when it is a directory here: a built-in job then checkpoints
+        into its own directory of it, bound into the sandbox, so a job that another site takes
+        over resumes from its last checkpoint; a URI is copied to and from instead."""
+        if self.job is None or not self.storage or "://" in self.storage:
+            return None
+        return Path(self.storage)
+
     def limits(self) -> Limits:
         return Limits(memory_bytes=self.memory_bytes, max_processes=self.max_processes + RAY_PROCESS_ALLOWANCE,
                       wall_seconds=self.wall_seconds)
@@ -105,7 +114,7 @@ class Outcome:
         return cls(**json.loads(path.read_text()))
 
 
-def lease_sandbox(directory: Path, plan: LeasePlan) -> Sandbox:
+def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, bool], ...] = ()) -> Sandbox:
     work = directory / WORK
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
@@ -117,7 +126,7 @@ def lease_sandbox(directory: Path, plan: LeasePlan) -> Sandbox:
         "RAY_USAGE_STATS_ENABLED": "0",
     }
     return Sandbox(work, plan.limits(), hidden=[Path(p) for p in plan.hidden], lease_uid=lease_uid(plan.number),
-                   env=env)
+                   env=env, binds=binds)
 
 
 def launch(directory: Path) -> Outcome:
@@ -130,7 +139,7 @@ def launch(directory: Path) -> Outcome:
     work = directory / WORK
     work.mkdir(parents=True, exist_ok=True)
     (work / RUN).unlink(missing_ok=True)
-    sandbox = lease_sandbox(directory, plan)
+    sandbox = lease_sandbox(directory, plan, _storage_binds(plan))
     if plan.program is not None:
         _unpack(plan, work)
         argv = ["/bin/sh", "-c", plan.program["entrypoint"]]
@@ -161,7 +170,8 @@ def launch(directory: Path) -> Outcome:
         outcome = _replace(outcome, state="succeeded", result_hash=result_hash(Path(run["result_dir"])), units=units,
                            metrics=run.get("metrics", {}))
         try:
-            _publish(plan, Path(run["result_dir"]))
+            if plan.shared_storage is None:
+                _publish(plan, Path(run["result_dir"]))
         except OSError as exc:
             outcome = _replace(outcome, state="failed", error=f"the site could not store the result in "
                                                              f"{plan.storage}: {exc}")
@@ -177,7 +187,8 @@ def work_in_sandbox(work: Path) -> None:
     from compute.placement import node_labels, node_resources
 
     plan = LeasePlan.read(work)
-    job = ComputeJob(**(plan.job | {"storage": str(work / "storage")}))
+    storage = plan.shared_storage or work / "storage"
+    job = ComputeJob(**(plan.job | {"storage": str(storage)}))
     ray.init(num_cpus=max(1, math.ceil(plan.cpus)), num_gpus=math.ceil(plan.gpus),
              resources=node_resources(job.provider), labels=node_labels(job.provider),
              object_store_memory=LEASE_OBJECT_STORE_BYTES, include_dashboard=False,
@@ -211,7 +222,7 @@ def _unpack(plan: LeasePlan, work: Path) -> None:
 
 def _fetch_inputs(plan: LeasePlan, work: Path) -> None:
     """Copies the earlier results the job builds on from the market's storage into the lease."""
-    for compute_id in plan.inputs:
+    for compute_id in () if plan.shared_storage else plan.inputs:
         target = work / "storage" / compute_id
         if not target.exists() and plan.storage:
             _copy(_join(plan.storage, compute_id), str(target))
@@ -233,6 +244,22 @@ def _fetch_inputs(plan: LeasePlan, work: Path) -> None:
 
 class NotReadable(Exception):
     """A file the job names that its lease may not have: the buyer's fault."""
+
+
+def _storage_binds(plan: LeasePlan) -> tuple[tuple[Path, bool], ...]:
+    """The job's own directory of the market's storage, writable and owned by the lease's
+    user, and the earlier results it builds on, read-only."""
+    storage = plan.shared_storage
+    if storage is None:
+        return ()
+    own = storage / plan.job["job_id"]
+    own.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:  # a job taken over from another lease is this lease's now
+        uid = lease_uid(plan.number)
+        for path in [own, *own.rglob("*")]:
+            os.chown(path, uid, uid, follow_symlinks=False)
+    earlier = tuple((storage / i, False) for i in plan.inputs if (storage / i).is_dir())
+    return ((own, True), *earlier)
 
 
 def _check_readable(plan: LeasePlan, source: str) -> None:
@@ -288,8 +315,10 @@ def _read_run(work: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     result_dir = Path(str(raw.get("result_dir", ""))).resolve()
-    if not result_dir.is_relative_to(work.resolve()) or not (result_dir / "outputs").is_dir():
-        return None  # outputs outside the lease's own directory are not its outputs
+    plan = LeasePlan.read(work)
+    own = [work.resolve()] + ([(plan.shared_storage / plan.job["job_id"]).resolve()] if plan.shared_storage else [])
+    if not any(result_dir.is_relative_to(d) for d in own) or not (result_dir / "outputs").is_dir():
+        return None  # outputs outside the lease's own directories are not its outputs
     return raw | {"result_dir": str(result_dir)}
 
 

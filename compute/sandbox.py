@@ -84,6 +84,7 @@ class Sandbox:
     env: Mapping[str, str] = field(default_factory=dict)
     network: bool = False  # True: the host's network; False: a loopback of its own
     runtime: Sequence[Path] | None = None
+    binds: Sequence[tuple[Path, bool]] = ()  # more directories the lease sees: (path, writable)
 
     @property
     def as_root(self) -> bool:
@@ -104,11 +105,16 @@ class Sandbox:
                 args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
                 emptied.append(path)
         args += _runtime_binds(self.runtime if self.runtime is not None else default_runtime())
-        # The way down to the lease's directory, where it crosses an emptied one, is recreated
-        # open to the lease's user (bwrap would make it 0700, owned by root).
-        for step in reversed(workdir.parents):
-            if any(step != top and _within(top, step) for top in emptied):
-                args += ["--perms", "0755", "--dir", str(step)]
+        # The way down to each directory the lease sees, where it crosses an emptied one, is
+        # recreated open to the lease's user (bwrap would make it 0700, owned by root).
+        made: set[Path] = set()
+        for target, writable in [*((Path(p).resolve(), w) for p, w in self.binds), (workdir, True)]:
+            for step in reversed(target.parents):
+                if step not in made and any(step != top and _within(top, step) for top in emptied):
+                    args += ["--perms", "0755", "--dir", str(step)]
+                    made.add(step)
+            if target != workdir:
+                args += ["--bind" if writable else "--ro-bind", str(target), str(target)]
         args += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir),
                  "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                  "--die-with-parent", "--new-session", "--clearenv"]

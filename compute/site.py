@@ -38,9 +38,9 @@ MAX_ATTEMPTS = 3  # a lease whose node is lost runs again, from its checkpoint, 
 LOG_TAIL_BYTES = 64 * 1024
 PROBE_TIMEOUT_S = 10.0
 
-# (job_id, spec bytes, lease number, the lease's own storage directory) -> the lease to run;
-# raises Refused for a spec it cannot run
-Planner = Callable[[int, bytes, int, Path], LeasePlan]
+# (job_id, spec bytes, lease number, the lease's own storage directory, the market's storage) ->
+# the lease to run; raises Refused for a spec it cannot run
+Planner = Callable[[int, bytes, int, Path, str], LeasePlan]
 # (job_id, result_hash, units) -> the provider's signature
 ResultSigner = Callable[[int, bytes, int], bytes]
 # (request, signature, spec hash or None) -> the signer's address and, for a lease action, what the
@@ -92,7 +92,7 @@ class Site:
             directory = self._dir(job, job_id)
             if (directory / "lease.json").is_file():
                 return self.status(job, job_id)
-            plan = self.planner(job_id, spec, self._next_number(), directory / WORK / "storage")
+            plan = self.planner(job_id, spec, self._next_number(), directory / WORK / "storage", storage)
             plan = LeasePlan(**(asdict(plan) | {"hidden": tuple(plan.hidden) + self.hidden, "storage": storage}))
             plan.write(directory)
             self._submit(directory, plan)

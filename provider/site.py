@@ -46,7 +46,7 @@ class SiteConfig:
 
 
 def plan_lease(spec_bytes: bytes, job_id: int, number: int, provider: str, namespace: str, lease_storage: Path,
-               now: float | None = None) -> LeasePlan:
+               storage: str = "", now: float | None = None) -> LeasePlan:
     """The lease a job's spec asks for; ValueError names what is wrong with the spec."""
     now = time.time() if now is None else now
     try:
@@ -62,19 +62,21 @@ def plan_lease(spec_bytes: bytes, job_id: int, number: int, provider: str, names
         return LeasePlan(job_id=job_id, number=number, job=None, cpus=cpus, gpus=gpus, memory_bytes=memory,
                          wall_seconds=wall, max_units=spec.max_units, max_processes=PROGRAM_PROCESSES,
                          program=spec.program())
-    job = spec.to_compute_job(str(job_id), provider, storage=str(lease_storage), now=now, namespace=namespace)
+    # A directory of the market's is where the job's runs live (and resume from); a URI is copied.
+    runs = storage if storage and "://" not in storage else str(lease_storage)
+    job = spec.to_compute_job(str(job_id), provider, storage=runs, now=now, namespace=namespace)
     inputs = (namespace + spec.model[len(JOB_REF):],) if (spec.model or "").startswith(JOB_REF) else ()
     # Files the spec names by path are copied into the lease, which sees nothing else of the host.
     params, files = dict(job.params), []
     for name in _PATH_PARAMS.get(spec.kind, ()):
         value = str(params.get(name, ""))
-        if value and not value.startswith(str(lease_storage)) and ("://" in value or Path(value).exists()):
+        if value and not value.startswith(runs) and ("://" in value or Path(value).exists()):
             target = f"inputs/{name}/{Path(value.rstrip('/')).name}"
             files.append((value, target))
             params[name] = str(lease_storage.parent / target)
     job = replace(job, params=params)
     return LeasePlan(job_id=job_id, number=number, job=asdict(job), cpus=cpus, gpus=gpus, memory_bytes=memory,
-                     wall_seconds=wall, max_units=spec.max_units, inputs=inputs, files=tuple(files))
+                     wall_seconds=wall, max_units=spec.max_units, inputs=inputs, files=tuple(files), storage=storage)
 
 
 # The parameters of each kind that name a file or directory on the host.
@@ -111,9 +113,9 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
     chain_id, market = swarm.chain.chain_id, swarm.market.address
     namespace = job_namespace(chain_id, market)
 
-    def planner(job_id: int, spec: bytes, number: int, lease_storage: Path) -> LeasePlan:
+    def planner(job_id: int, spec: bytes, number: int, lease_storage: Path, storage: str) -> LeasePlan:
         try:
-            return plan_lease(spec, job_id, number, provider, namespace, lease_storage)
+            return plan_lease(spec, job_id, number, provider, namespace, lease_storage, storage)
         except ValueError as exc:
             raise Refused(400, f"Job {job_id}: {exc}") from None
 

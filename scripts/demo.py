@@ -217,10 +217,8 @@ class Demo:
         if self._provider_of(train_id) == flaky:
             from provider.network import kill_site
 
-            leases = Path(self.sites[flaky].home) / "site" / "leases"
-            run = f"{self.market.namespace}{train_id}"
-            self._wait(lambda: any(registered_checkpoint(d) is not None  # killed mid-run, past its first epoch
-                                   for d in leases.glob(f"{train_id}-*/work/storage/{run}")))
+            run_dir = self.storage / f"{self.market.namespace}{train_id}"
+            self._wait(lambda: registered_checkpoint(run_dir) is not None)  # so the job resumes from it
             kill_site(self.sites[flaky])
             self.progress.update(train_task, description="Buyer 1: train (flaky site killed)")
         self._follow(train_id, train_task, steps, until="completed")

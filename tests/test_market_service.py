@@ -136,14 +136,9 @@ def in_state(engine, job_id: int, *states: str) -> Callable[[], bool]:
     return check
 
 
-def checkpointed(swarm: Swarm, network: SiteNetwork, provider: str, job_id: int) -> Callable[[], bool]:
-    """Ray Train has registered a checkpoint of the job's lease on the provider's site."""
-    name = f"{job_namespace(swarm.chain.chain_id, swarm.market.address)}{job_id}"
-
-    def check() -> bool:
-        leases = Path(network.sites[provider].home) / "site" / "leases"
-        return any(registered_checkpoint(run) is not None for run in leases.glob(f"{job_id}-*/work/storage/{name}"))
-    return check
+def checkpointed(service: MarketService, job_id: int) -> Callable[[], bool]:
+    """Ray Train has registered a checkpoint of the job's run, in the market's storage."""
+    return lambda: registered_checkpoint(Path(service.storage) / f"{service.namespace}{job_id}") is not None
 
 
 def balances(swarm: Swarm, *addresses: str) -> list[int]:
@@ -239,7 +234,7 @@ def test_a_provider_whose_site_dies_mid_job_loses_it_to_another_which_completes_
 
     drive(service, in_state(ledger_engine, job_id, "running"), timeout=60)
     assert job_info(swarm, job_id).provider == PROVIDER_C
-    drive(service, checkpointed(swarm, site_network, PROVIDER_C, job_id), timeout=120)
+    drive(service, checkpointed(service, job_id), timeout=120)  # killed after a checkpoint: it resumes
     try:
         site_network.kill(PROVIDER_C)
         drive(service, in_state(ledger_engine, job_id, "completed"), timeout=240)
@@ -250,6 +245,7 @@ def test_a_provider_whose_site_dies_mid_job_loses_it_to_another_which_completes_
     assert info.provider == PROVIDER_A, "reassigned to the next cheapest provider"
     rec = record(ledger_engine, job_id)
     assert rec.lost_providers == [PROVIDER_C] and rec.attempts == 2
+    assert rec.metrics["resumed_from_epoch"] >= 1, "A resumed from C's last checkpoint in the market's storage"
     details = [t.detail for t in _transitions(ledger_engine, job_id)]
     assert any(d.startswith(f"reassigned from {PROVIDER_C}") for d in details)
     slashed = stake.provider_info(swarm, PROVIDER_C).stake
