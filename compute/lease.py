@@ -259,6 +259,10 @@ def _storage_binds(plan: LeasePlan) -> tuple[tuple[Path, bool], ...]:
         for path in [own, *own.rglob("*")]:
             os.chown(path, uid, uid, follow_symlinks=False)
     earlier = tuple((storage / i, False) for i in plan.inputs if (storage / i).is_dir())
+    for directory, _ in earlier:  # readable by this lease's user, whichever lease wrote them
+        for path in [directory, *directory.rglob("*")]:
+            mode = path.stat(follow_symlinks=False).st_mode
+            path.chmod(mode | (0o005 if path.is_dir() else 0o004))
     return ((own, True), *earlier)
 
 
