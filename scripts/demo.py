@@ -1,4 +1,4 @@
-"""`swarm demo`: the whole story on the embedded defaults, in about two minutes.
+"""`swarm demo`: the whole story on the embedded defaults, in under three minutes.
 
 A fresh anvil with the contracts; three providers, each serving its own site — its own Ray
 cluster behind an HTTPS agent that the chain authorizes — fast (two nodes), slow (one node)
