@@ -179,17 +179,23 @@ def _runtime_binds(paths: Sequence[Path]) -> list[str]:
     """Binds each path back in, read-only, where an ancestor closed to other users (a private
     home, a private temporary directory) would keep the lease's user out of it."""
     args: list[str] = []
-    for path in paths:
-        path = Path(path).resolve()
+    bound: list[Path] = []
+    emptied: set[Path] = set()
+    for path in sorted({Path(p).resolve() for p in paths}):
+        if any(_within(b, path) for b in bound):
+            continue  # inside one bound already (a virtual environment inside the project)
         closed = next((p for p in reversed(path.parents) if p != Path("/") and not os.stat(p).st_mode & 0o001), None)
         if closed is None and os.stat(path).st_mode & 0o005 == 0o005:
             continue  # every user can reach it already
         if closed is not None:
-            args += ["--perms", "0755", "--tmpfs", str(closed)]
+            if closed not in emptied:  # emptied once: a second tmpfs would hide what the first let back in
+                args += ["--perms", "0755", "--tmpfs", str(closed)]
+                emptied.add(closed)
             for step in reversed(path.parents):
                 if step != closed and _within(closed, step):
                     args += ["--perms", "0755", "--dir", str(step)]
         args += ["--ro-bind", str(path), str(path)]
+        bound.append(path)
     return args
 
 

@@ -163,3 +163,26 @@ def test_a_lease_cannot_reach_the_sites_services(site) -> None:
         assert "Connection refused" in result.stderr
     finally:
         server.close()
+
+
+def test_a_lease_runs_code_from_a_project_in_a_private_directory(site) -> None:
+    """A checkout in a directory only its owner may enter (a private temporary directory, a
+    home): the lease still imports the project and reads its virtual environment, nested in it."""
+    private = site["root"] / "private"
+    project = private / "checkout"
+    (project / "pkg").mkdir(parents=True)
+    (project / "pkg" / "__init__.py").write_text("ANSWER = 42\n")
+    (project / ".venv").mkdir()
+    (project / ".venv" / "marker").write_text("the venv")
+    for path in (project, project / "pkg", project / ".venv"):
+        path.chmod(0o755)
+    for path in (project / "pkg" / "__init__.py", project / ".venv" / "marker"):
+        path.chmod(0o644)
+    private.chmod(0o700)
+    code = (f"import sys; sys.path.insert(0, {str(project)!r}); import pkg; "
+            f"print(pkg.ANSWER, open({str(project / '.venv' / 'marker')!r}).read())")
+    sandbox = _sandbox(site, 1)
+    sandbox.runtime = [Path("/usr"), project, project / ".venv"]
+    result = sandbox.run([PYTHON, "-c", code])
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "42 the venv"
