@@ -218,7 +218,7 @@ class Demo:
             from provider.network import kill_site
 
             run_dir = self.storage / f"{self.market.namespace}{train_id}"
-            self._wait(lambda: registered_checkpoint(run_dir) is not None)  # so the job resumes from it
+            self._wait(lambda: self._still_open(train_id) and registered_checkpoint(run_dir) is not None)
             kill_site(self.sites[flaky])
             self.progress.update(train_task, description="Buyer 1: train (flaky site killed)")
         self._follow(train_id, train_task, steps, until="completed")
@@ -268,11 +268,17 @@ class Demo:
         return [post_job(self.swarm, sender, digest, parsed.max_price_per_unit, parsed.max_units, parsed.deadline)[0]
                 for _ in range(parsed.replicas)]
 
+    def _still_open(self, job_id: int) -> bool:
+        """True while the job is open; a job that ended otherwise than settled ends the demo."""
+        state = self._state(job_id)
+        if state in ("failed", "expired", "cancelled", "reclaimed"):
+            raise SwarmError(f"Demo job {job_id} ended {state}: {self._record(job_id).error}")
+        return True
+
     def _follow(self, job_id: int, task, steps: tuple[str, ...], until: str) -> None:
         def reached() -> bool:
+            self._still_open(job_id)
             state = self._state(job_id)
-            if state in ("failed", "expired", "cancelled", "reclaimed"):
-                raise SwarmError(f"Demo job {job_id} ended {state}: {self._record(job_id).error}")
             order = {"queued": 0, "assigned": 1, "running": 2, "ran": 2, "completed": 3, "disputed": 3,
                      "settled": 4}
             self.progress.update(task, completed=order.get(state, 0) + 1)
