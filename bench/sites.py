@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -82,7 +81,9 @@ def bench_start(swarm, home: Path, site, runs: int) -> dict:
                         swarm.chain.chain_id, swarm.market.address)
     site_home = Path(site.home)
     state = json.loads((site_home / "ray" / "cluster.json").read_text())
-    os.environ.update({"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(site_home / "ray" / "auth_token")})
+    from compute.node import RayHome, use_auth
+
+    use_auth(RayHome.of(site_home))  # the bench holds the site's token, as its provider does
     direct = JobSubmissionClient(state["dashboard"])
     namespace = job_namespace(swarm.chain.chain_id, swarm.market.address)
     agent_s, direct_s = [], []

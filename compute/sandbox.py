@@ -108,7 +108,14 @@ class Sandbox:
         # The way down to each directory the lease sees, where it crosses an emptied one, is
         # recreated open to the lease's user (bwrap would make it 0700, owned by root).
         made: set[Path] = set()
-        for target, writable in [*((Path(p).resolve(), w) for p, w in self.binds), (workdir, True)]:
+        targets = [*((Path(p).resolve(), w) for p, w in self.binds), (workdir, True)]
+        for target, _ in targets:  # a directory closed to other users on the way is emptied too
+            closed = next((p for p in reversed(target.parents) if p != Path("/")
+                           and not any(_within(top, p) for top in emptied) and not os.stat(p).st_mode & 0o001), None)
+            if closed is not None:
+                args += ["--perms", "0755", "--tmpfs", str(closed)]
+                emptied.append(closed)
+        for target, writable in targets:
             for step in reversed(target.parents):
                 if step not in made and any(step != top and _within(top, step) for top in emptied):
                     args += ["--perms", "0755", "--dir", str(step)]
