@@ -141,7 +141,7 @@ def bench_drain(swarm, home: Path, sites, leases: int) -> dict:
     def drained() -> bool:
         with Session(engine) as session:
             states = [r.state for r in session.exec(select(MarketJob).where(MarketJob.job_id.in_(ids)))]
-        return len(states) == leases and all(s in ("completed", "failed") for s in states)
+        return len(states) == leases and all(s in ("completed", "settled", "failed") for s in states)
 
     try:
         wait_until(drained, timeout=900, poll=0.2)
@@ -151,10 +151,10 @@ def bench_drain(swarm, home: Path, sites, leases: int) -> dict:
         market.wake.set()
         loop.join(timeout=60)
         market.close()
-    completed = [j for j in ids if job_info(swarm, j).status == JobStatus.COMPLETED]
+    completed = [j for j in ids if job_info(swarm, j).status in (JobStatus.COMPLETED, JobStatus.SETTLED)]
     ran = {}
     for site in sites:
-        for lease in (Path(site.home) / "site" / "leases").glob("*-*"):
+        for lease in (Path(site.home) / "site" / "leases").glob("[0-9]*-*"):
             job_id = int(lease.name.split("-")[0])
             if job_id in ids:
                 attempt = json.loads((lease / "lease.json").read_text())["attempt"]
@@ -191,6 +191,11 @@ def idle_memory(sites) -> dict:
             "pss_mib_all": [round(x) for x in figures]}
 
 
+def report(name: str, figures: dict) -> dict:
+    print(name, json.dumps(figures), flush=True)
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
@@ -220,16 +225,15 @@ def main() -> None:
                         "site_fingerprint": site.fingerprint}
                 stake.register(swarm, sender, store_spec(home, spec), 1)
                 stake.stake(swarm, sender, 1_000 * 10**18)
-            idle = idle_memory(sites)
-            start = bench_start(swarm, home, sites[0], args.runs)
-            drain = bench_drain(swarm, home, sites, args.leases)
+            idle = report("idle", idle_memory(sites))
+            start = report("start", bench_start(swarm, home, sites[0], args.runs))
+            drain = report("drain", bench_drain(swarm, home, sites, args.leases))
         finally:
             stop_sites(home)
             node.stop()
     figures = {"start": start, "drain": drain, "idle": idle}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
-    print(json.dumps(figures, indent=2))
 
 
 if __name__ == "__main__":

@@ -137,6 +137,39 @@ def one_line_error(result: CliResult) -> str:
 pytest_plugins = ["tests.postgres", "tests.ray_cluster", "tests.sites"]
 
 
+# ── heavy session fixtures: their users run together, and they stop after the last ───────
+# A Ray cluster idling beside the demo or the fault suite costs them a fair share of two
+# cores, so the modules that use the session's Ray cluster run as one block, then those that
+# use its network of sites, and each stops as soon as its last test is done.
+HEAVY = ("ray_cluster", "site_network")
+_LAST_USER = pytest.StashKey[list[str]]()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def group(item: pytest.Item) -> int:
+        used = {name for i in by_module[item.module.__name__] for name in i.fixturenames}
+        return next((rank for rank, name in enumerate(HEAVY, 1) if name in used), 0)
+
+    by_module: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        by_module.setdefault(item.module.__name__, []).append(item)
+    items.sort(key=group)  # stable: the order within each group is kept
+    for name in HEAVY:
+        users = [item for item in items if name in item.fixturenames]
+        if users:
+            users[-1].stash.setdefault(_LAST_USER, []).append(name)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    from tests.ray_cluster import release_ray_cluster
+    from tests.sites import release_site_network
+
+    release = {"ray_cluster": release_ray_cluster, "site_network": release_site_network}
+    for name in item.stash.get(_LAST_USER, []):
+        release[name]()
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty ledger database: a SQLite file, then a fresh PostgreSQL database."""

@@ -46,6 +46,18 @@ class RayCluster:
                 nodes.remove(node)
 
 
+_running: list[RayCluster] = []
+
+
+def release_ray_cluster() -> None:
+    """Stops the session's cluster once its last test is done (tests/conftest.py)."""
+    import ray
+
+    while _running:
+        ray.shutdown()
+        _running.pop().cluster.shutdown()
+
+
 @pytest.fixture(scope="session")
 def ray_cluster() -> Iterator[RayCluster]:
     import ray
@@ -62,6 +74,6 @@ def ray_cluster() -> Iterator[RayCluster]:
             rc.add_node(provider)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False)
+    _running.append(rc)
     yield rc
-    ray.shutdown()
-    cluster.shutdown()
+    release_ray_cluster()

@@ -49,19 +49,31 @@ class SiteNetwork:
 
 
 
+_running: list[Path] = []
+
+
+def release_site_network() -> None:
+    """Stops the session's sites once their last test is done (tests/conftest.py)."""
+    from provider.network import stop_sites
+
+    while _running:
+        stop_sites(_running.pop())
+
+
 @pytest.fixture(scope="session")
 def site_network(deployed: DeployResult, anvil_node: AnvilNode, swarm_home: Path,
                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteNetwork]:
     import shutil
 
-    from provider.network import start_sites, stop_sites
+    from provider.network import start_sites
 
     home = tmp_path_factory.mktemp("site-network")
     shutil.copytree(swarm_home / "deployments", home / "deployments")
     network = SiteNetwork(home, anvil_node.config.url)
+    _running.append(home)
     try:
         for site in start_sites(home, NODES, anvil_node.config.url):
             network.sites[site.provider] = site
         yield network
     finally:
-        stop_sites(home)
+        release_site_network()

@@ -41,10 +41,18 @@ CLOCK_STEP_S = 4  # devnet seconds added per wall second: windows of 30–60 s p
 FINAL = {JobStatus.SETTLED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.RECLAIMED}
 
 
+# A buyer's program that works for a while, so faults land while it runs, and whose output
+# is the same wherever and however often it runs.
+PROGRAM = """import os, pathlib, time
+time.sleep(8)
+pathlib.Path(os.environ["SWARM_OUTPUT_DIR"], "out.txt").write_text("done")
+"""
+
+
 def job_spec(seed: int) -> dict:
-    return {"kind": "train", "model": "mlp", "dataset": "synthetic-classification",
-            "resources": {"workers": 1, "cpus_per_worker": 1}, "max_price_per_unit": "0.001", "max_units": 300,
-            "deadline": "2h", "seed": seed, "params": {"samples": 512, "epochs": 6, "batch_size": 16}}
+    return {"kind": "ray", "resources": {"workers": 1, "cpus_per_worker": 1}, "max_price_per_unit": "0.001",
+            "max_units": 300, "deadline": "2h", "seed": seed,
+            "params": {"entrypoint": "python main.py", "files": {"main.py": PROGRAM}}}
 
 
 @dataclass
