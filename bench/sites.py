@@ -71,6 +71,9 @@ def bench_start(swarm, home: Path, site, runs: int) -> dict:
     """Agent against Ray's job submission API, the same lease on the same site."""
     from ray.job_submission import JobStatus, JobSubmissionClient
 
+    from dataclasses import asdict, replace
+
+    from compute.lease import HERE, ray_job
     from compute.site_client import SiteAddress, SiteClient
     from ledger import jobs
     from market.spec import job_namespace
@@ -96,16 +99,10 @@ def bench_start(swarm, home: Path, site, runs: int) -> dict:
         agent = time.monotonic() - started
         assert client.status(job_id)["state"] == "succeeded"
 
-        directory = site_home / "site" / "leases" / f"direct-{run}"
-        plan = plan_lease(body, job_id, 9_000 + run, site.provider, namespace, directory / "work" / "storage")
-        from dataclasses import asdict, replace
-
+        plan = plan_lease(body, job_id, 9_000 + run, site.provider, namespace, Path(HERE) / "work" / "storage")
         plan = replace(plan, hidden=(str(site_home),), storage=str(home / "direct-results"))
-        plan.write(directory)
         started = time.monotonic()
-        submission = direct.submit_job(entrypoint=f"exec {sys.executable} -m compute.lease launch {directory}",
-                                       entrypoint_num_cpus=plan.cpus,
-                                       runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}})
+        submission = direct.submit_job(**ray_job(plan, f"direct-{run}"))
         wait_until(lambda: direct.get_job_status(submission) in (JobStatus.SUCCEEDED, JobStatus.FAILED))
         elapsed = time.monotonic() - started
         assert direct.get_job_status(submission) == JobStatus.SUCCEEDED, direct.get_job_logs(submission)[-2000:]

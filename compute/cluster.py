@@ -44,6 +44,7 @@ class ClusterSpec:
     node_cpus: int = 1
     object_store_bytes: int = 80 * 1024 * 1024
     nodes_per_provider: int = 1
+    node_gpus: int = 0  # GPUs each node offers (a site's nodes on a GPU machine)
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes_per_provider <= MAX_PROVIDERS:
@@ -208,7 +209,8 @@ def supervise(home: RayHome, spec: ClusterSpec) -> None:
     try:
         provider_nodes = tuple(
             ProviderNode(provider, cluster.add_node(
-                num_cpus=spec.node_cpus, labels=node_labels(provider), resources=node_resources(provider),
+                num_cpus=spec.node_cpus, num_gpus=spec.node_gpus, labels=node_labels(provider),
+                resources=node_resources(provider),
                 object_store_memory=spec.object_store_bytes,
             ).node_id)
             for provider in spec.providers for _ in range(spec.nodes_per_provider)

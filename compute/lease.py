@@ -1,19 +1,26 @@
 """A lease: one job on one provider's site, run as a Ray job of the site's cluster whose
 processes live in a sandbox (docs/architecture.md §4).
 
-The site submits `python -m compute.lease launch <lease dir>` through Ray's job submission
-API, reserving the lease's CPUs, GPUs and memory on one node of the site. That launcher is
-the site's own code: it builds the lease's sandbox (`compute.sandbox`) and runs the work
-inside it, then measures what came out and writes the outcome where the lease cannot reach.
+The site submits `python -m compute.lease launch <lease name>` through Ray's job submission
+API, reserving the lease's CPUs, GPUs and memory on one node of the site, with the lease's
+plan in the Ray job's environment: Ray runs it on whichever machine of the site has room,
+and that machine needs nothing from the head but the plan. That launcher is the site's own
+code: it keeps the lease's directory in its own machine's `$SWARM_HOME/site/leases/<name>`,
+builds the lease's sandbox (`compute.sandbox`) and runs the work inside it, then measures
+what came out. What the sandbox prints and the launcher's verdict (its last line) are the Ray
+job's log, which the site reads through Ray's job API from wherever the lease ran.
 
 A lease directory holds:
 
-  lease.json    the plan the site wrote: the job, its limits, what to hide;
   work/         the sandbox's only writable place: the job's storage (checkpoints and
-                outputs, kept across attempts so a retry resumes from the last checkpoint);
+                outputs, kept across attempts so a retry on the same machine resumes from the
+                last checkpoint);
   log           everything the sandbox printed;
   outcome.json  the launcher's verdict: succeeded or failed, which limit was broken, the
                 result hash (recomputed here from the outputs) and the units.
+
+On the head machine the site's own directory of the lease holds its plan (`lease.json`),
+the verdict it read back, and the provider's signature.
 
 Inside the sandbox a built-in job (`train`, `finetune`, `infer`, `tune`) runs on a Ray
 instance of the lease's own — one node with exactly the CPUs and GPUs the lease reserved,
@@ -23,11 +30,15 @@ cluster, whose Ray API would let it schedule work outside the sandbox.
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import os
 import sys
+import threading
 import time
+import zlib
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +50,10 @@ OUTCOME = "outcome.json"
 LOG = "log"
 WORK = "work"
 RUN = "run.json"  # what the in-sandbox worker reports (its metrics; the launcher trusts no hash in it)
+LEASES = Path("site") / "leases"  # under each machine's SWARM_HOME
+PLAN_ENV = "SWARM_LEASE_PLAN"  # the plan, in the lease's Ray job, to whichever machine runs it
+HERE = "{lease}"  # stands, in a plan's paths, for the lease's directory on the machine that runs it
+VERDICT = "swarm-lease-outcome: "  # the launcher's last line: its outcome, as JSON
 LEASE_OBJECT_STORE_BYTES = 80 * 2**20  # Ray's smallest is 75 MiB
 # Ray's own processes (GCS, raylet, agents) and their threads count against the lease's
 # process limit, as everything it starts does.
@@ -64,6 +79,7 @@ class LeasePlan:
     storage: str = ""  # the market's storage (a directory or a pyarrow URI): results go there
     inputs: tuple[str, ...] = ()  # results of earlier jobs (compute job ids) the job builds on, from storage
     files: tuple[tuple[str, str], ...] = ()  # (a file or directory the spec names, where it goes in work/)
+    verdict_key: str = ""  # marks the launcher's verdict in the job's log; never shown to the lease
 
     @property
     def shared_storage(self) -> Path | None:
@@ -84,9 +100,59 @@ class LeasePlan:
 
     @classmethod
     def read(cls, directory: Path) -> LeasePlan:
-        raw = json.loads((directory / PLAN).read_text())
+        return cls._from(json.loads((directory / PLAN).read_text()))
+
+    def encode(self) -> str:
+        """The plan as one environment value (a program's files are at most 64 KiB)."""
+        return base64.b64encode(zlib.compress(json.dumps(asdict(self)).encode())).decode()
+
+    @classmethod
+    def decode(cls, text: str) -> LeasePlan:
+        return cls._from(json.loads(zlib.decompress(base64.b64decode(text))))
+
+    def located(self, directory: Path) -> LeasePlan:
+        """The plan with its paths in the lease's directory (HERE) made those of `directory`."""
+        return self._from(json.loads(json.dumps(asdict(self)).replace(HERE, json.dumps(str(directory))[1:-1])))
+
+    @classmethod
+    def _from(cls, raw: dict[str, Any]) -> LeasePlan:
         return cls(**(raw | {"hidden": tuple(raw.get("hidden", ())), "inputs": tuple(raw.get("inputs", ())),
                              "files": tuple(tuple(f) for f in raw.get("files", ()))}))
+
+
+def ray_job(plan: LeasePlan, name: str) -> dict[str, Any]:
+    """What the site submits to Ray's job API for lease `name`: the launcher, with the plan in
+    its environment and the lease's CPUs and GPUs reserved for it on one node. Every machine
+    of a site runs Swarm from the same path, as Ray runs its own."""
+    project = str(Path(__file__).resolve().parent.parent)
+    return {"entrypoint": f"exec {sys.executable} -m compute.lease launch {name}",
+            "entrypoint_num_cpus": plan.cpus, "entrypoint_num_gpus": plan.gpus or None,
+            "runtime_env": {"env_vars": {"PYTHONPATH": project, PLAN_ENV: plan.encode()}}}
+
+
+def leases_root(env: Mapping[str, str] | None = None) -> Path:
+    """Where this machine keeps the leases it runs: `$SWARM_HOME/site/leases`. Ray's processes
+    on a site's machines carry the SWARM_HOME they were started in (compute.node.auth_env)."""
+    env = os.environ if env is None else env
+    return Path(env.get("SWARM_HOME", ".swarm")).expanduser().resolve() / LEASES
+
+
+def verdict_line(plan: LeasePlan, outcome: Outcome) -> str:
+    return f"{VERDICT}{plan.verdict_key} {json.dumps(asdict(outcome))}"
+
+
+def verdict(log: str, key: str) -> Outcome | None:
+    """The outcome the launcher printed last in its Ray job's log, if it printed one. The lease's
+    own output is in that log too, so only a line with the lease's secret key counts: a job
+    that prints a verdict of its own cannot pass for the launcher."""
+    mark = f"{VERDICT}{key} "
+    for line in reversed(log.splitlines()):
+        if key and line.startswith(mark):
+            try:
+                return Outcome(**json.loads(line[len(mark):]))
+            except (ValueError, TypeError):
+                return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -105,6 +171,9 @@ class Outcome:
     metrics: dict[str, Any] = field(default_factory=dict)
     peak_memory_bytes: int = 0
     fault: str = "buyer"  # whose fault a failure is: the job's ("buyer") or the site's ("provider")
+
+    def write(self, directory: Path) -> None:
+        _write_json(directory / OUTCOME, asdict(self))
 
     @classmethod
     def read(cls, directory: Path) -> Outcome | None:
@@ -129,12 +198,13 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
                    env=env, binds=binds)
 
 
-def launch(directory: Path) -> Outcome:
-    """Runs the lease's current attempt in its sandbox and writes its outcome."""
+def launch(directory: Path, plan: LeasePlan) -> Outcome:
+    """Runs the lease's current attempt in its sandbox, in `directory` on this machine, and
+    writes its outcome."""
     from compute.accounting import unit_name
     from compute.manifest import result_hash
 
-    plan = LeasePlan.read(directory)
+    directory.mkdir(parents=True, exist_ok=True)
     (directory / OUTCOME).unlink(missing_ok=True)
     work = directory / WORK
     work.mkdir(parents=True, exist_ok=True)
@@ -148,13 +218,19 @@ def launch(directory: Path) -> Outcome:
             _fetch_inputs(plan, work)
         except (NotReadable, OSError) as exc:
             outcome = Outcome(state="failed", attempt=plan.attempt, seconds=0.0, returncode=-1, error=f"{exc}.")
-            _write_json(directory / OUTCOME, asdict(outcome))
+            outcome.write(directory)
             return outcome
-        plan.write(work)  # the worker's copy: the lease's own directory is all the sandbox shows
+        # The worker's copy, without the verdict's key: the lease's own directory is all the sandbox shows.
+        LeasePlan(**(asdict(plan) | {"verdict_key": ""})).write(work)
         argv = [sys.executable, "-m", "compute.lease", "worker", str(work)]
     with open(directory / LOG, "a") as log:
+        echo = _Echo(directory / LOG, log.tell())
         log.write(f"── attempt {plan.attempt} ──\n")
-    done = sandbox.run(argv, log=directory / LOG)
+    echo.start()
+    try:
+        done = sandbox.run(argv, log=directory / LOG)
+    finally:
+        echo.finish()
     use_gpu = plan.gpus > 0
     reserved = (plan.gpus if use_gpu else plan.cpus) * done.seconds
     outcome = Outcome(state="failed", attempt=plan.attempt, seconds=done.seconds, returncode=done.returncode,
@@ -175,7 +251,7 @@ def launch(directory: Path) -> Outcome:
         except OSError as exc:
             outcome = _replace(outcome, state="failed", error=f"the site could not store the result in "
                                                              f"{plan.storage}: {exc}")
-    _write_json(directory / OUTCOME, asdict(outcome))
+    outcome.write(directory)
     return outcome
 
 
@@ -356,6 +432,32 @@ def _write_json(path: Path, payload: dict) -> None:
     os.replace(tmp, path)
 
 
+class _Echo(threading.Thread):
+    """Copies what the sandbox writes to the lease's log to the launcher's standard output,
+    which Ray keeps as the lease's job log: the site reads it from the head, wherever the
+    lease runs."""
+
+    def __init__(self, path: Path, offset: int) -> None:
+        super().__init__(daemon=True, name="lease-log")
+        self.path, self.offset = path, offset
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        with open(self.path, "rb") as log:
+            log.seek(self.offset)
+            while True:
+                finished = self.done.wait(0.2)
+                while chunk := log.read(1 << 16):
+                    sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+                if finished:
+                    return
+
+    def finish(self) -> None:
+        self.done.set()
+        self.join()
+
+
 def _die_with_parent() -> None:
     """The launcher is the child of the Ray worker that supervises the lease's Ray job: when
     that worker dies with its node, the launcher is killed, and the sandbox with it (bwrap
@@ -372,24 +474,28 @@ def _die_with_parent() -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 2 or argv[0] not in ("launch", "worker"):
-        print("usage: python -m compute.lease launch|worker DIRECTORY", file=sys.stderr)
+        print("usage: python -m compute.lease launch NAME | worker DIRECTORY", file=sys.stderr)
         return 2
     if argv[0] == "worker":
         work_in_sandbox(Path(argv[1]))
         return 0
     _die_with_parent()
     started = time.monotonic()
-    directory = Path(argv[1])
+    directory = leases_root() / argv[1]
+    plan = LeasePlan.decode(os.environ[PLAN_ENV]).located(directory)
+    # This machine's own SWARM_HOME (its copy of the cluster token, its other leases) is hidden too.
+    plan = LeasePlan(**(asdict(plan) | {"hidden": (*plan.hidden, str(leases_root().parent.parent))}))
     try:
-        outcome = launch(directory)
+        outcome = launch(directory, plan)
     except Exception as exc:  # the site's own failure, not the job's: recorded so the site knows whose
-        plan = LeasePlan.read(directory)
         outcome = Outcome(state="failed", attempt=plan.attempt, seconds=time.monotonic() - started, returncode=-1,
                           error=f"the site could not run the lease: {type(exc).__name__}: {exc}", fault="provider")
-        _write_json(directory / OUTCOME, asdict(outcome))
+        outcome.write(directory)
+        print(verdict_line(plan, outcome), flush=True)
         raise
     print(f"lease {outcome.state} after {time.monotonic() - started:.1f} s"
           + (f": {outcome.error}" if outcome.error else ""))
+    print(verdict_line(plan, outcome), flush=True)
     return 0 if outcome.state == "succeeded" else 1
 
 

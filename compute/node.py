@@ -95,11 +95,14 @@ def require_token(home: RayHome) -> Path:
 
 
 def auth_env(home: RayHome, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment for a Ray process: token auth, with the token read from $SWARM_HOME/ray."""
+    """The environment for a Ray process: token auth, with the token read from $SWARM_HOME/ray,
+    and SWARM_HOME itself, so a lease this machine runs keeps its directory in this machine's
+    home (compute.lease)."""
     env = dict(os.environ if base is None else base)
     env.pop("RAY_AUTH_TOKEN", None)  # it would take precedence over the token file
     env["RAY_AUTH_MODE"] = "token"
     env["RAY_AUTH_TOKEN_PATH"] = str(require_token(home))
+    env["SWARM_HOME"] = str(home.root.parent)
     return env
 
 

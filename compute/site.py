@@ -2,10 +2,13 @@
 that owns the provider's Ray cluster and serves it over HTTPS to those the chain allows.
 
 `Site` keeps the leases: each is a Ray job of the site's cluster, submitted through Ray's
-job submission API (`compute.lease` is its entrypoint), whose work runs in a sandbox. A
-lease is started once per job: starting it again returns the lease that exists. When the
-node running a lease is lost, the site submits the lease again and it resumes from its
-last checkpoint, which the lease keeps in its own directory. When a lease succeeds the site
+job submission API (`compute.lease` is its entrypoint, the plan travels in the job), whose
+work runs in a sandbox on whichever machine of the site Ray places it. The site reads a
+lease's log and its launcher's verdict back through Ray's job API. A lease is started once
+per job: starting it again returns the lease that exists. When the node running a lease is
+lost, the site submits the lease again and it resumes from its last checkpoint (in the
+market's storage, or in the lease's directory when it runs on the same machine again).
+When a lease succeeds the site
 signs (jobId, resultHash, units) with the provider's key: the provider's own word on the
 result, which the market must bring to the chain.
 
@@ -20,6 +23,7 @@ job's spec and the signing of results.
 from __future__ import annotations
 
 import json
+import secrets
 import sys
 import threading
 import time
@@ -31,7 +35,7 @@ from typing import Any
 from fastapi import Request  # module level: FastAPI resolves the routes' annotations here
 
 from compute.errors import ComputeError
-from compute.lease import LOG, WORK, LeasePlan, Outcome
+from compute.lease import HERE, VERDICT, WORK, LeasePlan, Outcome, ray_job, verdict
 from compute.site_auth import JobView, Refused, SiteRequest
 
 MAX_ATTEMPTS = 3  # a lease whose node is lost runs again, from its checkpoint, this often
@@ -92,8 +96,9 @@ class Site:
             directory = self._dir(job, job_id)
             if (directory / "lease.json").is_file():
                 return self.status(job, job_id)
-            plan = self.planner(job_id, spec, self._next_number(), directory / WORK / "storage", storage)
-            plan = LeasePlan(**(asdict(plan) | {"hidden": tuple(plan.hidden) + self.hidden, "storage": storage}))
+            plan = self.planner(job_id, spec, self._next_number(), Path(HERE) / WORK / "storage", storage)
+            plan = LeasePlan(**(asdict(plan) | {"hidden": tuple(plan.hidden) + self.hidden, "storage": storage,
+                                                 "verdict_key": secrets.token_hex(16)}))
             plan.write(directory)
             self._submit(directory, plan)
         return self.status(job, job_id)
@@ -109,11 +114,13 @@ class Site:
             return self._finished(job_id, directory, outcome)
         from ray.job_submission import JobStatus
 
-        state = self.jobs.get_job_status(_submission(directory, plan.attempt))
+        submission = _submission(directory, plan.attempt)
+        state = self.jobs.get_job_status(submission)
         if state in (JobStatus.PENDING, JobStatus.RUNNING):
             return LeaseStatus(job_id, state.value.lower(), plan.attempt)
-        outcome = Outcome.read(directory)  # it may have finished since it was read above
+        outcome = verdict(self._job_log(submission), plan.verdict_key)  # from whichever machine ran it
         if outcome is not None and outcome.attempt == plan.attempt:
+            outcome.write(directory)
             return self._finished(job_id, directory, outcome)
         # The Ray job ended with no outcome written: its node was lost under it.
         with self._lock:
@@ -126,12 +133,19 @@ class Site:
         return LeaseStatus(job_id, "pending", plan.attempt)
 
     def logs(self, job: JobView, job_id: int) -> str:
-        log = self._existing(job, job_id) / LOG
-        if not log.is_file():
+        """What the lease's attempts printed, the last LOG_TAIL_BYTES of it, from Ray's job logs."""
+        directory = self._existing(job, job_id)
+        plan = LeasePlan.read(directory)
+        text = "".join(self._job_log(_submission(directory, attempt)) for attempt in range(1, plan.attempt + 1))
+        mark = f"{VERDICT}{plan.verdict_key} "
+        text = "".join(line for line in text.splitlines(keepends=True) if not line.startswith(mark))
+        return text.encode()[-LOG_TAIL_BYTES:].decode(errors="replace")
+
+    def _job_log(self, submission: str) -> str:
+        try:
+            return self.jobs.get_job_logs(submission)
+        except RuntimeError:  # a job Ray no longer knows, or whose node's log is gone with it
             return ""
-        with open(log, "rb") as f:
-            f.seek(max(0, log.stat().st_size - LOG_TAIL_BYTES))
-            return f.read().decode(errors="replace")
 
     def stop(self, job: JobView, job_id: int) -> LeaseStatus:
         directory = self._existing(job, job_id)
@@ -158,14 +172,9 @@ class Site:
         return LeaseStatus(**(status.as_dict() | {"signature": signed.read_text().strip()}))
 
     def _submit(self, directory: Path, plan: LeasePlan) -> None:
-        project = str(Path(__file__).resolve().parent.parent)
-        self.jobs.submit_job(
-            entrypoint=f"exec {sys.executable} -m compute.lease launch {directory}",
-            submission_id=_submission(directory, plan.attempt),
-            entrypoint_num_cpus=plan.cpus, entrypoint_num_gpus=plan.gpus or None,
-            runtime_env={"env_vars": {"PYTHONPATH": project}},
-            metadata={"swarm_job": str(plan.job_id), "attempt": str(plan.attempt)},
-        )
+        self.jobs.submit_job(submission_id=_submission(directory, plan.attempt),
+                             metadata={"swarm_job": str(plan.job_id), "attempt": str(plan.attempt)},
+                             **ray_job(plan, directory.name))
 
     def _dir(self, job: JobView, job_id: int) -> Path:
         """A lease's directory: the job's id and the block it was posted in, so a job id the
@@ -185,16 +194,20 @@ class Site:
         return number
 
     def capacity(self) -> dict[str, float]:
-        """What the site's live nodes have, summed: what the market may match against."""
+        """What the site's live nodes have, summed, and its largest node's CPUs and GPUs (the
+        most one lease can have): what the market may match against."""
         import ray
 
         nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
-        total = {"nodes": len(nodes), "cpus": 0.0, "gpus": 0.0, "memory_gb": 0.0}
+        total = {"nodes": len(nodes), "cpus": 0.0, "gpus": 0.0, "memory_gb": 0.0, "node_cpus": 0.0,
+                 "node_gpus": 0.0}
         for node in nodes:
             r = node.get("Resources", {})
             total["cpus"] += r.get("CPU", 0.0)
             total["gpus"] += r.get("GPU", 0.0)
             total["memory_gb"] += r.get("memory", 0.0) / 2**30
+            total["node_cpus"] = max(total["node_cpus"], r.get("CPU", 0.0))  # a lease runs on one machine
+            total["node_gpus"] = max(total["node_gpus"], r.get("GPU", 0.0))
         return total
 
     # ── the oracle's measurements ────────────────────────────────────────────

@@ -25,6 +25,7 @@ without a scan — valid because capacity never grows within a round.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
@@ -40,7 +41,7 @@ _HINTS = {
     "vram": "their GPUs have less VRAM than each worker needs",
     "score": "their score is below the job's min_score",
     "price": "they ask more than the job's max_price_per_unit",
-    "capacity": "they lack free capacity for the whole gang of workers on one provider",
+    "capacity": "they lack free capacity for the whole gang of workers on one provider, or a machine that holds it",
 }
 
 # A scan that steps over more exhausted providers than this (plus 1/16 of the list, so that
@@ -68,6 +69,8 @@ class ProviderOffer:
     score: float
     measured_perf: float
     reliability: float
+    node_cpus: float = math.inf  # the largest machine's: one run of a job runs on one machine
+    node_gpus: float = math.inf
 
     def __post_init__(self) -> None:
         if self.measured_perf <= 0:
@@ -192,6 +195,8 @@ class _Book:
         self.free_gpus = [o.gpus for o in eligible]
         self.free_cpus = [o.cpus for o in eligible]
         self.free_memory = [o.memory_gb for o in eligible]
+        self.node_cpus = [o.node_cpus for o in eligible]
+        self.node_gpus = [o.node_gpus for o in eligible]
         # Candidate lists per (GPU model or None for any, whether the job needs GPUs): a job
         # that needs GPUs never wants a provider with none left, nor a CPU job one with no CPUs.
         self._lists: dict[tuple[str | None, bool], list[int]] = {}
@@ -225,6 +230,7 @@ class _Book:
         cost_bound = cap / self._min_perf.get(job.gpu_model, 1.0)
         free_g, free_c, free_m = self.free_gpus, self.free_cpus, self.free_memory
         cost, price, score, vram_of = self.cost, self.price, self.score, self.vram
+        node_c, node_g = self.node_cpus, self.node_gpus
         chosen: list[int] = []
         exhausted = 0
         for p in candidates:
@@ -237,6 +243,8 @@ class _Book:
                 free_g[p] >= need_g
                 and free_c[p] >= need_c
                 and free_m[p] >= need_m
+                and node_c[p] >= need_c
+                and node_g[p] >= need_g
                 and price[p] <= cap
                 and score[p] >= min_score
                 and vram_of[p] >= vram
@@ -268,6 +276,8 @@ class _Explainer:
         self.free_gpus = np.array([f[0] for f in free], dtype=np.int64)
         self.free_cpus = np.array([f[1] for f in free], dtype=np.int64)
         self.free_memory = np.array([f[2] for f in free], dtype=np.float64)
+        self.node_cpus = np.array([o.node_cpus for o in providers], dtype=np.float64)
+        self.node_gpus = np.array([o.node_gpus for o in providers], dtype=np.float64)
         self.unstaked = sum(not o.stake_ok for o in providers)
         self.jailed = sum(o.jailed for o in providers)
         self.model_count: dict[str, int] = {}
@@ -310,9 +320,14 @@ class _Explainer:
         key = (job.total_gpus, job.total_cpus, job.total_memory_gb)
         count = self._capacity.get(key)
         if count is None:
-            fits = (self.free_gpus >= key[0]) & (self.free_cpus >= key[1]) & (self.free_memory >= key[2])
+            fits = self._fits(*key)
             count = self._capacity[key] = self.n - int(fits.sum())
         return count
+
+    def _fits(self, gpus: int, cpus: int, memory_gb: float) -> np.ndarray:
+        """Providers with that much free, and a machine with that many CPUs and GPUs."""
+        return ((self.free_gpus >= gpus) & (self.free_cpus >= cpus) & (self.free_memory >= memory_gb)
+                & (self.node_gpus >= gpus) & (self.node_cpus >= cpus))
 
     def _feasible(self, job: JobRequest) -> int:
         """Providers that pass every constraint now (only nonzero when replicas ask for more)."""
@@ -321,9 +336,7 @@ class _Explainer:
             & (self.vram_of >= job.vram_gb_per_gpu)
             & (self.score_of >= job.min_score)
             & (self.price_of <= job.max_price_per_unit)
-            & (self.free_gpus >= job.total_gpus)
-            & (self.free_cpus >= job.total_cpus)
-            & (self.free_memory >= job.total_memory_gb)
+            & self._fits(job.total_gpus, job.total_cpus, job.total_memory_gb)
         )
         if job.gpu_model is not None:
             ok &= self._model_mask(job.gpu_model)
@@ -353,8 +366,7 @@ class _Explainer:
             "vram": int((mask & (self.vram_of < job.vram_gb_per_gpu)).sum()),
             "score": int((mask & (self.score_of < job.min_score)).sum()),
             "price": int((mask & (self.price_of > job.max_price_per_unit)).sum()),
-            "capacity": int((mask & ((self.free_gpus < job.total_gpus) | (self.free_cpus < job.total_cpus)
-                                     | (self.free_memory < job.total_memory_gb))).sum()),
+            "capacity": int((mask & ~self._fits(job.total_gpus, job.total_cpus, job.total_memory_gb)).sum()),
         }
         worst = max(among, key=lambda name: among[name])
         hint = "they are unstaked or jailed" if worst == "stake or jail" else _HINTS[worst]

@@ -17,8 +17,8 @@ offered with the neutral values of `Newcomer`.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 import math
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sqlmodel import Session, select
@@ -44,15 +44,22 @@ class Newcomer:
 
 @dataclass(frozen=True)
 class Capacity:
+    """A site's resources, summed over its live machines; a lease runs on one machine, so the
+    largest machine's CPUs and GPUs bound what one lease may ask (a sum keeps the first's)."""
+
     cpus: float = 0.0
     gpus: float = 0.0
     memory_gb: float = 0.0
+    node_cpus: float = math.inf
+    node_gpus: float = math.inf
 
     def __sub__(self, other: Capacity) -> Capacity:
-        return Capacity(self.cpus - other.cpus, self.gpus - other.gpus, self.memory_gb - other.memory_gb)
+        return replace(self, cpus=self.cpus - other.cpus, gpus=self.gpus - other.gpus,
+                       memory_gb=self.memory_gb - other.memory_gb)
 
     def __add__(self, other: Capacity) -> Capacity:
-        return Capacity(self.cpus + other.cpus, self.gpus + other.gpus, self.memory_gb + other.memory_gb)
+        return replace(self, cpus=self.cpus + other.cpus, gpus=self.gpus + other.gpus,
+                       memory_gb=self.memory_gb + other.memory_gb)
 
 
 def job_needs(spec: JobSpec) -> Capacity:
@@ -139,6 +146,8 @@ def build_offers(
             vram_gb=float(spec.get("vram_gb", 0)),
             cpus=max(0, int(free.cpus)),
             memory_gb=max(0.0, free.memory_gb),
+            node_cpus=free.node_cpus,
+            node_gpus=free.node_gpus,
             price_per_unit=int(spec.get("price_per_unit", default_price)),
             stake_ok=staked,
             jailed=row is not None and (row.tombstoned or row.jailed_until != 0),

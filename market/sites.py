@@ -9,6 +9,7 @@ no Ray connection and no secret of any provider.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterable
@@ -85,7 +86,8 @@ class Sites:
         if str(info.get("provider", "")).lower() != address.provider.lower():
             return None  # another provider's site at this address
         c = info.get("capacity") or {}
-        return Capacity(float(c.get("cpus", 0)), float(c.get("gpus", 0)), float(c.get("memory_gb", 0)))
+        return Capacity(float(c.get("cpus", 0)), float(c.get("gpus", 0)), float(c.get("memory_gb", 0)),
+                        float(c.get("node_cpus", math.inf)), float(c.get("node_gpus", math.inf)))
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -275,7 +275,7 @@ class EpochRunner:
                 .order_by(ChallengeRecord.at)):
             if c.provider in index:
                 i = index[c.provider]
-                measured[i] = c.measured_gflops
+                measured[i] = np.fmax(measured[i], c.measured_gflops)  # the best it showed this epoch
                 challenge_ok[i] &= c.checksum_ok
 
         jobs = job_record(session, chain, blocks)

@@ -104,8 +104,8 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
     started = state is None
     if started:
         state = cluster.start(ray_home, cluster.ClusterSpec(
-            providers=(provider,), node_cpus=config.node_cpus, object_store_bytes=config.object_store_bytes,
-            nodes_per_provider=config.nodes))
+            providers=(provider,), node_cpus=config.node_cpus, node_gpus=config.node_gpus,
+            object_store_bytes=config.object_store_bytes, nodes_per_provider=config.nodes))
     if not state.dashboard:
         raise Refused(500, f"The site's Ray cluster in {ray_home.root} has no dashboard, which leases need; "
                            "stop it with `swarm cluster down` and serve again.")

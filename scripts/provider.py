@@ -353,11 +353,13 @@ def join(ray_address: str, num_cpus: int, num_gpus: int, account: int | None, ke
 @click.option("--port", type=click.IntRange(1, 65535), default=8443, show_default=True, help="The site's HTTPS port.")
 @click.option("--num-cpus", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPUs of each node the site starts on this machine.")
+@click.option("--num-gpus", type=click.IntRange(min=0), default=0, show_default=True,
+              help="GPUs of each node the site starts on this machine.")
 @click.option("--nodes", type=click.IntRange(1, 9), default=1, show_default=True,
               help="Nodes the site starts on this machine; more machines join with `swarm provider join`.")
 @_signed
-def serve(host: str, port: int, num_cpus: int, nodes: int, account: int | None, key_ref: str | None,
-          as_json: bool) -> None:
+def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, account: int | None,
+          key_ref: str | None, as_json: bool) -> None:
     """Run your site: your own Ray cluster, served over HTTPS to those the chain allows.
 
     Starts the site's Ray cluster (or attaches to the one running in $SWARM_HOME) with a token
@@ -385,8 +387,8 @@ def serve(host: str, port: int, num_cpus: int, nodes: int, account: int | None, 
 
         sys.stdout.flush()
 
-    run_site(swarm, sender, settings().home, SiteConfig(host=host, port=port, node_cpus=num_cpus, nodes=nodes),
-             ready=ready)
+    config = SiteConfig(host=host, port=port, node_cpus=num_cpus, node_gpus=num_gpus, nodes=nodes)
+    run_site(swarm, sender, settings().home, config, ready=ready)
 
 
 @provider.command()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -99,6 +100,17 @@ def test_a_gang_is_placed_on_one_provider_never_split_across_two():
     assert whole.assignments == [dataclasses.replace(whole.assignments[0], provider="0xwhole")]
 
 
+def test_a_run_goes_only_to_a_provider_with_one_machine_that_holds_it():
+    """A site of four 2-GPU machines has 8 GPUs, but a lease runs on one machine."""
+    many_small = offer("0xsmall", gpus=8, node_gpus=2, price_per_unit=5 * WEI)
+    four = job(1, workers=2, gpus_per_worker=2)
+    refused = match([four], [many_small])
+    assert refused.assignments == [] and refused.unmatched[1].constraint == "capacity"
+    assert "a machine that holds it" in refused.unmatched[1].text
+    placed = match([four, job(2, gpus_per_worker=2)], [many_small, offer("0xbig", gpus=4, node_gpus=4)])
+    assert {(a.job_id, a.provider) for a in placed.assignments} == {(1, "0xbig"), (2, "0xsmall")}
+
+
 def test_capacity_is_consumed_so_the_next_job_goes_to_the_next_provider():
     providers = [offer("0xcheap", gpus=2, price_per_unit=5 * WEI), offer("0xdear", gpus=2)]
     result = match([job(i, gpus_per_worker=2) for i in (1, 2, 3)], providers)
@@ -144,6 +156,8 @@ def fits(j: JobRequest, p: ProviderOffer, free: tuple[int, int, float]) -> bool:
         and free[0] >= j.workers * j.gpus_per_worker
         and free[1] >= j.workers * j.cpus_per_worker
         and free[2] >= j.workers * j.memory_gb
+        and p.node_gpus >= j.workers * j.gpus_per_worker
+        and p.node_cpus >= j.workers * j.cpus_per_worker
     )
 
 
@@ -162,6 +176,8 @@ providers_st = st.lists(
         score=st.sampled_from((0.1, 0.5, 0.9)),
         measured_perf=st.sampled_from((0.5, 1.0, 2.0)),
         reliability=st.sampled_from((0.5, 0.9)),
+        node_cpus=st.sampled_from((4, 16, math.inf)),  # its largest machine's
+        node_gpus=st.sampled_from((1, 4, math.inf)),
     ),
     max_size=12,
 ).map(lambda ps: [dataclasses.replace(p, address=f"0x{i:02x}") for i, p in enumerate(ps)])

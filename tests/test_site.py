@@ -65,7 +65,7 @@ def site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: Anvil
         pytest.fail(f"the site did not start: {process.stderr.read()[-3000:]}")
     served = json.loads(line)
     yield {"swarm": swarm, "home": home, "url": served["url"], "fingerprint": served["fingerprint"],
-           "process": process}
+           "process": process, "rpc_url": anvil_node.config.url}
     os.killpg(process.pid, signal.SIGTERM)
     try:
         process.wait(timeout=120)
@@ -92,8 +92,8 @@ def _assigned(site: dict, spec: dict) -> tuple[int, bytes]:
     return job_id, body
 
 
-def _program(code: str, memory_gb: float = 0.5) -> dict:
-    return {"kind": "ray", "resources": {"workers": 1, "cpus_per_worker": 1, "memory_gb": memory_gb},
+def _program(code: str, memory_gb: float = 0.5, cpus: int = 1) -> dict:
+    return {"kind": "ray", "resources": {"workers": 1, "cpus_per_worker": cpus, "memory_gb": memory_gb},
             "max_price_per_unit": "0.000001", "max_units": 600, "deadline": int(time.time()) + 3_600,
             "params": {"entrypoint": "python main.py", "files": {"main.py": code}}}
 
@@ -230,3 +230,54 @@ def test_the_oracle_committee_probes_every_node_and_challenges_the_site(site) ->
         with pytest.raises(Refused, match="not on the oracle committee") as refused:
             _client(site, who).probe()
         assert refused.value.status == 403
+
+
+WHERE_AM_I = """
+import os, pathlib
+out = pathlib.Path(os.environ["SWARM_OUTPUT_DIR"])
+(out / "answer.txt").write_text(str(sum(range(1000))))
+print("ran in", out)
+try:
+    print("token", pathlib.Path({token!r}).read_text())
+except OSError as exc:
+    print("token hidden:", type(exc).__name__)
+"""
+
+
+def test_a_lease_runs_on_a_machine_that_joined_the_site_with_nothing_of_the_heads(site, tmp_path_factory) -> None:
+    """Another machine of the provider — here a SWARM_HOME of its own, with only the token and
+    the deployment — joins the site's cluster with the only node big enough for the lease:
+    the lease runs there, from its plan in the Ray job, in that machine's own lease directory,
+    and the site reads its log and verdict back through Ray."""
+    machine = tmp_path_factory.mktemp("joined-machine")
+    (machine / "ray").mkdir()
+    token = machine / "ray" / "auth_token"
+    shutil.copyfile(site["home"] / "ray" / "auth_token", token)
+    token.chmod(0o600)
+    shutil.copytree(site["home"] / "deployments", machine / "deployments")
+    head = json.loads((site["home"] / "ray" / "cluster.json").read_text())["address"]
+    env = os.environ | {"SWARM_HOME": str(machine), "SWARM_RPC_URL": site["rpc_url"]}
+    env = {k: v for k, v in env.items() if not k.startswith("RAY_")}
+
+    def swarm_cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "scripts.cli", "provider", *args, "--account", "1"],
+                              env=env, capture_output=True, text=True, timeout=180)
+
+    joined = swarm_cli("join", "--ray-address", head, "--num-cpus", "2")
+    assert joined.returncode == 0, joined.stderr
+    try:
+        matcher, buyer = _client(site), _client(site, BUYER)
+        job_id, body = _assigned(site, _program(WHERE_AM_I.format(token=str(token)), cpus=2))
+        matcher.start_lease(job_id, body)
+        done = _finished(matcher, job_id)
+        assert done["state"] == "succeeded", (done, buyer.logs(job_id)[-2000:])
+        (ran,) = (machine / "site" / "leases").glob(f"{job_id}-*")
+        assert (ran / "work" / "outputs" / "answer.txt").read_text() == str(sum(range(1000)))
+        head_lease = next((site["home"] / "site" / "leases").glob(f"{job_id}-*"))
+        assert (head_lease / "lease.json").is_file() and not (head_lease / "work").exists()
+        logs = buyer.logs(job_id)
+        assert f"ran in {ran / 'work' / 'outputs'}" in logs, logs[-2000:]
+        assert "token hidden" in logs and token.read_text() not in logs, logs[-2000:]
+    finally:
+        left = swarm_cli("leave")
+        assert left.returncode == 0, left.stderr

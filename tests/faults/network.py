@@ -37,14 +37,14 @@ ONE = 10**18
 PROVIDERS = {1: PROVIDER_A, 2: PROVIDER_B, 3: PROVIDER_C}
 PRICES = {1: "0.0006", 2: "0.0005", 3: "0.0004"}
 BUYERS = (5, 6, 7)
-CLOCK_STEP_S = 4  # devnet seconds added per wall second: windows of 30–60 s pass in 8–15 s
+CLOCK_STEP_S = 8  # devnet seconds added per wall second: windows of 30–60 s pass in 4–8 s
 FINAL = {JobStatus.SETTLED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.RECLAIMED}
 
 
 # A buyer's program that works for a while, so faults land while it runs, and whose output
 # is the same wherever and however often it runs.
 PROGRAM = """import os, pathlib, time
-time.sleep(8)
+time.sleep(6)
 pathlib.Path(os.environ["SWARM_OUTPUT_DIR"], "out.txt").write_text("done")
 """
 

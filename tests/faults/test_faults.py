@@ -16,7 +16,7 @@ from tests.faults.network import Network
 SEEDS = range(1, int(os.environ.get("SWARM_FAULT_SEEDS", "1")) + 1)
 JOBS = 3
 FAULTS = 4
-WINDOW_S = 30.0
+WINDOW_S = 20.0
 
 
 @pytest.mark.parametrize("seed", SEEDS)
