@@ -85,14 +85,17 @@ def check_capacity(job: ComputeJob) -> ProviderCapacity:
 Runner = Callable[[ComputeJob], JobResult]
 
 
-def _runners() -> dict[str, Runner]:
-    from compute.runners import finetune, infer, train, tune
-
-    return {"train": train.run, "finetune": finetune.run, "infer": infer.run, "tune": tune.run}
+def runner_module(kind: str) -> str:
+    """The module of a kind's runner: each is imported only by the jobs of its kind (finetune's
+    brings in peft, tune's Ray Tune and Optuna, which a training lease has no use for)."""
+    return f"compute.runners.{kind}"
 
 
 def run_job(job: ComputeJob) -> JobResult:
     """Validates `job`, then runs it on its provider's nodes and returns its result."""
+    import importlib
+
     validate(job)
     check_capacity(job)
-    return _runners()[job.kind](job)
+    run: Runner = importlib.import_module(runner_module(job.kind)).run
+    return run(job)

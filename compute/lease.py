@@ -193,6 +193,10 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # the lease's own Ray: one node on its loopback
         "RAY_AUTH_MODE": "disabled",  # nothing but the lease shares that loopback
         "RAY_USAGE_STATS_ENABLED": "0",
+        # Ray Train's helpers that a one-node instance of its own has no use for, each an actor
+        # process to start: the preemption watcher and the metrics no one scrapes.
+        "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
+        "RAY_TRAIN_METRICS_ENABLED": "0",
     }
     return Sandbox(work, plan.limits(), hidden=[Path(p) for p in plan.hidden], lease_uid=lease_uid(plan.number),
                    env=env, binds=binds)
@@ -259,22 +263,42 @@ def work_in_sandbox(work: Path) -> None:
     """Inside the sandbox: the job on a Ray instance of the lease's own."""
     import ray
 
-    from compute.jobs import ComputeJob, run_job
+    from compute.jobs import ComputeJob, run_job, runner_module
     from compute.placement import node_labels, node_resources
 
     plan = LeasePlan.read(work)
     storage = plan.shared_storage or work / "storage"
     job = ComputeJob(**(plan.job | {"storage": str(storage)}))
+    # The runner's imports (torch, Ray Train) while Ray starts its processes, not after.
+    runner = threading.Thread(target=_import_quietly, args=(runner_module(job.kind),), daemon=True)
+    runner.start()
     ray.init(num_cpus=max(1, math.ceil(plan.cpus)), num_gpus=math.ceil(plan.gpus),
              resources=node_resources(job.provider), labels=node_labels(job.provider),
              object_store_memory=LEASE_OBJECT_STORE_BYTES, include_dashboard=False,
              _node_ip_address="127.0.0.1", _temp_dir="/tmp/ray", configure_logging=False)
+    runner.join()
     try:
         result = run_job(job)
-    finally:
+    except BaseException:
         ray.shutdown()
+        raise
     _write_json(work / RUN, {"result_dir": result.result_dir, "units": result.units,
                              "metrics": _jsonable(result.metrics)})
+    # Done: the sandbox's PID namespace ends the lease's Ray with this process, at once, so
+    # the result does not wait for a graceful shutdown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
+def _import_quietly(module: str) -> None:
+    """Imports `module` ahead of its use; a failure is left to the real import to report."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except Exception:  # noqa: BLE001 -- run_job imports it again and reports what is wrong
+        pass
 
 
 def _unpack(plan: LeasePlan, work: Path) -> None:

@@ -243,9 +243,10 @@ def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
         return trainer.fit()
     except (ray.exceptions.RayError, ray.train.TrainingFailedError) as error:
         failure = failure_for(job, started)
-        if isinstance(failure, ProviderFault):
-            release_placement_groups(job.provider)  # in case the controller asked again after the watch
         if failure is not None:
+            # The watch killed the controller: a placement group it asked for (again, or before an
+            # abort that did not finish in its grace) would otherwise hold the provider's resources.
+            release_placement_groups(job.provider)
             raise failure from error
         if workers_died(error):
             raise ProviderFault(
