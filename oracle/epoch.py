@@ -52,6 +52,7 @@ from oracle.slashing import schedule_slashes
 # How long a signed report may be submitted, counted from its last block's time: a report
 # the committee signed and nobody sent in time is aggregated again, never sent stale.
 REPORT_VALID_S = 3 * 86_400
+MIN_CHALLENGES = 2  # challenges (this epoch's and the one before's) before speed is judged: see _inputs
 
 
 @dataclass
@@ -268,15 +269,27 @@ class EpochRunner:
         probe_provider = np.fromiter((k for k, _ in known), dtype=np.int32, count=len(known))
         probe_ok = np.fromiter((ok for _, ok in known), dtype=bool, count=len(known))
 
-        measured = np.full(n, np.nan)
+        # A challenge that lands beside a buyer's lease measures a shared machine, so a provider
+        # is judged by the best it showed this epoch and, if it was challenged this epoch at all,
+        # the one before, once it has answered MIN_CHALLENGES of them: hardware that is really
+        # slower is slow every time. Only this epoch's checksums count (a wrong answer is proof
+        # at once), so one wrong answer is never punished twice.
+        measured, before = np.full(n, np.nan), np.full(n, np.nan)
+        answered = np.zeros(n, dtype=np.int64)
         challenge_ok = np.ones(n, dtype=bool)
         for c in session.exec(select(ChallengeRecord).where(
-                ChallengeRecord.chain_id == chain, ChallengeRecord.at > start, ChallengeRecord.at <= end)
-                .order_by(ChallengeRecord.at)):
+                ChallengeRecord.chain_id == chain, ChallengeRecord.at > start - (end - start),
+                ChallengeRecord.at <= end).order_by(ChallengeRecord.at)):
             if c.provider in index:
                 i = index[c.provider]
-                measured[i] = np.fmax(measured[i], c.measured_gflops)  # the best it showed this epoch
-                challenge_ok[i] &= c.checksum_ok
+                answered[i] += 1
+                if c.at > start:
+                    measured[i] = np.fmax(measured[i], c.measured_gflops)
+                    challenge_ok[i] &= c.checksum_ok
+                else:
+                    before[i] = np.fmax(before[i], c.measured_gflops)
+        judged = ~np.isnan(measured) & (answered >= MIN_CHALLENGES)
+        measured = np.where(judged, np.fmax(measured, before), np.nan)
 
         jobs = job_record(session, chain, blocks)
         losers = set(replication_losers(session, chain, blocks))

@@ -4,7 +4,8 @@ Four rows, severest first — fraud > misrepresentation > abandonment > downtime
 gets at most one decision an epoch, from the severest row it triggers: a tombstone already
 says everything a downtime slash would. Evidence is required: a provider the oracle sent no
 probe is not slashed for downtime (an oracle outage must not slash the network), and a
-provider with no challenge this epoch is not slashed for misrepresentation.
+provider with no judged challenge figure this epoch (oracle/epoch.py: the best of at least two
+challenges, this epoch's and the previous one's) is not slashed for misrepresentation.
 
 A provider already jailed is serving time for a standing condition, so it is not slashed
 again for downtime or misrepresentation while it sits out; fraud and abandoned jobs are new

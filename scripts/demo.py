@@ -59,7 +59,7 @@ def job_specs(inputs: Path, train_id: int | None = None) -> dict[str, dict]:
             "max_price_per_unit": "0.001"}
     return {
         "train": base | {"kind": "train", "model": "tiny-transformer", "dataset": "synthetic-sequences", "seed": 7,
-                         "params": {"samples": 1024, "epochs": 6, "batch_size": 32}},
+                         "params": {"samples": 2048, "epochs": 6, "batch_size": 32}},
         "infer": base | {"kind": "infer", "model": f"job:{train_id}", "dataset": str(inputs), "priority": 8,
                          "params": {"batch_size": 64}},
         "finetune": base | {"kind": "finetune", "model": f"job:{train_id}", "dataset": "synthetic-sequences",

@@ -317,33 +317,39 @@ def test_an_epoch_longer_than_half_the_unbonding_period_is_refused(swarm: Swarm,
     engine.dispose()
 
 
-def test_a_provider_challenged_while_busy_is_judged_by_its_best_challenge_of_the_epoch(
+def test_a_provider_challenged_while_busy_is_judged_by_its_best_challenge_of_two_epochs(
     swarm: Swarm, swarm_home: Path, open_runner, tmp_path: Path,
 ) -> None:
     """A challenge that lands beside a buyer's lease measures a shared machine: A's first
-    challenge of the epoch shows its hardware, its last is slowed by a lease; B is slow in both
-    and is slashed."""
+    challenge of the epoch shows its hardware, its last is slowed by a lease; C's only
+    challenge this epoch is slowed, but it showed its hardware in the epoch before; D, new, has
+    answered one slowed challenge, too few to judge; B is slow every time and is slashed."""
     from compute.reference import CPU_REFERENCE_GFLOPS
 
-    register(swarm, swarm_home, 1)
-    register(swarm, swarm_home, 2)
+    d = dev_account(4).address
+    for i in (1, 2, 3, 4):
+        register(swarm, swarm_home, i)
     runner = open_runner(f"sqlite:///{tmp_path / 'ledger.db'}")
     chain_id = swarm.chain.chain_id
     start = time.time()
-    end = measure([runner.engine], chain_id, [A, B], start)  # a challenge each at the reference, then:
-    figures = {A: (1.0, 0.2), B: (0.3, 0.2)}  # × the reference, in the order they were taken
+    end = measure([runner.engine], chain_id, [A, B, C, d], start)  # a challenge each at the reference, then:
+    # × the reference, at these seconds from the epoch's start (it runs from `start` to `end`)
+    figures = {A: ((3.5, 1.0), (3.6, 0.2)), B: ((-2.0, 0.3), (3.5, 0.3), (3.6, 0.2)), C: ((-2.0, 1.0), (3.5, 0.2)),
+               d: ((3.5, 0.2),)}
     with Session(runner.engine) as session:
         for row in session.exec(select(ChallengeRecord).where(ChallengeRecord.chain_id == chain_id)).all():
             session.delete(row)
-        for provider, ratios in figures.items():
+        for provider, taken in figures.items():
             session.add_all(ChallengeRecord(
-                chain_id=chain_id, provider=provider, at=start + 3.5 + k / 10, declared_model="cpu", seed=k,
+                chain_id=chain_id, provider=provider, at=start + at, declared_model="cpu", seed=k,
                 checksum_ok=True, measured_gflops=ratio * CPU_REFERENCE_GFLOPS, reference_gflops=CPU_REFERENCE_GFLOPS,
-                ratio=ratio, device="cpu") for k, ratio in enumerate(ratios))
+                ratio=ratio, device="cpu") for k, (at, ratio) in enumerate(taken))
         session.commit()
     record = aggregate(runner, end)
     assert [(s["provider"], s["reason"]) for s in record.slashes] == [(B, "hardware misrepresentation")]
     with Session(runner.engine) as session:
-        a, b = (session.get(ProviderScore, (chain_id, record.epoch, p)) for p in (A, B))
+        a, b, c, new = (session.get(ProviderScore, (chain_id, record.epoch, p)) for p in (A, B, C, d))
     assert a.performance == pytest.approx(1.0) and a.eligible
+    assert c.performance == pytest.approx(1.0) and c.eligible
+    assert new.performance == pytest.approx(1.0) and new.eligible  # not measured yet
     assert b.performance == pytest.approx(0.3)
