@@ -58,6 +58,7 @@ LEASE_OBJECT_STORE_BYTES = 80 * 2**20  # Ray's smallest is 75 MiB
 # Ray's own processes (GCS, raylet, agents) and their threads count against the lease's
 # process limit, as everything it starts does.
 RAY_PROCESS_ALLOWANCE = 1024
+RAY_START_ATTEMPTS = 2  # the lease's own Ray, started again once if a loaded machine was too slow
 
 
 @dataclass(frozen=True)
@@ -263,20 +264,24 @@ def work_in_sandbox(work: Path) -> None:
     """Inside the sandbox: the job on a Ray instance of the lease's own."""
     import ray
 
-    from compute.jobs import ComputeJob, run_job, runner_module
+    from compute.jobs import ComputeJob, run_job
     from compute.placement import node_labels, node_resources
 
     plan = LeasePlan.read(work)
     storage = plan.shared_storage or work / "storage"
     job = ComputeJob(**(plan.job | {"storage": str(storage)}))
-    # The runner's imports (torch, Ray Train) while Ray starts its processes, not after.
-    runner = threading.Thread(target=_import_quietly, args=(runner_module(job.kind),), daemon=True)
-    runner.start()
-    ray.init(num_cpus=max(1, math.ceil(plan.cpus)), num_gpus=math.ceil(plan.gpus),
-             resources=node_resources(job.provider), labels=node_labels(job.provider),
-             object_store_memory=LEASE_OBJECT_STORE_BYTES, include_dashboard=False,
-             _node_ip_address="127.0.0.1", _temp_dir="/tmp/ray", configure_logging=False)
-    runner.join()
+    for attempt in range(1, RAY_START_ATTEMPTS + 1):
+        try:
+            ray.init(num_cpus=max(1, math.ceil(plan.cpus)), num_gpus=math.ceil(plan.gpus),
+                     resources=node_resources(job.provider), labels=node_labels(job.provider),
+                     object_store_memory=LEASE_OBJECT_STORE_BYTES, include_dashboard=False,
+                     _node_ip_address="127.0.0.1", _temp_dir="/tmp/ray", configure_logging=False)
+            break
+        except Exception as exc:  # Ray gives its raylet 30 s to register, which a loaded machine can miss
+            ray.shutdown()
+            if attempt == RAY_START_ATTEMPTS or "timed out during startup" not in str(exc):
+                raise
+            print(f"the lease's Ray did not start in time ({exc}); starting it again", flush=True)
     try:
         result = run_job(job)
     except BaseException:
@@ -289,16 +294,6 @@ def work_in_sandbox(work: Path) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def _import_quietly(module: str) -> None:
-    """Imports `module` ahead of its use; a failure is left to the real import to report."""
-    import importlib
-
-    try:
-        importlib.import_module(module)
-    except Exception:  # noqa: BLE001 -- run_job imports it again and reports what is wrong
-        pass
 
 
 def _unpack(plan: LeasePlan, work: Path) -> None:
