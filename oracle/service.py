@@ -1,7 +1,7 @@
 """The oracle on a schedule (docs/architecture.md §6): APScheduler runs the probes every probe interval,
-a benchmark challenge of every provider CHALLENGES_PER_EPOCH times an epoch (the epoch counts the
-best: a challenge that lands beside a buyer's lease measures a shared machine), and the epoch
-step often enough to close each epoch on time and finalize the previous one as soon as its
+a benchmark challenge of every provider once per epoch (an epoch judges a provider's speed on
+the best of its own challenge and the previous epoch's: oracle/epoch.py), and the epoch step
+often enough to close each epoch on time and finalize the previous one as soon as its
 challenge window ends.
 """
 
@@ -22,8 +22,6 @@ from ledger.tx import Sender
 from oracle.collector import Collector, site_clients, watched_providers
 from oracle.config import EpochTiming, OracleConfig
 from oracle.epoch import EpochOutcome, EpochRunner
-
-CHALLENGES_PER_EPOCH = 2
 
 def schedule(config: OracleConfig, devnet: bool, epoch_length_s: float | None = None) -> EpochTiming:
     """The config's clock for this kind of chain (a devnet runs on seconds), its epoch length overridden."""
@@ -90,8 +88,7 @@ class OracleService:
         length = self.schedule.length_s
         scheduler.add_job(self._guarded(self.probe), "interval", seconds=self.schedule.probe_interval_s,
                           id="probe", next_run_time=_at(start))
-        scheduler.add_job(self._guarded(self.challenge), "interval", seconds=length / CHALLENGES_PER_EPOCH,
-                          id="challenge",
+        scheduler.add_job(self._guarded(self.challenge), "interval", seconds=length, id="challenge",
                           next_run_time=_at(start + min(2.0, length / 4)))
         step = max(1.0, min(length / 10, 10.0))
         scheduler.add_job(self._guarded(self.epoch), "interval", seconds=step, id="epoch",

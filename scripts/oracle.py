@@ -73,7 +73,8 @@ def _signed_options(fn):
 @_signed_options
 def run(config_path, account, key_ref, signer_keys, epoch_length) -> None:
     """Run the oracle on its schedule until interrupted; probes and challenges go through the providers' sites."""
-    from oracle.service import CHALLENGES_PER_EPOCH, OracleService
+    from oracle.epoch import MIN_CHALLENGES
+    from oracle.service import OracleService
 
     config, s, swarm, sender, keys, schedule, engine = _setup(config_path, account, key_ref, signer_keys,
                                                                epoch_length, wait_for_chain=True)
@@ -103,7 +104,8 @@ def epoch(once, wait, probes, config_path, account, key_ref, signer_keys, epoch_
     from sqlmodel import Session, select
 
     from ledger.services import OracleEpoch
-    from oracle.service import CHALLENGES_PER_EPOCH, OracleService
+    from oracle.epoch import MIN_CHALLENGES
+    from oracle.service import OracleService
 
     config, s, swarm, sender, keys, schedule, engine = _setup(config_path, account, key_ref, signer_keys,
                                                                epoch_length)
@@ -122,7 +124,7 @@ def epoch(once, wait, probes, config_path, account, key_ref, signer_keys, epoch_
             service.probe()
             if i < probes - 1:
                 time.sleep(min(schedule.probe_interval_s, 2.0))
-        for _ in range(CHALLENGES_PER_EPOCH):  # as the schedule does: speed is judged on two
+        for _ in range(MIN_CHALLENGES):  # an epoch on demand has no previous one to judge speed with
             service.challenge()
         outcome = service.epoch()
         while wait and outcome is not None and outcome.state == "submitted":
