@@ -85,17 +85,12 @@ def check_capacity(job: ComputeJob) -> ProviderCapacity:
 Runner = Callable[[ComputeJob], JobResult]
 
 
-def runner_module(kind: str) -> str:
-    """The module of a kind's runner: each is imported only by the jobs of its kind (finetune's
-    brings in peft, tune's Ray Tune and Optuna, which a training lease has no use for)."""
-    return f"compute.runners.{kind}"
-
-
 def run_job(job: ComputeJob) -> JobResult:
-    """Validates `job`, then runs it on its provider's nodes and returns its result."""
+    """Validates `job`, then runs it on its provider's nodes and returns its result. Only the
+    runner of its kind is imported (finetune's brings in peft, tune's Ray Tune and Optuna)."""
     import importlib
 
     validate(job)
     check_capacity(job)
-    run: Runner = importlib.import_module(runner_module(job.kind)).run
+    run: Runner = importlib.import_module(f"compute.runners.{job.kind}").run
     return run(job)

@@ -112,8 +112,12 @@ class LeasePlan:
         return cls._from(json.loads(zlib.decompress(base64.b64decode(text))))
 
     def located(self, directory: Path) -> LeasePlan:
-        """The plan with its paths in the lease's directory (HERE) made those of `directory`."""
-        return self._from(json.loads(json.dumps(asdict(self)).replace(HERE, json.dumps(str(directory))[1:-1])))
+        """The plan with the built-in job's paths in the lease's directory (HERE) made those of
+        `directory`; nothing else is touched (a buyer's program may well contain the text)."""
+        if self.job is None:
+            return self
+        job = json.loads(json.dumps(self.job).replace(HERE, json.dumps(str(directory))[1:-1]))
+        return self._from(asdict(self) | {"job": job})
 
     @classmethod
     def _from(cls, raw: dict[str, Any]) -> LeasePlan:

@@ -58,6 +58,13 @@ def test_a_plans_paths_become_those_of_the_machine_that_runs_it(tmp_path: Path) 
     assert HERE not in json.dumps(asdict(located))
 
 
+def test_a_buyers_program_is_carried_as_written_even_where_it_names_the_lease_placeholder(tmp_path: Path) -> None:
+    code = f"print('{HERE}/{WORK}')\n"
+    plan = LeasePlan(job_id=1, number=1, job=None, cpus=1, gpus=0, memory_bytes=2**30, wall_seconds=30,
+                     max_units=10, program={"entrypoint": "python main.py", "files": {"main.py": code}})
+    assert LeasePlan.decode(plan.encode()).located(tmp_path).program["files"]["main.py"] == code
+
+
 def test_the_verdict_is_the_last_one_the_launcher_printed_and_a_job_cannot_forge_it() -> None:
     plan = job_plan({})
     plan = LeasePlan(**(asdict(plan) | {"verdict_key": "5ec2e7"}))
