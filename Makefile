@@ -26,7 +26,7 @@ $(NPM_STAMP): package.json package-lock.json
 $(VENV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet --no-compile -e '.[test]'  # modules compile when first imported
+	$(PY) -m pip install --quiet -e '.[test]'  # compiled here: PYTHONDONTWRITEBYTECODE would leave every process compiling Ray and torch again
 	touch $@
 
 # PostgreSQL for the ledger tests, which start their own throwaway server: Debian's package,

@@ -41,6 +41,8 @@ SETPRIV = "setpriv"
 # The first uid given to leases when the site runs as root: far from system and human users.
 LEASE_UID_BASE = 200_000
 WATCH_INTERVAL_S = 0.05
+PEAK_INTERVAL_S = 1.0
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
 @dataclass(frozen=True)
@@ -208,53 +210,75 @@ def _runtime_binds(paths: Sequence[Path]) -> list[str]:
 
 def _watch(proc: subprocess.Popen, limits: Limits, start: float) -> tuple[str | None, int]:
     """Waits for the lease, killing it at its wall clock or when its processes together hold
-    more resident memory than it may; returns which limit it broke and its peak memory."""
-    import psutil
+    more memory than it may; returns which limit it broke and its peak memory.
 
-    try:
-        root = psutil.Process(proc.pid)
-    except psutil.NoSuchProcess:
-        proc.wait()
-        return None, 0
-    peak = 0
+    Each look reads the lease's process tree and their resident sizes from /proc (cheap);
+    their proportional sizes, which the limit is on, are read only when the resident total
+    passes the limit (resident is never below proportional) and once a second for the peak."""
+    peak, last_pss = 0, start
     while proc.poll() is None:
-        if time.monotonic() - start > limits.wall_seconds:
+        now = time.monotonic()
+        if now - start > limits.wall_seconds:
             _kill_group(proc)
             proc.wait()
             return "time", peak
-        resident = _resident(root)
-        peak = max(peak, resident)
-        if resident > limits.memory_bytes:
-            _kill_group(proc)
-            proc.wait()
-            return "memory", peak
+        pids = _tree(proc.pid)
+        if _rss(pids) > limits.memory_bytes or now - last_pss >= PEAK_INTERVAL_S:
+            held, last_pss = _pss(pids), now
+            peak = max(peak, held)
+            if held > limits.memory_bytes:
+                _kill_group(proc)
+                proc.wait()
+                return "memory", peak
         time.sleep(WATCH_INTERVAL_S)
     return None, peak
 
 
-def _resident(root) -> int:
-    import psutil
+def _tree(root: int) -> list[int]:
+    """`root` and every process under it, from the kernel's list of each thread's children
+    (psutil's walk over every process of the machine where the kernel keeps no such list)."""
+    if not os.path.exists(f"/proc/{os.getpid()}/task/{os.getpid()}/children"):
+        import psutil
 
-    total = 0
-    try:
-        processes = [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return 0
-    for process in processes:
         try:
-            total += _proportional(process)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            return [root, *(p.pid for p in psutil.Process(root).children(recursive=True))]
+        except psutil.NoSuchProcess:
+            return [root]
+    pids, i = [root], 0
+    while i < len(pids):
+        pid = pids[i]
+        i += 1
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children") as f:
+                    pids += (int(child) for child in f.read().split())
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # gone meanwhile
+    return pids
+
+
+def _rss(pids: Sequence[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * PAGE_BYTES
+        except (FileNotFoundError, ProcessLookupError, IndexError):
             pass
     return total
 
 
-def _proportional(process) -> int:
-    """A process's proportional set size: its private memory plus its share of what it maps
-    with others (a library every worker loads counts once over them all), else its RSS."""
-    try:
-        return process.memory_full_info().pss
-    except (AttributeError, OSError):
-        return process.memory_info().rss
+def _pss(pids: Sequence[int]) -> int:
+    """The processes' proportional set size: each one's private memory plus its share of what
+    it maps with others (a library every worker loads counts once over them all)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                total += next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
+        except (FileNotFoundError, ProcessLookupError, PermissionError, StopIteration):
+            pass
+    return total
 
 
 def _apply_limits(limits: Limits) -> None:
