@@ -4,6 +4,7 @@ retries of transient RPC errors, and reverts decoded into sentences."""
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,13 +12,16 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from hexbytes import HexBytes
 from web3.contract.contract import ContractConstructor, ContractFunction
-from web3.exceptions import ContractLogicError, TimeExhausted, Web3RPCError
+from web3.exceptions import ContractLogicError, Web3RPCError
 
 from ledger.chain import Chain, with_retries
 from ledger.errors import ErrorDecoder, SwarmError, TransactionFailed
 
 GAS_MARGIN = 1.2  # estimates are exact for the simulated state; leave room for drift
 RECEIPT_TIMEOUT = 120
+RECEIPT_POLL_S = 0.1  # the first looks for a receipt; they slow to RECEIPT_POLL_MAX_S
+RECEIPT_POLL_MAX_S = 0.5
+LOST_CHECK_S = 2.0  # how often a pending transaction is looked up to see that the node still has it
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,13 @@ class Receipt:
     logs: list[Any]
     contract_address: str | None
     raw: Any
+
+
+@dataclass(frozen=True)
+class _Signed:
+    hash: HexBytes
+    raw: bytes
+    nonce: int
 
 
 class Sender:
@@ -72,8 +83,8 @@ class Sender:
                     raise self._failure(fn, exc) from None
                 tx.update(self._fees())
                 tx["gas"] = int(gas * GAS_MARGIN) + 10_000
-                tx_hash = self._sign_and_send(fn, tx)
-            return self._wait(fn, HexBytes(tx_hash))
+                signed = self._sign_and_send(fn, tx)
+            return self._wait(fn, signed)
         except TransactionFailed:
             raise
         except Exception:
@@ -83,7 +94,7 @@ class Sender:
             raise
 
     # ── internals ────────────────────────────────────────────────────────────
-    def _sign_and_send(self, fn: ContractFunction | ContractConstructor, tx: dict[str, Any]) -> HexBytes:
+    def _sign_and_send(self, fn: ContractFunction | ContractConstructor, tx: dict[str, Any]) -> _Signed:
         """Sends with the local nonce; resyncs once if another client used it meanwhile.
 
         A raw transaction re-sent after a dropped connection is recognised ("already
@@ -105,7 +116,7 @@ class Sender:
                     self._nonce = None
                     raise SwarmError(f"The node refused {_name(fn)}: {_rpc_message(exc)}.") from exc
             self._nonce = tx["nonce"] + 1
-            return HexBytes(signed.hash)
+            return _Signed(HexBytes(signed.hash), bytes(signed.raw_transaction), tx["nonce"])
         raise AssertionError("unreachable")
 
     def _next_nonce(self) -> int:
@@ -123,27 +134,76 @@ class Sender:
         tip = 1_000_000_000
         return {"maxFeePerGas": 2 * base + tip, "maxPriorityFeePerGas": tip}
 
-    def _wait(self, fn: ContractFunction | ContractConstructor, tx_hash: HexBytes) -> Receipt:
-        try:
-            receipt = with_retries(
-                lambda: self.chain.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=RECEIPT_TIMEOUT),
-                self.chain.url,
-            )
-        except TimeExhausted as exc:
-            raise SwarmError(
-                f"{_name(fn)} ({tx_hash.to_0x_hex()}) was sent but not mined within {RECEIPT_TIMEOUT} s; "
-                "check the node, then look the transaction up before retrying."
-            ) from exc
+    def _wait(self, fn: ContractFunction | ContractConstructor, signed: _Signed) -> Receipt:
+        """Waits for the receipt. A transaction the node no longer has (a node restarted, a pool
+        that evicted it) is sent again as signed, the same hash; one whose nonce the chain has
+        used meanwhile, or that earlier transactions the node lost must precede, fails at once
+        rather than at the timeout."""
+        from web3.exceptions import TransactionNotFound
+
+        eth = self.chain.w3.eth
+        start = time.monotonic()
+        poll, checked = RECEIPT_POLL_S, start
+        while True:
+            try:
+                receipt = with_retries(lambda: eth.get_transaction_receipt(signed.hash), self.chain.url)
+                break
+            except TransactionNotFound:
+                pass
+            now = time.monotonic()
+            if now - start > RECEIPT_TIMEOUT:
+                raise SwarmError(
+                    f"{_name(fn)} ({signed.hash.to_0x_hex()}) was sent but not mined within {RECEIPT_TIMEOUT} s; "
+                    "check the node, then look the transaction up before retrying.")
+            if now - checked >= LOST_CHECK_S:
+                checked = now
+                self._resend_if_lost(fn, signed)
+            time.sleep(poll)
+            poll = min(RECEIPT_POLL_MAX_S, poll * 1.5)
         if receipt["status"] != 1:
             raise self._replay_failure(fn, receipt)
         return Receipt(
-            tx_hash=tx_hash.to_0x_hex(),
+            tx_hash=signed.hash.to_0x_hex(),
             block_number=int(receipt["blockNumber"]),
             gas_used=int(receipt["gasUsed"]),
             logs=list(receipt["logs"]),
             contract_address=receipt.get("contractAddress"),
             raw=receipt,
         )
+
+    def _resend_if_lost(self, fn: ContractFunction | ContractConstructor, signed: _Signed) -> None:
+        """Sends the transaction again if the node no longer has it and its nonce is the next
+        the chain expects; fails if the chain has moved past that nonce, or if the node lost
+        this key's earlier transactions too (sent again alone, it would wait behind them)."""
+        from web3.exceptions import TransactionNotFound
+
+        eth = self.chain.w3.eth
+        try:
+            with_retries(lambda: eth.get_transaction(signed.hash), self.chain.url)
+            return  # the node still has it
+        except TransactionNotFound:
+            pass
+        expected = with_retries(lambda: eth.get_transaction_count(self.address, "latest"), self.chain.url)
+        try:  # mined since the last look: the next look finds its receipt
+            with_retries(lambda: eth.get_transaction_receipt(signed.hash), self.chain.url)
+            return
+        except TransactionNotFound:
+            pass
+        if expected != signed.nonce:
+            self._nonce = None
+            why = ("another transaction of this key has taken its nonce" if expected > signed.nonce else
+                   f"the key's transactions before it are gone too (the chain expects nonce {expected}, not "
+                   f"{signed.nonce}: a node restarted from older state?)")
+            raise SwarmError(f"The node lost {_name(fn)} ({signed.hash.to_0x_hex()}): {why}; check the chain "
+                             "before sending it again.")
+        try:
+            with_retries(lambda: eth.send_raw_transaction(signed.raw), self.chain.url)
+        except Web3RPCError as exc:
+            message = _rpc_message(exc).lower()
+            if "already known" not in message and "already imported" not in message:
+                self._nonce = None
+                raise SwarmError(f"The node lost {_name(fn)} ({signed.hash.to_0x_hex()}) and refused it again: "
+                                 f"{_rpc_message(exc)}.") from exc
 
     def _replay_failure(self, fn: ContractFunction | ContractConstructor, receipt: Any) -> TransactionFailed:
         """Re-runs a mined, reverted call at its block to learn why it reverted."""

@@ -1,9 +1,17 @@
-"""Transactions: local nonces that recover when another client used the key, and receipts."""
+"""Transactions: local nonces that recover when another client used the key, receipts, and
+transactions the node lost."""
 
 from __future__ import annotations
 
-from anvil import dev_account
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from anvil import RpcClient, dev_account
 from ledger.client import Swarm
+from ledger.errors import SwarmError
 from ledger.tx import Sender
 from ledger.units import ONE
 
@@ -28,3 +36,73 @@ def test_sender_never_shows_its_key(swarm: Swarm) -> None:
     sender = swarm.sender(key)
     assert key.hex() not in repr(sender) and key.hex() not in str(sender)
     assert key.hex() not in repr(dev_account(7))
+
+
+def _pending_hash(rpc: RpcClient, sender: str) -> str:
+    """The hash of `sender`'s transaction waiting in the node's pool, once it is there."""
+    for _ in range(100):
+        pending = rpc.call("txpool_content")["pending"]
+        mine = next((txs for address, txs in pending.items() if address.lower() == sender.lower()), None)
+        if mine:
+            (tx,) = mine.values()
+            return tx["hash"]
+        time.sleep(0.05)
+    raise AssertionError(f"no transaction of {sender} reached the pool")
+
+
+def _in_thread(action) -> tuple[threading.Thread, dict]:
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["receipt"] = action()
+        except Exception as exc:  # handed to the test
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+@pytest.fixture
+def manual_mining(rpc: RpcClient) -> Iterator[RpcClient]:
+    rpc.call("evm_setAutomine", False)
+    yield rpc
+    rpc.call("evm_setAutomine", True)
+
+
+def test_a_transaction_the_node_lost_is_sent_again_and_mined_once(swarm: Swarm, manual_mining: RpcClient) -> None:
+    rpc, key, receiver = manual_mining, dev_account(7).key, dev_account(8).address
+    sender = swarm.sender(key)
+    before, nonce = swarm.balance_of(receiver), swarm.chain.w3.eth.get_transaction_count(sender.address)
+    thread, outcome = _in_thread(lambda: sender.send(swarm.token.functions.transfer(receiver, 5 * ONE)))
+    lost = _pending_hash(rpc, sender.address)
+    rpc.call("anvil_dropTransaction", lost)  # what a node restarted from its last state forgets
+    assert rpc.call("eth_getTransactionByHash", lost) is None
+    for _ in range(200):  # the sender notices and sends the same signed transaction again
+        if rpc.call("eth_getTransactionByHash", lost) is not None:
+            break
+        time.sleep(0.05)
+    rpc.mine()
+    thread.join(30)
+    assert not thread.is_alive() and "error" not in outcome, outcome
+    assert outcome["receipt"].tx_hash == lost
+    assert swarm.balance_of(receiver) == before + 5 * ONE  # once
+    assert swarm.chain.w3.eth.get_transaction_count(sender.address) == nonce + 1
+
+
+def test_a_lost_transaction_whose_nonce_was_taken_fails_at_once(swarm: Swarm, manual_mining: RpcClient) -> None:
+    rpc, key, receiver = manual_mining, dev_account(7).key, dev_account(8).address
+    ours, other = swarm.sender(key), Sender(swarm.chain, key, swarm.decoder)
+    before = swarm.balance_of(receiver)
+    thread, outcome = _in_thread(lambda: ours.send(swarm.token.functions.transfer(receiver, 5 * ONE)))
+    rpc.call("anvil_dropTransaction", _pending_hash(rpc, ours.address))
+    other_thread, other_outcome = _in_thread(lambda: other.send(swarm.token.functions.transfer(receiver, 2 * ONE)))
+    _pending_hash(rpc, other.address)
+    rpc.mine()
+    other_thread.join(30)
+    thread.join(30)  # not the receipt timeout: the sender sees the nonce taken
+    assert "receipt" in other_outcome
+    assert not thread.is_alive() and isinstance(outcome.get("error"), SwarmError)
+    assert "lost" in str(outcome["error"]) and "taken its nonce" in str(outcome["error"])
+    assert swarm.balance_of(receiver) == before + 2 * ONE  # the lost transfer never happened
