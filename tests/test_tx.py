@@ -56,7 +56,7 @@ def _in_thread(action) -> tuple[threading.Thread, dict]:
     def run() -> None:
         try:
             outcome["receipt"] = action()
-        except Exception as exc:  # handed to the test
+        except Exception as exc:  # noqa: BLE001 - handed to the test, which asserts on it
             outcome["error"] = exc
 
     thread = threading.Thread(target=run, daemon=True)
