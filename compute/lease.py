@@ -324,7 +324,7 @@ def _fetch_inputs(plan: LeasePlan, work: Path) -> None:
     for compute_id in () if plan.shared_storage else plan.inputs:
         target = work / "storage" / compute_id
         if not target.exists() and plan.storage:
-            _copy(_join(plan.storage, compute_id), str(target))
+            _copy(join_storage(plan.storage, compute_id), str(target))
     for source, name in plan.files:
         _check_readable(plan, source)
         target = work / name
@@ -381,11 +381,18 @@ def _check_readable(plan: LeasePlan, source: str) -> None:
 def _publish(plan: LeasePlan, result_dir: Path) -> None:
     """Stores a finished lease's results where the market keeps them."""
     if plan.storage:
-        _copy(str(result_dir), _join(plan.storage, result_dir.name if plan.job else str(plan.job_id)))
+        _copy(str(result_dir), join_storage(plan.storage, result_dir.name if plan.job else str(plan.job_id)))
 
 
-def _join(storage: str, name: str) -> str:
-    return f"{storage.rstrip('/')}/{name}"
+def join_storage(storage: str, name: str) -> str:
+    """`name` inside `storage`: a directory, or a URI whose query (an S3 endpoint, its region)
+    stays after the path."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if "://" not in storage:
+        return f"{storage.rstrip('/')}/{name}"
+    parts = urlsplit(storage)
+    return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{name}"))
 
 
 def _copy(source: str, destination: str) -> None:

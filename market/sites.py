@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compute.errors import InvalidJob, ProviderFault
+from compute.lease import join_storage
 from compute.site_auth import Refused
 from compute.site_client import SiteAddress, SiteClient, SiteUnreachable
 from ledger.client import Swarm
@@ -122,7 +123,7 @@ def follow_lease(client: SiteClient, job_id: int, spec: bytes, storage: str, sto
             compute_id = status.get("compute_id") or ""
             return LeaseResult(provider, status["result_hash"], int(status["units"]), status["unit"],
                                status["signature"], status.get("metrics") or {},
-                               f"{storage.rstrip('/')}/{compute_id}" if storage and compute_id else "")
+                               join_storage(storage, compute_id) if storage and compute_id else "")
         if state in ("failed", "stopped"):
             if status.get("fault") == "provider":
                 raise ProviderFault(provider, f"job {job_id}: {status.get('error')}")

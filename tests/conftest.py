@@ -134,7 +134,7 @@ def one_line_error(result: CliResult) -> str:
 
 
 # ── the ledger database, on both backends ────────────────────────────────────
-pytest_plugins = ["tests.postgres", "tests.ray_cluster", "tests.sites"]
+pytest_plugins = ["tests.postgres", "tests.object_store", "tests.ray_cluster", "tests.sites"]
 
 
 # ── heavy session fixtures: their users run together, and they stop after the last ───────
