@@ -174,15 +174,26 @@ class Sender:
     def _resend_if_lost(self, fn: ContractFunction | ContractConstructor, signed: _Signed) -> None:
         """Sends the transaction again if the node no longer has it and its nonce is the next
         the chain expects; fails if the chain has moved past that nonce, or if the node lost
-        this key's earlier transactions too (sent again alone, it would wait behind them)."""
+        this key's earlier transactions (the transaction, held or sent again, would wait
+        behind them for ever)."""
         from web3.exceptions import TransactionNotFound
 
         eth = self.chain.w3.eth
         try:
-            with_retries(lambda: eth.get_transaction(signed.hash), self.chain.url)
-            return  # the node still has it
+            held = with_retries(lambda: eth.get_transaction(signed.hash), self.chain.url)
         except TransactionNotFound:
-            pass
+            held = None
+        if held is not None:
+            ready = with_retries(lambda: eth.get_transaction_count(self.address, "pending"), self.chain.url)
+            if held.get("blockNumber") is not None or ready > signed.nonce:
+                return  # mined, or in the pool in its turn
+            # Held, but behind a nonce the node does not have: the key's earlier transactions
+            # were lost (a node restarted from older state); it would wait for ever.
+            self._nonce = None
+            expected = with_retries(lambda: eth.get_transaction_count(self.address, "latest"), self.chain.url)
+            raise SwarmError(f"{_name(fn)} ({signed.hash.to_0x_hex()}) waits behind transactions of {self.address} "
+                             f"that the node no longer has (it expects nonce {expected}, not {signed.nonce}: a node "
+                             "restarted from older state?); check the chain before sending it again.")
         expected = with_retries(lambda: eth.get_transaction_count(self.address, "latest"), self.chain.url)
         try:  # mined since the last look: the next look finds its receipt
             with_retries(lambda: eth.get_transaction_receipt(signed.hash), self.chain.url)

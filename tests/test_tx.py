@@ -106,3 +106,21 @@ def test_a_lost_transaction_whose_nonce_was_taken_fails_at_once(swarm: Swarm, ma
     assert not thread.is_alive() and isinstance(outcome.get("error"), SwarmError)
     assert "lost" in str(outcome["error"]) and "taken its nonce" in str(outcome["error"])
     assert swarm.balance_of(receiver) == before + 2 * ONE  # the lost transfer never happened
+
+
+def test_a_transaction_behind_lost_ones_of_its_key_fails_at_once(swarm: Swarm, rpc: RpcClient) -> None:
+    key, receiver = dev_account(7).key, dev_account(8).address
+    sender = swarm.sender(key)
+    before = swarm.balance_of(receiver)
+    older_state = rpc.snapshot()
+    sender.send(swarm.token.functions.transfer(receiver, 1 * ONE))
+    rpc.revert(older_state)  # the node forgets the mined transfer; the sender's next nonce is past its own
+    try:
+        thread, outcome = _in_thread(lambda: sender.send(swarm.token.functions.transfer(receiver, 2 * ONE)))
+        thread.join(30)  # not the receipt timeout: the sender sees the gap in front of it
+        assert not thread.is_alive() and isinstance(outcome.get("error"), SwarmError)
+        assert "no longer has" in str(outcome["error"]) and "restarted from older state" in str(outcome["error"])
+        assert swarm.balance_of(receiver) == before
+        assert sender._nonce is None  # the next send reads the chain's nonce afresh
+    finally:
+        rpc.call("anvil_dropAllTransactions")  # the held transfer would run once the gap closed
