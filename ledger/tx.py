@@ -12,7 +12,7 @@ from eth_account import Account
 from eth_account.signers.local import LocalAccount
 from hexbytes import HexBytes
 from web3.contract.contract import ContractConstructor, ContractFunction
-from web3.exceptions import ContractLogicError, Web3RPCError
+from web3.exceptions import ContractLogicError, TransactionNotFound, Web3RPCError
 
 from ledger.chain import Chain, with_retries
 from ledger.errors import ErrorDecoder, SwarmError, TransactionFailed
@@ -107,7 +107,7 @@ class Sender:
                 with_retries(lambda: self.chain.w3.eth.send_raw_transaction(signed.raw_transaction), self.chain.url)
             except Web3RPCError as exc:
                 message = _rpc_message(exc).lower()
-                if "already known" in message or "already imported" in message:
+                if _already_known(exc):
                     pass  # our own earlier attempt reached the node
                 elif "nonce too low" in message and attempt == 0:
                     self._nonce = None
@@ -139,8 +139,6 @@ class Sender:
         that evicted it) is sent again as signed, the same hash; one whose nonce the chain has
         used meanwhile, or that earlier transactions the node lost must precede, fails at once
         rather than at the timeout."""
-        from web3.exceptions import TransactionNotFound
-
         eth = self.chain.w3.eth
         start = time.monotonic()
         poll, checked = RECEIPT_POLL_S, start
@@ -176,8 +174,6 @@ class Sender:
         the chain expects; fails if the chain has moved past that nonce, or if the node lost
         this key's earlier transactions (the transaction, held or sent again, would wait
         behind them for ever)."""
-        from web3.exceptions import TransactionNotFound
-
         eth = self.chain.w3.eth
         try:
             held = with_retries(lambda: eth.get_transaction(signed.hash), self.chain.url)
@@ -187,31 +183,26 @@ class Sender:
             ready = with_retries(lambda: eth.get_transaction_count(self.address, "pending"), self.chain.url)
             if held.get("blockNumber") is not None or ready > signed.nonce:
                 return  # mined, or in the pool in its turn
-            # Held, but behind a nonce the node does not have: the key's earlier transactions
-            # were lost (a node restarted from older state); it would wait for ever.
+        expected = with_retries(lambda: eth.get_transaction_count(self.address, "latest"), self.chain.url)
+        if held is None:
+            try:  # mined since the last look: the next look finds its receipt
+                with_retries(lambda: eth.get_transaction_receipt(signed.hash), self.chain.url)
+                return
+            except TransactionNotFound:
+                pass
+        if held is not None or expected < signed.nonce:
             self._nonce = None
-            expected = with_retries(lambda: eth.get_transaction_count(self.address, "latest"), self.chain.url)
-            raise SwarmError(f"{_name(fn)} ({signed.hash.to_0x_hex()}) waits behind transactions of {self.address} "
+            raise SwarmError(f"{_name(fn)} ({signed.hash.to_0x_hex()}) comes after transactions of {self.address} "
                              f"that the node no longer has (it expects nonce {expected}, not {signed.nonce}: a node "
                              "restarted from older state?); check the chain before sending it again.")
-        expected = with_retries(lambda: eth.get_transaction_count(self.address, "latest"), self.chain.url)
-        try:  # mined since the last look: the next look finds its receipt
-            with_retries(lambda: eth.get_transaction_receipt(signed.hash), self.chain.url)
-            return
-        except TransactionNotFound:
-            pass
-        if expected != signed.nonce:
+        if expected > signed.nonce:
             self._nonce = None
-            why = ("another transaction of this key has taken its nonce" if expected > signed.nonce else
-                   f"the key's transactions before it are gone too (the chain expects nonce {expected}, not "
-                   f"{signed.nonce}: a node restarted from older state?)")
-            raise SwarmError(f"The node lost {_name(fn)} ({signed.hash.to_0x_hex()}): {why}; check the chain "
-                             "before sending it again.")
+            raise SwarmError(f"The node lost {_name(fn)} ({signed.hash.to_0x_hex()}) and another transaction of "
+                             "this key has taken its nonce; check the chain before sending it again.")
         try:
             with_retries(lambda: eth.send_raw_transaction(signed.raw), self.chain.url)
         except Web3RPCError as exc:
-            message = _rpc_message(exc).lower()
-            if "already known" not in message and "already imported" not in message:
+            if not _already_known(exc):
                 self._nonce = None
                 raise SwarmError(f"The node lost {_name(fn)} ({signed.hash.to_0x_hex()}) and refused it again: "
                                  f"{_rpc_message(exc)}.") from exc
@@ -241,3 +232,9 @@ def _name(fn: ContractFunction | ContractConstructor) -> str:
 def _rpc_message(exc: Web3RPCError) -> str:
     message = exc.rpc_response.get("error", {}).get("message") if exc.rpc_response else None
     return message or str(exc)
+
+
+def _already_known(exc: Web3RPCError) -> bool:
+    """The node has this very transaction already: our own earlier send reached it."""
+    message = _rpc_message(exc).lower()
+    return "already known" in message or "already imported" in message
