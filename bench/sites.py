@@ -39,10 +39,12 @@ ACCOUNTS = (1, 2, 3)
 PROGRAM = "import os, pathlib\npathlib.Path(os.environ['SWARM_OUTPUT_DIR'], 'out.txt').write_text('done')\n"
 
 
-def program_spec(now: int, tag: int) -> dict:
-    return {"kind": "ray", "resources": {"workers": 1, "cpus_per_worker": 1}, "max_price_per_unit": "0.001",
-            "max_units": 600, "deadline": now + 3_600, "seed": tag,
-            "params": {"entrypoint": "python main.py", "files": {"main.py": PROGRAM}}}
+def program_spec(home: Path, now: int, tag: int) -> dict:
+    """A small program of the buyer's, its code and results in the buyer's storage under `home`."""
+    from tests.programs import program_spec as buyer_program
+
+    return buyer_program(home / "buyer-storage", PROGRAM, memory_gb=0, deadline=now + 3_600) | {
+        "max_price_per_unit": "0.001", "seed": tag}
 
 
 def post(swarm, home: Path, spec: dict) -> tuple[int, bytes]:
@@ -91,7 +93,7 @@ def bench_start(swarm, home: Path, site, runs: int) -> dict:
     namespace = job_namespace(swarm.chain.chain_id, swarm.market.address)
     agent_s, direct_s = [], []
     for run in range(runs + 1):  # the first of each is a warm-up
-        job_id, body = post(swarm, home, program_spec(swarm.chain.timestamp(), 1_000 + run))
+        job_id, body = post(swarm, home, program_spec(home, swarm.chain.timestamp(), 1_000 + run))
         jobs.assign_job(swarm, matcher, job_id, site.provider, 10**15)
         started = time.monotonic()
         client.start_lease(job_id, body, str(home / "results"))
@@ -131,7 +133,7 @@ def bench_drain(swarm, home: Path, sites, leases: int) -> dict:
     stop = threading.Event()
     loop = threading.Thread(target=market.run, args=(stop,), daemon=True)
     started = time.monotonic()
-    ids = [post(swarm, home, program_spec(swarm.chain.timestamp(), 5_000 + i))[0] for i in range(leases)]
+    ids = [post(swarm, home, program_spec(home, swarm.chain.timestamp(), 5_000 + i))[0] for i in range(leases)]
     posted = time.monotonic() - started
     loop.start()
 

@@ -43,6 +43,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from compute.dataplane import join, shown
+from compute.program import ProgramError
 from compute.sandbox import Limits, Sandbox, lease_uid
 
 PLAN = "lease.json"
@@ -219,19 +221,23 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
     work.mkdir(parents=True, exist_ok=True)
     (work / RUN).unlink(missing_ok=True)
     sandbox = lease_sandbox(directory, plan, _storage_binds(plan))
-    if plan.program is not None:
-        _unpack(plan, work)
-        argv = ["/bin/sh", "-c", plan.program["entrypoint"]]
-    else:
-        try:
+    try:
+        if plan.program is not None:
+            from compute import program
+
+            program.stage(plan, work, plan.hidden, directory / LOG)
+            if os.geteuid() == 0:
+                program.chown(work, lease_uid(plan.number))
+        else:
             _fetch_inputs(plan, work)
-        except (NotReadable, OSError) as exc:
-            outcome = Outcome(state="failed", attempt=plan.attempt, seconds=0.0, returncode=-1, error=f"{exc}.")
-            outcome.write(directory)
-            return outcome
-        # The worker's copy, without the verdict's key: the lease's own directory is all the sandbox shows.
-        LeasePlan(**(asdict(plan) | {"verdict_key": ""})).write(work)
-        argv = [sys.executable, "-m", "compute.lease", "worker", str(work)]
+    except (ProgramError, NotReadable, OSError) as exc:
+        outcome = Outcome(state="failed", attempt=plan.attempt, seconds=0.0, returncode=-1,
+                          error=_sentence(str(exc)))
+        outcome.write(directory)
+        return outcome
+    # The sandbox's copy, without the verdict's key: the lease's own directory is all the sandbox shows.
+    LeasePlan(**(asdict(plan) | {"verdict_key": ""})).write(work)
+    argv = [sys.executable, "-m", "compute.lease", "worker" if plan.program is None else "program", str(work)]
     with open(directory / LOG, "a") as log:
         echo = _Echo(directory / LOG, log.tell())
         log.write(f"── attempt {plan.attempt} ──\n")
@@ -249,17 +255,24 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
         outcome = _replace(outcome, error=_broke_message(done.broke, plan))
     elif done.returncode != 0 or run is None:
         outcome = _replace(outcome, error=_last_error(directory / LOG) or f"the job exited with {done.returncode}")
+    elif (bad := _bad_outputs(plan, work)) is not None:
+        outcome = _replace(outcome, error=bad)
     else:
         measured = float(run.get("units", 0.0))
         units = min(plan.max_units, math.ceil(min(measured, reserved)))  # never more than it held
         outcome = _replace(outcome, state="succeeded", result_hash=result_hash(Path(run["result_dir"])), units=units,
                            metrics=run.get("metrics", {}))
         try:
-            if plan.shared_storage is None:
+            if plan.program is not None:
+                from compute import program
+
+                program.publish(work, plan.program["result"], plan.hidden)
+            elif plan.shared_storage is None:
                 _publish(plan, Path(run["result_dir"]))
-        except OSError as exc:
+        except (ProgramError, OSError) as exc:
+            where = plan.program["result"] if plan.program is not None else plan.storage
             outcome = _replace(outcome, state="failed", error=f"the site could not store the result in "
-                                                             f"{plan.storage}: {exc}")
+                                                             f"{shown(where)}: {exc}")
     outcome.write(directory)
     return outcome
 
@@ -269,23 +282,11 @@ def work_in_sandbox(work: Path) -> None:
     import ray
 
     from compute.jobs import ComputeJob, run_job
-    from compute.placement import node_labels, node_resources
 
     plan = LeasePlan.read(work)
     storage = plan.shared_storage or work / "storage"
     job = ComputeJob(**(plan.job | {"storage": str(storage)}))
-    for attempt in range(1, RAY_START_ATTEMPTS + 1):
-        try:
-            ray.init(num_cpus=max(1, math.ceil(plan.cpus)), num_gpus=math.ceil(plan.gpus),
-                     resources=node_resources(job.provider), labels=node_labels(job.provider),
-                     object_store_memory=LEASE_OBJECT_STORE_BYTES, include_dashboard=False,
-                     _node_ip_address="127.0.0.1", _temp_dir="/tmp/ray", configure_logging=False)
-            break
-        except Exception as exc:  # Ray gives its raylet 30 s to register, which a loaded machine can miss
-            ray.shutdown()
-            if attempt == RAY_START_ATTEMPTS or "timed out during startup" not in str(exc):
-                raise
-            print(f"the lease's Ray did not start in time ({exc}); starting it again", flush=True)
+    start_ray(plan, job.provider)
     try:
         result = run_job(job)
     except BaseException:
@@ -300,23 +301,36 @@ def work_in_sandbox(work: Path) -> None:
     os._exit(0)
 
 
-def _unpack(plan: LeasePlan, work: Path) -> None:
-    """Writes the buyer's files into the lease's directory, owned by the lease's user."""
-    from compute.sandbox import lease_uid
+def start_ray(plan: LeasePlan, provider: str = ""):
+    """The lease's own Ray instance: one node with exactly the lease's CPUs and GPUs, on the
+    sandbox's loopback; its processes end with the sandbox."""
+    import ray
 
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "outputs").mkdir(exist_ok=True)
-    paths = [work, work / "outputs"]
-    for name, text in plan.program.get("files", {}).items():
-        path = (work / name).resolve()
-        if not path.is_relative_to(work.resolve()):
-            raise ValueError(f"file {name!r} would lie outside the lease")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        paths.append(path)
-    if os.geteuid() == 0:
-        for path in paths:
-            os.chown(path, lease_uid(plan.number), lease_uid(plan.number))
+    from compute.placement import node_labels, node_resources
+
+    for attempt in range(1, RAY_START_ATTEMPTS + 1):
+        try:
+            return ray.init(num_cpus=max(1, math.ceil(plan.cpus)), num_gpus=math.ceil(plan.gpus),
+                            resources=node_resources(provider) if provider else None,
+                            labels=node_labels(provider) if provider else None,
+                            object_store_memory=LEASE_OBJECT_STORE_BYTES, include_dashboard=False,
+                            _node_ip_address="127.0.0.1", _temp_dir="/tmp/ray", configure_logging=False)
+        except Exception as exc:  # Ray gives its raylet 30 s to register, which a loaded machine can miss
+            ray.shutdown()
+            if attempt == RAY_START_ATTEMPTS or "timed out during startup" not in str(exc):
+                raise
+            print(f"the lease's Ray did not start in time ({exc}); starting it again", flush=True)
+    raise AssertionError("unreachable")
+
+
+def run_program(work: Path) -> None:
+    """Inside the sandbox: the buyer's program, against the lease's own Ray."""
+    from compute import program
+
+    code = program.run(work, start_ray)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # the sandbox's PID namespace ends the lease's Ray at once
 
 
 def _fetch_inputs(plan: LeasePlan, work: Path) -> None:
@@ -324,7 +338,7 @@ def _fetch_inputs(plan: LeasePlan, work: Path) -> None:
     for compute_id in () if plan.shared_storage else plan.inputs:
         target = work / "storage" / compute_id
         if not target.exists() and plan.storage:
-            _copy(join_storage(plan.storage, compute_id), str(target))
+            _copy(join(plan.storage, compute_id), str(target))
     for source, name in plan.files:
         _check_readable(plan, source)
         target = work / name
@@ -381,18 +395,7 @@ def _check_readable(plan: LeasePlan, source: str) -> None:
 def _publish(plan: LeasePlan, result_dir: Path) -> None:
     """Stores a finished lease's results where the market keeps them."""
     if plan.storage:
-        _copy(str(result_dir), join_storage(plan.storage, result_dir.name if plan.job else str(plan.job_id)))
-
-
-def join_storage(storage: str, name: str) -> str:
-    """`name` inside `storage`: a directory, or a URI whose query (an S3 endpoint, its region)
-    stays after the path."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    if "://" not in storage:
-        return f"{storage.rstrip('/')}/{name}"
-    parts = urlsplit(storage)
-    return urlunsplit(parts._replace(path=f"{parts.path.rstrip('/')}/{name}"))
+        _copy(str(result_dir), join(plan.storage, result_dir.name if plan.job else str(plan.job_id)))
 
 
 def _copy(source: str, destination: str) -> None:
@@ -410,6 +413,20 @@ def _copy(source: str, destination: str) -> None:
         pafs.copy_files(source, destination)
     except (pa.ArrowException, ValueError) as exc:
         raise OSError(str(exc)) from exc
+
+
+def _bad_outputs(plan: LeasePlan, work: Path) -> str | None:
+    """A program's outputs are regular files and directories: a link the lease left there would
+    have the site, outside the sandbox, hash and store what it points to."""
+    if plan.program is None:
+        return None
+    from compute import program
+
+    try:
+        program.check_outputs(work)
+    except ProgramError as exc:
+        return _sentence(str(exc))
+    return None
 
 
 def _program_run(work: Path, returncode: int, reserved: float) -> dict | None:
@@ -430,6 +447,11 @@ def _read_run(work: Path) -> dict | None:
     if not any(result_dir.is_relative_to(d) for d in own) or not (result_dir / "outputs").is_dir():
         return None  # outputs outside the lease's own directories are not its outputs
     return raw | {"result_dir": str(result_dir)}
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith(".") else text + "."
 
 
 def _broke_message(limit: str, plan: LeasePlan) -> str:
@@ -503,12 +525,14 @@ def _die_with_parent() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2 or argv[0] not in ("launch", "worker"):
-        print("usage: python -m compute.lease launch NAME | worker DIRECTORY", file=sys.stderr)
+    if len(argv) != 2 or argv[0] not in ("launch", "worker", "program"):
+        print("usage: python -m compute.lease launch NAME | worker DIRECTORY | program DIRECTORY", file=sys.stderr)
         return 2
     if argv[0] == "worker":
         work_in_sandbox(Path(argv[1]))
         return 0
+    if argv[0] == "program":
+        run_program(Path(argv[1]))
     _die_with_parent()
     started = time.monotonic()
     directory = leases_root() / argv[1]

@@ -66,6 +66,7 @@ class LeaseStatus:
     metrics: dict[str, Any] | None = None
     fault: str | None = None  # a failed lease's: "buyer" (its job) or "provider" (the site lost it)
     compute_id: str | None = None  # the name its results have in the market's storage
+    result_uri: str | None = None  # a buyer's program's: where its results went (the buyer's output)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -162,7 +163,9 @@ class Site:
         status = LeaseStatus(job_id, outcome.state, outcome.attempt, error=outcome.error, broke=outcome.broke,
                              result_hash=outcome.result_hash, units=outcome.units, unit=outcome.unit,
                              metrics=outcome.metrics or None, fault=None if outcome.state == "succeeded" else outcome.fault,
-                             compute_id=plan.job["job_id"] if plan.job else str(job_id))
+                             compute_id=plan.job["job_id"] if plan.job else str(job_id),
+                             result_uri=plan.program["result"] if plan.program and outcome.state == "succeeded"
+                             else None)
         if outcome.state != "succeeded":
             return status
         signed = directory / "signature"

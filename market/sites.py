@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from compute.dataplane import join
 from compute.errors import InvalidJob, ProviderFault
-from compute.lease import join_storage
 from compute.site_auth import Refused
 from compute.site_client import SiteAddress, SiteClient, SiteUnreachable
 from ledger.client import Swarm
@@ -123,7 +123,8 @@ def follow_lease(client: SiteClient, job_id: int, spec: bytes, storage: str, sto
             compute_id = status.get("compute_id") or ""
             return LeaseResult(provider, status["result_hash"], int(status["units"]), status["unit"],
                                status["signature"], status.get("metrics") or {},
-                               join_storage(storage, compute_id) if storage and compute_id else "")
+                               status.get("result_uri") or (join(storage, compute_id) if storage and compute_id
+                                                            else ""))
         if state in ("failed", "stopped"):
             if status.get("fault") == "provider":
                 raise ProviderFault(provider, f"job {job_id}: {status.get('error')}")

@@ -11,10 +11,13 @@ How the top-level `model` and `dataset` reach the runner:
   infer         model → params.checkpoint, dataset → params.dataset_path (a .npy file)
 A checkpoint is `job:<id>` (that job's result directory) or a directory path.
 
-A `ray` job is the buyer's own program: `params.entrypoint`, a shell command run in the
-lease's directory, and `params.files`, the program's files inline (at most 64 KiB), so the
-spec's hash pins the code. It needs no model or dataset; it writes what it returns to
-$SWARM_OUTPUT_DIR.
+A `ray` job is the buyer's own program (docs/market.md): `code`, the program's directory
+packed as one tar, and `inputs`, the datasets and models it reads, are each a URI pinned by
+its sha256 (`{uri, sha256}`), so the spec's hash on chain pins exactly what runs; `output` is
+the URI its results go to. `params` holds the `entrypoint` (a shell command run in the code's
+directory), pip `requirements` and `env`. A spec as a buyer writes it may name code and inputs
+by a local path or an unpinned URI; `market.buyer.pin` uploads and hashes them before posting,
+and a site refuses a spec that is not pinned.
 """
 
 from __future__ import annotations
@@ -42,7 +45,11 @@ from ledger.units import DECIMALS, parse_amount
 
 JOB_REF = "job:"
 SPEC_KINDS = (*KINDS, "ray")
-MAX_PROGRAM_BYTES = 64 * 1024
+RAY_PARAMS = ("entrypoint", "requirements", "env")
+MAX_RUN_BYTES = 16 * 1024  # a ray job's entrypoint, requirements and env together: they travel in the lease's plan
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Variables of the lease that a program's env may not replace.
+RESERVED_ENV = ("PATH", "HOME", "PYTHONPATH", "TMPDIR", "RAY_ADDRESS")
 # Where each kind's runner takes the spec's model and dataset.
 MODEL_PARAM = {"train": "model", "tune": "model", "finetune": "base_checkpoint", "infer": "checkpoint"}
 DATASET_PARAM = {"train": "dataset", "tune": "dataset", "finetune": "dataset", "infer": "dataset_path"}
@@ -74,6 +81,12 @@ ALLOWED = {
     "replicas": "an integer from 1 to 3",
     "seed": "an integer of at least 0",
     "params": "a mapping of the runner's parameter names to values",
+    "code": "the program's directory: a local path or URI, or {uri, sha256} once pinned",
+    "inputs": "a mapping of names (letters, digits, _) to a local path or URI, or {uri, sha256} once pinned",
+    "output": "the URI (or, on a devnet, the directory) the job's results go to",
+    "sha256": "the input's sha256, 64 hex digits as sha256sum prints them (or give the path or URI alone, "
+              "and `swarm job post` pins it)",
+    "uri": "where the input is: a local path or a URI pyarrow opens",
 }
 
 
@@ -174,6 +187,27 @@ class Resources(BaseModel):
         return self
 
 
+def _sha256(value: Any) -> str:
+    from compute.dataplane import normal_sha256
+
+    try:
+        return normal_sha256(value) if isinstance(value, str) else normal_sha256("")
+    except ValueError:
+        raise FieldError("sha256", f"must be 64 hex digits, as sha256sum prints them (got {_show(value)})") from None
+
+
+class Input(BaseModel):
+    """A file or directory at a URI the buyer chose, pinned by its sha256 (`compute.dataplane.digest`)."""
+
+    model_config = STRICT
+
+    uri: NonEmpty
+    sha256: Annotated[str, BeforeValidator(_sha256)]
+
+
+Located = Input | NonEmpty  # pinned, or (before `market.buyer.pin`) a local path or URI
+
+
 class JobSpec(BaseModel):
     model_config = STRICT
 
@@ -189,6 +223,9 @@ class JobSpec(BaseModel):
     replicas: int = Field(default=1, ge=1, le=3)
     seed: int = Field(default=0, ge=0)
     params: dict[str, Any] = Field(default_factory=dict)
+    code: Located | None = None  # a ray job's program directory, packed (compute.dataplane.pack)
+    inputs: dict[str, Located] = Field(default_factory=dict)
+    output: NonEmpty | None = None  # where the job's results go: <output>/<compute job id>/
 
     @field_validator("deadline", mode="before")
     @classmethod
@@ -203,6 +240,9 @@ class JobSpec(BaseModel):
         for name in ("model", "dataset"):
             if getattr(self, name) is None:
                 raise FieldError(name, f"is required for a {self.kind} job; it must be {ALLOWED[name]}")
+        for name in ("code", "inputs", "output"):
+            if getattr(self, name):
+                raise FieldError(name, f"applies only to a ray job, not a {self.kind} job")
         if self.kind in ("finetune", "infer") and self.model.startswith(JOB_REF):
             ref = self.model[len(JOB_REF):]
             if not ref or "/" in ref:
@@ -223,9 +263,19 @@ class JobSpec(BaseModel):
         data["max_price_per_unit"] = tokens(self.max_price_per_unit)
         return data
 
+    def unpinned(self) -> list[str]:
+        """The fields naming code or an input by a path or URI alone, not yet by its sha256."""
+        named = [("code", self.code), *((f"inputs.{n}", v) for n, v in self.inputs.items())]
+        return [path for path, value in named if isinstance(value, str)]
+
     def program(self) -> dict[str, Any]:
-        """A `ray` job's program: its entrypoint and files."""
-        return {"entrypoint": self.params["entrypoint"], "files": dict(self.params.get("files", {}))}
+        """A pinned `ray` job's program, as a site's lease runs it."""
+        if self.unpinned():
+            raise ValueError(f"{', '.join(self.unpinned())} is not pinned by its sha256; post it with "
+                             "`swarm job post`, which uploads and pins it")
+        return {"entrypoint": self.params["entrypoint"], "requirements": list(self.params.get("requirements", [])),
+                "env": dict(self.params.get("env", {})), "code": self.code.model_dump(),
+                "inputs": {n: i.model_dump() for n, i in self.inputs.items()}, "output": self.output}
 
     def runner_params(self, storage: str = "", namespace: str = "") -> dict[str, Any]:
         """The runner's params: the spec's params plus its model and dataset under the runner's names.
@@ -267,27 +317,50 @@ def tokens(wei: int) -> str:
 
 
 def check_program(spec: JobSpec) -> None:
-    """A `ray` job's params: an entrypoint and its files, small enough to live in the spec."""
+    """A `ray` job: its code, entrypoint, requirements, environment, inputs and output."""
     for name in ("model", "dataset"):
         if getattr(spec, name) is not None:
-            raise FieldError(name, "does not apply to a ray job; the program reads what it needs itself")
+            raise FieldError(name, "does not apply to a ray job; name what the program reads under inputs")
+    for name in ("code", "output"):
+        if getattr(spec, name) is None:
+            raise FieldError(name, f"is required for a ray job; it must be {ALLOWED[name]}")
     for key in spec.params:
-        if key not in ("entrypoint", "files"):
-            raise FieldError(f"params.{key}", "is not a ray parameter; known ones are entrypoint, files")
+        if key not in RAY_PARAMS:
+            raise FieldError(f"params.{key}", f"is not a ray parameter; known ones are {', '.join(RAY_PARAMS)}")
     entrypoint = spec.params.get("entrypoint")
     if not isinstance(entrypoint, str) or not entrypoint.strip():
-        raise FieldError("params.entrypoint", "must be the command that runs the program, e.g. 'python main.py'")
-    files = spec.params.get("files", {})
-    if not isinstance(files, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in files.items()):
-        raise FieldError("params.files", "must map file names to their text")
-    for name in files:
-        parts = Path(name).parts
-        if not name or Path(name).is_absolute() or ".." in parts or parts[:1] == ("outputs",):
-            raise FieldError("params.files", f"names a file outside the program's directory ({_show(name)})")
-    size = sum(len(k.encode()) + len(v.encode()) for k, v in files.items())
-    if size > MAX_PROGRAM_BYTES:
-        raise FieldError("params.files", f"hold {size} bytes; a program inline in its spec has at most "
-                                         f"{MAX_PROGRAM_BYTES}")
+        raise FieldError("params.entrypoint", "must be the command that runs the program, e.g. 'python train.py'")
+    _check_requirements(spec.params.get("requirements", []))
+    env = spec.params.get("env", {})
+    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
+        raise FieldError("params.env", "must map variable names to text values")
+    for key in env:
+        if not NAME.match(str(key)) or key in RESERVED_ENV or key.startswith("SWARM_"):
+            raise FieldError("params.env", f"cannot set {_show(key)}; a name is letters, digits and _, and "
+                                           f"{', '.join(RESERVED_ENV)} and SWARM_* belong to the lease")
+    size = len(json.dumps({k: spec.params.get(k) for k in RAY_PARAMS}).encode())
+    if size > MAX_RUN_BYTES:
+        raise FieldError("params", f"holds {size} bytes of entrypoint, requirements and env; a ray job has at most "
+                                   f"{MAX_RUN_BYTES} (put more in its code)")
+    for name in spec.inputs:
+        if not NAME.match(name):
+            raise FieldError(f"inputs.{name}", "must be named with letters, digits and _ (it becomes the "
+                                               "variable SWARM_INPUT_<NAME> of the program)")
+
+
+def _check_requirements(requirements: Any) -> None:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    if not isinstance(requirements, list) or not all(isinstance(r, str) for r in requirements):
+        raise FieldError("params.requirements", "must be a list of pip requirements, like ['pandas>=2']")
+    for line in requirements:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            req = None
+        if req is None or req.url:
+            raise FieldError("params.requirements", f"holds {_show(line)}, which is not a requirement from the "
+                                                    "package index (name, extras and version only)")
 
 
 def check_params(spec: JobSpec, timeout_s: float) -> None:
@@ -334,6 +407,8 @@ def _blamed(kind: str, text: str, names: list[str]) -> str:
         return "dataset"
     return f"params.{name}"
 
+
+UNION_TAGS = ("Input", "str", "constrained-str")
 
 # ── loading, and pydantic's errors as one sentence ─────────────────────────────────────
 
@@ -387,11 +462,14 @@ def _decode(text: str, fmt: str, source: str) -> Any:
 
 def _sentence(error: ErrorDetails) -> tuple[str, str]:
     cause = (error.get("ctx") or {}).get("error")
+    # A union's member is named in the location (code.Input.sha256); the spec has no such field.
+    path = ".".join(str(part) for part in error["loc"] if part not in UNION_TAGS)
     if isinstance(cause, FieldError):
-        return cause.path, f"spec field {cause.path} {cause.clause}."
-    path = ".".join(str(part) for part in error["loc"])
+        where = path if path.endswith(f".{cause.path}") else cause.path
+        return where, f"spec field {where} {cause.clause}."
     if error["type"] == "missing":
-        return path, f"spec field {path} is required; it must be {ALLOWED.get(path, 'given')}."
+        allowed = ALLOWED.get(path) or ALLOWED.get(path.rsplit(".", 1)[-1], "given")
+        return path, f"spec field {path} is required; it must be {allowed}."
     if error["type"] == "extra_forbidden":
         parent, _, _ = path.rpartition(".")
         known = JobSpec.model_fields if not parent else Resources.model_fields

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from compute import cluster
+from compute.dataplane import join
 from compute.lease import LeasePlan
 from compute.node import RayHome
 from compute.site import Site, make_app, serve
@@ -59,9 +60,11 @@ def plan_lease(spec_bytes: bytes, job_id: int, number: int, provider: str, names
     memory = max(MIN_LEASE_MEMORY_BYTES, int(r.workers * r.memory_gb * 2**30)) + LEASE_RAY_OVERHEAD_BYTES
     wall = max(1.0, spec.deadline - now)
     if spec.kind == "ray":
+        # The results go to the buyer's output, under the job's compute id.
+        program = spec.program() | {"result": join(spec.output, namespace + str(job_id))}
         return LeasePlan(job_id=job_id, number=number, job=None, cpus=cpus, gpus=gpus, memory_bytes=memory,
                          wall_seconds=wall, max_units=spec.max_units, max_processes=PROGRAM_PROCESSES,
-                         program=spec.program())
+                         program=program)
     # A directory of the market's is where the job's runs live (and resume from); a URI is copied.
     runs = storage if storage and "://" not in storage else str(lease_storage)
     job = spec.to_compute_job(str(job_id), provider, storage=runs, now=now, namespace=namespace)

@@ -64,9 +64,15 @@ def _signed(fn: Callable) -> Callable:
 
 @job.command()
 @click.argument("spec_file", metavar="SPEC")
+@click.option("--upload-to", default=None, metavar="URI",
+              help="Where local code and inputs are uploaded [default: the spec's output/uploads].")
 @_signed
-def post(spec_file: str, account: int | None, key_ref: str | None, as_json: bool) -> None:
-    """Escrow payment for the job SPEC (a YAML or JSON file) and post it; one job per replica."""
+def post(spec_file: str, upload_to: str | None, account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Escrow payment for the job SPEC (a YAML or JSON file) and post it; one job per replica.
+
+    A ray job's local code directory and inputs are uploaded to the buyer's storage first and
+    pinned by their sha256, so the spec's hash on chain pins them."""
+    from market.buyer import pin
     from market.spec import load_spec
 
     spec = load_spec(spec_file)  # a bad spec is refused before the chain is opened
@@ -74,6 +80,7 @@ def post(spec_file: str, account: int | None, key_ref: str | None, as_json: bool
     sender = signer(swarm, account, key_ref)
     total = spec.escrow_wei * spec.replicas
     _check_postable(swarm, sender.address, spec, total)
+    spec = pin(spec, Path(spec_file).resolve().parent, upload_to)
     digest = store_spec(settings().home, spec.canonical())
     posted = _post_replicas(swarm, sender, spec, digest)
     ids = [job_id for job_id, _ in posted]
@@ -86,7 +93,9 @@ def post(spec_file: str, account: int | None, key_ref: str | None, as_json: bool
     def human() -> None:
         each = f" ({format_amount(spec.escrow_wei)} each)" if spec.replicas > 1 else ""
         what = f"job {ids[0]}" if len(ids) == 1 else f"{len(ids)} replicas as jobs {_listed(ids)}"
-        console.print(f"Posted {what}: {spec.kind} of {spec.model} on {spec.dataset}, "
+        work = (f"ray program `{spec.params['entrypoint']}`" if spec.kind == "ray"
+                else f"{spec.kind} of {spec.model} on {spec.dataset}")
+        console.print(f"Posted {what}: {work}, "
                       f"escrow {format_amount(total)}{each}, deadline {when(spec.deadline)}.")
         console.print(f"Spec hash 0x{digest.hex()}. Follow it with `swarm job status {ids[0]}`.")
 
@@ -328,36 +337,63 @@ def dispute(job_id: int, account: int | None, key_ref: str | None, as_json: bool
 
 @job.command()
 @click.argument("job_id", metavar="JOB", type=JOB_ID)
+@click.option("--download", "download_to", default=None, type=click.Path(file_okay=False, path_type=Path),
+              help="Copy the result here [default for a result in object storage: ./job-JOB].")
 @json_option
-def result(job_id: int, as_json: bool) -> None:
-    """The result of JOB: where it is, its metrics, and whether its files match the on-chain hash."""
+def result(job_id: int, download_to: Path | None, as_json: bool) -> None:
+    """The result of JOB: where it is, its metrics, and whether its files match the on-chain hash.
+
+    A result in object storage is downloaded first and checked where it landed."""
+    from compute import dataplane
+    from ledger.indexer.models import Job
+    from market.spec import job_namespace
+
     swarm = open_swarm()
     info = _existing(swarm, job_id)
     if info.status in NO_RESULT_EVER:
         raise SwarmError(f"Job {job_id} has no result; it is {_name(info.status)} and will not get one.")
     if info.status not in WITH_RESULT or info.result_hash == ZERO_HASH:
         raise SwarmError(f"Job {job_id} has no result yet; it is {_name(info.status)}.")
-    with _ledger() as session:
+    with _synced_ledger(swarm) as session:
         market, _ = _market_record(session, swarm.chain.chain_id, job_id)
-    if market is None or not market.result_dir:
+        row = session.get(Job, (swarm.chain.chain_id, job_id))
+        spec = _stored_spec(row.spec_hash if row else None)
+    if spec and spec.get("output"):  # the buyer's own storage, named by the spec the chain pins
+        location = dataplane.join(spec["output"], job_namespace(swarm.chain.chain_id, swarm.market.address)
+                                  + str(job_id))
+    elif market is not None and market.result_dir:
+        location = market.result_dir
+    else:
         raise SwarmError(
             f"Job {job_id} is {_name(info.status)} on chain, but this ledger holds no market record of where its "
             "result is; run this where the market service keeps its SWARM_HOME and SWARM_DB_URL."
         )
     expected = "0x" + info.result_hash.hex()
-    result_dir = Path(market.result_dir)
+    if dataplane.is_uri(location) or download_to is not None:
+        result_dir = (download_to or Path(f"job-{job_id}")).resolve()
+        try:
+            dataplane.download(location, result_dir, what=f"the result of job {job_id}")
+        except dataplane.DataPlaneError as exc:
+            raise SwarmError(f"{_clause(exc)}; check the output URI and its keys (AWS_* for s3://).") from None
+    else:
+        result_dir = Path(location)
     _verify(job_id, result_dir, expected)
+    units = market.units if market else info.units_used
+    unit = market.unit if market else None
+    metrics = market.metrics if market else {}
     payload = {
         "job_id": job_id, "status": _name(info.status), "provider": info.provider, "result_dir": str(result_dir),
-        "result_hash": expected, "verified": True, "units": market.units, "unit": market.unit,
-        "units_used": info.units_used, "metrics": market.metrics,
+        "stored_at": dataplane.shown(location), "result_hash": expected, "verified": True, "units": units,
+        "unit": unit, "units_used": info.units_used, "metrics": metrics,
     }
 
     def human() -> None:
-        rows = [("result", str(result_dir)), ("result hash", f"{expected} (verified)"),
-                ("provider", info.provider),
-                ("units", f"{market.units:g} {market.unit or ''}".strip() + f" (billed {info.units_used})")]
-        rows += [(name, _metric(value)) for name, value in sorted(market.metrics.items())]
+        rows = [("result", str(result_dir))]
+        if str(result_dir) != location:
+            rows.append(("stored at", dataplane.shown(location)))
+        rows += [("result hash", f"{expected} (verified)"), ("provider", info.provider),
+                 ("units", f"{units:g} {unit or ''}".strip() + f" (billed {info.units_used})")]
+        rows += [(name, _metric(value)) for name, value in sorted(metrics.items())]
         console.print(table(f"Result of job {job_id}", ["", ""], rows))
         console.print(f"Verified: the files in {result_dir / 'outputs'} hash to the result hash on chain.")
 

@@ -5,8 +5,10 @@ verified against its on-chain hash — and malformed specs that never reach the 
 from __future__ import annotations
 
 import copy
+import hashlib
 import io
 import json
+import secrets
 import shutil
 import time
 from pathlib import Path
@@ -33,6 +35,7 @@ from ledger.units import ONE
 from market.spec import SpecError
 from scripts.cli import cli as swarm_cli
 from tests.conftest import one_line_error, provider_signature
+from tests.object_store import S3Store
 
 B = 5  # the buyer's dev account
 BUYER = dev_account(B).address
@@ -506,3 +509,52 @@ def test_a_bad_spec_exits_1_with_one_line_and_sends_nothing(
 def test_a_missing_spec_file_is_one_line(job, tmp_path: Path) -> None:
     text = one_line_error(job("post", str(tmp_path / "nope.yaml"), "--account", str(B)))
     assert f"spec file {tmp_path / 'nope.yaml'} cannot be read" in text
+
+
+# ── a buyer's own program: post uploads and pins, result downloads and verifies ────────
+
+def test_a_program_posted_from_local_files_is_pinned_in_the_buyers_s3_and_its_result_verified_from_there(
+    job, swarm: Swarm, tmp_path: Path, db, provider, s3_store: S3Store, swarm_home: Path,
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from compute import dataplane
+    from market.spec import job_namespace
+
+    bucket = f"buyer-{secrets.token_hex(4)}"
+    s3_store.filesystem().create_dir(bucket)
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "main.py").write_text("print('hello')\n")
+    (tmp_path / "table.csv").write_text("x,y\n1,2\n")
+    spec = {"kind": "ray", "code": "code", "inputs": {"table": "table.csv"}, "output": s3_store.uri(f"{bucket}/runs"),
+            "resources": {"workers": 1}, "max_price_per_unit": "0.001", "max_units": 100,
+            "deadline": _now(swarm) + 3_600, "params": {"entrypoint": "python main.py"}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(spec))
+    keys = s3_store.environment
+    for name, value in keys.items():  # the buyer's keys to their own store, as the AWS tools read them
+        monkeypatch.setenv(name, value)
+
+    posted = _json(job("post", str(tmp_path / "job.yaml"), "--account", str(B), "--json"))
+    (job_id,) = posted["job_ids"]
+    stored = load_stored_spec(swarm_home, bytes.fromhex(posted["spec_hash"][2:]))
+    code, table = stored["code"], stored["inputs"]["table"]
+    assert code["uri"].startswith(f"s3://{bucket}/runs/uploads/code/{code['sha256']}.tar")
+    assert dataplane.digest(table["uri"]) == table["sha256"] == hashlib.sha256(b"x,y\n1,2\n").hexdigest()
+
+    # What the provider's site does when the lease ends: the outputs and their manifest to the output.
+    produced = _result_dir(tmp_path / "produced")
+    digest = result_hash(produced)
+    where = dataplane.join(spec["output"], job_namespace(swarm.chain.chain_id, swarm.market.address) + str(job_id))
+    dataplane.upload(produced / "outputs", dataplane.join(where, "outputs"))
+    dataplane.upload(produced / "manifest.json", dataplane.join(where, "manifest.json"))
+    _complete(swarm, job_id, provider.address, bytes.fromhex(digest[2:]), units=40)
+
+    fetched = tmp_path / "fetched"
+    done = _json(job("result", str(job_id), "--download", str(fetched), "--json"))
+    assert done == done | {"verified": True, "result_hash": digest, "result_dir": str(fetched)}
+    assert (fetched / "outputs" / "checkpoint" / "model.pt").read_bytes() == bytes(range(256)) * 8
+    assert keys["AWS_SECRET_ACCESS_KEY"] not in json.dumps(done)
+
+    fs, path = dataplane.filesystem(dataplane.join(where, "outputs/metrics.json"))
+    fs.open_output_stream(path).close()  # emptied in the store
+    text = one_line_error(job("result", str(job_id), "--download", str(tmp_path / "again")))
+    assert "does not match its on-chain result hash" in text and "outputs/metrics.json" in text

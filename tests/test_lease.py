@@ -12,10 +12,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compute.lease import HERE, PLAN_ENV, VERDICT, WORK, LeasePlan, Outcome, ray_job, verdict, verdict_line
+from market.spec import MAX_RUN_BYTES
 
 MAX_ENV_BYTES = 128 * 1024  # Linux's limit on one environment string (MAX_ARG_STRLEN)
 
-files_st = st.dictionaries(st.from_regex(r"[a-z]{1,8}\.py", fullmatch=True), st.text(max_size=2_000), max_size=4)
+env_st = st.dictionaries(st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True), st.text(max_size=2_000), max_size=4)
+PINNED = {"uri": "s3://code/0.tar?endpoint_override=127.0.0.1:9000", "sha256": "ab" * 32}
+
+
+def program(entrypoint: str = "python main.py", env: dict[str, str] | None = None) -> dict:
+    return {"entrypoint": entrypoint, "requirements": ["numpy>=1.26"], "env": env or {}, "code": PINNED,
+            "inputs": {"digits": PINNED}, "output": "s3://results", "result": "s3://results/31337-5fbdb231-1"}
 
 
 def job_plan(directory_params: dict[str, str]) -> LeasePlan:
@@ -26,10 +33,10 @@ def job_plan(directory_params: dict[str, str]) -> LeasePlan:
 
 
 @settings(max_examples=50, deadline=None)
-@given(files_st, st.integers(1, 3))
-def test_a_program_plan_survives_its_ray_job_whole(files: dict[str, str], attempt: int) -> None:
+@given(env_st, st.integers(1, 3))
+def test_a_program_plan_survives_its_ray_job_whole(env: dict[str, str], attempt: int) -> None:
     plan = LeasePlan(job_id=1, number=2, job=None, cpus=2, gpus=0, memory_bytes=2**30, wall_seconds=30,
-                     max_units=10, attempt=attempt, program={"entrypoint": "python main.py", "files": files})
+                     max_units=10, attempt=attempt, program=program(env=env))
     submitted = ray_job(plan, "1-abcdef")
     carried = submitted["runtime_env"]["env_vars"][PLAN_ENV]
     assert LeasePlan.decode(carried) == plan
@@ -42,9 +49,9 @@ def test_the_largest_program_fits_in_one_environment_string() -> None:
     import random
 
     rng = random.Random(0)  # incompressible text: the worst case for the plan's size
-    text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789 \n\"'\\") for _ in range(64 * 1024))
+    text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789 \n\"'\\") for _ in range(MAX_RUN_BYTES))
     plan = LeasePlan(job_id=1, number=1, job=None, cpus=1, gpus=0, memory_bytes=2**30, wall_seconds=30,
-                     max_units=10, program={"entrypoint": "python main.py", "files": {"main.py": text}})
+                     max_units=10, program=program(entrypoint=text))
     assert len(f"{PLAN_ENV}={plan.encode()}".encode()) < MAX_ENV_BYTES
 
 
@@ -59,10 +66,11 @@ def test_a_plans_paths_become_those_of_the_machine_that_runs_it(tmp_path: Path) 
 
 
 def test_a_buyers_program_is_carried_as_written_even_where_it_names_the_lease_placeholder(tmp_path: Path) -> None:
-    code = f"print('{HERE}/{WORK}')\n"
+    entrypoint = f"python main.py --out {HERE}/{WORK}"
     plan = LeasePlan(job_id=1, number=1, job=None, cpus=1, gpus=0, memory_bytes=2**30, wall_seconds=30,
-                     max_units=10, program={"entrypoint": "python main.py", "files": {"main.py": code}})
-    assert LeasePlan.decode(plan.encode()).located(tmp_path).program["files"]["main.py"] == code
+                     max_units=10, program=program(entrypoint=entrypoint, env={"WHERE": HERE}))
+    located = LeasePlan.decode(plan.encode()).located(tmp_path).program
+    assert located["entrypoint"] == entrypoint and located["env"] == {"WHERE": HERE}
 
 
 def test_the_verdict_is_the_last_one_the_launcher_printed_and_a_job_cannot_forge_it() -> None:

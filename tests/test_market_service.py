@@ -35,6 +35,7 @@ from ledger.site_authority import ChainAuthority
 from ledger.specs import store_spec
 from market.service import MarketConfig, MarketService
 from market.spec import job_namespace, validate_spec
+from tests.programs import program_spec as buyer_program
 from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C, SiteNetwork
 
 ONE = 10**18
@@ -61,11 +62,11 @@ def train_spec(**over) -> dict:
     return spec
 
 
-def program_spec(code: str, **over) -> dict:
-    """A buyer's own program (no training): fast to run, its outputs what the code writes."""
-    return {"kind": "ray", "resources": {"workers": 1, "cpus_per_worker": 1}, "max_price_per_unit": "0.001",
-            "max_units": 600, "deadline": "1h", "params": {"entrypoint": "python main.py", "files": {"main.py": code}}
-            } | over
+def program_spec(home: Path, code: str, **over) -> dict:
+    """A buyer's own program (no training): fast to run, its outputs what the code writes, to the
+    buyer's storage in `home`."""
+    return buyer_program(home / "buyer-storage", code, memory_gb=0, deadline="1h") | {"max_price_per_unit": "0.001"} \
+        | over
 
 
 DETERMINISTIC = ("import os, pathlib\n"
@@ -271,7 +272,7 @@ def _slash_income(swarm: Swarm, job_id: int) -> int:
 def test_replicas_run_on_distinct_providers_and_agreeing_results_complete(
     swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine,
 ) -> None:
-    first, second = post(swarm, swarm_home, program_spec(DETERMINISTIC, replicas=2))
+    first, second = post(swarm, swarm_home, program_spec(swarm_home, DETERMINISTIC, replicas=2))
     drive(service, lambda: all(in_state(ledger_engine, j, "completed")() for j in (first, second)))
     a, b = job_info(swarm, first), job_info(swarm, second)
     assert {a.provider, b.provider} == {PROVIDER_A, PROVIDER_B}, "the two cheapest, distinct providers"
@@ -284,7 +285,7 @@ def test_replicas_that_disagree_are_disputed_with_the_evidence(
     swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine,
 ) -> None:
     """Each provider signs its own result; results that differ are disputed, not paid."""
-    first, second = post(swarm, swarm_home, program_spec(RANDOM, replicas=2))
+    first, second = post(swarm, swarm_home, program_spec(swarm_home, RANDOM, replicas=2))
     drive(service, lambda: all(in_state(ledger_engine, j, "disputed")() for j in (first, second)))
     evidence = record(ledger_engine, first).evidence
     assert evidence == record(ledger_engine, second).evidence
@@ -300,7 +301,7 @@ def test_the_service_killed_mid_job_and_restarted_assigns_and_settles_once(
     swarm: Swarm, swarm_home: Path, ledger_engine, providers, rpc: RpcClient, site_network: SiteNetwork,
     anvil_node, tmp_path: Path,
 ) -> None:
-    (job_id,) = post(swarm, swarm_home, program_spec(SLOW))
+    (job_id,) = post(swarm, swarm_home, program_spec(swarm_home, SLOW))
     env = os.environ | {
         "SWARM_HOME": str(swarm_home), "SWARM_RPC_URL": anvil_node.config.url,
         "SWARM_DB_URL": str(ledger_engine.url),

@@ -9,17 +9,21 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
+from compute.dataplane import join
 from compute.lease import LeasePlan, launch
 from compute.manifest import MANIFEST, build_manifest, canonical, manifest_hash
 from tests.object_store import S3Store
+from tests.programs import pinned_code
 
-PROGRAM = {"entrypoint": "python3 main.py",
-           "files": {"main.py": "open('outputs/answer.txt', 'w').write(str(sum(range(10))))\n"}}
+MAIN = "open('outputs/answer.txt', 'w').write(str(sum(range(10))))\n"
 
 
-def program_lease(job_id: int, storage: str) -> LeasePlan:
-    return LeasePlan(job_id=job_id, number=job_id, job=None, cpus=1, gpus=0, memory_bytes=2**30, wall_seconds=60,
-                     max_units=10, program=PROGRAM, storage=storage)
+def program_lease(store: Path, job_id: int, output: str) -> LeasePlan:
+    program = {"entrypoint": "python3 main.py", "requirements": [], "env": {},
+               "code": pinned_code(store, {"main.py": MAIN}), "inputs": {}, "output": output,
+               "result": join(output, str(job_id))}
+    return LeasePlan(job_id=job_id, number=job_id, job=None, cpus=1, gpus=0, memory_bytes=2 * 2**30,
+                     wall_seconds=60, max_units=10, program=program)
 
 
 @pytest.fixture
@@ -34,7 +38,7 @@ def bucket(s3_store: S3Store, monkeypatch: pytest.MonkeyPatch) -> str:
 
 def test_a_leases_result_goes_to_the_store_whole_and_its_hash_covers_what_arrived(
         s3_store: S3Store, bucket: str, tmp_path: Path) -> None:
-    outcome = launch(tmp_path / "lease", program_lease(41, s3_store.uri(f"{bucket}/jobs")))
+    outcome = launch(tmp_path / "lease", program_lease(tmp_path, 41, s3_store.uri(f"{bucket}/jobs")))
     assert outcome.state == "succeeded", outcome.error
 
     fetched = tmp_path / "fetched"
@@ -49,7 +53,7 @@ def test_a_leases_result_goes_to_the_store_whole_and_its_hash_covers_what_arrive
 def test_a_store_that_refuses_the_keys_fails_the_lease_with_a_sentence_and_stores_nothing(
         s3_store: S3Store, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-" + s3_store.secret_key)
-    outcome = launch(tmp_path / "lease", program_lease(42, s3_store.uri(f"{bucket}/jobs")))
+    outcome = launch(tmp_path / "lease", program_lease(tmp_path, 42, s3_store.uri(f"{bucket}/jobs")))
     assert outcome.state == "failed"
     assert outcome.error.startswith(f"the site could not store the result in s3://{bucket}/jobs")
     assert s3_store.secret_key not in outcome.error

@@ -33,6 +33,7 @@ from ledger.results import result_signer
 from ledger.specs import canonical
 from ledger.units import ONE
 from market.spec import validate_spec
+from tests.programs import program_spec
 
 MATCHER, PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 4, 6))
 START_TIMEOUT_S = 180
@@ -65,7 +66,7 @@ def site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: Anvil
         pytest.fail(f"the site did not start: {process.stderr.read()[-3000:]}")
     served = json.loads(line)
     yield {"swarm": swarm, "home": home, "url": served["url"], "fingerprint": served["fingerprint"],
-           "process": process, "rpc_url": anvil_node.config.url}
+           "process": process, "rpc_url": anvil_node.config.url, "store": tmp_path_factory.mktemp("buyer-store")}
     os.killpg(process.pid, signal.SIGTERM)
     try:
         process.wait(timeout=120)
@@ -92,10 +93,8 @@ def _assigned(site: dict, spec: dict) -> tuple[int, bytes]:
     return job_id, body
 
 
-def _program(code: str, memory_gb: float = 0.5, cpus: int = 1) -> dict:
-    return {"kind": "ray", "resources": {"workers": 1, "cpus_per_worker": cpus, "memory_gb": memory_gb},
-            "max_price_per_unit": "0.000001", "max_units": 600, "deadline": int(time.time()) + 3_600,
-            "params": {"entrypoint": "python main.py", "files": {"main.py": code}}}
+def _program(site: dict, code: str, memory_gb: float = 0.5, cpus: int = 1) -> dict:
+    return program_spec(site["store"], code, memory_gb=memory_gb, cpus=cpus)
 
 
 def _finished(client: SiteClient, job_id: int, timeout: float = LEASE_TIMEOUT_S) -> dict:
@@ -118,7 +117,7 @@ print("wrote the answer")
 
 def test_a_lease_runs_and_its_result_is_the_providers_own_word(site) -> None:
     swarm = site["swarm"]
-    job_id, body = _assigned(site, _program(WRITE_OUTPUT))
+    job_id, body = _assigned(site, _program(site, WRITE_OUTPUT))
     matcher = _client(site)
     started = matcher.start_lease(job_id, body)
     assert started["state"] in ("pending", "running", "succeeded")
@@ -132,6 +131,9 @@ def test_a_lease_runs_and_its_result_is_the_providers_own_word(site) -> None:
     (expected / "outputs" / "answer.txt").write_text(str(sum(range(1000))))
     assert done["result_hash"] == result_hash(expected)
     assert done["result_hash"] != manifest_hash([]), "the hash covers what the job wrote"
+    stored = Path(done["result_uri"])  # the buyer's output, under the job's compute id
+    assert stored.parent == site["store"] / "results" and stored.name.endswith(f"-{job_id}")
+    assert result_hash(stored) == done["result_hash"]
     assert 1 <= done["units"] <= 600
     signer = result_signer(bytes.fromhex(done["signature"][2:]), swarm.chain.chain_id, swarm.market.address,
                            job_id, bytes.fromhex(done["result_hash"][2:]), done["units"])
@@ -146,7 +148,7 @@ def test_a_lease_runs_and_its_result_is_the_providers_own_word(site) -> None:
 
 
 def test_the_site_serves_only_what_the_chain_authorizes(site) -> None:
-    job_id, body = _assigned(site, _program(WRITE_OUTPUT))
+    job_id, body = _assigned(site, _program(site, WRITE_OUTPUT))
     leases = site["home"] / "site" / "leases"
     for who, message in ((STRANGER, "not the market's matcher"), (BUYER, "not the market's matcher")):
         with pytest.raises(Refused, match=message) as refused:
@@ -185,7 +187,7 @@ def test_attacks_fail_and_the_site_keeps_serving(site) -> None:
     home, leases = str(site["home"]), str(site["home"] / "site" / "leases")
     started = {}
     for name, (template, _) in ATTACKS.items():
-        job_id, body = _assigned(site, _program(template.format(home=home, leases=leases)))
+        job_id, body = _assigned(site, _program(site, template.format(home=home, leases=leases)))
         matcher.start_lease(job_id, body)
         started[name] = job_id
     for name, (_, limit) in ATTACKS.items():
@@ -202,7 +204,7 @@ def test_attacks_fail_and_the_site_keeps_serving(site) -> None:
     for name, job_id in started.items():
         assert token not in matcher.logs(job_id), name
 
-    job_id, body = _assigned(site, _program(WRITE_OUTPUT))
+    job_id, body = _assigned(site, _program(site, WRITE_OUTPUT))
     matcher.start_lease(job_id, body)
     assert _finished(matcher, job_id)["state"] == "succeeded"
 
@@ -267,7 +269,7 @@ def test_a_lease_runs_on_a_machine_that_joined_the_site_with_nothing_of_the_head
     assert joined.returncode == 0, joined.stderr
     try:
         matcher, buyer = _client(site), _client(site, BUYER)
-        job_id, body = _assigned(site, _program(WHERE_AM_I.format(token=str(token)), cpus=2))
+        job_id, body = _assigned(site, _program(site, WHERE_AM_I.format(token=str(token)), cpus=2))
         matcher.start_lease(job_id, body)
         done = _finished(matcher, job_id)
         assert done["state"] == "succeeded", (done, buyer.logs(job_id)[-2000:])

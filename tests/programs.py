@@ -1,0 +1,35 @@
+"""A buyer's own program for the tests, as `swarm job post` would pin it: the code packed
+(`compute.dataplane.pack`) into a local store, named by its sha256, with the spec around it."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+
+from compute import dataplane
+
+
+def pinned_code(store: Path, files: dict[str, str]) -> dict[str, str]:
+    """`files` (name → text) packed and stored in `store` under their sha256: {uri, sha256}."""
+    source = store / "sources" / hashlib.sha256(repr(sorted(files.items())).encode()).hexdigest()[:16]
+    for name, text in files.items():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text(text)
+    archive = dataplane.pack(source)
+    sha = hashlib.sha256(archive).hexdigest()
+    path = store / "code" / f"{sha}.tar"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(archive)
+    return {"uri": str(path), "sha256": sha}
+
+
+def program_spec(store: Path, code: str, *, memory_gb: float = 0.5, cpus: float = 1, max_units: int = 600,
+                 deadline: int | str | None = None, output: str | None = None, **fields) -> dict:
+    """A `ray` job running `code` as main.py, its results to `output` (default: store/results)."""
+    return {"kind": "ray", "code": pinned_code(store, {"main.py": code}),
+            "output": output or str(store / "results"),
+            "resources": {"workers": 1, "cpus_per_worker": cpus, "memory_gb": memory_gb},
+            "max_price_per_unit": "0.000001", "max_units": max_units,
+            "deadline": deadline if deadline is not None else int(time.time()) + 3_600,
+            "params": {"entrypoint": "python main.py"}} | fields

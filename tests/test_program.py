@@ -1,0 +1,302 @@
+"""A buyer's own Ray program (kind `ray`): its code packed the same way every time and pinned by
+its sha256, its inputs checked by the site against their pins before anything runs, its
+results written to the buyer's own storage — a local directory, and a real S3 server
+(tests/object_store.py). The Ray Train example learns the digits in a lease, its data and code
+read from S3 and its result written back there."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import secrets
+import tarfile
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from compute import dataplane
+from compute.lease import LeasePlan, launch
+from compute.manifest import build_manifest, manifest_hash
+from market.buyer import pin
+from market.spec import SpecError, validate_spec
+from tests.object_store import S3Store
+from tests.programs import pinned_code
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "digits"
+NOW = 1_900_000_000
+
+names_st = st.from_regex(r"[a-z]{1,6}(/[a-z]{1,6}){0,2}\.(py|txt)", fullmatch=True)
+tree_st = st.dictionaries(names_st, st.tuples(st.binary(max_size=300), st.booleans()), min_size=1, max_size=6)
+
+
+def write_tree(root: Path, tree: dict[str, tuple[bytes, bool]], order: list[str], mtime: int) -> Path:
+    for name in order:
+        path = root / name
+        if path.exists() or any(p.is_file() for p in path.parents if p != root and p.is_relative_to(root)):
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        content, executable = tree[name]
+        path.write_bytes(content)
+        path.chmod(0o750 if executable else 0o600)
+        os.utime(path, (mtime, mtime))
+    return root
+
+
+# ── packing and pinning ─────────────────────────────────────────────────────────────
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tree=tree_st, shuffle=st.randoms(use_true_random=False), mtime=st.integers(0, 2**31 - 1))
+def test_packing_depends_only_on_names_contents_and_executable_bits(tmp_path_factory, tree, shuffle, mtime) -> None:
+    names = sorted(tree)
+    if any(b != a and b.startswith(a.rsplit(".", 1)[0] + "/") for a in names for b in names):
+        return  # a file and a directory of one name cannot both exist
+    first = write_tree(tmp_path_factory.mktemp("a"), tree, names, 0)
+    other_order = names[:]
+    shuffle.shuffle(other_order)
+    second = write_tree(tmp_path_factory.mktemp("b"), tree, other_order, mtime)
+    packed = dataplane.pack(first)
+    assert dataplane.pack(second) == packed, "another order, another time, other permissions: the same tar"
+
+    unpacked = tmp_path_factory.mktemp("unpacked")
+    archive = unpacked.parent / f"{unpacked.name}.tar"
+    archive.write_bytes(packed)
+    dataplane.unpack(archive, unpacked)
+    for name, (content, executable) in tree.items():
+        assert (unpacked / name).read_bytes() == content
+        assert os.access(unpacked / name, os.X_OK) == executable
+
+    changed = next(iter(tree))
+    (first / changed).write_bytes(tree[changed][0] + b"!")
+    assert hashlib.sha256(dataplane.pack(first)).digest() != hashlib.sha256(packed).digest()
+
+
+def test_packing_leaves_out_caches_and_refuses_links(tmp_path: Path) -> None:
+    code = tmp_path / "code"
+    (code / "__pycache__").mkdir(parents=True)
+    (code / "train.py").write_text("print('hi')\n")
+    (code / "__pycache__" / "train.cpython-311.pyc").write_bytes(b"cache")
+    with tarfile.open(fileobj=io.BytesIO(dataplane.pack(code))) as tar:
+        assert tar.getnames() == ["train.py"]
+    (code / "secrets").symlink_to("/etc/passwd")
+    with pytest.raises(dataplane.DataPlaneError, match="secrets, which is a link"):
+        dataplane.pack(code)
+
+
+def test_unpacking_refuses_a_member_that_would_land_outside(tmp_path: Path) -> None:
+    archive = tmp_path / "evil.tar"
+    with tarfile.open(archive, "w") as tar:
+        info = tarfile.TarInfo("../escaped.py")
+        info.size = 4
+        tar.addfile(info, io.BytesIO(b"boom"))
+    with pytest.raises(dataplane.DataPlaneError, match="cannot be unpacked"):
+        dataplane.unpack(archive, tmp_path / "lease")
+    assert not (tmp_path / "escaped.py").exists()
+
+
+@pytest.mark.parametrize("as_directory", [False, True])
+def test_an_input_that_does_not_hash_to_its_pin_is_refused_and_nothing_stays(tmp_path: Path,
+                                                                               as_directory: bool) -> None:
+    source = tmp_path / "data"
+    if as_directory:
+        (source / "part").mkdir(parents=True)
+        (source / "part" / "0.csv").write_text("a,b\n1,2\n")
+        (source / "1.csv").write_text("a,b\n3,4\n")
+        expected = manifest_hash([{"path": p, "size": (source / p).stat().st_size,
+                                   "sha256": hashlib.sha256((source / p).read_bytes()).hexdigest()}
+                                  for p in ("1.csv", "part/0.csv")]).removeprefix("0x")
+    else:
+        source.write_text("a,b\n1,2\n")
+        expected = hashlib.sha256(source.read_bytes()).hexdigest()
+    assert dataplane.digest(str(source)) == expected
+    staged = dataplane.stage(str(source), expected, tmp_path / "lease" / "data")
+    assert staged == (tmp_path / "lease" / "data" if as_directory else tmp_path / "lease" / "data" / "data")
+
+    with pytest.raises(dataplane.DigestMismatch, match=f"input {source} has sha256 {expected}, not the 00+ its"):
+        dataplane.stage(str(source), "0" * 64, tmp_path / "other" / "data")
+    assert list((tmp_path / "other").iterdir()) == [], "a copy that failed its pin is not left behind"
+
+
+# ── the spec ─────────────────────────────────────────────────────────────────────────
+
+RAY = {"kind": "ray", "code": {"uri": "s3://code/x.tar", "sha256": "ab" * 32}, "output": "s3://results",
+       "resources": {"workers": 1}, "max_price_per_unit": "0.001", "max_units": 10, "deadline": NOW + 3_600,
+       "params": {"entrypoint": "python train.py"}}
+
+
+@pytest.mark.parametrize(("change", "field", "says"), [
+    ({"code": None}, "code", "is required for a ray job"),
+    ({"output": None}, "output", "is required for a ray job"),
+    ({"code": {"uri": "s3://code/x.tar", "sha256": "xyz"}}, "code.sha256", "must be 64 hex digits"),
+    ({"inputs": {"digits": {"uri": "s3://d"}}}, "inputs.digits.sha256", "is required"),
+    ({"inputs": {"my-data": "data.parquet"}}, "inputs.my-data", "letters, digits and _"),
+    ({"params": {}}, "params.entrypoint", "must be the command"),
+    ({"params": {"entrypoint": "x", "requirements": ["torch @ https://evil/torch.whl"]}}, "params.requirements",
+     "not a requirement from the package index"),
+    ({"params": {"entrypoint": "x", "env": {"RAY_ADDRESS": "10.0.0.1:6379"}}}, "params.env", "cannot set"),
+    ({"params": {"entrypoint": "x", "files": {"main.py": ""}}}, "params.files", "is not a ray parameter"),
+    ({"model": "mlp"}, "model", "does not apply to a ray job"),
+])
+def test_a_ray_spec_with_a_wrong_field_is_refused_naming_it(change: dict, field: str, says: str) -> None:
+    data = {k: v for k, v in (RAY | change).items() if v is not None}
+    with pytest.raises(SpecError) as refused:
+        validate_spec(data, now=NOW)
+    assert refused.value.field == field and says in str(refused.value), str(refused.value)
+
+
+def test_a_built_in_kind_takes_no_code() -> None:
+    with pytest.raises(SpecError, match="spec field code applies only to a ray job"):
+        validate_spec({"kind": "train", "model": "mlp", "dataset": "synthetic-classification",
+                       "code": "code", **{k: RAY[k] for k in ("resources", "max_price_per_unit", "max_units",
+                                                             "deadline")}}, now=NOW)
+
+
+# ── posting: local code and inputs go to the buyer's storage, pinned ───────────────────
+
+def unpinned_spec(directory: Path, output: str) -> dict:
+    code = directory / "code"
+    code.mkdir(parents=True, exist_ok=True)
+    (code / "main.py").write_text("print('hello')\n")
+    (directory / "data.csv").write_text("x,y\n1,2\n")
+    return RAY | {"code": "code", "inputs": {"table": "data.csv"}, "output": output}
+
+
+def test_posting_uploads_local_code_and_inputs_once_and_pins_them(tmp_path: Path) -> None:
+    spec = validate_spec(unpinned_spec(tmp_path, "results"), now=NOW)
+    assert spec.unpinned() == ["code", "inputs.table"]
+    pinned = pin(spec, tmp_path)
+    assert pinned.unpinned() == [] and pinned.output == str(tmp_path / "results")
+    code, table = pinned.code, pinned.inputs["table"]
+    assert code.uri == str(tmp_path / "results" / "uploads" / "code" / f"{code.sha256}.tar")
+    assert hashlib.sha256(Path(code.uri).read_bytes()).hexdigest() == code.sha256
+    assert Path(table.uri).read_text() == "x,y\n1,2\n" and Path(table.uri).name == "data.csv"
+    assert table.sha256 == hashlib.sha256(b"x,y\n1,2\n").hexdigest()
+    stamp = Path(code.uri).stat().st_mtime_ns
+    assert pin(spec, tmp_path) == pinned, "the same code and data pin to the same spec"
+    assert Path(code.uri).stat().st_mtime_ns == stamp, "and nothing is uploaded again"
+
+
+def test_a_local_input_with_nowhere_to_upload_is_refused_naming_it(tmp_path: Path) -> None:
+    spec = validate_spec(unpinned_spec(tmp_path, "s3://results") | {"code": RAY["code"]}, now=NOW)
+    pinned = pin(spec, tmp_path, upload_to=str(tmp_path / "store"))
+    assert Path(pinned.inputs["table"].uri).is_relative_to(tmp_path / "store")
+    missing = validate_spec(RAY | {"inputs": {"table": "nowhere.csv"}}, now=NOW)
+    with pytest.raises(SpecError, match=r"spec field inputs.table cannot be pinned: input table .*nowhere.csv "
+                                        r"does not exist\."):
+        pin(missing, tmp_path, upload_to=str(tmp_path / "store"))
+
+
+# ── in a lease: what fails before the program runs, and why ─────────────────────────────
+
+def program_plan(tmp_path: Path, main: str, **changes) -> LeasePlan:
+    data = tmp_path / "data.csv"
+    data.write_text("x,y\n1,2\n")
+    program = {"entrypoint": "python main.py", "requirements": [], "env": {},
+               "code": pinned_code(tmp_path, {"main.py": main}),
+               "inputs": {"table": {"uri": str(data), "sha256": dataplane.digest(str(data))}},
+               "output": str(tmp_path / "results"), "result": str(tmp_path / "results" / "job-1")} | changes
+    return LeasePlan(job_id=1, number=1, job=None, cpus=1, gpus=0, memory_bytes=2 * 2**30, wall_seconds=120,
+                     max_units=100, program=program)
+
+
+READ_INPUT = """
+import os, pathlib
+table = pathlib.Path(os.environ["SWARM_INPUT_TABLE"], "data.csv").read_text()
+pathlib.Path(os.environ["SWARM_OUTPUT_DIR"], "rows.txt").write_text(str(len(table.splitlines())))
+import six
+print("six", six.__version__, os.environ["GREETING"])
+"""
+
+
+def test_a_program_reads_its_checked_input_uses_its_requirements_and_its_result_reaches_the_output(
+        tmp_path: Path) -> None:
+    plan = program_plan(tmp_path, READ_INPUT, requirements=["six"], env={"GREETING": "hello"})
+    outcome = launch(tmp_path / "lease", plan)
+    assert outcome.state == "succeeded", outcome.error
+    stored = tmp_path / "results" / "job-1"
+    assert (stored / "outputs" / "rows.txt").read_text() == "2"
+    assert manifest_hash(build_manifest(stored)) == outcome.result_hash, "the hash covers what reached the buyer"
+    assert "six 1." in (tmp_path / "lease" / "log").read_text()
+
+
+def test_a_program_that_leaves_a_link_in_its_outputs_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
+    secret = tmp_path / "provider-secret"
+    secret.write_text("the provider's key")
+    main = f"import os\nos.symlink({str(secret)!r}, os.path.join(os.environ['SWARM_OUTPUT_DIR'], 'loot'))\n"
+    outcome = launch(tmp_path / "lease", program_plan(tmp_path, main))
+    assert outcome.state == "failed" and "outputs/loot, a link" in outcome.error
+    assert not (tmp_path / "results").exists()
+
+
+BAD_INPUT = {
+    "code that is not what the spec pins": (
+        lambda p, plan: {"code": plan.program["code"] | {"sha256": "0" * 64}}, "has sha256"),
+    "an input that is not what the spec pins": (
+        lambda p, plan: {"inputs": {"table": plan.program["inputs"]["table"] | {"sha256": "1" * 64}}},
+        "input table"),
+    "an input that does not exist": (
+        lambda p, plan: {"inputs": {"table": {"uri": str(p / "gone.csv"), "sha256": "1" * 64}}},
+        "does not exist"),
+    "an input on an unreachable store": (
+        lambda p, plan: {"inputs": {"table": {"uri": "s3://data/t.csv?endpoint_override=127.0.0.1:9&scheme=http",
+                                              "sha256": "1" * 64}}}, "Could not connect"),
+    "requirements that do not install": (
+        lambda p, plan: {"requirements": ["swarm-no-such-package-exists==0.0.1"]}, "could not be installed"),
+    "an entrypoint that is not there": (lambda p, plan: {"entrypoint": "python missing.py"}, "missing.py"),
+    "a program that crashes": (lambda p, plan: {"entrypoint": "python main.py"}, "ZeroDivisionError"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUT)
+def test_bad_input_fails_the_lease_with_one_sentence_as_the_buyers_fault(tmp_path: Path, case: str) -> None:
+    change, says = BAD_INPUT[case]
+    plan = program_plan(tmp_path, "print(1 / 0)\n")
+    plan = LeasePlan(**(plan.__dict__ | {"program": plan.program | change(tmp_path, plan)}))
+    outcome = launch(tmp_path / "lease", plan)
+    assert outcome.state == "failed" and outcome.fault == "buyer"
+    assert says in outcome.error and "\n" not in outcome.error, outcome.error
+    assert not (tmp_path / "results").exists(), "nothing reached the buyer's output"
+
+
+# ── the Ray Train example, from and to S3 ───────────────────────────────────────────────
+
+@pytest.fixture
+def bucket(s3_store: S3Store, monkeypatch: pytest.MonkeyPatch) -> str:
+    for name, value in s3_store.environment.items():
+        monkeypatch.setenv(name, value)
+    name = f"buyer-{secrets.token_hex(4)}"
+    s3_store.filesystem().create_dir(name)
+    return name
+
+
+def test_the_ray_train_example_learns_the_digits_in_a_lease_from_and_to_s3(
+        s3_store: S3Store, bucket: str, tmp_path: Path) -> None:
+    import runpy
+
+    runpy.run_path(str(EXAMPLE / "prepare.py"))["write"](tmp_path / "digits.parquet")
+    spec = validate_spec(json.loads(json.dumps(RAY)) | {
+        "code": str(EXAMPLE / "code"), "inputs": {"digits": str(tmp_path / "digits.parquet")},
+        "output": s3_store.uri(f"{bucket}/runs"),
+        "params": {"entrypoint": "python train.py --data inputs/digits --workers 1 --epochs 8"}}, now=NOW)
+    pinned = pin(spec, tmp_path)  # what `swarm job post` does: both uploaded to the bucket
+    assert pinned.code.uri.startswith(f"s3://{bucket}/runs/uploads/code/")
+    assert pinned.inputs["digits"].uri.startswith(f"s3://{bucket}/runs/uploads/inputs/")
+
+    program = pinned.program() | {"result": dataplane.join(pinned.output, "job-7")}
+    plan = LeasePlan(job_id=7, number=7, job=None, cpus=1, gpus=0, memory_bytes=4 * 2**30, wall_seconds=600,
+                     max_units=1_000, program=program)
+    outcome = launch(tmp_path / "lease", plan)
+    assert outcome.state == "succeeded", (outcome.error, (tmp_path / "lease" / "log").read_text()[-3000:])
+
+    fetched = tmp_path / "fetched"
+    pafs.copy_files(f"{bucket}/runs/job-7", str(fetched), source_filesystem=s3_store.filesystem(),
+                    destination_filesystem=pafs.LocalFileSystem())
+    assert manifest_hash(build_manifest(fetched)) == outcome.result_hash
+    metrics = json.loads((fetched / "outputs" / "metrics.json").read_text())
+    assert metrics["epoch"] == 8 and metrics["val_accuracy"] > 0.9, metrics
+    assert (fetched / "outputs" / "model.pt").stat().st_size > 10_000
+    assert outcome.units == pytest.approx(outcome.seconds, abs=1.0), "one CPU reserved for as long as it ran"
