@@ -15,7 +15,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres browser sandbox system-packages demo test slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-sites bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
+.PHONY: install postgres browser sandbox system-packages demo test slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -128,6 +128,10 @@ bench-post-to-step: install
 
 bench-sites: install
 	$(PY) bench/sites.py --runs 5 --leases 50
+
+# A buyer's own Ray Train script through Swarm against `ray job submit` (≤ 1.10); Ray Data ingest.
+bench-program: install
+	$(PY) bench/program.py --runs 5
 
 # Oracle epoch: score 100,000 providers from 10,000,000 probe samples (≤ 5 s, ≤ 2 GB).
 bench-oracle: install

@@ -57,6 +57,9 @@ PLAN_ENV = "SWARM_LEASE_PLAN"  # the plan, in the lease's Ray job, to whichever 
 HERE = "{lease}"  # stands, in a plan's paths, for the lease's directory on the machine that runs it
 VERDICT = "swarm-lease-outcome: "  # the launcher's last line: its outcome, as JSON
 LEASE_OBJECT_STORE_BYTES = 80 * 2**20  # Ray's smallest is 75 MiB
+# Of the memory a lease holds, the share its Ray's object store may use: Ray Data streams a
+# dataset through it, and a store much smaller than the batches in flight spills to disk.
+OBJECT_STORE_SHARE = 0.2
 # Ray's own processes (GCS, raylet, agents) and their threads count against the lease's
 # process limit, as everything it starts does.
 RAY_PROCESS_ALLOWANCE = 1024
@@ -313,7 +316,7 @@ def start_ray(plan: LeasePlan, provider: str = ""):
             return ray.init(num_cpus=max(1, math.ceil(plan.cpus)), num_gpus=math.ceil(plan.gpus),
                             resources=node_resources(provider) if provider else None,
                             labels=node_labels(provider) if provider else None,
-                            object_store_memory=LEASE_OBJECT_STORE_BYTES, include_dashboard=False,
+                            object_store_memory=object_store_bytes(plan), include_dashboard=False,
                             _node_ip_address="127.0.0.1", _temp_dir="/tmp/ray", configure_logging=False)
         except Exception as exc:  # Ray gives its raylet 30 s to register, which a loaded machine can miss
             ray.shutdown()
@@ -321,6 +324,10 @@ def start_ray(plan: LeasePlan, provider: str = ""):
                 raise
             print(f"the lease's Ray did not start in time ({exc}); starting it again", flush=True)
     raise AssertionError("unreachable")
+
+
+def object_store_bytes(plan: LeasePlan) -> int:
+    return max(LEASE_OBJECT_STORE_BYTES, int(plan.memory_bytes * OBJECT_STORE_SHARE))
 
 
 def run_program(work: Path) -> None:

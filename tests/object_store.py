@@ -131,3 +131,13 @@ def s3_store() -> Iterator[S3Store]:
         yield server.start()
     finally:
         server.stop()
+
+
+@pytest.fixture
+def bucket(s3_store: S3Store, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh bucket of the session's store, with its keys where pyarrow looks for them."""
+    for name, value in s3_store.environment.items():
+        monkeypatch.setenv(name, value)
+    name = f"bucket-{secrets.token_hex(4)}"
+    s3_store.filesystem().create_dir(name)
+    return name

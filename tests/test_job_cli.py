@@ -8,7 +8,6 @@ import copy
 import hashlib
 import io
 import json
-import secrets
 import shutil
 import time
 from pathlib import Path
@@ -514,14 +513,11 @@ def test_a_missing_spec_file_is_one_line(job, tmp_path: Path) -> None:
 # ── a buyer's own program: post uploads and pins, result downloads and verifies ────────
 
 def test_a_program_posted_from_local_files_is_pinned_in_the_buyers_s3_and_its_result_verified_from_there(
-    job, swarm: Swarm, tmp_path: Path, db, provider, s3_store: S3Store, swarm_home: Path,
-    monkeypatch: pytest.MonkeyPatch
+    job, swarm: Swarm, tmp_path: Path, db, provider, s3_store: S3Store, bucket: str, swarm_home: Path
 ) -> None:
     from compute import dataplane
     from market.spec import job_namespace
 
-    bucket = f"buyer-{secrets.token_hex(4)}"
-    s3_store.filesystem().create_dir(bucket)
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "main.py").write_text("print('hello')\n")
     (tmp_path / "table.csv").write_text("x,y\n1,2\n")
@@ -529,9 +525,7 @@ def test_a_program_posted_from_local_files_is_pinned_in_the_buyers_s3_and_its_re
             "resources": {"workers": 1}, "max_price_per_unit": "0.001", "max_units": 100,
             "deadline": _now(swarm) + 3_600, "params": {"entrypoint": "python main.py"}}
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(spec))
-    keys = s3_store.environment
-    for name, value in keys.items():  # the buyer's keys to their own store, as the AWS tools read them
-        monkeypatch.setenv(name, value)
+    keys = s3_store.environment  # the buyer's keys to their own store, in the environment as the AWS tools read them
 
     posted = _json(job("post", str(tmp_path / "job.yaml"), "--account", str(B), "--json"))
     (job_id,) = posted["job_ids"]

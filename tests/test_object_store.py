@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import secrets
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -24,16 +23,6 @@ def program_lease(store: Path, job_id: int, output: str) -> LeasePlan:
                "result": join(output, str(job_id))}
     return LeasePlan(job_id=job_id, number=job_id, job=None, cpus=1, gpus=0, memory_bytes=2 * 2**30,
                      wall_seconds=60, max_units=10, program=program)
-
-
-@pytest.fixture
-def bucket(s3_store: S3Store, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh bucket, with the store's keys where pyarrow looks for them."""
-    for name, value in s3_store.environment.items():
-        monkeypatch.setenv(name, value)
-    name = f"results-{secrets.token_hex(4)}"
-    s3_store.filesystem().create_dir(name)
-    return name
 
 
 def test_a_leases_result_goes_to_the_store_whole_and_its_hash_covers_what_arrived(

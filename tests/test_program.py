@@ -10,7 +10,6 @@ import hashlib
 import io
 import json
 import os
-import secrets
 import tarfile
 from pathlib import Path
 
@@ -263,15 +262,6 @@ def test_bad_input_fails_the_lease_with_one_sentence_as_the_buyers_fault(tmp_pat
 
 
 # ── the Ray Train example, from and to S3 ───────────────────────────────────────────────
-
-@pytest.fixture
-def bucket(s3_store: S3Store, monkeypatch: pytest.MonkeyPatch) -> str:
-    for name, value in s3_store.environment.items():
-        monkeypatch.setenv(name, value)
-    name = f"buyer-{secrets.token_hex(4)}"
-    s3_store.filesystem().create_dir(name)
-    return name
-
 
 def test_the_ray_train_example_learns_the_digits_in_a_lease_from_and_to_s3(
         s3_store: S3Store, bucket: str, tmp_path: Path) -> None:
