@@ -29,9 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from anvil import AnvilConfig, AnvilNode, dev_account  # noqa: E402
-from anvil.node import free_port  # noqa: E402
-from sites import wait_until  # noqa: E402  (bench/sites.py)
+from anvil import dev_account  # noqa: E402
+from sites import staked_sites, wait_until  # noqa: E402  (bench/sites.py)
 
 RESULTS = Path(__file__).resolve().parent / "results" / "program.json"
 EXAMPLE = ROOT / "examples" / "digits"
@@ -175,38 +174,14 @@ def main() -> None:
     parser.add_argument("--only", choices=("first-step", "ingest"), default=None)
     args = parser.parse_args()
 
-    from ledger import stake
-    from ledger.chain import connect
-    from ledger.client import Swarm
-    from ledger.deploy import deploy, error_decoder
-    from ledger.specs import store_spec
-    from ledger.tx import Sender
-    from provider.network import start_sites, stop_sites
-
     figures = json.loads(RESULTS.read_text()) if RESULTS.is_file() else {}
     if args.only in (None, "ingest"):
         figures["ingest"] = bench_ingest(args.runs)
         print("ingest", json.dumps(figures["ingest"]), flush=True)
     if args.only in (None, "first-step"):
-        with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
-            home = Path(tmp)
-            node = AnvilNode(AnvilConfig(home=home, port=free_port()))
-            node.start()
-            try:
-                chain = connect(node.config.url)
-                deployment = deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), home).deployment
-                swarm = Swarm(chain, deployment)
-                (site,) = start_sites(home, {1: 1}, node.config.url)
-                sender = swarm.sender(dev_account(1).key)
-                stake.register(swarm, sender, store_spec(home, {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1,
-                                                                "site_url": site.url,
-                                                                "site_fingerprint": site.fingerprint}), 1)
-                stake.stake(swarm, sender, 1_000 * 10**18)
-                figures["first_step"] = bench_first_step(swarm, home, site, args.runs)
-                print("first-step", json.dumps(figures["first_step"]), flush=True)
-            finally:
-                stop_sites(home)
-                node.stop()
+        with staked_sites({1: 1}) as (swarm, home, (site,)):
+            figures["first_step"] = bench_first_step(swarm, home, site, args.runs)
+            print("first-step", json.dumps(figures["first_step"]), flush=True)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
 

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -190,17 +191,10 @@ def idle_memory(sites) -> dict:
             "pss_mib_all": [round(x) for x in figures]}
 
 
-def report(name: str, figures: dict) -> dict:
-    print(name, json.dumps(figures), flush=True)
-    return figures
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--leases", type=int, default=50)
-    args = parser.parse_args()
-
+@contextmanager
+def staked_sites(accounts: dict[int, int]):
+    """A throwaway devnet with the contracts and a registered, staked site of each dev account
+    (account → its nodes), as `swarm cluster up --register` starts them: (swarm, home, sites)."""
     from ledger import stake
     from ledger.chain import connect
     from ledger.client import Swarm
@@ -217,19 +211,34 @@ def main() -> None:
             chain = connect(node.config.url)
             deployment = deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), home).deployment
             swarm = Swarm(chain, deployment)
-            sites = start_sites(home, {a: 1 for a in ACCOUNTS}, node.config.url)
+            sites = start_sites(home, accounts, node.config.url)
             for site in sites:
                 sender = swarm.sender(dev_account(site.account).key)
                 spec = {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1, "site_url": site.url,
                         "site_fingerprint": site.fingerprint}
                 stake.register(swarm, sender, store_spec(home, spec), 1)
                 stake.stake(swarm, sender, 1_000 * 10**18)
-            idle = report("idle", idle_memory(sites))
-            start = report("start", bench_start(swarm, home, sites[0], args.runs))
-            drain = report("drain", bench_drain(swarm, home, sites, args.leases))
+            yield swarm, home, sites
         finally:
             stop_sites(home)
             node.stop()
+
+
+def report(name: str, figures: dict) -> dict:
+    print(name, json.dumps(figures), flush=True)
+    return figures
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--leases", type=int, default=50)
+    args = parser.parse_args()
+
+    with staked_sites({a: 1 for a in ACCOUNTS}) as (swarm, home, sites):
+        idle = report("idle", idle_memory(sites))
+        start = report("start", bench_start(swarm, home, sites[0], args.runs))
+        drain = report("drain", bench_drain(swarm, home, sites, args.leases))
     figures = {"start": start, "drain": drain, "idle": idle}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(figures, indent=2) + "\n")

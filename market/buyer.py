@@ -1,5 +1,22 @@
-"""What a buyer does before a job is posted: its code and inputs put in the buyer's own storage
-and pinned by their sha256 (docs/market.md, "Your own program").
+"""The buyer's side of Swarm as a Python API; `swarm job` is a face over it (docs/market.md).
+
+    from market.buyer import Buyer
+
+    buyer = Buyer.open(account=5)                   # a devnet's dev account, or key="alice"
+    (job_id,) = buyer.post("examples/digits/job.yaml").job_ids
+    buyer.wait(job_id)                              # until the chain has its result (or none)
+    result = buyer.result(job_id, download_to="digits-model")
+    print(result.metrics, result.path)              # verified against the chain's resultHash
+
+`post` checks the spec and the buyer's balance before anything is sent, uploads and pins a
+`ray` job's local code and inputs, stores the spec and escrows one job per replica (cancelling
+those already posted if a later one fails); `status` reads the chain and the market's record;
+`result` finds the result where the spec says it goes, downloads it if it is in object storage
+and refuses it unless its files hash to the chain's resultHash; `cancel` refunds a job no
+provider has yet. Every refusal is a `SwarmError` with one sentence.
+
+Pinning: what a buyer does before a job is posted — its code and inputs put in the buyer's
+own storage and pinned by their sha256 (docs/market.md, "Your own program").
 
 `pin(spec, base, upload_to)` turns a spec that names code or inputs by a local path or an
 unpinned URI into one that names each by `{uri, sha256}`:
@@ -17,12 +34,28 @@ buyer's storage, and the site reads from it.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compute import dataplane
+from ledger.client import Swarm
+from ledger.config import Settings, database_url
+from ledger.errors import SwarmError
+from ledger.jobs import JobInfo
+from ledger.units import format_amount
 from market.spec import JobSpec, SpecError, validate_spec
+
+if TYPE_CHECKING:  # the ORM loads in the operations that use it
+    from sqlmodel import Session
+
+    from ledger.services import MarketJob, MarketTransition
+    from ledger.tx import Receipt, Sender
 
 UPLOADS = "uploads"
 
@@ -54,8 +87,6 @@ def _pin_code(location: str, upload_to: str | None) -> dict[str, str]:
         if dataplane.is_uri(location):  # an archive the buyer packed and stored already
             return {"uri": location, "sha256": dataplane.digest(location, "code")}
         archive = dataplane.pack(Path(location))
-        import hashlib
-
         sha = hashlib.sha256(archive).hexdigest()
         target = dataplane.join(_upload_place(upload_to, "code"), f"code/{sha}.tar")
         if not dataplane.exists(target):
@@ -87,3 +118,395 @@ def _upload_place(upload_to: str | None, field: str) -> str:
         raise SpecError(f"spec field {field} names a local path, which a site cannot read; give an output "
                         "(the uploads go next to it) or a URI of the buyer's storage.", field)
     return upload_to
+
+
+# ── the buyer's operations ───────────────────────────────────────────────────────────
+
+WITH_RESULT = ("completed", "disputed", "settled")
+NO_RESULT_EVER = ("failed", "cancelled", "reclaimed")
+ZERO_HASH = bytes(32)
+
+
+@dataclass(frozen=True)
+class Posted:
+    job_ids: list[int]
+    spec_hash: str  # 0x…
+    spec: JobSpec  # as posted: pinned
+    escrow_wei: int  # all replicas together
+    buyer: str
+    tx: list[str]
+
+
+@dataclass(frozen=True)
+class JobReport:
+    """A job as the chain, the ledger and the market service know it."""
+
+    info: JobInfo
+    escrow_held_wei: int
+    spec_hash: str | None  # None until the ledger has indexed the job
+    spec: dict[str, Any] | None  # None where this SWARM_HOME does not store it
+    market: MarketJob | None
+    transitions: list[MarketTransition]
+
+    @property
+    def status(self) -> str:
+        return self.info.status.name.lower()
+
+
+@dataclass(frozen=True)
+class Result:
+    """A verified result: its files at `path` hash to the chain's resultHash."""
+
+    job_id: int
+    path: Path  # the result directory here: outputs/ and manifest.json
+    stored_at: str  # where it was found (the buyer's output, or the market's storage)
+    result_hash: str
+    units: float
+    unit: str | None
+    units_billed: int
+    metrics: dict[str, Any]
+    info: JobInfo
+
+
+@dataclass(frozen=True)
+class Refund:
+    job_id: int
+    refund_wei: int
+    tx: str
+
+
+class Buyer:
+    """One buyer's jobs on one deployment: `Buyer.open(...)`, or built from its parts."""
+
+    def __init__(self, swarm: Swarm, sender: Sender | None, home: Path, db_url: str | None = None) -> None:
+        self.swarm = swarm
+        self.sender = sender  # None: reads only
+        self.home = home
+        self.db_url = db_url or database_url(home)
+
+    @classmethod
+    def open(cls, account: int | None = None, key: str | None = None, password: str | None = None,
+             settings: Settings | None = None, db_url: str | None = None) -> Buyer:
+        """From SWARM_HOME, SWARM_RPC_URL and SWARM_DB_URL; signing as anvil's dev account `account`
+        (devnets only) or the keystore `key` (its name or address; the password, or SWARM_KEY_PASSWORD)."""
+        from anvil import dev_account
+        from ledger.keys import Keystore
+
+        settings = settings or Settings.from_env()
+        swarm = Swarm.open(settings)
+        if account is not None and key is not None:
+            raise SwarmError("Give either an account or a key, not both.")
+        sender = None
+        if account is not None:
+            if not swarm.chain.is_devnet:
+                raise SwarmError(f"Dev account {account} is refused on chain {swarm.chain.chain_id}, which is not a "
+                                 "devnet; sign with a keystore instead.")
+            sender = swarm.sender(dev_account(account).key)
+        elif key is not None:
+            store = Keystore(settings.home / "keys")
+            info = store.find(key)
+            password = password if password is not None else os.environ.get("SWARM_KEY_PASSWORD")
+            if password is None:
+                raise SwarmError(f"The keystore {info.address} needs its password; pass it or set SWARM_KEY_PASSWORD.")
+            sender = swarm.sender(store.unlock(info, password))
+        return cls(swarm, sender, settings.home, db_url)
+
+    @property
+    def address(self) -> str:
+        return self._signer().address
+
+    # ── post ──────────────────────────────────────────────────────────────────
+    def post(self, spec: str | Path | dict[str, Any] | JobSpec, upload_to: str | None = None,
+             base: Path | None = None) -> Posted:
+        """Escrows payment for `spec` (a file, a mapping or a JobSpec) and posts one job per
+        replica. Local code and inputs are uploaded to `upload_to` (default: the spec's
+        output/uploads) and pinned first; relative paths are the spec file's (or `base`)."""
+        from ledger.specs import store_spec
+        from market.spec import load_spec
+
+        if isinstance(spec, (str, Path)):
+            base = base or Path(spec).resolve().parent
+            spec = load_spec(spec)  # a bad spec is refused before the chain is opened
+        elif isinstance(spec, dict):
+            spec = validate_spec(spec)
+        sender = self._signer()
+        total = spec.escrow_wei * spec.replicas
+        self._check_postable(sender.address, spec, total)
+        spec = pin(spec, base or Path.cwd(), upload_to)
+        digest = store_spec(self.home, spec.canonical())
+        posted = self._post_replicas(sender, spec, digest)
+        return Posted([job_id for job_id, _ in posted], "0x" + digest.hex(), spec, total, sender.address,
+                      [receipt.tx_hash for _, receipt in posted])
+
+    def _check_postable(self, buyer: str, spec: JobSpec, total: int) -> None:
+        """Refuses, before anything is sent, a post the buyer cannot fund or whose deadline the chain has passed."""
+        now = self.next_block_time()
+        if spec.deadline <= now:
+            raise SwarmError(
+                f"spec field deadline ({when(spec.deadline)}) is not after the chain's current time ({when(now)}); "
+                "choose a later deadline."
+            )
+        balance = self.swarm.balance_of(buyer)
+        if balance < total:
+            times = f" × {spec.replicas} replicas" if spec.replicas > 1 else ""
+            raise SwarmError(
+                f"{buyer} holds {format_amount(balance)}, less than the {format_amount(total)} this job escrows "
+                f"(max_price_per_unit × max_units{times}); fund the account or lower the price, units or replicas."
+            )
+
+    def _post_replicas(self, sender: Sender, spec: JobSpec, digest: bytes) -> list[tuple[int, Receipt]]:
+        """One job per replica; if one fails, those already posted are cancelled, so nothing is left half done."""
+        from ledger.jobs import post_job
+
+        posted: list[tuple[int, Receipt]] = []
+        for replica in range(1, spec.replicas + 1):
+            try:
+                posted.append(post_job(self.swarm, sender, digest, spec.max_price_per_unit, spec.max_units,
+                                       spec.deadline))
+            except Exception as exc:  # whatever stopped it, the replicas already in escrow must go back
+                if not posted:
+                    raise
+                undone = self._cancel_posted(sender, [job_id for job_id, _ in posted])
+                raise SwarmError(
+                    f"Posting replica {replica} of {spec.replicas} failed ({clause(exc)}); {undone}."
+                ) from exc
+        return posted
+
+    def _cancel_posted(self, sender: Sender, ids: list[int]) -> str:
+        """Cancels `ids` and says what became of them, as a clause."""
+        from ledger.jobs import cancel_job
+
+        cancelled, stuck = [], []
+        for job_id in ids:
+            try:
+                cancel_job(self.swarm, sender, job_id)
+                cancelled.append(job_id)
+            except Exception as exc:  # noqa: BLE001 - reported to the user, with the job to cancel by hand
+                stuck.append(f"job {job_id} ({clause(exc)})")
+        said = []
+        if cancelled:
+            said.append(f"cancelled {'job' if len(cancelled) == 1 else 'jobs'} {listed(cancelled)}, "
+                        "refunded in full")
+        if stuck:
+            said.append(f"could not cancel {', '.join(stuck)}: cancel by hand with `swarm job cancel ID`")
+        return "; ".join(said)
+
+    # ── status, wait ──────────────────────────────────────────────────────────
+    def status(self, job_id: int) -> JobReport:
+        """The job on chain, its spec, and the market service's record and history (the ledger
+        brought up to the chain's head first)."""
+        from ledger.indexer.models import Job
+
+        info = self.existing(job_id)
+        escrow_held = int(self.swarm.read("JobMarket", "escrowOf", job_id))
+        with self.synced_ledger() as session:
+            row = session.get(Job, (self.swarm.chain.chain_id, job_id))
+            market, transitions = market_record(session, self.swarm.chain.chain_id, job_id)
+            spec_hash = row.spec_hash if row else None
+        return JobReport(info, escrow_held, spec_hash, self.stored_spec(spec_hash), market, transitions)
+
+    def wait(self, job_id: int, timeout_s: float = 3_600.0, poll_s: float = 2.0) -> JobInfo:
+        """Returns once the job has a result on chain or never will (failed, cancelled, reclaimed)."""
+        import time
+
+        from ledger.jobs import job_info
+
+        end = time.monotonic() + timeout_s
+        while True:
+            info = job_info(self.swarm, job_id)
+            name = info.status.name.lower()
+            if name in NO_RESULT_EVER or (name in WITH_RESULT and info.result_hash != ZERO_HASH):
+                return info
+            if time.monotonic() > end:
+                raise SwarmError(f"Job {job_id} is still {name} after {timeout_s:.0f} s.")
+            time.sleep(poll_s)
+
+    # ── result ────────────────────────────────────────────────────────────────
+    def result(self, job_id: int, download_to: str | Path | None = None) -> Result:
+        """The job's result, verified: found where its spec's output says (or, for a built-in job,
+        where the market service recorded it), downloaded to `download_to` (default ./job-ID)
+        when it is in object storage, and refused unless its files hash to the chain's resultHash."""
+        from ledger.indexer.models import Job
+        from market.spec import job_namespace
+
+        info = self.existing(job_id)
+        name = info.status.name.lower()
+        if name in NO_RESULT_EVER:
+            raise SwarmError(f"Job {job_id} has no result; it is {name} and will not get one.")
+        if name not in WITH_RESULT or info.result_hash == ZERO_HASH:
+            raise SwarmError(f"Job {job_id} has no result yet; it is {name}.")
+        with self.synced_ledger() as session:
+            market, _ = market_record(session, self.swarm.chain.chain_id, job_id)
+            row = session.get(Job, (self.swarm.chain.chain_id, job_id))
+            spec = self.stored_spec(row.spec_hash if row else None)
+        if spec and spec.get("output"):  # the buyer's own storage, named by the spec the chain pins
+            namespace = job_namespace(self.swarm.chain.chain_id, self.swarm.market.address)
+            location = dataplane.join(spec["output"], namespace + str(job_id))
+        elif market is not None and market.result_dir:
+            location = market.result_dir
+        else:
+            raise SwarmError(
+                f"Job {job_id} is {name} on chain, but this ledger holds no market record of where its result is; "
+                "run this where the market service keeps its SWARM_HOME and SWARM_DB_URL."
+            )
+        expected = "0x" + info.result_hash.hex()
+        if dataplane.is_uri(location) or download_to is not None:
+            path = Path(download_to or f"job-{job_id}").resolve()
+            try:
+                dataplane.download(location, path, what=f"the result of job {job_id}")
+            except dataplane.DataPlaneError as exc:
+                raise SwarmError(f"{clause(exc)}; check the output URI and its keys (AWS_* for s3://).") from None
+        else:
+            path = Path(location)
+        verify(job_id, path, expected)
+        return Result(job_id, path, dataplane.shown(location), expected,
+                      market.units if market else float(info.units_used), market.unit if market else None,
+                      info.units_used, market.metrics if market else {}, info)
+
+    # ── cancel ────────────────────────────────────────────────────────────────
+    def cancel(self, job_id: int) -> Refund:
+        """Cancels a job no provider has yet; the escrow comes back in full."""
+        from ledger.jobs import JobStatus, cancel_job
+
+        sender = self._signer()
+        info = self.existing(job_id)
+        if sender.address != info.buyer:
+            raise SwarmError(f"Only the buyer of job {job_id}, {info.buyer}, may cancel it; you are {sender.address}.")
+        if info.status is not JobStatus.POSTED:
+            later = (f"; after its deadline ({when(info.deadline)}) `swarm job reclaim {job_id}` refunds it"
+                     if info.status is JobStatus.ASSIGNED else "")
+            raise SwarmError(f"Job {job_id} is {info.status.name.lower()}; only a posted job (not yet assigned) can "
+                             f"be cancelled{later}.")
+        receipt = cancel_job(self.swarm, sender, job_id)
+        (refund,) = (int(e.args["refund"]) for e in self.swarm.events(receipt, "JobCancelled"))
+        return Refund(job_id, refund, receipt.tx_hash)
+
+    # ── shared ────────────────────────────────────────────────────────────────
+    def existing(self, job_id: int) -> JobInfo:
+        from ledger.jobs import JobStatus, job_info
+
+        info = job_info(self.swarm, job_id)
+        if info.status is JobStatus.NONE:
+            last = int(self.swarm.read("JobMarket", "nextJobId")) - 1
+            known = f"jobs run from 1 to {last}" if last else "no job has been posted yet"
+            raise SwarmError(f"Job {job_id} does not exist on chain {self.swarm.chain.chain_id} ({known}).")
+        return info
+
+    def next_block_time(self) -> int:
+        """The time the next block will carry, which is what the contract judges a transaction by;
+        the latest block can be far behind it on a devnet that mines only on demand."""
+        try:
+            pending = self.swarm.chain.timestamp("pending")
+        except Exception:  # noqa: BLE001 - a node without a pending block: the latest is the best estimate
+            pending = 0
+        return max(pending, self.swarm.chain.timestamp())
+
+    def stored_spec(self, spec_hash: str | None) -> dict[str, Any] | None:
+        from ledger.specs import load_spec as load_stored_spec
+
+        if not spec_hash:
+            return None
+        try:
+            return load_stored_spec(self.home, bytes.fromhex(spec_hash.removeprefix("0x")))
+        except (SwarmError, ValueError):
+            return None
+
+    @contextmanager
+    def ledger(self) -> Iterator[Session]:
+        from sqlmodel import Session
+
+        from ledger.db import database_errors, open_ledger
+
+        engine = open_ledger(self.db_url)
+        try:
+            with database_errors(self.db_url), Session(engine) as session:
+                yield session
+        finally:
+            engine.dispose()
+
+    @contextmanager
+    def synced_ledger(self) -> Iterator[Session]:
+        """The ledger, first brought up to the chain's head (incrementally, without output)."""
+        from sqlmodel import Session
+
+        from ledger.db import database_errors, open_ledger
+        from ledger.indexer import Indexer
+
+        engine = open_ledger(self.db_url)
+        try:
+            with database_errors(self.db_url):
+                Indexer(self.swarm, engine).sync()
+                with Session(engine) as session:
+                    yield session
+        finally:
+            engine.dispose()
+
+    def _signer(self) -> Sender:
+        if self.sender is None:
+            raise SwarmError("This buyer reads only; open it with an account or a key to sign.")
+        return self.sender
+
+
+def market_record(session: Session, chain_id: int, job_id: int) -> tuple[MarketJob | None, list[MarketTransition]]:
+    """The market service's row for the job and its transitions, detached so they outlive the session."""
+    from sqlmodel import col, select
+
+    from ledger.services import MarketJob, MarketTransition
+
+    market = session.get(MarketJob, (chain_id, job_id))
+    transitions = list(session.exec(
+        select(MarketTransition)
+        .where(MarketTransition.chain_id == chain_id, MarketTransition.job_id == job_id)
+        .order_by(col(MarketTransition.at), col(MarketTransition.id))
+    ).all())
+    session.expunge_all()
+    return market, transitions
+
+
+def verify(job_id: int, result_dir: Path, expected: str) -> None:
+    """Refuses a result whose outputs do not hash to `expected`, naming the files that differ."""
+    from compute.manifest import MANIFEST, build_manifest, manifest_hash
+
+    if not result_dir.is_dir():
+        raise SwarmError(f"The result directory of job {job_id}, {result_dir}, is missing; it cannot be verified.")
+    entries = build_manifest(result_dir)
+    actual = manifest_hash(entries)
+    if actual == expected:
+        return
+    changed = _changed_files(result_dir / MANIFEST, entries, expected)
+    raise SwarmError(
+        f"The result of job {job_id} in {result_dir} does not match its on-chain result hash {expected} "
+        f"(the files hash to {actual}{changed}); do not trust it."
+    )
+
+
+def _changed_files(manifest: Path, entries: list[dict], expected: str) -> str:
+    """Which outputs differ from the manifest the provider wrote, if that manifest is the one on chain."""
+    import json
+
+    try:
+        raw = manifest.read_bytes()
+        if "0x" + hashlib.sha256(raw).hexdigest() != expected:
+            return ""
+        original = {e["path"]: e["sha256"] for e in json.loads(raw)}
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    now = {e["path"]: e["sha256"] for e in entries}
+    differ = sorted(p for p in original.keys() | now.keys() if original.get(p) != now.get(p))
+    return f"; changed, added or removed: {', '.join('outputs/' + p for p in differ)}" if differ else ""
+
+
+def when(timestamp: int) -> str:
+    """A chain time as UTC text."""
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
+
+
+def listed(ids: list[int]) -> str:
+    return ", ".join(str(i) for i in ids[:-1]) + (" and " if len(ids) > 1 else "") + str(ids[-1])
+
+
+def clause(exc: BaseException) -> str:
+    """An error's sentence as a clause to embed: no trailing full stop."""
+    return (str(exc).strip() or type(exc).__name__).rstrip(".")

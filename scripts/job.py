@@ -1,5 +1,6 @@
 """`swarm job …`: post a job spec into escrow, follow it, cancel, reclaim or dispute it,
-and fetch its result, checked against the hash the chain holds.
+and fetch its result, checked against the hash the chain holds. The buyer's operations
+are `market.buyer.Buyer`'s; these commands parse their arguments and print.
 
 A spec is validated before the chain is opened, and every signed command checks what
 JobMarket would refuse first, so a refused command sends nothing and says why in one
@@ -10,10 +11,8 @@ spec hash.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,11 +22,9 @@ from ledger.client import Swarm
 from ledger.config import database_url
 from ledger.errors import SwarmError
 from ledger.jobs import (
-    JobInfo, JobStatus, cancel_job, dispute_bond, dispute_job, job_info, post_job, reclaim_expired,
+    JobInfo, JobStatus, dispute_bond, dispute_job, reclaim_expired,
 )
 from ledger.keys import Keystore
-from ledger.specs import load_spec as load_stored_spec
-from ledger.specs import store_spec
 from ledger.units import format_amount, parse_address
 from scripts.common import (
     account_option, console, dev_account_address, duration, emit, json_option, key_option, open_swarm, settings,
@@ -35,17 +32,13 @@ from scripts.common import (
 )
 
 if TYPE_CHECKING:  # the ORM, the spec schema and web3 load in the commands that use them
-    from sqlmodel import Session
-
     from ledger.indexer.models import Job
     from ledger.services import MarketJob, MarketTransition
-    from ledger.tx import Receipt, Sender
-    from market.spec import JobSpec
+    from ledger.tx import Receipt
+    from market.buyer import Buyer
 
 ZERO_ADDRESS = "0x" + "00" * 20
 ZERO_HASH = bytes(32)
-WITH_RESULT = (JobStatus.COMPLETED, JobStatus.DISPUTED, JobStatus.SETTLED)
-NO_RESULT_EVER = (JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.RECLAIMED)
 JOB_ID = click.IntRange(min=0, max=2**256 - 1)  # a uint256 on chain
 STATUSES = tuple(s.name.lower() for s in JobStatus if s is not JobStatus.NONE)
 
@@ -72,22 +65,16 @@ def post(spec_file: str, upload_to: str | None, account: int | None, key_ref: st
 
     A ray job's local code directory and inputs are uploaded to the buyer's storage first and
     pinned by their sha256, so the spec's hash on chain pins them."""
-    from market.buyer import pin
     from market.spec import load_spec
 
     spec = load_spec(spec_file)  # a bad spec is refused before the chain is opened
-    swarm = open_swarm()
-    sender = signer(swarm, account, key_ref)
-    total = spec.escrow_wei * spec.replicas
-    _check_postable(swarm, sender.address, spec, total)
-    spec = pin(spec, Path(spec_file).resolve().parent, upload_to)
-    digest = store_spec(settings().home, spec.canonical())
-    posted = _post_replicas(swarm, sender, spec, digest)
-    ids = [job_id for job_id, _ in posted]
+    buyer = _buyer(account, key_ref)
+    posted = buyer.post(spec, upload_to=upload_to, base=Path(spec_file).resolve().parent)
+    spec, ids = posted.spec, posted.job_ids
     payload = {
-        "job_ids": ids, "spec_hash": "0x" + digest.hex(), "escrow_wei": str(total),
-        "escrow_per_job_wei": str(spec.escrow_wei), "replicas": spec.replicas, "buyer": sender.address,
-        "deadline": spec.deadline, "tx": [receipt.tx_hash for _, receipt in posted],
+        "job_ids": ids, "spec_hash": posted.spec_hash, "escrow_wei": str(posted.escrow_wei),
+        "escrow_per_job_wei": str(spec.escrow_wei), "replicas": spec.replicas, "buyer": posted.buyer,
+        "deadline": spec.deadline, "tx": posted.tx,
     }
 
     def human() -> None:
@@ -95,64 +82,20 @@ def post(spec_file: str, upload_to: str | None, account: int | None, key_ref: st
         what = f"job {ids[0]}" if len(ids) == 1 else f"{len(ids)} replicas as jobs {_listed(ids)}"
         work = (f"ray program `{spec.params['entrypoint']}`" if spec.kind == "ray"
                 else f"{spec.kind} of {spec.model} on {spec.dataset}")
-        console.print(f"Posted {what}: {work}, "
-                      f"escrow {format_amount(total)}{each}, deadline {when(spec.deadline)}.")
-        console.print(f"Spec hash 0x{digest.hex()}. Follow it with `swarm job status {ids[0]}`.")
+        console.print(f"Posted {what}: {work}, escrow {format_amount(posted.escrow_wei)}{each}, "
+                      f"deadline {when(spec.deadline)}.")
+        console.print(f"Spec hash {posted.spec_hash}. Follow it with `swarm job status {ids[0]}`.")
 
     emit(as_json, payload, human)
 
 
-def _check_postable(swarm: Swarm, buyer: str, spec: JobSpec, total: int) -> None:
-    """Refuses, before anything is sent, a post the buyer cannot fund or whose deadline the chain has passed."""
-    now = _next_block_time(swarm)
-    if spec.deadline <= now:
-        raise SwarmError(
-            f"spec field deadline ({when(spec.deadline)}) is not after the chain's current time ({when(now)}); "
-            "choose a later deadline."
-        )
-    balance = swarm.balance_of(buyer)
-    if balance < total:
-        times = f" × {spec.replicas} replicas" if spec.replicas > 1 else ""
-        raise SwarmError(
-            f"{buyer} holds {format_amount(balance)}, less than the {format_amount(total)} this job escrows "
-            f"(max_price_per_unit × max_units{times}); fund the account or lower the price, units or replicas."
-        )
+def _buyer(account: int | None, key_ref: str | None, signs: bool = True) -> Buyer:
+    """The buyer's API, signing as --account or --key (read only when `signs` is False)."""
+    from market.buyer import Buyer
 
-
-def _post_replicas(swarm: Swarm, sender: Sender, spec: JobSpec, digest: bytes) -> list[tuple[int, Receipt]]:
-    """Posts one job per replica; if one fails, cancels those already posted so nothing is left half done."""
-    posted: list[tuple[int, Receipt]] = []
-    for replica in range(1, spec.replicas + 1):
-        try:
-            posted.append(
-                post_job(swarm, sender, digest, spec.max_price_per_unit, spec.max_units, spec.deadline)
-            )
-        except Exception as exc:  # whatever stopped it, the replicas already in escrow must go back
-            if not posted:
-                raise
-            undone = _cancel_posted(swarm, sender, [job_id for job_id, _ in posted])
-            raise SwarmError(
-                f"Posting replica {replica} of {spec.replicas} failed ({_clause(exc)}); {undone}."
-            ) from exc
-    return posted
-
-
-def _cancel_posted(swarm: Swarm, sender: Sender, ids: list[int]) -> str:
-    """Cancels `ids` and says what became of them, as a clause."""
-    cancelled, stuck = [], []
-    for job_id in ids:
-        try:
-            cancel_job(swarm, sender, job_id)
-            cancelled.append(job_id)
-        except Exception as exc:  # noqa: BLE001 - reported to the user, with the job to cancel by hand
-            stuck.append(f"job {job_id} ({_clause(exc)})")
-    said = []
-    if cancelled:
-        said.append(f"cancelled {'job' if len(cancelled) == 1 else 'jobs'} {_listed(cancelled)}, "
-                    "refunded in full")
-    if stuck:
-        said.append(f"could not cancel {', '.join(stuck)}: cancel by hand with `swarm job cancel ID`")
-    return "; ".join(said)
+    swarm = open_swarm()
+    return Buyer(swarm, signer(swarm, account, key_ref) if signs else None, settings().home,
+                 database_url(settings().home))
 
 
 # ── status and list ──────────────────────────────────────────────────────────
@@ -162,25 +105,19 @@ def _cancel_posted(swarm: Swarm, sender: Sender, ids: list[int]) -> str:
 @json_option
 def status(job_id: int, as_json: bool) -> None:
     """The on-chain state of JOB, its spec, and the market's record of it."""
-    from ledger.indexer.models import Job
-
-    swarm = open_swarm()
-    info = _existing(swarm, job_id)
-    escrow_held = int(swarm.read("JobMarket", "escrowOf", job_id))
-    with _synced_ledger(swarm) as session:
-        row = session.get(Job, (swarm.chain.chain_id, job_id))
-        market, transitions = _market_record(session, swarm.chain.chain_id, job_id)
-        spec_hash = row.spec_hash if row else None
-    spec = _stored_spec(spec_hash)
+    buyer = _buyer(None, None, signs=False)
+    report = buyer.status(job_id)
+    info, market, transitions = report.info, report.market, report.transitions
+    chain_id = buyer.swarm.chain.chain_id
     payload = {
-        **_chain_json(info), "chain_id": swarm.chain.chain_id, "escrow_held_wei": str(escrow_held),
-        "spec_hash": spec_hash, "spec": spec,
+        **_chain_json(info), "chain_id": chain_id, "escrow_held_wei": str(report.escrow_held_wei),
+        "spec_hash": report.spec_hash, "spec": report.spec,
         "market": _market_json(market), "transitions": [_transition_json(t) for t in transitions],
     }
 
     def human() -> None:
-        console.print(table(f"Job {job_id} on chain {swarm.chain.chain_id}", ["", ""],
-                            _chain_rows(info, escrow_held) + _spec_rows(spec_hash, spec)))
+        console.print(table(f"Job {job_id} on chain {chain_id}", ["", ""],
+                            _chain_rows(info, report.escrow_held_wei) + _spec_rows(report.spec_hash, report.spec)))
         if market is not None:
             console.print(table("Market record", ["", ""], _market_rows(market)))
         else:
@@ -215,11 +152,12 @@ def list_jobs(buyer: str | None, account: int | None, key_ref: str | None, every
     if len(chosen) > 1:
         raise SwarmError(f"Give only one of --buyer, --account, --key or --all, not {' and '.join(chosen)}.")
     who = parse_address(buyer, "buyer address") if buyer else None
-    swarm = open_swarm()
+    reader = _buyer(None, None, signs=False)
+    swarm = reader.swarm
     if not who and not everyone:
         who = _own_address(swarm, account, key_ref)
     chain_id = swarm.chain.chain_id
-    with _synced_ledger(swarm) as session:
+    with reader.synced_ledger() as session:
         query = select(Job).where(Job.chain_id == chain_id)
         if who:
             query = query.where(Job.buyer == who)
@@ -250,17 +188,12 @@ def list_jobs(buyer: str | None, account: int | None, key_ref: str | None, every
 @_signed
 def cancel(job_id: int, account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Cancel JOB while no provider has it yet; the escrow comes back in full."""
-    swarm = open_swarm()
-    sender = signer(swarm, account, key_ref)
-    info = _existing(swarm, job_id)
-    _require_buyer(info, sender.address, "cancel")
-    if info.status is not JobStatus.POSTED:
-        later = (f"; after its deadline ({when(info.deadline)}) `swarm job reclaim {job_id}` refunds it"
-                 if info.status is JobStatus.ASSIGNED else "")
-        raise SwarmError(f"Job {job_id} is {_name(info.status)}; only a posted job (not yet assigned) can be "
-                         f"cancelled{later}.")
-    receipt = cancel_job(swarm, sender, job_id)
-    _refunded(swarm, receipt, "JobCancelled", info, as_json, "Cancelled")
+    buyer = _buyer(account, key_ref)
+    refund = buyer.cancel(job_id)
+    payload = {"job_id": job_id, "status": "cancelled", "buyer": buyer.address, "refund_wei": str(refund.refund_wei),
+               "tx": refund.tx}
+    emit(as_json, payload, lambda: console.print(
+        f"Cancelled job {job_id}; refunded {format_amount(refund.refund_wei)} to {buyer.address} ({refund.tx})."))
 
 
 @job.command()
@@ -268,10 +201,10 @@ def cancel(job_id: int, account: int | None, key_ref: str | None, as_json: bool)
 @_signed
 def reclaim(job_id: int, account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Refund JOB to its buyer after its deadline, or settle an undecided dispute; anyone may send it."""
-    swarm = open_swarm()
-    sender = signer(swarm, account, key_ref)
-    info = _existing(swarm, job_id)
-    now = _next_block_time(swarm)
+    buyer = _buyer(account, key_ref)
+    swarm, sender = buyer.swarm, buyer.sender
+    info = buyer.existing(job_id)
+    now = buyer.next_block_time()
     if info.status in (JobStatus.POSTED, JobStatus.ASSIGNED):
         if now <= info.deadline:
             raise SwarmError(
@@ -305,9 +238,9 @@ def dispute(job_id: int, account: int | None, key_ref: str | None, as_json: bool
     A buyer's bond is a share of the job's payment: returned if the buyer is upheld or the
     arbiter does not rule in time, paid to the provider if the dispute is rejected.
     """
-    swarm = open_swarm()
-    sender = signer(swarm, account, key_ref)
-    info = _existing(swarm, job_id)
+    buyer = _buyer(account, key_ref)
+    swarm, sender = buyer.swarm, buyer.sender
+    info = buyer.existing(job_id)
     if sender.address != info.buyer and not swarm.read(
         "JobMarket", "hasRole", swarm.read("JobMarket", "MATCHER_ROLE"), sender.address
     ):
@@ -315,7 +248,7 @@ def dispute(job_id: int, account: int | None, key_ref: str | None, as_json: bool
     if info.status is not JobStatus.COMPLETED:
         raise SwarmError(f"Job {job_id} is {_name(info.status)}; only a completed job can be disputed, "
                          "during its dispute window.")
-    now = _next_block_time(swarm)
+    now = buyer.next_block_time()
     if now >= info.dispute_end:
         raise SwarmError(f"The dispute window of job {job_id} closed at {when(info.dispute_end)}; "
                          "its result can no longer be disputed.")
@@ -344,117 +277,28 @@ def result(job_id: int, download_to: Path | None, as_json: bool) -> None:
     """The result of JOB: where it is, its metrics, and whether its files match the on-chain hash.
 
     A result in object storage is downloaded first and checked where it landed."""
-    from compute import dataplane
-    from ledger.indexer.models import Job
-    from market.spec import job_namespace
-
-    swarm = open_swarm()
-    info = _existing(swarm, job_id)
-    if info.status in NO_RESULT_EVER:
-        raise SwarmError(f"Job {job_id} has no result; it is {_name(info.status)} and will not get one.")
-    if info.status not in WITH_RESULT or info.result_hash == ZERO_HASH:
-        raise SwarmError(f"Job {job_id} has no result yet; it is {_name(info.status)}.")
-    with _synced_ledger(swarm) as session:
-        market, _ = _market_record(session, swarm.chain.chain_id, job_id)
-        row = session.get(Job, (swarm.chain.chain_id, job_id))
-        spec = _stored_spec(row.spec_hash if row else None)
-    if spec and spec.get("output"):  # the buyer's own storage, named by the spec the chain pins
-        location = dataplane.join(spec["output"], job_namespace(swarm.chain.chain_id, swarm.market.address)
-                                  + str(job_id))
-    elif market is not None and market.result_dir:
-        location = market.result_dir
-    else:
-        raise SwarmError(
-            f"Job {job_id} is {_name(info.status)} on chain, but this ledger holds no market record of where its "
-            "result is; run this where the market service keeps its SWARM_HOME and SWARM_DB_URL."
-        )
-    expected = "0x" + info.result_hash.hex()
-    if dataplane.is_uri(location) or download_to is not None:
-        result_dir = (download_to or Path(f"job-{job_id}")).resolve()
-        try:
-            dataplane.download(location, result_dir, what=f"the result of job {job_id}")
-        except dataplane.DataPlaneError as exc:
-            raise SwarmError(f"{_clause(exc)}; check the output URI and its keys (AWS_* for s3://).") from None
-    else:
-        result_dir = Path(location)
-    _verify(job_id, result_dir, expected)
-    units = market.units if market else info.units_used
-    unit = market.unit if market else None
-    metrics = market.metrics if market else {}
+    found = _buyer(None, None, signs=False).result(job_id, download_to)
+    info = found.info
     payload = {
-        "job_id": job_id, "status": _name(info.status), "provider": info.provider, "result_dir": str(result_dir),
-        "stored_at": dataplane.shown(location), "result_hash": expected, "verified": True, "units": units,
-        "unit": unit, "units_used": info.units_used, "metrics": metrics,
+        "job_id": job_id, "status": _name(info.status), "provider": info.provider, "result_dir": str(found.path),
+        "stored_at": found.stored_at, "result_hash": found.result_hash, "verified": True, "units": found.units,
+        "unit": found.unit, "units_used": info.units_used, "metrics": found.metrics,
     }
 
     def human() -> None:
-        rows = [("result", str(result_dir))]
-        if str(result_dir) != location:
-            rows.append(("stored at", dataplane.shown(location)))
-        rows += [("result hash", f"{expected} (verified)"), ("provider", info.provider),
-                 ("units", f"{units:g} {unit or ''}".strip() + f" (billed {info.units_used})")]
-        rows += [(name, _metric(value)) for name, value in sorted(metrics.items())]
+        rows = [("result", str(found.path))]
+        if str(found.path) != found.stored_at:
+            rows.append(("stored at", found.stored_at))
+        rows += [("result hash", f"{found.result_hash} (verified)"), ("provider", info.provider),
+                 ("units", f"{found.units:g} {found.unit or ''}".strip() + f" (billed {info.units_used})")]
+        rows += [(name, _metric(value)) for name, value in sorted(found.metrics.items())]
         console.print(table(f"Result of job {job_id}", ["", ""], rows))
-        console.print(f"Verified: the files in {result_dir / 'outputs'} hash to the result hash on chain.")
+        console.print(f"Verified: the files in {found.path / 'outputs'} hash to the result hash on chain.")
 
     emit(as_json, payload, human)
 
 
-def _verify(job_id: int, result_dir: Path, expected: str) -> None:
-    """Refuses a result whose outputs do not hash to `expected`, naming the files that differ."""
-    from compute.manifest import MANIFEST, build_manifest, manifest_hash
-
-    if not result_dir.is_dir():
-        raise SwarmError(
-            f"The result directory of job {job_id}, {result_dir}, is missing; it cannot be verified."
-        )
-    entries = build_manifest(result_dir)
-    actual = manifest_hash(entries)
-    if actual == expected:
-        return
-    changed = _changed_files(result_dir / MANIFEST, entries, expected)
-    raise SwarmError(
-        f"The result of job {job_id} in {result_dir} does not match its on-chain result hash {expected} "
-        f"(the files hash to {actual}{changed}); do not trust it."
-    )
-
-
-def _changed_files(manifest: Path, entries: list[dict], expected: str) -> str:
-    """Which outputs differ from the manifest the provider wrote, if that manifest is the one on chain."""
-    try:
-        raw = manifest.read_bytes()
-        if "0x" + hashlib.sha256(raw).hexdigest() != expected:
-            return ""
-        original = {e["path"]: e["sha256"] for e in json.loads(raw)}
-    except (OSError, ValueError, KeyError, TypeError):
-        return ""
-    now = {e["path"]: e["sha256"] for e in entries}
-    differ = sorted(p for p in original.keys() | now.keys() if original.get(p) != now.get(p))
-    return f"; changed, added or removed: {', '.join('outputs/' + p for p in differ)}" if differ else ""
-
-
 # ── helpers ──────────────────────────────────────────────────────────────────
-
-def _next_block_time(swarm: Swarm) -> int:
-    """The time the next block will carry, which is what the contract will judge a transaction by.
-
-    The latest block can be far behind it on a devnet that mines only on demand.
-    """
-    try:
-        pending = swarm.chain.timestamp("pending")
-    except Exception:  # noqa: BLE001 - a node without a pending block: the latest is the best estimate
-        pending = 0
-    return max(pending, swarm.chain.timestamp())
-
-
-def _existing(swarm: Swarm, job_id: int) -> JobInfo:
-    info = job_info(swarm, job_id)
-    if info.status is JobStatus.NONE:
-        last = int(swarm.read("JobMarket", "nextJobId")) - 1
-        known = f"jobs run from 1 to {last}" if last else "no job has been posted yet"
-        raise SwarmError(f"Job {job_id} does not exist on chain {swarm.chain.chain_id} ({known}).")
-    return info
-
 
 def _require_buyer(info: JobInfo, who: str, verb: str) -> None:
     if who != info.buyer:
@@ -491,67 +335,6 @@ def _own_address(swarm: Swarm, account: int | None, key_ref: str | None) -> str:
     if key_ref is None and not store.list():
         raise SwarmError("Say whose jobs to list: --buyer ADDR, --account N, --key K, or --all.")
     return store.find(key_ref).address
-
-
-@contextmanager
-def _ledger() -> Iterator[Session]:
-    from sqlmodel import Session
-
-    from ledger.db import database_errors, open_ledger
-
-    url = database_url(settings().home)
-    engine = open_ledger(url)
-    try:
-        with database_errors(url), Session(engine) as session:
-            yield session
-    finally:
-        engine.dispose()
-
-
-@contextmanager
-def _synced_ledger(swarm: Swarm) -> Iterator[Session]:
-    """The ledger, first brought up to the chain's head (incrementally, without output)."""
-    from sqlmodel import Session
-
-    from ledger.db import database_errors, open_ledger
-    from ledger.indexer import Indexer
-
-    url = database_url(settings().home)
-    engine = open_ledger(url)
-    try:
-        with database_errors(url):
-            Indexer(swarm, engine).sync()
-            with Session(engine) as session:
-                yield session
-    finally:
-        engine.dispose()
-
-
-def _market_record(
-    session: Session, chain_id: int, job_id: int
-) -> tuple[MarketJob | None, list[MarketTransition]]:
-    """The market service's row for the job and its transitions, detached so they outlive the session."""
-    from sqlmodel import col, select
-
-    from ledger.services import MarketJob, MarketTransition
-
-    market = session.get(MarketJob, (chain_id, job_id))
-    transitions = list(session.exec(
-        select(MarketTransition)
-        .where(MarketTransition.chain_id == chain_id, MarketTransition.job_id == job_id)
-        .order_by(col(MarketTransition.at), col(MarketTransition.id))
-    ).all())
-    session.expunge_all()
-    return market, transitions
-
-
-def _stored_spec(spec_hash: str | None) -> dict[str, Any] | None:
-    if not spec_hash:
-        return None
-    try:
-        return load_stored_spec(settings().home, bytes.fromhex(spec_hash.removeprefix("0x")))
-    except (SwarmError, ValueError):
-        return None
 
 
 def _chain_json(info: JobInfo) -> dict[str, Any]:
@@ -646,6 +429,12 @@ def _list_row(j: Job, market_state: str | None) -> list[Any]:
             when(j.deadline)]
 
 
+def _listed(ids: list[int]) -> str:
+    from market.buyer import listed
+
+    return listed(ids)
+
+
 def _metric(value: Any) -> str:
     return f"{value:.6g}" if isinstance(value, float) else json.dumps(value) if isinstance(value, (dict, list)) \
         else str(value)
@@ -653,12 +442,3 @@ def _metric(value: Any) -> str:
 
 def _name(status: JobStatus) -> str:
     return status.name.lower()
-
-
-def _listed(ids: list[int]) -> str:
-    return ", ".join(str(i) for i in ids[:-1]) + (" and " if len(ids) > 1 else "") + str(ids[-1])
-
-
-def _clause(exc: BaseException) -> str:
-    """An error's sentence as a clause to embed: no trailing full stop."""
-    return (str(exc).strip() or type(exc).__name__).rstrip(".")

@@ -162,9 +162,9 @@ def test_a_failed_replica_cancels_those_already_posted(
     swarm: Swarm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, anvil_node: AnvilNode, swarm_home: Path, db
 ) -> None:
     """The buyer's tokens leave between the replicas (really, on chain): replica 2 fails, replica 1 is refunded."""
-    import scripts.job
+    import ledger.jobs
 
-    real_post, calls = scripts.job.post_job, []
+    real_post, calls = ledger.jobs.post_job, []
 
     def drained_after_the_first(sw, sender, *args):
         calls.append(1)
@@ -172,7 +172,7 @@ def test_a_failed_replica_cancels_those_already_posted(
             sender.send(sw.token.functions.transfer(dev_account(OTHER).address, sw.balance_of(sender.address)))
         return real_post(sw, sender, *args)
 
-    monkeypatch.setattr(scripts.job, "post_job", drained_after_the_first)
+    monkeypatch.setattr(ledger.jobs, "post_job", drained_after_the_first)  # as market.buyer sends each replica
     first = int(swarm.market.functions.nextJobId().call())
     buyer0, other0 = swarm.balance_of(BUYER), swarm.balance_of(dev_account(OTHER).address)
     done = _in_process(["job", "post", str(_spec_file(tmp_path, swarm, replicas=3)), "--account", str(B)],
@@ -508,6 +508,36 @@ def test_a_bad_spec_exits_1_with_one_line_and_sends_nothing(
 def test_a_missing_spec_file_is_one_line(job, tmp_path: Path) -> None:
     text = one_line_error(job("post", str(tmp_path / "nope.yaml"), "--account", str(B)))
     assert f"spec file {tmp_path / 'nope.yaml'} cannot be read" in text
+
+
+# ── the same operations from Python ──────────────────────────────────────────
+
+def test_the_python_api_posts_follows_and_cancels_a_job_in_a_few_lines(
+    swarm: Swarm, swarm_home: Path, anvil_node: AnvilNode, db, tmp_path: Path
+) -> None:
+    from ledger.config import Settings
+    from market.buyer import Buyer
+
+    settings = Settings.from_env({"SWARM_HOME": str(swarm_home), "SWARM_RPC_URL": anvil_node.config.url})
+    buyer = Buyer.open(account=B, settings=settings, db_url=db["SWARM_DB_URL"])
+    before = swarm.balance_of(BUYER)
+    posted = buyer.post(_spec_file(tmp_path, swarm))
+    (job_id,) = posted.job_ids
+    assert swarm.balance_of(BUYER) == before - ESCROW == before - posted.escrow_wei
+    report = buyer.status(job_id)
+    assert report.status == "posted" and report.spec_hash == posted.spec_hash and report.spec["kind"] == "train"
+    with pytest.raises(SwarmError, match=f"Job {job_id} has no result yet; it is posted"):
+        buyer.result(job_id)
+
+    refund = buyer.cancel(job_id)
+    assert refund.refund_wei == ESCROW and swarm.balance_of(BUYER) == before
+    assert buyer.wait(job_id, timeout_s=5).status is JobStatus.CANCELLED
+    with pytest.raises(SwarmError, match="only a posted job"):
+        buyer.cancel(job_id)
+    reader = Buyer.open(settings=settings, db_url=db["SWARM_DB_URL"])  # no key: it reads, and refuses to sign
+    assert reader.status(job_id).status == "cancelled"
+    with pytest.raises(SwarmError, match="reads only"):
+        reader.post(_spec_file(tmp_path, swarm, name="again.yaml"))
 
 
 # ── a buyer's own program: post uploads and pins, result downloads and verifies ────────
