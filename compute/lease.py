@@ -81,7 +81,7 @@ class LeasePlan:
     max_processes: int = 256
     hidden: tuple[str, ...] = ()  # the provider's SWARM_HOME, the leases directory
     attempt: int = 1
-    program: dict[str, Any] | None = None  # the buyer's own program: {"entrypoint": str, "files": {name: text}}
+    program: dict[str, Any] | None = None  # the buyer's own program, pinned: market.spec.JobSpec.program() and "result"
     storage: str = ""  # the market's storage (a directory or a pyarrow URI): results go there
     inputs: tuple[str, ...] = ()  # results of earlier jobs (compute job ids) the job builds on, from storage
     files: tuple[tuple[str, str], ...] = ()  # (a file or directory the spec names, where it goes in work/)

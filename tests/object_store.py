@@ -90,7 +90,7 @@ class TempObjectStore:
             "s3.port.grpc")]
         s3_port = self.store.endpoint.rsplit(":", 1)[1]
         args = [str(weed_binary()), "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.root / 'data'}",
-                "-volume.max=4", "-master.volumeSizeLimitMB=64", "-s3", f"-s3.port={s3_port}",
+                "-volume.max=100", "-master.volumeSizeLimitMB=64", "-s3", f"-s3.port={s3_port}",
                 f"-s3.config={config}", "-s3.port.iceberg=0", "-s3.port.lance=0", *ports]
         log = open(self.root / "weed.log", "wb")  # noqa: SIM115 -- the server holds it
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -31,6 +31,7 @@ from ledger.specs import store_spec
 from ledger.tx import Sender
 from market.spec import validate_spec
 from provider.network import kill_site, restart_site, start_sites, stop_sites
+from tests.programs import program_spec
 from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C
 
 ONE = 10**18
@@ -41,18 +42,18 @@ CLOCK_STEP_S = 8  # devnet seconds added per wall second: windows of 30–60 s p
 FINAL = {JobStatus.SETTLED, JobStatus.FAILED, JobStatus.CANCELLED, JobStatus.RECLAIMED}
 
 
-# A buyer's program that works for a while, so faults land while it runs, and whose output
-# is the same wherever and however often it runs.
+# A buyer's program that works for a while (its lease's Ray starts first, about 3 s), so faults
+# land while it runs, and whose output is the same wherever and however often it runs.
 PROGRAM = """import os, pathlib, time
-time.sleep(6)
+time.sleep(3)
 pathlib.Path(os.environ["SWARM_OUTPUT_DIR"], "out.txt").write_text("done")
 """
 
 
-def job_spec(seed: int) -> dict:
-    return {"kind": "ray", "resources": {"workers": 1, "cpus_per_worker": 1}, "max_price_per_unit": "0.001",
-            "max_units": 300, "deadline": "2h", "seed": seed,
-            "params": {"entrypoint": "python main.py", "files": {"main.py": PROGRAM}}}
+def job_spec(store: Path, seed: int) -> dict:
+    """The program as a buyer posts it: its code pinned in the buyer's storage (`store`), its results to there."""
+    return program_spec(store, PROGRAM, memory_gb=0, max_units=300, deadline="2h") | {
+        "max_price_per_unit": "0.001", "seed": seed}
 
 
 @dataclass
@@ -93,7 +94,7 @@ class Network:
     def post_jobs(self, count: int) -> list[int]:
         posted = []
         for i in range(count):
-            spec = validate_spec(job_spec(self.seed * 100 + i), now=self.swarm.chain.timestamp())
+            spec = validate_spec(job_spec(self.root / "buyer", self.seed * 100 + i), now=self.swarm.chain.timestamp())
             digest = store_spec(self.home, spec.canonical())
             buyer = self.swarm.sender(dev_account(BUYERS[i % len(BUYERS)]).key)
             job_id, _ = jobs.post_job(self.swarm, buyer, digest, spec.max_price_per_unit, spec.max_units,
