@@ -83,8 +83,15 @@ slither: $(NPM_STAMP) $(SLITHER_STAMP)
 test-contracts: $(NPM_STAMP)
 	cd contracts && $(FORGE) test $(FORGE_ARGS)
 
+# Two pytest processes side by side: the modules that need no Ray (`-m light`, tests/conftest.py)
+# beside those that do, which run one at a time. The light ones' report follows the others'.
 test-python: install postgres sandbox
-	$(PY) -m pytest
+	@light_log=$$(mktemp); \
+	$(PY) -m pytest -m light -p no:cacheprovider > $$light_log 2>&1 & light=$$!; \
+	$(PY) -m pytest -m "not light"; heavy=$$?; \
+	wait $$light; light_status=$$?; \
+	echo "── the light modules (pytest -m light) ──"; cat $$light_log; rm -f $$light_log; \
+	exit $$(( heavy != 0 || light_status != 0 ))
 
 # Regenerates the committed gas figures: .gas-snapshot (every test) and snapshots/swarm.json.
 snapshot: $(NPM_STAMP)

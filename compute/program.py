@@ -10,7 +10,8 @@ verified copies, and the site writes its outputs to the buyer's output URI when 
 Inside the sandbox, `run` starts the lease's own Ray instance (one node with exactly the CPUs
 and GPUs the lease bought, on a loopback no one else shares) and runs the entrypoint with
 `RAY_ADDRESS` pointing at it, as `ray job submit` runs an entrypoint against a cluster: the
-buyer's unchanged `ray.init()` and Ray Train script run there. The program sees:
+buyer's unchanged `ray.init()` and Ray Train script run there. A program that uses no Ray says
+`ray: false` and runs without one. The program sees:
 
   its code          the lease's directory, its working directory
   inputs/<name>/    each input, also as $SWARM_INPUT_<NAME>: a directory's files, or the one
@@ -185,7 +186,8 @@ def run(work: Path, start_ray) -> int:
     os.environ["SWARM_OUTPUT_DIR"] = str(work / OUTPUTS)
     for name in program.get("inputs", {}):
         os.environ[input_variable(name)] = str(work / INPUTS / name)
-    context = start_ray(plan)
-    env = dict(os.environ, RAY_ADDRESS=context.address_info["gcs_address"])
+    env = dict(os.environ)
+    if program.get("ray", True):  # a plain program (`ray: false`) is spared the start of a Ray it would not use
+        env["RAY_ADDRESS"] = start_ray(plan).address_info["gcs_address"]
     done = subprocess.run(["/bin/sh", "-c", program["entrypoint"]], cwd=work, env=env, check=False)
     return done.returncode

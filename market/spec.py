@@ -15,7 +15,7 @@ A `ray` job is the buyer's own program (docs/market.md): `code`, the program's d
 packed as one tar, and `inputs`, the datasets and models it reads, are each a URI pinned by
 its sha256 (`{uri, sha256}`), so the spec's hash on chain pins exactly what runs; `output` is
 the URI its results go to. `params` holds the `entrypoint` (a shell command run in the code's
-directory), pip `requirements` and `env`. A spec as a buyer writes it may name code and inputs
+directory), pip `requirements`, `env`, and `ray: false` for a program that uses no Ray. A spec as a buyer writes it may name code and inputs
 by a local path or an unpinned URI; `market.buyer.pin` uploads and hashes them before posting,
 and a site refuses a spec that is not pinned.
 """
@@ -45,7 +45,7 @@ from ledger.units import DECIMALS, parse_amount
 
 JOB_REF = "job:"
 SPEC_KINDS = (*KINDS, "ray")
-RAY_PARAMS = ("entrypoint", "requirements", "env")
+RAY_PARAMS = ("entrypoint", "requirements", "env", "ray")
 MAX_RUN_BYTES = 16 * 1024  # a ray job's entrypoint, requirements and env together: they travel in the lease's plan
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Variables of the lease that a program's env may not replace.
@@ -274,7 +274,8 @@ class JobSpec(BaseModel):
             raise ValueError(f"{', '.join(self.unpinned())} is not pinned by its sha256; post it with "
                              "`swarm job post`, which uploads and pins it")
         return {"entrypoint": self.params["entrypoint"], "requirements": list(self.params.get("requirements", [])),
-                "env": dict(self.params.get("env", {})), "code": self.code.model_dump(),
+                "env": dict(self.params.get("env", {})), "ray": self.params.get("ray", True),
+                "code": self.code.model_dump(),
                 "inputs": {n: i.model_dump() for n, i in self.inputs.items()}, "output": self.output}
 
     def runner_params(self, storage: str = "", namespace: str = "") -> dict[str, Any]:
@@ -331,6 +332,9 @@ def check_program(spec: JobSpec) -> None:
     if not isinstance(entrypoint, str) or not entrypoint.strip():
         raise FieldError("params.entrypoint", "must be the command that runs the program, e.g. 'python train.py'")
     _check_requirements(spec.params.get("requirements", []))
+    if not isinstance(spec.params.get("ray", True), bool):
+        raise FieldError("params.ray", "must be true (the program gets a Ray instance of the lease's own, the "
+                                       "default) or false (a plain program)")
     env = spec.params.get("env", {})
     if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
         raise FieldError("params.env", "must map variable names to text values")

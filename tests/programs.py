@@ -25,11 +25,14 @@ def pinned_code(store: Path, files: dict[str, str]) -> dict[str, str]:
 
 
 def program_spec(store: Path, code: str, *, memory_gb: float = 0.5, cpus: float = 1, max_units: int = 600,
-                 deadline: int | str | None = None, output: str | None = None, **fields) -> dict:
-    """A `ray` job running `code` as main.py, its results to `output` (default: store/results)."""
+                 deadline: int | str | None = None, output: str | None = None, uses_ray: bool = False,
+                 **fields) -> dict:
+    """A `ray` job running `code` as main.py, its results to `output` (default: store/results). The
+    tests' small programs use no Ray of their own unless `uses_ray` (tests/test_program.py runs
+    those that do)."""
     return {"kind": "ray", "code": pinned_code(store, {"main.py": code}),
             "output": output or str(store / "results"),
             "resources": {"workers": 1, "cpus_per_worker": cpus, "memory_gb": memory_gb},
             "max_price_per_unit": "0.000001", "max_units": max_units,
             "deadline": deadline if deadline is not None else int(time.time()) + 3_600,
-            "params": {"entrypoint": "python main.py"}} | fields
+            "params": {"entrypoint": "python main.py", "ray": uses_ray}} | fields

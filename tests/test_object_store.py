@@ -18,7 +18,7 @@ MAIN = "open('outputs/answer.txt', 'w').write(str(sum(range(10))))\n"
 
 
 def program_lease(store: Path, job_id: int, output: str) -> LeasePlan:
-    program = {"entrypoint": "python3 main.py", "requirements": [], "env": {},
+    program = {"entrypoint": "python3 main.py", "requirements": [], "env": {}, "ray": False,
                "code": pinned_code(store, {"main.py": MAIN}), "inputs": {}, "output": output,
                "result": join(output, str(job_id))}
     return LeasePlan(job_id=job_id, number=job_id, job=None, cpus=1, gpus=0, memory_bytes=2 * 2**30,

@@ -138,6 +138,7 @@ RAY = {"kind": "ray", "code": {"uri": "s3://code/x.tar", "sha256": "ab" * 32}, "
      "not a requirement from the package index"),
     ({"params": {"entrypoint": "x", "env": {"RAY_ADDRESS": "10.0.0.1:6379"}}}, "params.env", "cannot set"),
     ({"params": {"entrypoint": "x", "files": {"main.py": ""}}}, "params.files", "is not a ray parameter"),
+    ({"params": {"entrypoint": "x", "ray": "no"}}, "params.ray", "must be true"),
     ({"model": "mlp"}, "model", "does not apply to a ray job"),
 ])
 def test_a_ray_spec_with_a_wrong_field_is_refused_naming_it(change: dict, field: str, says: str) -> None:
@@ -194,7 +195,7 @@ def test_a_local_input_with_nowhere_to_upload_is_refused_naming_it(tmp_path: Pat
 def program_plan(tmp_path: Path, main: str, **changes) -> LeasePlan:
     data = tmp_path / "data.csv"
     data.write_text("x,y\n1,2\n")
-    program = {"entrypoint": "python main.py", "requirements": [], "env": {},
+    program = {"entrypoint": "python main.py", "requirements": [], "env": {}, "ray": False,
                "code": pinned_code(tmp_path, {"main.py": main}),
                "inputs": {"table": {"uri": str(data), "sha256": dataplane.digest(str(data))}},
                "output": str(tmp_path / "results"), "result": str(tmp_path / "results" / "job-1")} | changes
@@ -204,22 +205,38 @@ def program_plan(tmp_path: Path, main: str, **changes) -> LeasePlan:
 
 READ_INPUT = """
 import os, pathlib
+out = pathlib.Path(os.environ["SWARM_OUTPUT_DIR"])
 table = pathlib.Path(os.environ["SWARM_INPUT_TABLE"], "data.csv").read_text()
-pathlib.Path(os.environ["SWARM_OUTPUT_DIR"], "rows.txt").write_text(str(len(table.splitlines())))
+(out / "rows.txt").write_text(str(len(table.splitlines())))
 import six
 print("six", six.__version__, os.environ["GREETING"])
+import ray
+ray.init()  # joins the lease's own Ray (RAY_ADDRESS), as under `ray job submit`
+(out / "cpus.txt").write_text(str(ray.cluster_resources()["CPU"]))
+(out / "six.txt").write_text(ray.get(ray.remote(lambda: __import__("six").__version__).remote()))
 """
 
 
-def test_a_program_reads_its_checked_input_uses_its_requirements_and_its_result_reaches_the_output(
+def test_a_program_reads_its_checked_input_uses_its_requirements_on_the_leases_ray_and_its_result_reaches_the_output(
         tmp_path: Path) -> None:
-    plan = program_plan(tmp_path, READ_INPUT, requirements=["six"], env={"GREETING": "hello"})
+    plan = program_plan(tmp_path, READ_INPUT, requirements=["six"], env={"GREETING": "hello"}, ray=True)
+    plan = LeasePlan(**(plan.__dict__ | {"cpus": 2}))
     outcome = launch(tmp_path / "lease", plan)
-    assert outcome.state == "succeeded", outcome.error
+    assert outcome.state == "succeeded", (outcome.error, (tmp_path / "lease" / "log").read_text()[-3000:])
     stored = tmp_path / "results" / "job-1"
     assert (stored / "outputs" / "rows.txt").read_text() == "2"
+    assert (stored / "outputs" / "cpus.txt").read_text() == "2.0", "exactly the CPUs the lease reserved"
+    assert (stored / "outputs" / "six.txt").read_text().startswith("1."), "its Ray workers see its requirements"
     assert manifest_hash(build_manifest(stored)) == outcome.result_hash, "the hash covers what reached the buyer"
     assert "six 1." in (tmp_path / "lease" / "log").read_text()
+
+
+def test_a_plain_program_runs_without_a_ray_of_its_own(tmp_path: Path) -> None:
+    main = ("import os, pathlib\npathlib.Path(os.environ['SWARM_OUTPUT_DIR'], 'ray.txt')"
+            ".write_text(str(os.environ.get('RAY_ADDRESS')))\n")
+    outcome = launch(tmp_path / "lease", program_plan(tmp_path, main))
+    assert outcome.state == "succeeded", outcome.error
+    assert (tmp_path / "results" / "job-1" / "outputs" / "ray.txt").read_text() == "None"
 
 
 def test_a_program_that_leaves_a_link_in_its_outputs_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
