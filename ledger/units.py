@@ -56,3 +56,17 @@ def parse_address(text: str, what: str = "address") -> str:
     if digits != digits.lower() and digits != digits.upper() and raw[2:] != checksummed[2:]:
         raise InvalidInput(f"{what} {text!r} has a bad checksum (mixed case); check it for a typo.")
     return checksummed
+
+
+def when(timestamp: int) -> str:
+    """A chain time as UTC text."""
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
+
+
+def duration(seconds: int) -> str:
+    """Seconds as `2h 5m`, `3m 10s` or `42s`."""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes}m" if hours else (f"{minutes}m {secs}s" if minutes else f"{secs}s")

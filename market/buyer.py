@@ -13,7 +13,8 @@
 those already posted if a later one fails); `status` reads the chain and the market's record;
 `result` finds the result where the spec says it goes, downloads it if it is in object storage
 and refuses it unless its files hash to the chain's resultHash; `cancel` refunds a job no
-provider has yet. Every refusal is a `SwarmError` with one sentence.
+provider has yet, `reclaim` one past its deadline, and `dispute` holds a result's payment
+for the arbiter. Every refusal is a `SwarmError` with one sentence.
 
 Pinning: what a buyer does before a job is posted — its code and inputs put in the buyer's
 own storage and pinned by their sha256 (docs/market.md, "Your own program").
@@ -48,7 +49,7 @@ from ledger.client import Swarm
 from ledger.config import Settings, database_url
 from ledger.errors import SwarmError
 from ledger.jobs import JobInfo
-from ledger.units import format_amount
+from ledger.units import duration, format_amount, when
 from market.spec import JobSpec, SpecError, validate_spec
 
 if TYPE_CHECKING:  # the ORM loads in the operations that use it
@@ -172,6 +173,30 @@ class Result:
 class Refund:
     job_id: int
     refund_wei: int
+    tx: str
+
+
+@dataclass(frozen=True)
+class Reclaimed:
+    """A job reclaimed after its deadline (refunded), or a dispute the arbiter left undecided
+    (settled half and half, the buyer's bond returned)."""
+
+    job_id: int
+    outcome: str  # "reclaimed" | "settled"
+    buyer: str
+    provider: str | None
+    refund_wei: int  # to the buyer, a returned bond included
+    tx: str
+    payment_wei: int = 0  # to the provider, after the fee
+    fee_wei: int = 0
+    bond_refund_wei: int = 0
+
+
+@dataclass(frozen=True)
+class Disputed:
+    job_id: int
+    by: str
+    bond_wei: int
     tx: str
 
 
@@ -381,6 +406,63 @@ class Buyer:
         (refund,) = (int(e.args["refund"]) for e in self.swarm.events(receipt, "JobCancelled"))
         return Refund(job_id, refund, receipt.tx_hash)
 
+    # ── reclaim, dispute ──────────────────────────────────────────────────────
+    def reclaim(self, job_id: int) -> Reclaimed:
+        """Refunds a posted or assigned job after its deadline, or settles a dispute the arbiter
+        left undecided past its arbitration period; anyone may send it."""
+        from ledger.jobs import JobStatus, reclaim_expired
+
+        sender = self._signer()
+        info = self.existing(job_id)
+        now = self.next_block_time()
+        name = info.status.name.lower()
+        if info.status in (JobStatus.POSTED, JobStatus.ASSIGNED):
+            if now <= info.deadline:
+                raise SwarmError(f"Job {job_id} is {name} and its deadline {when(info.deadline)} is "
+                                 f"{duration(info.deadline - now + 1)} away; reclaim it after that.")
+        elif info.status is JobStatus.DISPUTED:
+            end = info.dispute_end + int(self.swarm.read("JobMarket", "ARBITRATION_PERIOD"))
+            if now <= end:
+                raise SwarmError(f"Job {job_id} is disputed and awaits the arbiter until {when(end)} "
+                                 f"({duration(end - now + 1)} from now); reclaim it after that if it is still "
+                                 "undecided.")
+            receipt = reclaim_expired(self.swarm, sender, job_id)
+            (settled,) = self.swarm.events(receipt, "JobSettled")
+            (expired,) = self.swarm.events(receipt, "DisputeExpired")
+            bond = int(expired.args["bondRefund"])
+            return Reclaimed(job_id, "settled", info.buyer, info.provider, int(settled.args["refund"]) + bond,
+                             receipt.tx_hash, int(settled.args["payment"]), int(settled.args["fee"]), bond)
+        else:
+            raise SwarmError(f"Job {job_id} is {name}; only a posted or assigned job past its deadline, or a "
+                             "disputed one the arbiter left undecided, can be reclaimed.")
+        receipt = reclaim_expired(self.swarm, sender, job_id)
+        (refund,) = (int(e.args["refund"]) for e in self.swarm.events(receipt, "JobReclaimed"))
+        return Reclaimed(job_id, "reclaimed", info.buyer, None, refund, receipt.tx_hash)
+
+    def dispute(self, job_id: int) -> Disputed:
+        """Disputes a completed job's result in its dispute window, posting the bond (a share of the
+        payment: back to the buyer if upheld or left undecided, to the provider if rejected)."""
+        from ledger.jobs import JobStatus, dispute_bond, dispute_job
+
+        sender = self._signer()
+        info = self.existing(job_id)
+        matcher = self.swarm.read("JobMarket", "MATCHER_ROLE")
+        if sender.address != info.buyer and not self.swarm.read("JobMarket", "hasRole", matcher, sender.address):
+            raise SwarmError(f"Only the buyer of job {job_id}, {info.buyer}, may dispute it; you are {sender.address}.")
+        if info.status is not JobStatus.COMPLETED:
+            raise SwarmError(f"Job {job_id} is {info.status.name.lower()}; only a completed job can be disputed, "
+                             "during its dispute window.")
+        if self.next_block_time() >= info.dispute_end:
+            raise SwarmError(f"The dispute window of job {job_id} closed at {when(info.dispute_end)}; "
+                             "its result can no longer be disputed.")
+        bond = dispute_bond(self.swarm, sender.address, job_id)
+        balance = self.swarm.balance_of(sender.address)
+        if balance < bond:
+            raise SwarmError(f"Disputing job {job_id} takes a bond of {format_amount(bond)} and {sender.address} "
+                             f"holds {format_amount(balance)}; fund the account first.")
+        receipt = dispute_job(self.swarm, sender, job_id)  # approves the bond first where the allowance is short
+        return Disputed(job_id, sender.address, bond, receipt.tx_hash)
+
     # ── shared ────────────────────────────────────────────────────────────────
     def existing(self, job_id: int) -> JobInfo:
         from ledger.jobs import JobStatus, job_info
@@ -494,13 +576,6 @@ def _changed_files(manifest: Path, entries: list[dict], expected: str) -> str:
     now = {e["path"]: e["sha256"] for e in entries}
     differ = sorted(p for p in original.keys() | now.keys() if original.get(p) != now.get(p))
     return f"; changed, added or removed: {', '.join('outputs/' + p for p in differ)}" if differ else ""
-
-
-def when(timestamp: int) -> str:
-    """A chain time as UTC text."""
-    import time
-
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
 
 
 def listed(ids: list[int]) -> str:

@@ -19,6 +19,7 @@ from ledger.client import Swarm
 from ledger.config import Settings
 from ledger.errors import ChainUnavailable, SwarmError
 from ledger.keys import Keystore
+from ledger.units import duration, when  # noqa: F401 - the commands' formatting of chain times
 
 if TYPE_CHECKING:
     from ledger.tx import Sender
@@ -146,15 +147,3 @@ def _json_default(value: Any) -> Any:
     if hasattr(value, "as_dict"):
         return value.as_dict()
     return str(value)
-
-
-def when(timestamp: int) -> str:
-    """A chain time as UTC text."""
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
-
-
-def duration(seconds: int) -> str:
-    """Seconds as `2h 5m`, `3m 10s` or `42s`."""
-    minutes, secs = divmod(int(seconds), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}h {minutes}m" if hours else (f"{minutes}m {secs}s" if minutes else f"{secs}s")

@@ -21,20 +21,17 @@ import click
 from ledger.client import Swarm
 from ledger.config import database_url
 from ledger.errors import SwarmError
-from ledger.jobs import (
-    JobInfo, JobStatus, dispute_bond, dispute_job, reclaim_expired,
-)
+from ledger.jobs import JobInfo, JobStatus
 from ledger.keys import Keystore
 from ledger.units import format_amount, parse_address
 from scripts.common import (
-    account_option, console, dev_account_address, duration, emit, json_option, key_option, open_swarm, settings,
-    signer, table, when,
+    account_option, console, dev_account_address, emit, json_option, key_option, open_swarm, settings, signer, table,
+    when,
 )
 
 if TYPE_CHECKING:  # the ORM, the spec schema and web3 load in the commands that use them
     from ledger.indexer.models import Job
     from ledger.services import MarketJob, MarketTransition
-    from ledger.tx import Receipt
     from market.buyer import Buyer
 
 ZERO_ADDRESS = "0x" + "00" * 20
@@ -201,32 +198,20 @@ def cancel(job_id: int, account: int | None, key_ref: str | None, as_json: bool)
 @_signed
 def reclaim(job_id: int, account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Refund JOB to its buyer after its deadline, or settle an undecided dispute; anyone may send it."""
-    buyer = _buyer(account, key_ref)
-    swarm, sender = buyer.swarm, buyer.sender
-    info = buyer.existing(job_id)
-    now = buyer.next_block_time()
-    if info.status in (JobStatus.POSTED, JobStatus.ASSIGNED):
-        if now <= info.deadline:
-            raise SwarmError(
-                f"Job {job_id} is {_name(info.status)} and its deadline {when(info.deadline)} is "
-                f"{duration(info.deadline - now + 1)} away; reclaim it after that."
-            )
-    elif info.status is JobStatus.DISPUTED:
-        end = info.dispute_end + int(swarm.read("JobMarket", "ARBITRATION_PERIOD"))
-        if now <= end:
-            raise SwarmError(
-                f"Job {job_id} is disputed and awaits the arbiter until {when(end)} "
-                f"({duration(end - now + 1)} from now); reclaim it after that if it is still undecided."
-            )
-        _settled_undecided(swarm, reclaim_expired(swarm, sender, job_id), info, as_json)
+    done = _buyer(account, key_ref).reclaim(job_id)
+    if done.outcome == "reclaimed":
+        payload = {"job_id": job_id, "status": "reclaimed", "buyer": done.buyer, "refund_wei": str(done.refund_wei),
+                   "tx": done.tx}
+        emit(as_json, payload, lambda: console.print(
+            f"Reclaimed job {job_id}; refunded {format_amount(done.refund_wei)} to {done.buyer} ({done.tx})."))
         return
-    else:
-        raise SwarmError(
-            f"Job {job_id} is {_name(info.status)}; only a posted or assigned job past its deadline, or a "
-            "disputed one the arbiter left undecided, can be reclaimed."
-        )
-    receipt = reclaim_expired(swarm, sender, job_id)
-    _refunded(swarm, receipt, "JobReclaimed", info, as_json, "Reclaimed")
+    payload = {"job_id": job_id, "status": "settled", "buyer": done.buyer, "provider": done.provider,
+               "payment_wei": str(done.payment_wei), "fee_wei": str(done.fee_wei),
+               "refund_wei": str(done.refund_wei), "bond_refund_wei": str(done.bond_refund_wei), "tx": done.tx}
+    emit(as_json, payload, lambda: console.print(
+        f"The arbiter did not rule on job {job_id}, so half its payment went to the provider "
+        f"({format_amount(done.payment_wei)} after a fee of {format_amount(done.fee_wei)}) and "
+        f"{format_amount(done.refund_wei)} back to {done.buyer}, its bond included ({done.tx})."))
 
 
 @job.command()
@@ -238,32 +223,13 @@ def dispute(job_id: int, account: int | None, key_ref: str | None, as_json: bool
     A buyer's bond is a share of the job's payment: returned if the buyer is upheld or the
     arbiter does not rule in time, paid to the provider if the dispute is rejected.
     """
-    buyer = _buyer(account, key_ref)
-    swarm, sender = buyer.swarm, buyer.sender
-    info = buyer.existing(job_id)
-    if sender.address != info.buyer and not swarm.read(
-        "JobMarket", "hasRole", swarm.read("JobMarket", "MATCHER_ROLE"), sender.address
-    ):
-        _require_buyer(info, sender.address, "dispute")
-    if info.status is not JobStatus.COMPLETED:
-        raise SwarmError(f"Job {job_id} is {_name(info.status)}; only a completed job can be disputed, "
-                         "during its dispute window.")
-    now = buyer.next_block_time()
-    if now >= info.dispute_end:
-        raise SwarmError(f"The dispute window of job {job_id} closed at {when(info.dispute_end)}; "
-                         "its result can no longer be disputed.")
-    bond = dispute_bond(swarm, sender.address, job_id)
-    balance = swarm.balance_of(sender.address)
-    if balance < bond:
-        raise SwarmError(f"Disputing job {job_id} takes a bond of {format_amount(bond)} and {sender.address} holds "
-                         f"{format_amount(balance)}; fund the account first.")
-    receipt = dispute_job(swarm, sender, job_id)  # approves the bond first where the allowance is short
-    payload = {"job_id": job_id, "status": "disputed", "by": sender.address, "bond_wei": str(bond),
-               "tx": receipt.tx_hash}
-    posted = (f", posting a bond of {format_amount(bond)} (back to you if you are upheld or the arbiter does not "
-              "rule in time, to the provider if the dispute is rejected)") if bond else ""
+    done = _buyer(account, key_ref).dispute(job_id)
+    payload = {"job_id": job_id, "status": "disputed", "by": done.by, "bond_wei": str(done.bond_wei),
+               "tx": done.tx}
+    posted = (f", posting a bond of {format_amount(done.bond_wei)} (back to you if you are upheld or the arbiter "
+              "does not rule in time, to the provider if the dispute is rejected)") if done.bond_wei else ""
     emit(as_json, payload, lambda: console.print(
-        f"Disputed job {job_id}{posted}; its payment is held until the arbiter decides ({receipt.tx_hash})."))
+        f"Disputed job {job_id}{posted}; its payment is held until the arbiter decides ({done.tx})."))
 
 
 # ── result ───────────────────────────────────────────────────────────────────
@@ -299,34 +265,6 @@ def result(job_id: int, download_to: Path | None, as_json: bool) -> None:
 
 
 # ── helpers ──────────────────────────────────────────────────────────────────
-
-def _require_buyer(info: JobInfo, who: str, verb: str) -> None:
-    if who != info.buyer:
-        raise SwarmError(f"Only the buyer of job {info.job_id}, {info.buyer}, may {verb} it; you are {who}.")
-
-
-def _refunded(swarm: Swarm, receipt: Receipt, event: str, info: JobInfo, as_json: bool, done: str) -> None:
-    (refund,) = (int(e.args["refund"]) for e in swarm.events(receipt, event))
-    payload = {"job_id": info.job_id, "status": done.lower(), "buyer": info.buyer,
-               "refund_wei": str(refund), "tx": receipt.tx_hash}
-    emit(as_json, payload, lambda: console.print(
-        f"{done} job {info.job_id}; refunded {format_amount(refund)} to {info.buyer} ({receipt.tx_hash})."))
-
-
-def _settled_undecided(swarm: Swarm, receipt: Receipt, info: JobInfo, as_json: bool) -> None:
-    """Reports a dispute the arbiter left undecided, settled half and half."""
-    (settled,) = swarm.events(receipt, "JobSettled")
-    (expired,) = swarm.events(receipt, "DisputeExpired")
-    refund, bond = int(settled.args["refund"]), int(expired.args["bondRefund"])
-    payment, fee = int(settled.args["payment"]), int(settled.args["fee"])
-    payload = {"job_id": info.job_id, "status": "settled", "buyer": info.buyer, "provider": info.provider,
-               "payment_wei": str(payment), "fee_wei": str(fee), "refund_wei": str(refund + bond),
-               "bond_refund_wei": str(bond), "tx": receipt.tx_hash}
-    emit(as_json, payload, lambda: console.print(
-        f"The arbiter did not rule on job {info.job_id}, so half its payment went to the provider "
-        f"({format_amount(payment)} after a fee of {format_amount(fee)}) and {format_amount(refund + bond)} back "
-        f"to {info.buyer}, its bond included ({receipt.tx_hash})."))
-
 
 def _own_address(swarm: Swarm, account: int | None, key_ref: str | None) -> str:
     if account is not None:
