@@ -36,7 +36,6 @@ buyer's storage, and the site reads from it.
 from __future__ import annotations
 
 import hashlib
-import os
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -49,6 +48,7 @@ from ledger.client import Swarm
 from ledger.config import Settings, database_url
 from ledger.errors import SwarmError
 from ledger.jobs import JobInfo
+from ledger.signer import open_signer
 from ledger.units import duration, format_amount, when
 from market.spec import JobSpec, SpecError, validate_spec
 
@@ -214,27 +214,9 @@ class Buyer:
              settings: Settings | None = None, db_url: str | None = None) -> Buyer:
         """From SWARM_HOME, SWARM_RPC_URL and SWARM_DB_URL; signing as anvil's dev account `account`
         (devnets only) or the keystore `key` (its name or address; the password, or SWARM_KEY_PASSWORD)."""
-        from anvil import dev_account
-        from ledger.keys import Keystore
-
         settings = settings or Settings.from_env()
         swarm = Swarm.open(settings)
-        if account is not None and key is not None:
-            raise SwarmError("Give either an account or a key, not both.")
-        sender = None
-        if account is not None:
-            if not swarm.chain.is_devnet:
-                raise SwarmError(f"Dev account {account} is refused on chain {swarm.chain.chain_id}, which is not a "
-                                 "devnet; sign with a keystore instead.")
-            sender = swarm.sender(dev_account(account).key)
-        elif key is not None:
-            store = Keystore(settings.home / "keys")
-            info = store.find(key)
-            password = password if password is not None else os.environ.get("SWARM_KEY_PASSWORD")
-            if password is None:
-                raise SwarmError(f"The keystore {info.address} needs its password; pass it or set SWARM_KEY_PASSWORD.")
-            sender = swarm.sender(store.unlock(info, password))
-        return cls(swarm, sender, settings.home, db_url)
+        return cls(swarm, open_signer(swarm, settings.home, account, key, password), settings.home, db_url)
 
     @property
     def address(self) -> str:

@@ -1,30 +1,36 @@
 """`swarm provider …`: register, stake, unstake, withdraw, unjail, claim, status, and
 join/leave a Ray cluster as a provider node.
 
-Every command checks what it can before signing, so a refused command sends nothing.
+The on-chain operations are `provider.operator.Provider`'s, which checks what it can before
+signing, so a refused command sends nothing; these commands parse their arguments and print.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import click
 
 from ledger import stake
 from ledger.client import Swarm
-from ledger.errors import InvalidInput, SwarmError
+from ledger.errors import SwarmError
 from ledger.keys import Keystore
-from ledger.specs import load_spec, store_spec
 from ledger.stake import HardwareSpec, ProviderInfo
 from ledger.units import format_amount, parse_address, parse_amount
+from provider.operator import Provider, ProviderStatus, Sent
 from scripts.common import (
-    account_option, console, dev_account_address, duration, emit, json_option, key_option, open_swarm, settings,
-    signer, table, when,
+    account_option,
+    console,
+    dev_account_address,
+    emit,
+    json_option,
+    key_option,
+    open_swarm,
+    settings,
+    signer,
+    table,
+    when,
 )
-
-if TYPE_CHECKING:
-    from ledger.tx import Receipt, Sender
 
 
 @click.group()
@@ -35,6 +41,12 @@ def provider() -> None:
 def _signed(fn: Callable) -> Callable:
     """Adds --account, --key and --json to a command that signs."""
     return account_option(key_option(json_option(fn)))
+
+
+def _provider(account: int | None, key_ref: str | None) -> Provider:
+    """The provider's API, signing as --account or --key."""
+    swarm = open_swarm()
+    return Provider(swarm, signer(swarm, account, key_ref), settings())
 
 
 @provider.command()
@@ -56,29 +68,16 @@ def register(
 ) -> None:
     """Register as a provider, declaring the hardware on offer and, optionally, its price and site."""
     price_wei = None if price is None else parse_amount(price, "price per unit")
-    # validated before anything else
+    # validated before the chain is opened
     spec = HardwareSpec(gpu_model, gpus, vram_gb, region, price_wei, site_url, site_fingerprint)
-    swarm = open_swarm()
-    sender = signer(swarm, account, key_ref)
-    info = stake.provider_info(swarm, sender.address)
-    digest = store_spec(settings().home, spec.as_dict())
-    if info.registered and not update:
-        if info.spec_hash == digest:
-            raise SwarmError(f"{sender.address} is already registered with this hardware; nothing to do.")
-        raise SwarmError(
-            f"{sender.address} is already registered with other hardware; pass --update to declare the new one."
-        )
-    if update and not info.registered:
-        raise SwarmError(f"{sender.address} is not registered yet; run `swarm provider register` without --update.")
-    receipt = (stake.update_spec if update else stake.register)(swarm, sender, digest, spec.gpus)
-    info = stake.provider_info(swarm, sender.address)
-    payload = {"provider": sender.address, "spec": spec.as_dict(), "spec_hash": "0x" + digest.hex(),
+    done = _provider(account, key_ref).declare(spec, update)
+    payload = {"provider": done.provider, "spec": spec.as_dict(), "spec_hash": done.spec_hash,
                "price_per_unit_wei": None if price_wei is None else str(price_wei),
-               "min_stake_wei": str(info.min_stake), "tx": receipt.tx_hash}
+               "min_stake_wei": str(done.min_stake_wei), "tx": done.tx}
     asking = "" if price_wei is None else f" at {format_amount(price_wei)} per unit"
     emit(as_json, payload, lambda: console.print(
-        f"{'Updated' if update else 'Registered'} {sender.address}: {spec.gpus}× {spec.gpu_model} "
-        f"({spec.vram_gb} GB){asking}. Minimum stake {format_amount(info.min_stake)}; "
+        f"{'Updated' if update else 'Registered'} {done.provider}: {spec.gpus}× {spec.gpu_model} "
+        f"({spec.vram_gb} GB){asking}. Minimum stake {format_amount(done.min_stake_wei)}; "
         f"stake with `swarm provider stake AMOUNT`."
     ))
 
@@ -88,14 +87,9 @@ def register(
 @_signed
 def stake_cmd(amount: str, account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Add AMOUNT SWARM to your stake (one transaction, with a permit)."""
-    wei = parse_amount(amount)
-    swarm = open_swarm()
-    sender = signer(swarm, account, key_ref)
-    info = _registered(swarm, sender)
-    if info.tombstoned:
-        raise SwarmError(f"{sender.address} is tombstoned and can never stake again.")
-    receipt = stake.stake(swarm, sender, wei)
-    _report(swarm, sender, receipt, as_json, f"Staked {format_amount(wei)}")
+    wei = parse_amount(amount)  # refused before the chain is opened
+    staked = _provider(account, key_ref).stake(wei)
+    _report(staked, as_json, f"Staked {format_amount(staked.amount_wei)}")
 
 
 @provider.command()
@@ -104,102 +98,34 @@ def stake_cmd(amount: str, account: int | None, key_ref: str | None, as_json: bo
 def unstake(amount: str, account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Start unbonding AMOUNT SWARM of your stake (withdraw it after the unbonding period)."""
     wei = parse_amount(amount)
-    swarm = open_swarm()
-    sender = signer(swarm, account, key_ref)
-    info = _registered(swarm, sender)
-    if wei > info.stake:
-        raise InvalidInput(
-            f"Cannot unstake {format_amount(wei)}: {sender.address} has {format_amount(info.stake)} staked; "
-            "unstake at most that."
-        )
-    receipt = stake.request_unstake(swarm, sender, wei)
-    info = stake.provider_info(swarm, sender.address)
-    _report(swarm, sender, receipt, as_json,
-            f"Unbonding {format_amount(info.unbonding)}, withdrawable at {when(info.unbonding_end)}")
+    done = _provider(account, key_ref).unstake(wei)
+    _report(done, as_json,
+            f"Unbonding {format_amount(done.unbonding_wei)}, withdrawable at {when(done.unbonding_release or 0)}")
 
 
 @provider.command()
 @_signed
 def withdraw(account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Withdraw your unbonded stake once the unbonding period is over."""
-    swarm = open_swarm()
-    sender = signer(swarm, account, key_ref)
-    info = stake.provider_info(swarm, sender.address)
-    if info.unbonding == 0:
-        raise SwarmError(f"{sender.address} has nothing unbonding; request it first with `swarm provider unstake`.")
-    now = swarm.chain.timestamp()
-    if now < info.unbonding_end:
-        raise SwarmError(
-            f"{format_amount(info.unbonding)} is still unbonding until {when(info.unbonding_end)} "
-            f"({duration(info.unbonding_end - now)} from now); withdraw after that."
-        )
-    if now < info.held_until:
-        raise SwarmError(
-            f"{format_amount(info.unbonding)} is held until {when(info.held_until)} "
-            f"({duration(info.held_until - now)} from now) because a job or an epoch report can still slash it; "
-            "withdraw after that."
-        )
-    receipt = stake.withdraw(swarm, sender)
-    paid = sum(int(e.args["amount"]) for e in swarm.events(receipt, "Withdrawn"))
-    after = stake.provider_info(swarm, sender.address)
-    owed = f"; {format_amount(after.unbonding)} stays unbonding for a slash debt of " \
-           f"{format_amount(after.slash_debt)}" if after.slash_debt else ""
-    _report(swarm, sender, receipt, as_json, f"Withdrew {format_amount(paid)}{owed}")
+    done = _provider(account, key_ref).withdraw()
+    owed = f"; {format_amount(done.unbonding_wei)} stays unbonding for a slash debt of " \
+           f"{format_amount(done.slash_debt_wei)}" if done.slash_debt_wei else ""
+    _report(done, as_json, f"Withdrew {format_amount(done.amount_wei)}{owed}")
 
 
 @provider.command()
 @_signed
 def unjail(account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Return to work after serving jail time (needs the minimum stake)."""
-    swarm = open_swarm()
-    sender = signer(swarm, account, key_ref)
-    info = _registered(swarm, sender)
-    now = swarm.chain.timestamp()
-    if info.tombstoned:
-        raise SwarmError(f"{sender.address} is tombstoned for fraud and can never be unjailed.")
-    if info.jailed_until == 0:
-        raise SwarmError(f"{sender.address} is not jailed; nothing to do.")
-    if now < info.jailed_until:
-        raise SwarmError(f"{sender.address} is jailed until {when(info.jailed_until)}; unjail after that.")
-    if info.stake < info.min_stake:
-        raise SwarmError(
-            f"Unjailing needs the minimum stake of {format_amount(info.min_stake)}; "
-            f"stake {format_amount(info.min_stake - info.stake)} more first."
-        )
-    receipt = stake.unjail(swarm, sender)
-    _report(swarm, sender, receipt, as_json, "Unjailed; eligible for work again")
+    _report(_provider(account, key_ref).unjail(), as_json, "Unjailed; eligible for work again")
 
 
 @provider.command()
 @_signed
 def claim(account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Claim every reward finalized for you so far, with one proof from the ledger."""
-    swarm = open_swarm()
-    from ledger.db import open_session
-    from ledger.indexer.rewards import reward_leaf
-
-    sender = signer(swarm, account, key_ref)
-    with open_session(settings()) as session:
-        leaf = reward_leaf(session, swarm.chain.chain_id, sender.address)
-    if leaf is None:
-        raise SwarmError(
-            f"The ledger holds no finalized rewards for {sender.address}; run `swarm ledger sync` and try again."
-        )
-    from ledger import rewards
-    from ledger.merkle import verify
-
-    epoch, cumulative, proof = leaf
-    if not verify(swarm.read("RewardDistributor", "rewardsRoot"), sender.address, cumulative, proof):
-        raise SwarmError(
-            "The ledger's rewards are older than the chain's latest finalized epoch; run `swarm ledger sync` and retry."
-        )
-    already = int(swarm.read("RewardDistributor", "claimed", sender.address))
-    if cumulative <= already:
-        raise SwarmError(
-            f"Nothing to claim: {sender.address} has claimed all {format_amount(already)} earned to epoch {epoch}."
-        )
-    receipt = rewards.claim(swarm, sender, sender.address, cumulative, proof)
-    _report(swarm, sender, receipt, as_json, f"Claimed {format_amount(cumulative - already)} (to epoch {epoch})")
+    done = _provider(account, key_ref).claim()
+    _report(done, as_json, f"Claimed {format_amount(done.amount_wei)} (to epoch {done.epoch})")
 
 
 @provider.command()
@@ -211,69 +137,65 @@ def status(address: str | None, account: int | None, key_ref: str | None, as_jso
     """Stake, unbonding, jail state and claimable rewards of ADDRESS (or your own)."""
     swarm = open_swarm()
     who = parse_address(address, "provider address") if address else _own_address(swarm, account, key_ref)
-    info = stake.provider_info(swarm, who)
-    now = swarm.chain.timestamp()
-    claimable = _claimable(swarm, who)
-    spec = _spec(info)
-    payload = {
-        "provider": who,
-        "registered": info.registered,
-        "hardware": spec,
-        "price_per_unit_wei": (spec or {}).get("price_per_unit"),
-        "stake_wei": str(info.stake),
-        "min_stake_wei": str(info.min_stake),
-        "unbonding_wei": str(info.unbonding),
-        "unbonding_release": info.unbonding_end or None,
-        "held_until": info.held_until if info.held_until > now else None,
-        "slash_debt_wei": str(info.slash_debt),
-        "jailed": info.jailed_until != 0,
-        "jailed_until": info.jailed_until or None,
-        "tombstoned": info.tombstoned,
-        "eligible": bool(swarm.read("StakingVault", "isEligible", who)),
-        "balance_wei": str(swarm.balance_of(who)),
-        "claimable_wei": None if claimable is None else str(claimable),
+    report = Provider(swarm, None, settings()).status(who)
+    payload = _status_json(report)
+    emit(as_json, payload, lambda: _print_status(report))
+
+
+def _status_json(s: ProviderStatus) -> dict:
+    price = s.price_per_unit_wei
+    return {
+        "provider": s.provider,
+        "registered": s.registered,
+        "hardware": s.hardware,
+        "price_per_unit_wei": None if price is None else str(price),
+        "stake_wei": str(s.stake_wei),
+        "min_stake_wei": str(s.min_stake_wei),
+        "unbonding_wei": str(s.unbonding_wei),
+        "unbonding_release": s.unbonding_release,
+        "held_until": s.held_until,
+        "slash_debt_wei": str(s.slash_debt_wei),
+        "jailed": s.jailed,
+        "jailed_until": s.jailed_until,
+        "tombstoned": s.tombstoned,
+        "eligible": s.eligible,
+        "balance_wei": str(s.balance_wei),
+        "claimable_wei": None if s.claimable_wei is None else str(s.claimable_wei),
     }
 
-    def human() -> None:
-        if not info.registered:
-            console.print(f"{who} is not a registered provider.")
-            return
-        jail = "tombstoned (for ever)" if info.tombstoned else (
-            "free" if info.jailed_until == 0 else
-            f"jailed until {when(info.jailed_until)}" + (" — may unjail now" if now >= info.jailed_until else ""))
-        unbonding = format_amount(info.unbonding)
-        if info.unbonding:
-            release = max(info.unbonding_end, info.held_until)
-            ready = "withdrawable now" if now >= release else f"withdrawable at {when(release)}"
-            held = " — a job or an epoch report can still slash it" if info.held_until > max(now, info.unbonding_end) \
-                else ""
-            unbonding += f" ({ready}{held})"
-        rows = [
-            ("hardware", f"{spec['gpus']}× {spec['gpu_model']} ({spec['vram_gb']} GB)" if spec else "spec not stored here"),
-            *([("asking price", f"{format_amount(int(spec['price_per_unit']))} per unit")]
-              if spec and "price_per_unit" in spec else []),
-            ("stake", f"{format_amount(info.stake)} (minimum {format_amount(info.min_stake)})"),
-            ("unbonding", unbonding),
-            ("jail", jail),
-            *([("slash debt", f"{format_amount(info.slash_debt)} (collected as the network's slash limit refills)")]
-              if info.slash_debt else []),
-            ("eligible for work", "yes" if payload["eligible"] else "no"),
-            ("wallet", format_amount(int(payload["balance_wei"]))),
-            ("claimable rewards", "unknown (run `swarm ledger sync`)" if claimable is None else format_amount(claimable)),
-        ]
-        console.print(table(f"Provider {who}", ["", ""], rows))
 
-    emit(as_json, payload, human)
+def _print_status(s: ProviderStatus) -> None:
+    if not s.registered:
+        console.print(f"{s.provider} is not a registered provider.")
+        return
+    now, spec = s.chain_time, s.hardware
+    jail = "tombstoned (for ever)" if s.tombstoned else (
+        "free" if s.jailed_until is None else
+        f"jailed until {when(s.jailed_until)}" + (" — may unjail now" if now >= s.jailed_until else ""))
+    unbonding = format_amount(s.unbonding_wei)
+    if s.withdrawable_at is not None:
+        ready = "withdrawable now" if now >= s.withdrawable_at else f"withdrawable at {when(s.withdrawable_at)}"
+        held = " — a job or an epoch report can still slash it" \
+            if (s.held_until or 0) > max(now, s.unbonding_release or 0) else ""
+        unbonding += f" ({ready}{held})"
+    rows = [
+        ("hardware", f"{spec['gpus']}× {spec['gpu_model']} ({spec['vram_gb']} GB)" if spec else "spec not stored here"),
+        *([("asking price", f"{format_amount(s.price_per_unit_wei)} per unit")]
+          if s.price_per_unit_wei is not None else []),
+        ("stake", f"{format_amount(s.stake_wei)} (minimum {format_amount(s.min_stake_wei)})"),
+        ("unbonding", unbonding),
+        ("jail", jail),
+        *([("slash debt", f"{format_amount(s.slash_debt_wei)} (collected as the network's slash limit refills)")]
+          if s.slash_debt_wei else []),
+        ("eligible for work", "yes" if s.eligible else "no"),
+        ("wallet", format_amount(s.balance_wei)),
+        ("claimable rewards", "unknown (run `swarm ledger sync`)" if s.claimable_wei is None
+         else format_amount(s.claimable_wei)),
+    ]
+    console.print(table(f"Provider {s.provider}", ["", ""], rows))
 
 
 # ── helpers ──────────────────────────────────────────────────────────────────
-
-def _registered(swarm: Swarm, sender: Sender) -> ProviderInfo:
-    info = stake.provider_info(swarm, sender.address)
-    if not info.registered:
-        raise SwarmError(f"{sender.address} is not a registered provider; run `swarm provider register` first.")
-    return info
-
 
 def _own_address(swarm: Swarm, account: int | None, key_ref: str | None) -> str:
     if account is not None:
@@ -281,38 +203,11 @@ def _own_address(swarm: Swarm, account: int | None, key_ref: str | None) -> str:
     return Keystore(settings().home / "keys").find(key_ref).address
 
 
-def _claimable(swarm: Swarm, who: str) -> int | None:
-    """Finalized cumulative rewards in the ledger less what was claimed on-chain; None if not indexed."""
-    from ledger.indexer.rewards import reward_leaf
-    from ledger.reader import read_ledger
-
-    try:
-        with read_ledger(settings()) as ledger:
-            if ledger is None:
-                return None
-            leaf = reward_leaf(ledger, swarm.chain.chain_id, who)
-    except SwarmError:
-        return None
-    if leaf is None:
-        return 0
-    return max(0, leaf[1] - int(swarm.read("RewardDistributor", "claimed", who)))
-
-
-def _spec(info: ProviderInfo) -> dict | None:
-    if not info.registered:
-        return None
-    try:
-        return load_spec(settings().home, info.spec_hash)
-    except SwarmError:
-        return None
-
-
-def _report(swarm: Swarm, sender: Sender, receipt: Receipt, as_json: bool, message: str) -> None:
-    info = stake.provider_info(swarm, sender.address)
-    payload = {"provider": sender.address, "tx": receipt.tx_hash, "block": receipt.block_number,
-               "stake_wei": str(info.stake), "unbonding_wei": str(info.unbonding)}
+def _report(done: Sent, as_json: bool, message: str) -> None:
+    payload = {"provider": done.provider, "tx": done.tx, "block": done.block,
+               "stake_wei": str(done.stake_wei), "unbonding_wei": str(done.unbonding_wei)}
     emit(as_json, payload, lambda: console.print(
-        f"{message}. Stake now {format_amount(info.stake)} ({receipt.tx_hash})"
+        f"{message}. Stake now {format_amount(done.stake_wei)} ({done.tx})"
     ))
 
 

@@ -151,9 +151,9 @@ _LAST_USER = pytest.StashKey[list[str]]()
 LIGHT = {f"tests.{name}" for name in (
     "test_abi", "test_anvil", "test_bad_input", "test_contract_gate", "test_dashboard", "test_deploy", "test_econ",
     "test_indexer", "test_job_cli", "test_jobs", "test_keys", "test_lease", "test_matcher", "test_merkle",
-    "test_oracle_config", "test_oracle_determinism", "test_report_bounds", "test_results", "test_rewards",
-    "test_scoring", "test_site_auth", "test_site_tls", "test_slashing", "test_spec", "test_staking", "test_startup",
-    "test_tx", "test_units")}
+    "test_oracle_config", "test_oracle_determinism", "test_provider_api", "test_report_bounds", "test_results",
+    "test_rewards", "test_scoring", "test_site_auth", "test_site_tls", "test_slashing", "test_spec", "test_staking",
+    "test_startup", "test_tx", "test_units")}
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
