@@ -1,4 +1,4 @@
-"""Datasets that build offline from a seed, and dataset files buyers supply.
+"""Datasets that build offline from a seed, and dataset files buyers supply (compute.tabular).
 
 `synthetic-classification`: Gaussian blobs over dense features (for the MLP).
 `synthetic-sequences`: token sequences whose class is a function of their tokens (for the
@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from compute import tabular
 from compute.catalog import DATASETS
 from compute.errors import InvalidJob
 
@@ -31,21 +32,42 @@ def synthetic_sequences(seed: int, n: int = 2048, seq_len: int = 16, vocab: int 
     return torch.tensor(tokens, dtype=torch.long), torch.tensor(labels, dtype=torch.long)
 
 
+def write_digits(path: Path) -> Path:
+    """scikit-learn's handwritten digits (1,797 8×8 images, shipped with the package) as a Parquet
+    table: `px_0` … `px_63` (0–16) and the `label` (0–9), as examples/digits/prepare.py writes them."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    columns = {f"px_{i}": pa.array(digits.data[:, i].astype("float32")) for i in range(digits.data.shape[1])}
+    columns["label"] = pa.array(digits.target.astype("int64"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
 def load_dataset(name: str, seed: int, n: int = 2048):
-    """(inputs, labels) of a named synthetic dataset."""
+    """(inputs, labels) of a named synthetic dataset, or of a table's first `n` rows (all if 0)."""
     if name == "synthetic-classification":
         return synthetic_classification(seed, n)
     if name == "synthetic-sequences":
         return synthetic_sequences(seed, n)
-    raise InvalidJob(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)} or give a file path.")
+    if name in DATASETS or not Path(name).exists():
+        raise InvalidJob(f"unknown dataset {name!r}; choose one of {', '.join(DATASETS)} or give a table.")
+    inputs, labels, _ = tabular.tensors(name, limit=n)
+    return inputs, labels
 
 
-def read_inputs(path: str | Path) -> torch.Tensor:
-    """Inputs for batch inference from a .npy file (one row per input)."""
+def read_inputs(path: str | Path, features: list[str] | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(inputs, labels or None) for batch inference: a .npy array, one row per input, or a table
+    (compute.tabular) whose `features` columns are the inputs and whose `label`, if it has one,
+    the expected classes."""
     path = Path(path)
     if not path.exists():
-        raise InvalidJob(f"dataset file {path} does not exist; give the path of a .npy file.")
+        raise InvalidJob(f"dataset file {path} does not exist; give a .npy array or a table: {tabular.KNOWN}.")
     if path.suffix != ".npy":
-        raise InvalidJob(f"dataset file {path} is not a .npy array; save the inputs with numpy.save.")
+        inputs, labels, _ = tabular.tensors(path, labelled=False, features=features)
+        return inputs, labels
     array = np.load(path, allow_pickle=False)
-    return torch.from_numpy(array)
+    return torch.from_numpy(array), None

@@ -34,6 +34,7 @@ import base64
 import json
 import math
 import os
+import re
 import sys
 import threading
 import time
@@ -84,7 +85,8 @@ class LeasePlan:
     program: dict[str, Any] | None = None  # the buyer's own program, pinned: market.spec.JobSpec.program() and "result"
     storage: str = ""  # the market's storage (a directory or a pyarrow URI): results go there
     inputs: tuple[str, ...] = ()  # results of earlier jobs (compute job ids) the job builds on, from storage
-    files: tuple[tuple[str, str], ...] = ()  # (a file or directory the spec names, where it goes in work/)
+    # (URI, sha256, where in work/): a built-in job's model or dataset that the buyer brings, pinned
+    files: tuple[tuple[str, str, str], ...] = ()
     verdict_key: str = ""  # marks the launcher's verdict in the job's log; never shown to the lease
 
     @property
@@ -257,7 +259,7 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
     if done.broke:
         outcome = _replace(outcome, error=_broke_message(done.broke, plan))
     elif done.returncode != 0 or run is None:
-        outcome = _replace(outcome, error=_last_error(directory / LOG) or f"the job exited with {done.returncode}")
+        outcome = _replace(outcome, error=_last_error(directory / LOG, work) or f"the job exited with {done.returncode}")
     elif (bad := _bad_outputs(plan, work)) is not None:
         outcome = _replace(outcome, error=bad)
     else:
@@ -341,22 +343,23 @@ def run_program(work: Path) -> None:
 
 
 def _fetch_inputs(plan: LeasePlan, work: Path) -> None:
-    """Copies the earlier results the job builds on from the market's storage into the lease."""
+    """Copies into the lease the earlier results the job builds on, from the market's storage,
+    and the model or dataset the buyer brings, checked against its pin (the buyer's fault if not)."""
+    from compute import dataplane, program
+
     for compute_id in () if plan.shared_storage else plan.inputs:
         target = work / "storage" / compute_id
         if not target.exists() and plan.storage:
             _copy(join(plan.storage, compute_id), str(target))
-    for source, name in plan.files:
-        _check_readable(plan, source)
+    for uri, sha256, name in plan.files:
         target = work / name
         if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if "://" not in source and Path(source).is_file():
-                import shutil
-
-                shutil.copyfile(source, target)
-            else:
-                _copy(source, str(target))
+            what = Path(name).name.replace("_", " ")
+            try:
+                program.readable(uri, plan.hidden, what)
+                dataplane.stage(uri, sha256, target, what=what)
+            except dataplane.DataPlaneError as exc:
+                raise NotReadable(str(exc)) from None
     if os.geteuid() == 0:
         for path in [work, *work.rglob("*")]:
             os.chown(path, lease_uid(plan.number), lease_uid(plan.number), follow_symlinks=False)
@@ -384,19 +387,6 @@ def _storage_binds(plan: LeasePlan) -> tuple[tuple[Path, bool], ...]:
             mode = path.stat(follow_symlinks=False).st_mode
             path.chmod(mode | (0o005 if path.is_dir() else 0o004))
     return ((own, True), *earlier)
-
-
-def _check_readable(plan: LeasePlan, source: str) -> None:
-    """The site copies in only files any user of its machine may read (a keystore, a private
-    key, /etc/shadow are not), and nothing in what it hides from leases."""
-    if "://" in source:
-        return
-    path = Path(source).resolve()
-    if any(path.is_relative_to(Path(hidden).resolve()) for hidden in plan.hidden):
-        raise NotReadable(f"the job names {source}, which the site keeps from its leases")
-    for item in [path, *(path.rglob("*") if path.is_dir() else ())]:
-        if item.stat().st_mode & 0o004 == 0:
-            raise NotReadable(f"the job names {source}, which not every user of the site may read")
 
 
 def _publish(plan: LeasePlan, result_dir: Path) -> None:
@@ -469,9 +459,14 @@ def _broke_message(limit: str, plan: LeasePlan) -> str:
     return f"the job ran past its {plan.wall_seconds:.0f} s and was stopped."
 
 
-def _last_error(log: Path) -> str | None:
+def _last_error(log: Path, work: Path | None = None) -> str | None:
+    """The log's last line: a built-in runner's refusal is its sentence alone, the lease's own
+    paths in it relative to the lease (inputs/dataset/rows.csv), as the buyer named them."""
     lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    return lines[-1][:500] if lines else None
+    if not lines:
+        return None
+    last = re.sub(r"^compute\.errors\.\w+: (job [^:]+: )?", "", lines[-1])
+    return (last.replace(f"{work}/", "") if work else last)[:500]
 
 
 def _replace(outcome: Outcome, **changes: Any) -> Outcome:

@@ -60,14 +60,14 @@ def stage(plan: LeasePlan, work: Path, hidden: tuple[str, ...], log: Path) -> No
         return
     internal.mkdir(parents=True, exist_ok=True)
     try:
-        _readable(program["code"]["uri"], hidden, "code")
+        readable(program["code"]["uri"], hidden, "code")
         archive = dataplane.stage(program["code"]["uri"], program["code"]["sha256"], internal / CODE, what="code")
         if archive.is_dir():
             raise ProgramError(f"code {program['code']['uri']} is a directory; it must be the program's directory "
                                "packed as one tar, as `swarm job post` packs it")
         _unpack(archive, work)
         for name, pinned in sorted(program.get("inputs", {}).items()):
-            _readable(pinned["uri"], hidden, f"input {name}")
+            readable(pinned["uri"], hidden, f"input {name}")
             dataplane.stage(pinned["uri"], pinned["sha256"], work / INPUTS / name, what=f"input {name}")
     except dataplane.DataPlaneError as exc:
         raise ProgramError(str(exc)) from None
@@ -90,7 +90,7 @@ def _unpack(archive: Path, work: Path) -> None:
     dataplane.unpack(archive, work)
 
 
-def _readable(location: str, hidden: tuple[str, ...], what: str) -> None:
+def readable(location: str, hidden: tuple[str, ...], what: str) -> None:
     """A local path is read only if every user of the site's machine may read it and it is not in
     what the site keeps from its leases (a keystore, the cluster's token)."""
     if dataplane.is_uri(location) and not location.startswith("file://"):

@@ -50,7 +50,7 @@ from ledger.errors import SwarmError
 from ledger.jobs import JobInfo
 from ledger.signer import open_signer
 from ledger.units import duration, format_amount, when
-from market.spec import JobSpec, SpecError, validate_spec
+from market.spec import JobSpec, SpecError, borrowing_refused, validate_spec
 
 if TYPE_CHECKING:  # the ORM loads in the operations that use it
     from sqlmodel import Session
@@ -62,8 +62,9 @@ UPLOADS = "uploads"
 
 
 def pin(spec: JobSpec, base: Path, upload_to: str | None = None) -> JobSpec:
-    """The spec with its code and inputs uploaded (if local) and pinned; its output made absolute
-    if it is a local path. Raises SpecError naming the field that cannot be pinned."""
+    """The spec with its code and inputs (a built-in kind's model and dataset) uploaded (if local
+    and there is an output or `upload_to`) and pinned; its output made absolute if it is a local
+    path. Raises SpecError naming the field that cannot be pinned."""
     if not spec.unpinned() and (spec.output is None or dataplane.is_uri(spec.output)):
         return spec
     output = _located(spec.output, base) if spec.output else None
@@ -73,7 +74,10 @@ def pin(spec: JobSpec, base: Path, upload_to: str | None = None) -> JobSpec:
         data["code"] = _pin_code(_located(spec.code, base), upload_to)
     for name, value in spec.inputs.items():
         if isinstance(value, str):
-            data["inputs"][name] = _pin_input(name, _located(value, base), upload_to)
+            data["inputs"][name] = _pin_input(f"inputs.{name}", f"input {name}", _located(value, base), upload_to)
+    for field, value in spec.brought().items():  # a built-in kind's model or dataset
+        if isinstance(value, str):
+            data[field] = _pin_input(field, field, _located(value, base), upload_to)
     return validate_spec(data, now=spec.deadline - 1)
 
 
@@ -100,15 +104,16 @@ def _pin_code(location: str, upload_to: str | None) -> dict[str, str]:
         raise SpecError(f"spec field code cannot be pinned: {exc}.", "code") from None
 
 
-def _pin_input(name: str, location: str, upload_to: str | None) -> dict[str, str]:
-    field = f"inputs.{name}"
+def _pin_input(field: str, what: str, location: str, upload_to: str | None) -> dict[str, str]:
+    """A file or directory pinned by its sha256: uploaded first if it is local and there is a
+    place to upload to; a local one with none stays where it is, which a devnet's sites read."""
     try:
-        sha = dataplane.digest(location, f"input {name}")
-        if dataplane.is_uri(location):
+        sha = dataplane.digest(location, what)
+        if dataplane.is_uri(location) or not upload_to:
             return {"uri": location, "sha256": sha}
-        target = dataplane.join(_upload_place(upload_to, field), f"inputs/{sha}/{Path(location).name}")
+        target = dataplane.join(upload_to, f"inputs/{sha}/{Path(location).name}")
         if not dataplane.exists(target):
-            dataplane.upload(Path(location), target, what=f"input {name}")
+            dataplane.upload(Path(location), target, what=what)
         return {"uri": target, "sha256": sha}
     except dataplane.DataPlaneError as exc:
         raise SpecError(f"spec field {field} cannot be pinned: {exc}.", field) from None
@@ -239,6 +244,7 @@ class Buyer:
         sender = self._signer()
         total = spec.escrow_wei * spec.replicas
         self._check_postable(sender.address, spec, total)
+        self._check_borrowing(sender.address, spec)
         spec = pin(spec, base or Path.cwd(), upload_to)
         digest = store_spec(self.home, spec.canonical())
         posted = self._post_replicas(sender, spec, digest)
@@ -260,6 +266,21 @@ class Buyer:
                 f"{buyer} holds {format_amount(balance)}, less than the {format_amount(total)} this job escrows "
                 f"(max_price_per_unit × max_units{times}); fund the account or lower the price, units or replicas."
             )
+
+    def _check_borrowing(self, buyer: str, spec: JobSpec) -> None:
+        """Refuses, before anything is sent, a job built on a result the buyer may not use."""
+        from ledger.indexer.models import Job
+
+        if spec.prior_job is None:
+            return
+        with self.synced_ledger() as session:
+            prior = session.get(Job, (self.swarm.chain.chain_id, spec.prior_job))
+            prior_buyer, prior_hash = (prior.buyer, prior.spec_hash) if prior else (None, None)
+        stored = self.stored_spec(prior_hash)
+        why = borrowing_refused(spec, buyer, prior_buyer,
+                                validate_spec(stored, now=stored["deadline"] - 1) if stored else None)
+        if why:
+            raise SpecError(f"spec field {why}.", "model")
 
     def _post_replicas(self, sender: Sender, spec: JobSpec, digest: bytes) -> list[tuple[int, Receipt]]:
         """One job per replica; if one fails, those already posted are cancelled, so nothing is left half done."""

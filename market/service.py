@@ -61,7 +61,7 @@ from ledger.tx import Receipt, Sender
 from market.matcher import match
 from market.offers import Capacity, Newcomer, build_offers, job_needs, job_request
 from market.sites import LeaseResult, Sites, follow_lease
-from market.spec import JobSpec, SpecError, job_namespace, validate_spec
+from market.spec import JobSpec, SpecError, borrowing_refused, job_namespace, validate_spec
 
 OPEN = ("posted", "assigned", "completed", "disputed")
 # The chain's final statuses and the market state each becomes.
@@ -400,6 +400,10 @@ class MarketService:
             if isinstance(spec, SpecError):
                 self._explain(session, records, members, str(spec), report)
                 continue
+            if (why := self._borrowing_refused(session, job, spec)) is not None:
+                self._explain(session, records, members, f"The job cannot run: {why}; cancel it for a full "
+                                                          "refund.", report)
+                continue
             if len(members) < records[members[0]].replicas:
                 continue  # the rest of the group is not posted (or not yet seen)
             request = job_request(group_id, spec, replicas=len(members))
@@ -426,6 +430,14 @@ class MarketService:
         for group_id, why in result.unmatched.items():
             self._explain(session, records, groups[group_id], why.text, report)
         session.commit()  # the explanations, in one write
+
+    def _borrowing_refused(self, session: Session, job: Job, spec: JobSpec) -> str | None:
+        """Why the job may not build on the result it names: another buyer's, not published."""
+        if spec.prior_job is None:
+            return None
+        prior = session.get(Job, (job.chain_id, spec.prior_job))
+        return borrowing_refused(spec, job.buyer, prior.buyer if prior else None,
+                                 self.spec(prior.spec_hash) if prior else None)
 
     def _explain(self, session: Session, records: dict[int, MarketJob], members: list[int], text: str,
                  report: TickReport) -> None:

@@ -8,8 +8,11 @@ parameter the runner would refuse is refused here. `canonical()` is the JSON tha
 How the top-level `model` and `dataset` reach the runner:
   train, tune   model → params.model (mlp | tiny-transformer), dataset → params.dataset
   finetune      model → params.base_checkpoint, dataset → params.dataset
-  infer         model → params.checkpoint, dataset → params.dataset_path (a .npy file)
-A checkpoint is `job:<id>` (that job's result directory) or a directory path.
+  infer         model → params.checkpoint, dataset → params.dataset_path (a .npy array or a table)
+A dataset is a built-in one's name or a table the buyer brings (compute.tabular); a checkpoint
+is `job:<id>` (that job's result) or a directory. What the buyer brings is named like a ray
+job's inputs: a path or URI, pinned by its sha256 (`{uri, sha256}`) before the spec is posted,
+and a site copies it into the lease and checks it before the runner reads it.
 
 A `ray` job is the buyer's own program (docs/market.md): `code`, the program's directory
 packed as one tar, and `inputs`, the datasets and models it reads, are each a URI pinned by
@@ -60,9 +63,10 @@ GPU_MODELS = ", ".join(PEAK_FP32_TFLOPS)
 # What each field may be, for the error sentence.
 ALLOWED = {
     "kind": f"one of {', '.join(SPEC_KINDS)}",
-    "model": "a non-empty string: a model name for train and tune, or a checkpoint, job:<id> or a path, for "
-             "finetune and infer",
-    "dataset": "a non-empty string: a dataset name, or for infer a .npy file path",
+    "model": "a model name for train and tune; for finetune and infer, job:<id> or a checkpoint directory's "
+             "path or URI (or {uri, sha256} once pinned)",
+    "dataset": "a built-in dataset's name, or a table's path or URI (Parquet, CSV or JSON Lines; for infer also "
+               "a .npy array), or {uri, sha256} once pinned",
     "resources": "a mapping of workers, gpus_per_worker, gpu_model, vram_gb_per_worker, cpus_per_worker "
                  "and memory_gb",
     "resources.workers": "an integer of at least 1",
@@ -79,6 +83,7 @@ ALLOWED = {
     "min_provider_score": "a number from 0 to 1",
     "priority": "an integer from 0 to 10",
     "replicas": "an integer from 1 to 3",
+    "publish": "true (any buyer's job may build on this job's result as job:<id>) or false, the default",
     "seed": "an integer of at least 0",
     "params": "a mapping of the runner's parameter names to values",
     "code": "the program's directory: a local path or URI, or {uri, sha256} once pinned",
@@ -212,8 +217,8 @@ class JobSpec(BaseModel):
     model_config = STRICT
 
     kind: Literal["train", "finetune", "infer", "tune", "ray"]
-    model: NonEmpty | None = None
-    dataset: NonEmpty | None = None
+    model: Located | None = None  # a name, job:<id>, or a checkpoint the buyer brings
+    dataset: Located | None = None  # a built-in dataset's name, or a file the buyer brings
     resources: Resources
     max_price_per_unit: Annotated[int, BeforeValidator(_wei)]  # wei per unit (GPU- or CPU-second)
     max_units: int = Field(ge=1)
@@ -221,6 +226,7 @@ class JobSpec(BaseModel):
     min_provider_score: float = Field(default=0.0, ge=0, le=1)
     priority: int = Field(default=5, ge=0, le=10)
     replicas: int = Field(default=1, ge=1, le=3)
+    publish: bool = False  # others' jobs may build on this one's result (job:<id>); by default only its buyer's
     seed: int = Field(default=0, ge=0)
     params: dict[str, Any] = Field(default_factory=dict)
     code: Located | None = None  # a ray job's program directory, packed (compute.dataplane.pack)
@@ -243,14 +249,22 @@ class JobSpec(BaseModel):
         for name in ("code", "inputs", "output"):
             if getattr(self, name):
                 raise FieldError(name, f"applies only to a ray job, not a {self.kind} job")
-        if self.kind in ("finetune", "infer") and self.model.startswith(JOB_REF):
+        if self.kind in ("train", "tune") and not isinstance(self.model, str):
+            raise FieldError("model", f"must be a model's name for a {self.kind} job (got {_show(self.model)})")
+        if self.kind in ("finetune", "infer") and isinstance(self.model, str) and self.model.startswith(JOB_REF):
             ref = self.model[len(JOB_REF):]
-            if not ref or "/" in ref:
-                raise FieldError("model", f"must name a job as job:<id> with no '/' "
-                                          f"(got {_show(self.model)})")
+            if not (ref.isascii() and ref.isdigit()):
+                raise FieldError("model", f"must name a job by its number, as job:<id> (got {_show(self.model)})")
         now = (info.context or {}).get("now") or time.time()
         check_params(self, timeout_s=max(1.0, self.deadline - now))
         return self
+
+    @property
+    def prior_job(self) -> int | None:
+        """The job whose result this one builds on (`model: job:<id>`), if any."""
+        if isinstance(self.model, str) and self.model.startswith(JOB_REF) and self.kind in ("finetune", "infer"):
+            return int(self.model[len(JOB_REF):])
+        return None
 
     @property
     def escrow_wei(self) -> int:
@@ -265,8 +279,23 @@ class JobSpec(BaseModel):
 
     def unpinned(self) -> list[str]:
         """The fields naming code or an input by a path or URI alone, not yet by its sha256."""
-        named = [("code", self.code), *((f"inputs.{n}", v) for n, v in self.inputs.items())]
+        named = [("code", self.code), *((f"inputs.{n}", v) for n, v in self.inputs.items()),
+                 *((name, value) for name, value in self.brought().items())]
         return [path for path, value in named if isinstance(value, str)]
+
+    def brought(self) -> dict[str, Input | str]:
+        """A built-in kind's model and dataset that the buyer brings (not a name, not job:<id>),
+        by spec field: pinned, or a path or URI until `market.buyer.pin` pins it."""
+        from compute.tabular import is_named
+
+        found: dict[str, Input | str] = {}
+        if self.kind in ("finetune", "infer") and self.model is not None and not (
+                isinstance(self.model, str) and self.model.startswith(JOB_REF)):
+            found["model"] = self.model
+        if self.kind != "ray" and self.dataset is not None and not (
+                isinstance(self.dataset, str) and is_named(self.dataset)):
+            found["dataset"] = self.dataset
+        return found
 
     def program(self) -> dict[str, Any]:
         """A pinned `ray` job's program, as a site's lease runs it."""
@@ -283,11 +312,11 @@ class JobSpec(BaseModel):
 
         `job:<id>` becomes that job's result directory, its compute id being `namespace + id`.
         """
-        model = self.model
+        model, dataset = (v.uri if isinstance(v, Input) else v for v in (self.model, self.dataset))
         if self.kind in ("finetune", "infer") and model.startswith(JOB_REF):
             prior = ComputeJob(job_id=namespace + model[len(JOB_REF):], kind="train", provider="", storage=storage)
             model = str(prior.result_dir())
-        return {**self.params, MODEL_PARAM[self.kind]: model, DATASET_PARAM[self.kind]: self.dataset}
+        return {**self.params, MODEL_PARAM[self.kind]: model, DATASET_PARAM[self.kind]: dataset}
 
     def to_compute_job(self, job_id: str, provider: str, storage: str = "",
                        now: float | None = None, namespace: str = "") -> ComputeJob:
@@ -299,6 +328,24 @@ class JobSpec(BaseModel):
             use_gpu=self.resources.gpus_per_worker > 0,
             timeout_s=max(1.0, self.deadline - now),
         )
+
+
+def borrowing_refused(spec: JobSpec, buyer: str, prior_buyer: str | None,
+                      prior_spec: JobSpec | SpecError | None) -> str | None:
+    """Why `buyer`'s job may not build on the result it names (`job:<id>`), or None if it may:
+    a job builds on its own buyer's results, and on another buyer's only if that job was
+    posted with `publish: true`."""
+    prior = spec.prior_job
+    if prior is None:
+        return None
+    if prior_buyer is None:
+        return f"model job:{prior} names no job of this market; give the number of a job whose result it uses"
+    if prior_buyer.lower() == buyer.lower():
+        return None
+    if isinstance(prior_spec, JobSpec) and prior_spec.publish:
+        return None
+    return (f"model job:{prior} is another buyer's result, which that buyer did not publish; build on your own "
+            "jobs' results, or on a job posted with publish: true")
 
 
 def job_namespace(chain_id: int, market_address: str) -> str:

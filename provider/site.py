@@ -28,7 +28,7 @@ from ledger.client import Swarm
 from ledger.results import result_typed_data
 from ledger.site_authority import ChainAuthority
 from ledger.tx import Sender
-from market.spec import JOB_REF, JobSpec, SpecError, job_namespace, validate_spec
+from market.spec import DATASET_PARAM, JOB_REF, MODEL_PARAM, JobSpec, SpecError, job_namespace, validate_spec
 
 # What a lease's own Ray instance (its GCS, raylet and agents) adds to the memory the job asked for.
 LEASE_RAY_OVERHEAD_BYTES = 3 * 2**30 // 2
@@ -68,22 +68,24 @@ def plan_lease(spec_bytes: bytes, job_id: int, number: int, provider: str, names
     # A directory of the market's is where the job's runs live (and resume from); a URI is copied.
     runs = storage if storage and "://" not in storage else str(lease_storage)
     job = spec.to_compute_job(str(job_id), provider, storage=runs, now=now, namespace=namespace)
-    inputs = (namespace + spec.model[len(JOB_REF):],) if (spec.model or "").startswith(JOB_REF) else ()
-    # Files the spec names by path are copied into the lease, which sees nothing else of the host.
+    model = spec.model if isinstance(spec.model, str) else ""
+    inputs = (namespace + model[len(JOB_REF):],) if model.startswith(JOB_REF) else ()
+    # What the buyer brings is copied into the lease and checked against its pin: the lease sees
+    # nothing else of the host, and the runner reads the copy.
+    if spec.unpinned():
+        raise ValueError(f"{', '.join(spec.unpinned())} is not pinned by its sha256; post it with "
+                         "`swarm job post`, which pins it")
     params, files = dict(job.params), []
-    for name in _PATH_PARAMS.get(spec.kind, ()):
-        value = str(params.get(name, ""))
-        if value and not value.startswith(runs) and ("://" in value or Path(value).exists()):
-            target = f"inputs/{name}/{Path(value.rstrip('/')).name}"
-            files.append((value, target))
-            params[name] = str(lease_storage.parent / target)
+    for field, pinned in spec.brought().items():
+        name = MODEL_PARAM[spec.kind] if field == "model" else DATASET_PARAM[spec.kind]
+        target = f"inputs/{name}"
+        files.append((pinned.uri, pinned.sha256, target))
+        # A file keeps its name in the lease (its suffix says its format); a directory is the target.
+        leaf = pinned.uri.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
+        params[name] = str(lease_storage.parent / target / (leaf if Path(leaf).suffix else ""))
     job = replace(job, params=params)
     return LeasePlan(job_id=job_id, number=number, job=asdict(job), cpus=cpus, gpus=gpus, memory_bytes=memory,
                      wall_seconds=wall, max_units=spec.max_units, inputs=inputs, files=tuple(files), storage=storage)
-
-
-# The parameters of each kind that name a file or directory on the host.
-_PATH_PARAMS = {"finetune": ("base_checkpoint",), "infer": ("checkpoint", "dataset_path")}
 
 
 @dataclass

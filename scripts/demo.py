@@ -3,7 +3,10 @@
 A fresh anvil with the contracts; three providers, each serving its own site — its own Ray
 cluster behind an HTTPS agent that the chain authorizes — fast (two nodes), slow (one node)
 and flaky (one node, the cheapest, whose site is killed while it runs the first job); two
-buyers who post a `train` job, an `infer` job on the trained model and a `finetune` of it;
+buyers who bring a table of real data, scikit-learn's handwritten digits, pinned by its sha256,
+and post a `train` job that learns it (the MLP, above 90 % validation accuracy, its curve on
+the dashboard) and publishes its result, an `infer` job by the other buyer that scores the
+trained model on the table, and a `finetune` of it;
 the market service and the oracle, which reach the providers only through their sites,
 running on their schedules; and at the end a summary of stakes, rewards, slashes, job
 outcomes and every balance, checked: every job settled, each epoch's rewards equal its
@@ -54,16 +57,17 @@ PROVIDERS = (
 STAKE_HEADROOM = 3  # providers stake 1.5× their minimum: minimum × 3 / 2
 
 
-def job_specs(inputs: Path, train_id: int | None = None) -> dict[str, dict]:
+def job_specs(table: Path, train_id: int | None = None) -> dict[str, dict]:
     base = {"resources": {"workers": 1, "cpus_per_worker": 1}, "max_units": 1_200, "deadline": "6h",
             "max_price_per_unit": "0.001"}
     return {
-        "train": base | {"kind": "train", "model": "tiny-transformer", "dataset": "synthetic-sequences", "seed": 7,
-                         "params": {"samples": 2048, "epochs": 6, "batch_size": 32}},
-        "infer": base | {"kind": "infer", "model": f"job:{train_id}", "dataset": str(inputs), "priority": 8,
-                         "params": {"batch_size": 64}},
-        "finetune": base | {"kind": "finetune", "model": f"job:{train_id}", "dataset": "synthetic-sequences",
-                            "seed": 11, "params": {"samples": 256, "epochs": 2}},
+        # Published, so the second buyer's infer job may build on its result.
+        "train": base | {"kind": "train", "model": "mlp", "dataset": str(table), "seed": 7, "publish": True,
+                         "params": {"epochs": 12, "batch_size": 16, "lr": 0.003}},
+        "infer": base | {"kind": "infer", "model": f"job:{train_id}", "dataset": str(table), "priority": 8,
+                         "params": {"batch_size": 256}},
+        "finetune": base | {"kind": "finetune", "model": f"job:{train_id}", "dataset": str(table),
+                            "seed": 11, "params": {"samples": 600, "epochs": 2}},
     }
 
 
@@ -201,14 +205,11 @@ class Demo:
             self.rpc.mine()
 
     def _jobs(self) -> None:
-        import numpy as np
-
         from compute.checkpoints import registered_checkpoint
-        from compute.data import synthetic_sequences
+        from compute.data import write_digits
 
-        inputs = self.home / "demo" / "inputs.npy"
-        inputs.parent.mkdir(parents=True, exist_ok=True)
-        np.save(inputs, synthetic_sequences(99, n=256)[0].numpy())
+        inputs = write_digits(self.home / "demo" / "digits.parquet")
+        inputs.chmod(0o644)  # a site copies in only what every user of its machine may read
         steps = ("posted", "assigned", "running", "completed", "settled")
         train_task = self.progress.add_task("Buyer 1: train (the flaky provider)", total=len(steps))
         (train_id,) = self._post(BUYERS[0], job_specs(inputs)["train"])
@@ -260,9 +261,11 @@ class Demo:
     def _post(self, buyer: int, spec: dict) -> list[int]:
         from ledger.jobs import post_job
         from ledger.specs import store_spec
+        from market.buyer import pin
         from market.spec import validate_spec
 
-        parsed = validate_spec(spec, now=self.swarm.chain.timestamp())
+        # The table stays where it is, pinned by its sha256: the devnet's sites read this machine's files.
+        parsed = pin(validate_spec(spec, now=self.swarm.chain.timestamp()), self.home)
         digest = store_spec(self.home, parsed.canonical())
         sender = self.swarm.sender(dev_account(buyer).key)
         return [post_job(self.swarm, sender, digest, parsed.max_price_per_unit, parsed.max_units, parsed.deadline)[0]
@@ -358,6 +361,7 @@ class Demo:
                 "fee_wei": str(row.fee if row else 0), "refund_wei": str(row.refund if row else 0),
                 "escrow_wei": str(info.escrow), "result_dir": record.result_dir if record else None,
                 "attempts": record.attempts if record else 0,
+                "accuracy": _accuracy(record.metrics if record else None),
             })
         per_epoch = []
         for e in epochs:
@@ -393,13 +397,21 @@ class Demo:
         }
 
 
+def _accuracy(metrics: dict | None) -> float | None:
+    """A job's accuracy on the digits: held-out (train, finetune) or over the table (infer)."""
+    metrics = metrics or {}
+    return metrics.get("val_accuracy", metrics.get("accuracy"))
+
+
 def _print(summary: dict) -> None:
     console.print(table("Providers", ["name", "address", "nodes", "stake", "rewards claimed", "state", "balance"], [
         (p["name"], p["address"], p["nodes"], format_amount(int(p["stake_wei"])), format_amount(int(p["claimed_wei"])),
          "tombstoned" if p["tombstoned"] else "jailed" if p["jailed"] else "active",
          format_amount(int(p["balance_wei"]))) for p in summary["providers"]]))
-    console.print(table("Jobs", ["kind", "id", "status", "provider", "runs", "units", "paid", "fee", "refund"], [
-        (j["kind"], j["id"], j["status"], j["provider"], j["attempts"], j["units"], format_amount(int(j["payment_wei"])),
+    console.print(table("Jobs", ["kind", "id", "status", "provider", "runs", "accuracy", "units", "paid", "fee",
+                                 "refund"], [
+        (j["kind"], j["id"], j["status"], j["provider"], j["attempts"],
+         "—" if j["accuracy"] is None else f"{j['accuracy']:.1%}", j["units"], format_amount(int(j["payment_wei"])),
          format_amount(int(j["fee_wei"])), format_amount(int(j["refund_wei"]))) for j in summary["jobs"]]))
     console.print(table("Oracle epochs", ["epoch", "emission", "paid", "slashes"], [
         (e["epoch"], format_amount(int(e["emission_wei"])), format_amount(int(e["paid_wei"])),

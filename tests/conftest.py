@@ -145,15 +145,16 @@ HEAVY = ("ray_cluster", "site_network")
 _LAST_USER = pytest.StashKey[list[str]]()
 
 # `make test` runs two pytest processes side by side: `-m light` takes these modules, which
-# need no Ray, no site and no sandbox — the chain, the ledger, the command line, pure logic —
+# need no Ray and no site — the chain, the ledger, the command line, a sandbox alone, pure logic —
 # and `-m "not light"` everything else, in the order above, so no two Ray tests ever share the
 # machine's two cores. A new module runs with the heavy ones unless it is named here.
 LIGHT = {f"tests.{name}" for name in (
     "test_abi", "test_anvil", "test_bad_input", "test_contract_gate", "test_dashboard", "test_deploy", "test_econ",
     "test_indexer", "test_job_cli", "test_jobs", "test_keys", "test_lease", "test_matcher", "test_merkle",
-    "test_oracle_config", "test_oracle_determinism", "test_provider_api", "test_report_bounds", "test_results",
-    "test_rewards", "test_scoring", "test_site_auth", "test_site_tls", "test_slashing", "test_spec", "test_staking",
-    "test_startup", "test_tx", "test_units")}
+    "test_object_store", "test_oracle_config", "test_oracle_determinism", "test_ownership", "test_provider_api",
+    "test_provider_cli", "test_report_bounds", "test_results", "test_rewards", "test_sandbox", "test_scoring",
+    "test_site_auth", "test_site_tls", "test_slashing", "test_spec", "test_staking", "test_startup", "test_tx",
+    "test_units")}
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

@@ -67,6 +67,8 @@ def check(summary: dict) -> None:
         assert Path(job["result_dir"], "outputs").is_dir()
     providers = {p["name"]: p for p in summary["providers"]}
     assert jobs["train"]["attempts"] == 2, "the flaky provider's site was killed: the job was run again elsewhere"
+    assert jobs["train"]["accuracy"] > 0.9, "the demo's model learns the digits (chance is 0.1)"
+    assert jobs["infer"]["accuracy"] > 0.9 and jobs["finetune"]["accuracy"] > 0.5
     assert jobs["train"]["provider"] != providers[FLAKY]["address"]
     assert providers[FLAKY]["jailed"]
     assert any(s["provider"] == providers[FLAKY]["address"] for s in summary["slashes"])

@@ -441,7 +441,7 @@ def _drop(field: str):
 CORRUPTIONS = st.one_of(
     st.sampled_from(["bake", "Train", "", 3, None, ["train"]]).map(lambda v: _set("kind", v)),
     st.one_of(st.integers(), st.just(""), st.just(["mlp"]), st.just("resnet")).map(lambda v: _set("model", v)),
-    st.sampled_from(["", 7, {"name": "x"}]).map(lambda v: _set("dataset", v)),
+    st.sampled_from(["", 7, ["x"]]).map(lambda v: _set("dataset", v)),
     st.one_of(st.integers(max_value=0), st.sampled_from(["2", 1.5, True, None])).map(
         lambda v: _set("resources.workers", v)),
     st.integers(max_value=-1).map(lambda v: _set("resources.gpus_per_worker", v)),

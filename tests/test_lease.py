@@ -29,7 +29,7 @@ def job_plan(directory_params: dict[str, str]) -> LeasePlan:
     job = {"job_id": "ns-7", "kind": "infer", "provider": "0xabc", "storage": f"{HERE}/{WORK}/storage",
            "params": directory_params}
     return LeasePlan(job_id=7, number=3, job=job, cpus=1, gpus=0, memory_bytes=2**30, wall_seconds=60,
-                     max_units=100, hidden=("/srv/provider",), files=(("/data/in.npy", "inputs/dataset/in.npy"),))
+                     max_units=100, hidden=("/srv/provider",), files=(("/data/in.npy", "ab" * 32, "inputs/dataset_path"),))
 
 
 @settings(max_examples=50, deadline=None)

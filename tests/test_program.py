@@ -282,9 +282,9 @@ def test_bad_input_fails_the_lease_with_one_sentence_as_the_buyers_fault(tmp_pat
 
 def test_the_ray_train_example_learns_the_digits_in_a_lease_from_and_to_s3(
         s3_store: S3Store, bucket: str, tmp_path: Path) -> None:
-    import runpy
+    from compute.data import write_digits
 
-    runpy.run_path(str(EXAMPLE / "prepare.py"))["write"](tmp_path / "digits.parquet")
+    write_digits(tmp_path / "digits.parquet")
     spec = validate_spec(json.loads(json.dumps(RAY)) | {
         "code": str(EXAMPLE / "code"), "inputs": {"digits": str(tmp_path / "digits.parquet")},
         "output": s3_store.uri(f"{bucket}/runs"),
@@ -307,3 +307,63 @@ def test_the_ray_train_example_learns_the_digits_in_a_lease_from_and_to_s3(
     assert metrics["epoch"] == 4 and metrics["val_accuracy"] > 0.9, metrics
     assert (fetched / "outputs" / "model.pt").stat().st_size > 10_000
     assert outcome.units == pytest.approx(outcome.seconds, abs=1.0), "one CPU reserved for as long as it ran"
+
+
+# ── a built-in kind on a table the buyer brings ─────────────────────────────────────────
+
+def builtin_plan(spec: dict, tmp_path: Path, job_id: int = 9) -> LeasePlan:
+    """The lease a site plans for a posted built-in spec, in tmp_path/lease."""
+    from compute.lease import HERE, WORK
+    from provider.site import plan_lease
+
+    body = json.dumps(spec).encode()
+    plan = plan_lease(body, job_id, job_id, "0x" + "ab" * 20, "t-", Path(HERE) / WORK / "storage",
+                      storage=str(tmp_path / "market"), now=NOW)
+    return plan.located(tmp_path / "lease")
+
+
+TRAIN = {"kind": "train", "model": "mlp", "resources": {"workers": 1, "memory_gb": 2},
+         "max_price_per_unit": "0.001", "max_units": 600, "deadline": NOW + 3_600, "seed": 3,
+         "params": {"epochs": 3, "lr": 0.003}}
+
+
+def test_a_train_job_on_a_table_pinned_in_s3_is_checked_and_learned_in_a_lease(
+        s3_store: S3Store, bucket: str, tmp_path: Path) -> None:
+    from compute.data import write_digits
+
+    write_digits(tmp_path / "digits.parquet")
+    spec = validate_spec(TRAIN | {"dataset": str(tmp_path / "digits.parquet")}, now=NOW)
+    pinned = pin(spec, tmp_path, upload_to=s3_store.uri(f"{bucket}/tables"))
+    assert pinned.dataset.uri.startswith(f"s3://{bucket}/tables/inputs/") and pinned.unpinned() == []
+    plan = builtin_plan(pinned.canonical(), tmp_path)
+    assert plan.files == ((pinned.dataset.uri, pinned.dataset.sha256, "inputs/dataset"),)
+
+    outcome = launch(tmp_path / "lease", plan)
+    assert outcome.state == "succeeded", (outcome.error, (tmp_path / "lease" / "log").read_text()[-3000:])
+    assert outcome.metrics["val_accuracy"] > 0.9, outcome.metrics["history"]
+    stored = tmp_path / "market" / "t-9" / "outputs"
+    assert json.loads((stored / "model.json").read_text())["dataset"] == "digits.parquet"
+    assert manifest_hash(build_manifest(tmp_path / "market" / "t-9")) == outcome.result_hash
+
+
+BAD_TABLE = {
+    "a table that is not what the spec pins": ("digits.csv", b"px,label\n1,0\n", "1" * 64, "has sha256"),
+    "a table in no known format": ("rows", None, None, "dataset inputs/dataset/sheet.xlsx is in an unknown format"),
+    "a table with no label": ("rows.csv", b"a,b\n" + b"1,2\n" * 20, None, "has no 'label' column"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_TABLE)
+def test_a_bad_table_fails_a_built_in_lease_as_the_buyers_fault_in_one_sentence(tmp_path: Path, case: str) -> None:
+    name, content, sha, says = BAD_TABLE[case]
+    location = tmp_path / name
+    if content is None:  # a directory of spreadsheets
+        location.mkdir()
+        (location / "sheet.xlsx").write_bytes(b"PK\x03\x04")
+    else:
+        location.write_bytes(content)
+    pinned = {"uri": str(location), "sha256": sha or dataplane.digest(str(location))}
+    outcome = launch(tmp_path / "lease", builtin_plan(TRAIN | {"dataset": pinned}, tmp_path))
+    assert outcome.state == "failed" and outcome.fault == "buyer"
+    assert says in outcome.error and "\n" not in outcome.error, outcome.error
+    assert not (tmp_path / "market" / "t-9" / "outputs").exists(), "nothing was stored"

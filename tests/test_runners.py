@@ -265,3 +265,91 @@ def test_bad_params_fail_before_any_ray_work(ray_cluster, tmp_path: Path, kind: 
     with pytest.raises(InvalidJob, match=message):
         run_job(bad)
     assert not bad.result_dir().exists()
+
+
+# ── tables the buyer brings (compute.tabular) ─────────────────────────────────────────
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """scikit-learn's digits as Parquet (examples/digits/prepare.py), CSV and JSON Lines."""
+    import pyarrow.csv
+    import pyarrow.parquet as pq
+
+    from compute.data import write_digits
+
+    directory = tmp_path_factory.mktemp("digits")
+    parquet = write_digits(directory / "digits.parquet")
+    table = pq.read_table(parquet)
+    pyarrow.csv.write_csv(table, directory / "digits.csv")
+    rows = table.to_pylist()
+    (directory / "digits.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return {"parquet": parquet, "csv": directory / "digits.csv", "jsonl": directory / "digits.jsonl"}
+
+
+TABLE = {"model": "mlp", "epochs": 3, "batch_size": 32, "lr": 3e-3}
+
+
+@pytest.fixture(scope="module")
+def digits_model(ray_cluster, storage: Path, digits: dict[str, Path]) -> JobResult:
+    return run_job(job(storage, "digits-on-b", "train", PROVIDER_B, seed=3,
+                       params=TABLE | {"dataset": str(digits["parquet"])}))
+
+
+def test_train_streams_a_parquet_table_through_ray_data_and_learns_it(digits_model: JobResult) -> None:
+    assert digits_model.metrics["val_accuracy"] > 0.9  # ten classes: chance is 0.1
+    accuracies = [h["val_accuracy"] for h in digits_model.metrics["history"]]
+    assert accuracies[-1] > accuracies[0]
+    model, meta = load_model(digits_model.result_dir)
+    assert meta["features"] == [f"px_{i}" for i in range(64)] and meta["dataset"] == "digits.parquet"
+    assert meta["config"] == {"in_features": 64, "classes": 10}
+    assert model.net[-1].out_features == 10
+
+
+def test_the_same_table_as_csv_or_json_lines_reads_as_the_same_rows(ray_cluster, digits: dict[str, Path]) -> None:
+    from compute import tabular
+
+    whole = [tabular.tensors(path) for path in digits.values()]
+    for inputs, labels, features in whole[1:]:
+        assert torch.equal(inputs, whole[0][0]) and torch.equal(labels, whole[0][1]) and features == whole[0][2]
+    streamed = [tabular.read(path).materialize() for path in digits.values()]
+    assert [d.num_blocks() for d in streamed] == [1, 1, 1], "a block per file, whatever the cluster's CPUs"
+    rows = [d.take(3) for d in streamed]
+    assert all(float(r[0]["px_10"]) == float(rows[0][0]["px_10"]) for r in rows)
+
+
+def test_infer_reads_a_json_lines_table_by_the_models_columns_and_scores_it(
+        digits_model: JobResult, storage: Path, digits: dict[str, Path], tmp_path: Path) -> None:
+    rows = [json.loads(line) for line in digits["jsonl"].read_text().splitlines()[:50]]
+    shuffled = tmp_path / "rows.jsonl"  # the columns in another order: the model's own order is used
+    shuffled.write_text("".join(json.dumps(dict(reversed(list(r.items())))) + "\n" for r in rows))
+    result = run_job(job(storage, "digits-infer-on-c", "infer", PROVIDER_C,
+                         params={"checkpoint": digits_model.result_dir, "dataset_path": str(shuffled)}))
+    predictions = np.load(Path(result.result_dir) / OUTPUT_DIR / "predictions.npy")
+    expected = np.array([r["label"] for r in rows])
+    assert predictions.shape == (50,)
+    assert result.metrics["accuracy"] == pytest.approx(float((predictions == expected).mean()))
+    assert result.metrics["accuracy"] > 0.85
+
+
+def test_finetune_tunes_a_table_model_on_its_table(digits_model: JobResult, storage: Path,
+                                                    digits: dict[str, Path]) -> None:
+    result = run_job(job(storage, "digits-tune-on-b", "finetune", PROVIDER_B, seed=5, params={
+        "base_checkpoint": digits_model.result_dir, "dataset": str(digits["parquet"]), "samples": 600, "epochs": 1}))
+    _, meta = load_model(result.result_dir)
+    assert meta["features"] == [f"px_{i}" for i in range(64)] and "adapter" in meta
+    assert result.metrics["val_accuracy"] > 0.5
+
+
+@pytest.mark.parametrize(("name", "content", "message"), [
+    ("digits.xlsx", b"PK", "unknown format .\\.xlsx.; give Parquet"),
+    ("words.csv", b"a,label\n" + b"x,1\ny,0\n" * 10, "column.s. a are not numbers"),
+])
+def test_a_table_that_cannot_train_is_the_buyers_to_fix(ray_cluster, tmp_path: Path, name: str, content: bytes,
+                                                        message: str) -> None:
+    (tmp_path / name).write_bytes(content)
+    bad = ComputeJob("bad-table", "train", PROVIDER_B, storage=str(tmp_path), timeout_s=WAIT_S,
+                     params={"model": "mlp", "dataset": str(tmp_path / name)})
+    with pytest.raises(InvalidJob, match=message):
+        run_job(bad)
+    assert not (bad.result_dir() / OUTPUT_DIR).exists()

@@ -267,9 +267,22 @@ def test_the_model_and_dataset_cannot_be_set_twice() -> None:
 
 
 def test_a_dataset_that_is_unknown_or_does_not_suit_the_model_is_refused() -> None:
-    refused(mutated("dataset", "imagenet"), "dataset")
+    unknown = refused(mutated("dataset", "imagenet.tfrecord"), "dataset")
+    assert "unknown format (.tfrecord); give Parquet (.parquet), CSV (.csv) or JSON Lines" in unknown
     mismatch = refused(mutated("dataset", "synthetic-sequences"), "dataset")
     assert "trains on synthetic-classification" in mismatch
+    sequences = refused({**VALID, "model": "tiny-transformer", "dataset": "s3://bucket/rows.parquet"}, "model")
+    assert "a table of features trains the mlp" in sequences
+
+
+def test_a_table_the_buyer_brings_is_named_like_an_input_and_pinned() -> None:
+    sha = "ab" * 32
+    spec = validate_spec(mutated("dataset", "s3://bucket/digits.parquet"))
+    assert spec.unpinned() == ["dataset"]
+    pinned = validate_spec(mutated("dataset", {"uri": "s3://bucket/digits.parquet", "sha256": sha}))
+    assert pinned.unpinned() == [] and pinned.runner_params()["dataset"] == "s3://bucket/digits.parquet"
+    assert validate_spec(mutated("dataset", "synthetic-classification")).unpinned() == []
+    refused(mutated("model", {"uri": "s3://bucket/model", "sha256": sha}), "model")  # train names a model
 
 
 def test_gpu_settings_without_gpus_are_refused() -> None:

@@ -4,8 +4,10 @@ Params (`job.params`):
   base_checkpoint  a model checkpoint: a train job's result directory, or a directory with
                    model.safetensors and model.json (required)
   dataset          the dataset to adapt to (default: the base model's own kind of data,
-                   drawn with the job's seed)
-  samples          dataset size; the last fifth is held out for validation (default 512)
+                   drawn with the job's seed); a model trained on a table is tuned on a
+                   table with the same columns (compute.tabular), read whole
+  samples          rows; the last fifth is held out for validation (0, the default: 512 of a
+                   built-in dataset, every row of a table)
   epochs           passes over the training split (default 2)
   batch_size       batch size (default 32)
   lr               Adam learning rate for the adapters (default 5e-3)
@@ -35,6 +37,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.utils.data import DataLoader
 
+from compute import tabular
 from compute.accounting import BusyTimer, usage
 from compute.checkpoints import find_checkpoint, load_model, save_model
 from compute.catalog import DATASET_FOR, LORA_TARGETS
@@ -44,6 +47,7 @@ from compute.manifest import OUTPUT_DIR, file_sha256, result_hash
 from compute.models import build_model
 from compute.placement import task_options
 from compute.runners.params import FinetuneParams, require
+from compute.tabular import is_named
 from compute.runners.supervise import await_pinned
 from compute.runners.train import evaluate, make_deterministic, split, where_am_i
 
@@ -76,7 +80,11 @@ def _finetune(meta: dict[str, Any], base_state: dict[str, torch.Tensor], params:
     make_deterministic(seed)
     model = load_base(meta, base_state)
     peft_model = attach_lora(model, meta["model"], params.lora_rank, params.lora_alpha, seed)
-    train_set, val_set = split(*load_dataset(dataset, seed, n=params.samples))
+    if "features" in meta:
+        inputs, labels, _ = tabular.tensors(dataset, limit=params.samples, features=meta["features"])
+        train_set, val_set = split(inputs, labels)
+    else:
+        train_set, val_set = split(*load_dataset(dataset, seed, n=params.samples))
     loader = DataLoader(train_set, batch_size=params.batch_size, shuffle=True,
                         generator=torch.Generator().manual_seed(seed))
     trainable = [p for p in peft_model.parameters() if p.requires_grad]
@@ -124,9 +132,12 @@ def write_outputs(job: ComputeJob, params: FinetuneParams, meta: dict, base_sha:
     model = load_base(meta, done["base_after"])
     adapter = {"file": ADAPTER, "rank": params.lora_rank, "alpha": params.lora_alpha,
                "targets": LORA_TARGETS[meta["model"]]}
-    save_model(model, meta["model"], meta.get("config", {}), outputs, adapter=adapter, base_sha256=base_sha)
+    table = {"features": meta["features"]} if "features" in meta else {}
+    save_model(model, meta["model"], meta.get("config", {}), outputs, adapter=adapter, base_sha256=base_sha, **table)
+    # A table is named by its file: where a lease staged it differs from site to site.
+    dataset = params.dataset if not params.dataset or is_named(params.dataset) else Path(params.dataset).name
     record = {"base_sha256": base_sha, "history": done["history"], "seed": job.seed,
-              "params": {k: v for k, v in vars(params).items() if k != "base_checkpoint"},
+              "params": {k: v for k, v in vars(params).items() if k != "base_checkpoint"} | {"dataset": dataset},
               "trainable_parameters": done["trainable_parameters"]}
     (outputs / "metrics.json").write_text(json.dumps(record, sort_keys=True, indent=2))
     return outputs
@@ -141,8 +152,13 @@ def run(job: ComputeJob) -> JobResult:
     require("adapter" not in meta, job,
             "base_checkpoint is already a finetune result; give the checkpoint it was tuned from.")
     dataset = params.dataset or meta.get("dataset") or DATASET_FOR[meta["model"]]
-    require(dataset == DATASET_FOR[meta["model"]], job,
-            f"model {meta['model']} trains on {DATASET_FOR[meta['model']]}, not {dataset}.")
+    if "features" in meta:  # trained on a table: tuned on one with the same columns
+        require(not is_named(dataset) and Path(dataset).exists(), job,
+                f"model {meta['model']} was trained on the table {meta.get('dataset')}; give the table "
+                "to tune it on as the dataset.")
+    else:
+        require(dataset == DATASET_FOR[meta["model"]], job,
+                f"model {meta['model']} trains on {DATASET_FOR[meta['model']]}, not {dataset}.")
     result_dir = job.result_dir()
     result_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

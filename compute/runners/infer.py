@@ -4,7 +4,9 @@ Params (`job.params`):
   checkpoint        a model checkpoint: a train or finetune job's result directory, or a
                     directory with model.safetensors and model.json (required)
   dataset_path      a .npy array, one row per input: float features for the MLP, token ids
-                    for the tiny transformer (required)
+                    for the tiny transformer; or a table (compute.tabular) holding the
+                    feature columns the MLP was trained on, and if it has a `label` column,
+                    the accuracy is measured too (required)
   quantize          None | "int8" — int8 dynamic quantization of the Linear layers (default None)
   batch_size        the largest batch to try (default 64)
   memory_budget_mb  activation memory a batch may use; the batch shrinks to fit (default 256)
@@ -168,7 +170,8 @@ def run(job: ComputeJob) -> JobResult:
     """Runs the checkpoint's model over every input row on the provider's nodes."""
     params = InferParams.from_job(job)
     model, meta = load_for_inference(params.checkpoint)
-    inputs = model_inputs(read_inputs(params.dataset_path), model, meta, job)
+    raw, labels = read_inputs(params.dataset_path, meta.get("features"))
+    inputs = model_inputs(raw, model, meta, job)
     result_dir = job.result_dir()
     result_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
@@ -186,6 +189,8 @@ def run(job: ComputeJob) -> JobResult:
     np.save(outputs / "predictions.npy", logits.argmax(dim=1).numpy())
     record = {"count": len(inputs), "model": meta["model"], "quantize": params.quantize,
               "batch_size": done["batch_size"], "seed": job.seed}
+    if labels is not None:
+        record["accuracy"] = round(float((logits.argmax(dim=1) == labels).double().mean()), 6)
     (outputs / "metrics.json").write_text(json.dumps(record, sort_keys=True, indent=2))
     used = usage([done["busy_s"]], job.use_gpu)
     observed = ("final_batch_size", "batches", "quantized_layers", "placement")

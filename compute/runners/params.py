@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any, TypeVar
 
-from compute.catalog import DATASET_FOR, DATASETS, MODEL_ARGS, MODEL_NAMES
+from compute.catalog import DATASET_FOR, MODEL_ARGS, MODEL_NAMES
 from compute.errors import InvalidJob
 from compute.jobs import ComputeJob
+from compute.tabular import KNOWN, format_of, is_named
 
 P = TypeVar("P")
 KIND_OF = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
@@ -62,8 +63,8 @@ def require(condition: bool, job: ComputeJob, message: str) -> None:
 
 def require_loop(params: TrainParams | FinetuneParams, job: ComputeJob) -> None:
     """What every training loop's parameters must hold: samples, epochs, batch size, rate."""
-    require(10 <= params.samples <= MAX_SAMPLES, job,
-            f"samples must be between 10 and {MAX_SAMPLES}, got {params.samples}.")
+    require(10 <= params.samples <= MAX_SAMPLES or params.samples == 0, job,
+            f"samples must be between 10 and {MAX_SAMPLES} (or 0: all of a file), got {params.samples}.")
     require(params.epochs >= 1, job, f"epochs must be at least 1, got {params.epochs}.")
     require(params.batch_size >= 1, job, f"batch_size must be at least 1, got {params.batch_size}.")
     require(params.lr > 0, job, f"lr must be positive, got {params.lr}.")
@@ -71,11 +72,33 @@ def require_loop(params: TrainParams | FinetuneParams, job: ComputeJob) -> None:
 
 # ── train, finetune, infer ──────────────────────────────────────────────────────────
 
+def check_dataset(job: ComputeJob, dataset: str, model: str) -> None:
+    """A built-in dataset the model trains on, or a table (compute.tabular) for the MLP."""
+    if is_named(dataset):
+        require(dataset == DATASET_FOR[model], job, f"model {model} trains on {DATASET_FOR[model]}, not {dataset}.")
+        return
+    require(not dataset.endswith(".npy"), job, f"dataset {dataset} is a .npy array, which only infer reads; "
+                                               f"give a table: {KNOWN}.")
+    try:
+        format_of(dataset)
+    except InvalidJob as exc:
+        raise InvalidJob(f"job {job.job_id}: {exc}.") from None
+    require(model == "mlp", job, f"model {model} takes token sequences ({DATASET_FOR[model]}); "
+                                 f"a table of features trains the mlp.")
+
+
+def sized(params: P, named: bool, default: int) -> P:
+    """`samples` 0 means every row of a table, or `default` rows of a built-in dataset."""
+    if named and params.samples == 0:  # type: ignore[attr-defined]
+        return dataclasses.replace(params, samples=default)  # type: ignore[type-var]
+    return params
+
+
 @dataclass(frozen=True)
 class TrainParams:
     model: str = "mlp"
-    dataset: str = ""
-    samples: int = 1024
+    dataset: str = ""  # a built-in dataset's name, or the path of a table in the lease
+    samples: int = 0  # rows: 0 is 1024 of a built-in dataset, or every row of a table
     epochs: int = 3
     batch_size: int = 32
     lr: float = 1e-3
@@ -88,22 +111,19 @@ class TrainParams:
         require(params.model in MODEL_NAMES, job,
                 f"unknown model {params.model!r}; choose one of {', '.join(MODEL_NAMES)}.")
         dataset = params.dataset or DATASET_FOR[params.model]
-        require(dataset in DATASETS, job,
-                f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}.")
-        require(dataset == DATASET_FOR[params.model], job,
-                f"model {params.model} trains on {DATASET_FOR[params.model]}, not {dataset}.")
+        check_dataset(job, dataset, params.model)
         require_loop(params, job)
         require(params.precision in PRECISIONS, job,
                 f"precision must be one of {', '.join(PRECISIONS)}, got {params.precision!r}.")
         require(params.max_failures >= 0, job, f"max_failures must be 0 or more, got {params.max_failures}.")
-        return cls(**(asdict(params) | {"dataset": dataset}))
+        return sized(cls(**(asdict(params) | {"dataset": dataset})), is_named(dataset), 1024)
 
 
 @dataclass(frozen=True)
 class FinetuneParams:
     base_checkpoint: str = ""
-    dataset: str = ""
-    samples: int = 512
+    dataset: str = ""  # default: the base model's dataset
+    samples: int = 0  # rows: 0 is 512 of a built-in dataset, or every row of a table
     epochs: int = 2
     batch_size: int = 32
     lr: float = 5e-3
@@ -115,12 +135,12 @@ class FinetuneParams:
         params = parse_params(cls, job)
         require(bool(params.base_checkpoint), job,
                 "base_checkpoint is required; give a train job's result directory.")
-        require(params.dataset in ("", *DATASETS), job,
-                f"unknown dataset {params.dataset!r}; choose one of {', '.join(DATASETS)}.")
+        if params.dataset and not is_named(params.dataset):
+            check_dataset(job, params.dataset, "mlp")
         require_loop(params, job)
         require(params.lora_rank >= 1, job, f"lora_rank must be at least 1, got {params.lora_rank}.")
         require(params.lora_alpha > 0, job, f"lora_alpha must be positive, got {params.lora_alpha}.")
-        return params
+        return sized(params, not params.dataset or is_named(params.dataset), 512)
 
 
 @dataclass(frozen=True)
@@ -135,7 +155,12 @@ class InferParams:
     def from_job(cls, job: ComputeJob) -> InferParams:
         params = parse_params(cls, job)
         require(bool(params.checkpoint), job, "checkpoint is required; give a train job's result directory.")
-        require(bool(params.dataset_path), job, "dataset_path is required; give a .npy file of inputs.")
+        require(bool(params.dataset_path), job, f"dataset_path is required; give a .npy array or a table: {KNOWN}.")
+        if not params.dataset_path.endswith(".npy"):
+            try:
+                format_of(params.dataset_path)
+            except InvalidJob as exc:
+                raise InvalidJob(f"job {job.job_id}: {exc}.") from None
         require(params.quantize in QUANTIZE, job,
                 f"quantize must be absent or 'int8', got {params.quantize!r}.")
         require(params.batch_size >= 1, job, f"batch_size must be at least 1, got {params.batch_size}.")

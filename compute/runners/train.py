@@ -2,13 +2,19 @@
 
 Params (`job.params`):
   model         "mlp" | "tiny-transformer"                        (default "mlp")
-  dataset       "synthetic-classification" | "synthetic-sequences" (default: the model's own)
-  samples       dataset size; the last fifth is held out for validation (default 1024)
+  dataset       "synthetic-classification" | "synthetic-sequences" (default: the model's own), or a
+                table the buyer brings (compute.tabular: Parquet, CSV or JSON Lines), for the mlp
+  samples       rows; the last fifth is held out for validation (0, the default: 1024 of a
+                built-in dataset, every row of a table)
   epochs        passes over the training split, a checkpoint after each (default 3)
   batch_size    per-worker batch size (default 32)
   lr            Adam learning rate (default 1e-3)
   precision     "fp32" | "bf16" — bf16 runs forward passes under autocast (default "fp32")
   max_failures  worker-group failures to recover from, each from the last checkpoint (default 2)
+
+A table streams through Ray Data: the driver reads it in blocks into the cluster's object
+store, holds out a fifth of its rows drawn with the job's seed, and each worker iterates its own shard of the rest (`ray.train.get_dataset_shard`), shuffled
+locally with the job's seed; the MLP is sized to the table's columns and classes.
 
 `job.workers` workers, each pinned to the provider by label selector and a sliver of its
 custom resource. A checkpoint is written every epoch under `job.storage` (a local directory
@@ -34,17 +40,18 @@ import ray
 import ray.train
 import torch
 import torch.distributed as dist
-from ray.train import Checkpoint, CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+from ray.train import Checkpoint, CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
+from compute import tabular
 from compute.accounting import BusyTimer, usage
 from compute.checkpoints import save_model
 from compute.data import load_dataset
-from compute.errors import ProviderFault
+from compute.errors import InvalidJob, ProviderFault
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
 from compute.models import build_model
@@ -83,6 +90,21 @@ def split(inputs: torch.Tensor, labels: torch.Tensor) -> tuple[TensorDataset, Te
 
 def validation_set(params: TrainParams, seed: int) -> TensorDataset:
     return split(*load_dataset(params.dataset, seed, n=params.samples))[1]
+
+
+def table_batches(shard: ray.data.DataIterator, features: list[str], batch_size: int, seed: int | None = None):
+    """(inputs, labels) batches of a worker's shard of a table, shuffled locally with `seed`."""
+    shuffle = {} if seed is None else {"local_shuffle_buffer_size": max(256, 8 * batch_size),
+                                       "local_shuffle_seed": seed}
+    for batch in shard.iter_batches(batch_size=batch_size, batch_format="numpy", **shuffle):
+        x, y = tabular.arrays(batch, features)
+        yield torch.from_numpy(x), torch.from_numpy(y)
+
+
+def table_validation(shard: ray.data.DataIterator, features: list[str]) -> TensorDataset:
+    """The held-out rows of a table, whole on every worker (a fifth, and not split)."""
+    parts = list(table_batches(shard, features, batch_size=1024))
+    return TensorDataset(torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts]))
 
 
 def autocast(device: torch.device, precision: str) -> torch.autocast:
@@ -165,18 +187,27 @@ def train_loop(config: dict[str, Any]) -> None:
     rank, world = context.get_world_rank(), context.get_world_size()
     device = ray.train.torch.get_device()
 
-    train_set, val_set = split(*load_dataset(params.dataset, seed, n=params.samples))
-    model = build_model(params.model).to(device)
+    table = config.get("table")  # a table's {"features", "classes"}; None for a built-in dataset
+    if table is None:
+        train_set, val_set = split(*load_dataset(params.dataset, seed, n=params.samples))
+        sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=seed)
+        loader = DataLoader(train_set, batch_size=params.batch_size, sampler=sampler)
+    else:
+        val_set = table_validation(ray.train.get_dataset_shard("validation"), table["features"])
+        shard = ray.train.get_dataset_shard("train")
+    model = build_model(params.model, **model_config(table)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=params.lr)
     state = load_state(ray.train.get_checkpoint(), model, optimizer)
     state["resumed_from_epoch"] = state["epoch"]
+    state["model_config"], state["features"] = model_config(table), table and table["features"]
     state["placements"].append(gather(where_am_i(rank=rank)))
     ddp = DistributedDataParallel(model) if world > 1 else model
-    sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=seed)
-    loader = DataLoader(train_set, batch_size=params.batch_size, sampler=sampler)
 
     for epoch in range(state["epoch"], params.epochs):
-        sampler.set_epoch(epoch)
+        if table is None:
+            sampler.set_epoch(epoch)
+        else:
+            loader = table_batches(shard, table["features"], params.batch_size, seed=seed * 1_000 + epoch)
         with BusyTimer() as timer:
             loss_sum, count, state["compute_dtype"] = train_epoch(ddp, loader, optimizer, device,
                                                                   params.precision, state)
@@ -201,8 +232,41 @@ def train_loop(config: dict[str, Any]) -> None:
 # ── on the driver ────────────────────────────────────────────────────────────
 
 
-def loop_config(job: ComputeJob, params: TrainParams) -> dict[str, Any]:
-    return {"params": asdict(params), "seed": job.seed}
+def model_config(table: dict[str, Any] | None) -> dict[str, int]:
+    """The MLP's size for a table: one input per feature column, one output per class."""
+    return {} if table is None else {"in_features": len(table["features"]), "classes": table["classes"]}
+
+
+def loop_config(job: ComputeJob, params: TrainParams, table: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"params": asdict(params), "seed": job.seed, "table": table}
+
+
+def table_datasets(params: TrainParams, seed: int) -> tuple[dict[str, ray.data.Dataset], dict[str, Any]]:
+    """A table's training and validation splits (a fifth of its rows, drawn with the job's seed:
+    a table's rows are often in the order they were gathered) and its layout; a table that is
+    not one of numbers with a label is the buyer's to fix."""
+    import pyarrow as pa
+
+    path = params.dataset
+    dataset = tabular.read(path)
+    if params.samples:
+        dataset = dataset.limit(params.samples)
+    try:
+        dataset = dataset.materialize()  # blocks in the cluster's object store, not in this process
+        schema = dataset.schema()
+    except (ray.exceptions.RayError, pa.ArrowException, ValueError, OSError) as exc:
+        raise InvalidJob(f"dataset {Path(path).name} cannot be read: {str(exc).strip().splitlines()[-1]}") from None
+    features = tabular.features_of(list(schema.names), Path(path).name)
+    odd = [n for n, t in zip(schema.names, schema.types)
+           if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))]
+    if odd:
+        raise InvalidJob(f"dataset {Path(path).name}: column(s) {', '.join(odd)} are not numbers; every "
+                         f"feature and {tabular.LABEL!r} must be numeric")
+    low, high = dataset.min(tabular.LABEL), dataset.max(tabular.LABEL)
+    if dataset.count() < 10 or low is None or low < 0:
+        raise InvalidJob(f"dataset {Path(path).name} needs at least 10 rows with labels that are integers from 0")
+    train, validation = dataset.train_test_split(test_size=0.2, shuffle=True, seed=seed)
+    return {"train": train, "validation": validation}, {"features": features, "classes": int(high) + 1}
 
 
 def scaling_config(job: ComputeJob) -> ScalingConfig:
@@ -237,8 +301,10 @@ def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
     """Runs the trainer; a lost provider, a timeout or dead workers become compute errors."""
     started = time.monotonic()
     os.environ.setdefault(TRAIN_POLL_ENV, TRAIN_POLL_S)  # read by the controller when it starts
-    trainer = TorchTrainer(train_loop, train_loop_config=loop_config(job, params),
-                           scaling_config=scaling_config(job), run_config=run_config(job, params))
+    datasets, table = ({}, None) if tabular.is_named(params.dataset) else table_datasets(params, job.seed)
+    trainer = TorchTrainer(train_loop, train_loop_config=loop_config(job, params, table),
+                           scaling_config=scaling_config(job), run_config=run_config(job, params),
+                           datasets=datasets or None, dataset_config=DataConfig(datasets_to_split=["train"]))
     try:
         return trainer.fit()
     except (ray.exceptions.RayError, ray.train.TrainingFailedError) as error:
@@ -267,9 +333,12 @@ def write_outputs(job: ComputeJob, params: TrainParams, model: nn.Module, state:
     """The deterministic part of the result: the model and its per-epoch metrics."""
     outputs = job.result_dir() / OUTPUT_DIR
     shutil.rmtree(outputs, ignore_errors=True)
-    save_model(model, params.model, {}, outputs,
-               dataset=params.dataset, samples=params.samples, seed=job.seed, precision=params.precision)
-    record = {"params": asdict(params), "seed": job.seed, "workers": job.workers, "history": state["history"],
+    # A table is named by its file: where a lease staged it differs from site to site.
+    dataset = params.dataset if tabular.is_named(params.dataset) else Path(params.dataset).name
+    table = {"features": state["features"]} if state.get("features") else {}
+    save_model(model, params.model, state.get("model_config", {}), outputs,
+               dataset=dataset, samples=params.samples, seed=job.seed, precision=params.precision, **table)
+    record = {"params": asdict(params) | {"dataset": dataset}, "seed": job.seed, "workers": job.workers, "history": state["history"],
               "compute_dtype": state["compute_dtype"]}
     (outputs / "metrics.json").write_text(json.dumps(record, sort_keys=True, indent=2))
     return outputs
@@ -280,10 +349,10 @@ def run(job: ComputeJob) -> JobResult:
     params = TrainParams.from_job(job)
     started = time.time()
     result = fit(job, params)
-    model = build_model(params.model)
     with result.checkpoint.as_directory() as directory:
-        model.load_state_dict(load_file(str(Path(directory) / WEIGHTS)))
         state = json.loads((Path(directory) / STATE).read_text())
+        model = build_model(params.model, **state.get("model_config", {}))
+        model.load_state_dict(load_file(str(Path(directory) / WEIGHTS)))
     write_outputs(job, params, model, state)
     result_dir = job.result_dir()
     used = usage([state["units"]], job.use_gpu)
