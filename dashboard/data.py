@@ -228,12 +228,18 @@ def job_detail(session: Session, src: Source, job_id: int) -> dict[str, Any] | N
     }
 
 
+def _named(value: Any) -> Any:
+    """A model or dataset the buyer brought is shown by where it is (a pinned input's URI)."""
+    return value.get("uri") if isinstance(value, dict) else value
+
+
 def _job(src: Source, job: Job, record: MarketJob | None) -> dict[str, Any]:
     spec = src.spec(job.spec_hash) or {}
     resources = spec.get("resources") or {}
     history, source = training_history(src, job, record, spec)
     return {
-        "job_id": job.job_id, "kind": spec.get("kind"), "model": spec.get("model"), "dataset": spec.get("dataset"),
+        "job_id": job.job_id, "kind": spec.get("kind"), "model": _named(spec.get("model")),
+        "dataset": _named(spec.get("dataset")),
         "workers": resources.get("workers"), "replicas": spec.get("replicas", 1),
         "epochs_planned": (spec.get("params") or {}).get("epochs"),
         "status": job.status, "market_state": record.state if record else None,

@@ -330,6 +330,14 @@ class JobSpec(BaseModel):
         )
 
 
+def named(value: Any) -> str:
+    """A spec's model or dataset as a person reads it: its name, or where it is (a pinned input's URI)."""
+    from compute.dataplane import shown
+
+    uri = value.uri if isinstance(value, Input) else value.get("uri") if isinstance(value, dict) else None
+    return shown(uri) if uri else str(value)
+
+
 def borrowing_refused(spec: JobSpec, buyer: str, prior_buyer: str | None,
                       prior_spec: JobSpec | SpecError | None) -> str | None:
     """Why `buyer`'s job may not build on the result it names (`job:<id>`), or None if it may:

@@ -63,7 +63,7 @@ def job_specs(table: Path, train_id: int | None = None) -> dict[str, dict]:
     return {
         # Published, so the second buyer's infer job may build on its result.
         "train": base | {"kind": "train", "model": "mlp", "dataset": str(table), "seed": 7, "publish": True,
-                         "params": {"epochs": 12, "batch_size": 16, "lr": 0.003}},
+                         "params": {"epochs": 6, "batch_size": 32, "lr": 0.003}},
         "infer": base | {"kind": "infer", "model": f"job:{train_id}", "dataset": str(table), "priority": 8,
                          "params": {"batch_size": 256}},
         "finetune": base | {"kind": "finetune", "model": f"job:{train_id}", "dataset": str(table),

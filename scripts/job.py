@@ -60,9 +60,10 @@ def _signed(fn: Callable) -> Callable:
 def post(spec_file: str, upload_to: str | None, account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Escrow payment for the job SPEC (a YAML or JSON file) and post it; one job per replica.
 
-    A ray job's local code directory and inputs are uploaded to the buyer's storage first and
+    A ray job's local code directory and inputs, and a built-in job's dataset or model file,
+    are uploaded to the buyer's storage first (a built-in job's, only with --upload-to) and
     pinned by their sha256, so the spec's hash on chain pins them."""
-    from market.spec import load_spec
+    from market.spec import load_spec, named
 
     spec = load_spec(spec_file)  # a bad spec is refused before the chain is opened
     buyer = _buyer(account, key_ref)
@@ -78,7 +79,7 @@ def post(spec_file: str, upload_to: str | None, account: int | None, key_ref: st
         each = f" ({format_amount(spec.escrow_wei)} each)" if spec.replicas > 1 else ""
         what = f"job {ids[0]}" if len(ids) == 1 else f"{len(ids)} replicas as jobs {_listed(ids)}"
         work = (f"ray program `{spec.params['entrypoint']}`" if spec.kind == "ray"
-                else f"{spec.kind} of {spec.model} on {spec.dataset}")
+                else f"{spec.kind} of {named(spec.model)} on {named(spec.dataset)}")
         console.print(f"Posted {what}: {work}, escrow {format_amount(posted.escrow_wei)}{each}, "
                       f"deadline {when(spec.deadline)}.")
         console.print(f"Spec hash {posted.spec_hash}. Follow it with `swarm job status {ids[0]}`.")
@@ -306,6 +307,8 @@ def _chain_rows(info: JobInfo, escrow_held: int) -> list[tuple[str, str]]:
 
 
 def _spec_rows(spec_hash: str | None, spec: dict[str, Any] | None) -> list[tuple[str, str]]:
+    from market.spec import named
+
     if spec_hash is None:
         return [("spec", "not indexed yet (run `swarm ledger sync`)")]
     if spec is None:
@@ -313,8 +316,8 @@ def _spec_rows(spec_hash: str | None, spec: dict[str, Any] | None) -> list[tuple
     res = spec.get("resources", {})
     gpus = f", {res['gpus_per_worker']} GPU each" if res.get("gpus_per_worker") else ""
     return [
-        ("spec hash", spec_hash), ("kind", spec.get("kind", "?")), ("model", spec.get("model", "?")),
-        ("dataset", spec.get("dataset", "?")), ("workers", f"{res.get('workers', '?')}{gpus}"),
+        ("spec hash", spec_hash), ("kind", spec.get("kind", "?")), ("model", named(spec.get("model", "?"))),
+        ("dataset", named(spec.get("dataset", "?"))), ("workers", f"{res.get('workers', '?')}{gpus}"),
         ("replicas", str(spec.get("replicas", 1))),
     ]
 

@@ -145,14 +145,14 @@ HEAVY = ("ray_cluster", "site_network")
 _LAST_USER = pytest.StashKey[list[str]]()
 
 # `make test` runs two pytest processes side by side: `-m light` takes these modules, which
-# need no Ray and no site — the chain, the ledger, the command line, a sandbox alone, pure logic —
+# need no Ray and no site — the chain, the ledger, the command line, a plain lease, pure logic —
 # and `-m "not light"` everything else, in the order above, so no two Ray tests ever share the
 # machine's two cores. A new module runs with the heavy ones unless it is named here.
 LIGHT = {f"tests.{name}" for name in (
     "test_abi", "test_anvil", "test_bad_input", "test_contract_gate", "test_dashboard", "test_deploy", "test_econ",
     "test_indexer", "test_job_cli", "test_jobs", "test_keys", "test_lease", "test_matcher", "test_merkle",
     "test_object_store", "test_oracle_config", "test_oracle_determinism", "test_ownership", "test_provider_api",
-    "test_provider_cli", "test_report_bounds", "test_results", "test_rewards", "test_sandbox", "test_scoring",
+    "test_provider_cli", "test_report_bounds", "test_results", "test_rewards", "test_scoring",
     "test_site_auth", "test_site_tls", "test_slashing", "test_spec", "test_staking", "test_startup", "test_tx",
     "test_units")}
 

@@ -10,6 +10,8 @@ import secrets
 # Ray reads its authentication settings when it is first imported: set them before that.
 os.environ["RAY_AUTH_MODE"] = "token"
 os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
+# No usage report: Ray Data's would query a Prometheus that is not there after every dataset.
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 

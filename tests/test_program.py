@@ -324,26 +324,38 @@ def builtin_plan(spec: dict, tmp_path: Path, job_id: int = 9) -> LeasePlan:
 
 TRAIN = {"kind": "train", "model": "mlp", "resources": {"workers": 1, "memory_gb": 2},
          "max_price_per_unit": "0.001", "max_units": 600, "deadline": NOW + 3_600, "seed": 3,
-         "params": {"epochs": 3, "lr": 0.003}}
+         "params": {"epochs": 1}}
 
 
-def test_a_train_job_on_a_table_pinned_in_s3_is_checked_and_learned_in_a_lease(
+def test_an_infer_job_on_a_model_and_table_pinned_in_s3_is_checked_and_run_in_a_lease(
         s3_store: S3Store, bucket: str, tmp_path: Path) -> None:
+    import numpy as np
+    import torch
+
+    from compute.checkpoints import save_model
     from compute.data import write_digits
+    from compute.models import build_model
 
     write_digits(tmp_path / "digits.parquet")
-    spec = validate_spec(TRAIN | {"dataset": str(tmp_path / "digits.parquet")}, now=NOW)
-    pinned = pin(spec, tmp_path, upload_to=s3_store.uri(f"{bucket}/tables"))
-    assert pinned.dataset.uri.startswith(f"s3://{bucket}/tables/inputs/") and pinned.unpinned() == []
+    torch.manual_seed(0)
+    features = [f"px_{i}" for i in range(64)]
+    save_model(build_model("mlp", in_features=64, classes=10), "mlp", {"in_features": 64, "classes": 10},
+               tmp_path / "model", features=features)
+    spec = validate_spec(TRAIN | {"kind": "infer", "model": str(tmp_path / "model"), "params": {},
+                                  "dataset": str(tmp_path / "digits.parquet")}, now=NOW)
+    assert spec.unpinned() == ["model", "dataset"]
+    pinned = pin(spec, tmp_path, upload_to=s3_store.uri(f"{bucket}/brought"))
+    assert pinned.model.uri.startswith(f"s3://{bucket}/brought/inputs/") and pinned.unpinned() == []
     plan = builtin_plan(pinned.canonical(), tmp_path)
-    assert plan.files == ((pinned.dataset.uri, pinned.dataset.sha256, "inputs/dataset"),)
+    assert plan.files == ((pinned.model.uri, pinned.model.sha256, "inputs/checkpoint"),
+                          (pinned.dataset.uri, pinned.dataset.sha256, "inputs/dataset_path"))
 
     outcome = launch(tmp_path / "lease", plan)
     assert outcome.state == "succeeded", (outcome.error, (tmp_path / "lease" / "log").read_text()[-3000:])
-    assert outcome.metrics["val_accuracy"] > 0.9, outcome.metrics["history"]
-    stored = tmp_path / "market" / "t-9" / "outputs"
-    assert json.loads((stored / "model.json").read_text())["dataset"] == "digits.parquet"
-    assert manifest_hash(build_manifest(tmp_path / "market" / "t-9")) == outcome.result_hash
+    stored = tmp_path / "market" / "t-9"
+    predictions = np.load(stored / "outputs" / "predictions.npy")
+    assert predictions.shape == (1797,) and 0 <= outcome.metrics["accuracy"] <= 1
+    assert manifest_hash(build_manifest(stored)) == outcome.result_hash
 
 
 BAD_TABLE = {

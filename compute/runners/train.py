@@ -248,6 +248,8 @@ def table_datasets(params: TrainParams, seed: int) -> tuple[dict[str, ray.data.D
     import pyarrow as pa
 
     path = params.dataset
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars, context.print_on_execution_start = False, False  # a lease's log is for the buyer
     dataset = tabular.read(path)
     if params.samples:
         dataset = dataset.limit(params.samples)
@@ -262,7 +264,13 @@ def table_datasets(params: TrainParams, seed: int) -> tuple[dict[str, ray.data.D
     if odd:
         raise InvalidJob(f"dataset {Path(path).name}: column(s) {', '.join(odd)} are not numbers; every "
                          f"feature and {tabular.LABEL!r} must be numeric")
-    low, high = dataset.min(tabular.LABEL), dataset.max(tabular.LABEL)
+    # The classes: the label column's range, block by block (an aggregate would start a shuffle).
+    low, high = None, None
+    for block in dataset.iter_batches(batch_size=None, batch_format="numpy"):
+        labels = block[tabular.LABEL]
+        if len(labels):
+            low = int(labels.min()) if low is None else min(low, int(labels.min()))
+            high = int(labels.max()) if high is None else max(high, int(labels.max()))
     if dataset.count() < 10 or low is None or low < 0:
         raise InvalidJob(f"dataset {Path(path).name} needs at least 10 rows with labels that are integers from 0")
     train, validation = dataset.train_test_split(test_size=0.2, shuffle=True, seed=seed)
