@@ -189,7 +189,10 @@ class Network:
         return "\n".join(path.read_text().splitlines()[-lines:]) if path.exists() else ""
 
     def stop(self) -> None:
-        for process in self.processes.values():
+        """Stops what `start` got to start, all of it or a part."""
+        if not hasattr(self, "anvil"):
+            return
+        for process in getattr(self, "processes", {}).values():
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
         for process in self.processes.values():
@@ -197,7 +200,8 @@ class Network:
                 process.wait(30)
             except subprocess.TimeoutExpired:
                 process.kill()
-        self.stop_clock.set()
+        if hasattr(self, "stop_clock"):
+            self.stop_clock.set()
         stop_sites(self.home)
         self.anvil.stop()
 

@@ -22,8 +22,8 @@ WINDOW_S = 20.0
 @pytest.mark.parametrize("seed", SEEDS)
 def test_the_network_loses_nothing_under_kill_9(seed: int, tmp_path: Path) -> None:
     network = Network(tmp_path, seed)
-    network.start()
     try:
+        network.start()
         supply = network.swarm.token.functions.totalSupply().call()
         job_ids = network.post_jobs(JOBS)
         network.start_market()
