@@ -125,9 +125,9 @@ def tensors(path: str | Path, limit: int = 0, labelled: bool = True,
         if missing:
             raise InvalidJob(f"dataset {path} lacks the column(s) {', '.join(missing)} the model was trained on")
         columns = features
-    x, y = arrays({c: table.column(c).to_numpy() for c in [*columns, *([LABEL] if LABEL in table.column_names
-                                                                      else [])]}, columns, path)
-    labels = None if y is None else torch.from_numpy(y)
+    wanted = [*columns, LABEL] if LABEL in table.column_names else columns
+    x, y = arrays({c: table.column(c).to_numpy() for c in wanted}, columns, path)
+    labels = None if y is None else torch.from_numpy(y.copy())  # writable, as torch wants
     if labelled and labels is not None and len(labels) and int(labels.min()) < 0:
         raise InvalidJob(f"dataset {path} has a negative {LABEL}; classes are integers from 0")
     return torch.from_numpy(x), labels, columns
