@@ -147,7 +147,8 @@ _LAST_USER = pytest.StashKey[list[str]]()
 # `make test` runs two pytest processes side by side: `-m light` takes these modules, which
 # need no Ray and no site — the chain, the ledger, the command line, a plain lease, pure logic —
 # and `-m "not light"` everything else, in the order above, so no two Ray tests ever share the
-# machine's two cores. A new module runs with the heavy ones unless it is named here.
+# machine's two cores. A new module runs with the heavy ones unless it is named here (or a test of
+# it is marked `light`, as test_program marks its plain programs, whose leases start no Ray).
 LIGHT = {f"tests.{name}" for name in (
     "test_abi", "test_anvil", "test_bad_input", "test_contract_gate", "test_dashboard", "test_deploy", "test_econ",
     "test_indexer", "test_job_cli", "test_jobs", "test_keys", "test_lease", "test_matcher", "test_merkle",

@@ -27,6 +27,8 @@ from tests.object_store import S3Store
 from tests.programs import pinned_code
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "digits"
+# A plain program's lease starts no Ray: it runs in `make test`'s light lane (tests/conftest.py).
+LIGHT = pytest.mark.light
 NOW = 1_900_000_000
 
 names_st = st.from_regex(r"[a-z]{1,6}(/[a-z]{1,6}){0,2}\.(py|txt)", fullmatch=True)
@@ -231,6 +233,7 @@ def test_a_program_reads_its_checked_input_uses_its_requirements_on_the_leases_r
     assert "six 1." in (tmp_path / "lease" / "log").read_text()
 
 
+@LIGHT
 def test_a_plain_program_runs_without_a_ray_of_its_own(tmp_path: Path) -> None:
     main = ("import os, pathlib\npathlib.Path(os.environ['SWARM_OUTPUT_DIR'], 'ray.txt')"
             ".write_text(str(os.environ.get('RAY_ADDRESS')))\n")
@@ -239,6 +242,7 @@ def test_a_plain_program_runs_without_a_ray_of_its_own(tmp_path: Path) -> None:
     assert (tmp_path / "results" / "job-1" / "outputs" / "ray.txt").read_text() == "None"
 
 
+@LIGHT
 def test_a_program_that_leaves_a_link_in_its_outputs_is_refused_and_nothing_is_stored(tmp_path: Path) -> None:
     secret = tmp_path / "provider-secret"
     secret.write_text("the provider's key")
@@ -267,6 +271,7 @@ BAD_INPUT = {
 }
 
 
+@LIGHT
 @pytest.mark.parametrize("case", BAD_INPUT)
 def test_bad_input_fails_the_lease_with_one_sentence_as_the_buyers_fault(tmp_path: Path, case: str) -> None:
     change, says = BAD_INPUT[case]
