@@ -240,8 +240,30 @@ def _port_in_use(host: str, port: int) -> bool:
         return sock.connect_ex((host, port)) == 0
 
 
+# Ports handed out for devnets lie below the kernel's ephemeral range, where every other
+# program's port-0 binds land (Ray's processes make many), and above Ray's worker ports
+# (10002–19999): a port a devnet was given is still free when the devnet starts again on it.
+PORTS_FROM = 20_000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port() -> int:
     """An unused TCP port on 127.0.0.1, for tests and parallel devnets."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    import random
+
+    try:
+        below = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        below = PORTS_FROM
+    draw = random.SystemRandom()
+    for _ in range(100 if below > PORTS_FROM + 1_000 else 0):
+        port = draw.randrange(PORTS_FROM, below)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # no such range here: any free port
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]

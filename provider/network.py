@@ -23,7 +23,7 @@ from pathlib import Path
 
 from compute import cluster
 from compute.errors import ComputeError
-from compute.node import RayHome, free_port
+from compute.node import RayHome
 
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 90.0
@@ -49,8 +49,10 @@ def start_sites(home: Path, accounts: dict[int, int], rpc_url: str, timeout: flo
     """Starts a site for each dev account (account → its number of nodes); returns once all serve.
 
     `ports` fixes an account's port (a site started again in its home keeps its URL and its
-    certificate, so its registration still holds); others get a free one."""
+    certificate, so its registration still holds); others get a free one, drawn where the
+    site's own Ray cluster, started before the site listens, does not take it."""
     from anvil import dev_account
+    from anvil.node import free_port
 
     ports = ports or {}
     if running_sites(home) and not ports:

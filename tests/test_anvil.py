@@ -102,3 +102,16 @@ def test_the_published_dev_addresses_are_the_ones_the_mnemonic_derives() -> None
 
     assert [dev_account(i).address for i in range(len(DEV_ADDRESSES))] == list(DEV_ADDRESSES)
     assert dev_address(42) == dev_account(42).address
+
+
+def test_a_devnet_port_lies_outside_the_range_other_programs_are_given_and_is_free() -> None:
+    import socket
+
+    from anvil.node import EPHEMERAL_RANGE, PORTS_FROM
+
+    low = int(EPHEMERAL_RANGE.read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(PORTS_FROM <= p < low for p in ports), ports
+    for port in ports:  # each can be listened on at once
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
