@@ -15,6 +15,8 @@ its own Ray cluster of a head and one 1-CPU node, its agent on 127.0.0.1), a SQL
             to the last completion, and a check that every job ran exactly once, on one site.
   idle      The memory of one idle site: the proportional set size of its agent, its Ray
             cluster's supervisor and every Ray process under them.
+  stop      Three idle sites stopped at once, as `swarm cluster down` stops them: from the
+            signal to the last agent gone with its Ray cluster (`--only stop` runs just this).
 """
 
 from __future__ import annotations
@@ -192,16 +194,13 @@ def idle_memory(sites) -> dict:
 
 
 @contextmanager
-def staked_sites(accounts: dict[int, int]):
-    """A throwaway devnet with the contracts and a registered, staked site of each dev account
-    (account → its nodes), as `swarm cluster up --register` starts them: (swarm, home, sites)."""
-    from ledger import stake
+def devnet():
+    """A throwaway devnet with the contracts deployed: (swarm, home, rpc url); its sites stop with it."""
     from ledger.chain import connect
     from ledger.client import Swarm
     from ledger.deploy import deploy, error_decoder
-    from ledger.specs import store_spec
     from ledger.tx import Sender
-    from provider.network import start_sites, stop_sites
+    from provider.network import stop_sites
 
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
         home = Path(tmp)
@@ -210,18 +209,45 @@ def staked_sites(accounts: dict[int, int]):
         try:
             chain = connect(node.config.url)
             deployment = deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), home).deployment
-            swarm = Swarm(chain, deployment)
-            sites = start_sites(home, accounts, node.config.url)
-            for site in sites:
-                sender = swarm.sender(dev_account(site.account).key)
-                spec = {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1, "site_url": site.url,
-                        "site_fingerprint": site.fingerprint}
-                stake.register(swarm, sender, store_spec(home, spec), 1)
-                stake.stake(swarm, sender, 1_000 * 10**18)
-            yield swarm, home, sites
+            yield Swarm(chain, deployment), home, node.config.url
         finally:
             stop_sites(home)
             node.stop()
+
+
+@contextmanager
+def staked_sites(accounts: dict[int, int]):
+    """A throwaway devnet with the contracts and a registered, staked site of each dev account
+    (account → its nodes), as `swarm cluster up --register` starts them: (swarm, home, sites)."""
+    from ledger import stake
+    from ledger.specs import store_spec
+    from provider.network import start_sites
+
+    with devnet() as (swarm, home, url):
+        sites = start_sites(home, accounts, url)
+        for site in sites:
+            sender = swarm.sender(dev_account(site.account).key)
+            spec = {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1, "site_url": site.url,
+                    "site_fingerprint": site.fingerprint}
+            stake.register(swarm, sender, store_spec(home, spec), 1)
+            stake.stake(swarm, sender, 1_000 * 10**18)
+        yield swarm, home, sites
+
+
+def bench_stop(runs: int) -> dict:
+    """Seconds to stop three idle sites, each started afresh, median of `runs`."""
+    from provider.network import start_sites, stop_sites
+
+    seconds = []
+    with devnet() as (_, home, url):
+        for _ in range(runs):
+            start_sites(home, {a: 1 for a in ACCOUNTS}, url)
+            time.sleep(5)  # idle: the clusters' own start-up work done
+            began = time.monotonic()
+            stop_sites(home)
+            seconds.append(time.monotonic() - began)
+    return {"runs": runs, "stop_s_median": round(statistics.median(seconds), 2),
+            "stop_s_all": [round(x, 2) for x in seconds]}
 
 
 def report(name: str, figures: dict) -> dict:
@@ -233,13 +259,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--leases", type=int, default=50)
+    parser.add_argument("--only", choices=["stop"], help="run one measurement, keeping the others' last figures")
     args = parser.parse_args()
 
-    with staked_sites({a: 1 for a in ACCOUNTS}) as (swarm, home, sites):
-        idle = report("idle", idle_memory(sites))
-        start = report("start", bench_start(swarm, home, sites[0], args.runs))
-        drain = report("drain", bench_drain(swarm, home, sites, args.leases))
-    figures = {"start": start, "drain": drain, "idle": idle}
+    figures = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if args.only is None:
+        with staked_sites({a: 1 for a in ACCOUNTS}) as (swarm, home, sites):
+            figures["idle"] = report("idle", idle_memory(sites))
+            figures["start"] = report("start", bench_start(swarm, home, sites[0], args.runs))
+            figures["drain"] = report("drain", bench_drain(swarm, home, sites, args.leases))
+    figures["stop"] = report("stop", bench_stop(min(args.runs, 3)))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(figures, indent=2) + "\n")
 

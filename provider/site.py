@@ -149,6 +149,10 @@ def run_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig,
         serve(app, config.host, config.port, running.identity.certificate, running.identity.key,
               ready=(lambda: ready(running)) if ready else None)
     finally:
+        import ray
+
+        # The agent's own driver lets go first: one whose cluster is gone waits seconds to exit.
+        ray.shutdown()
         if running.started_cluster:
             cluster.stop(running.ray_home)
 
