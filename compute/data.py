@@ -71,3 +71,31 @@ def read_inputs(path: str | Path, features: list[str] | None = None) -> tuple[to
         return inputs, labels
     array = np.load(path, allow_pickle=False)
     return torch.from_numpy(array), None
+
+
+REVIEW_WORDS = (
+    ("awful", "dull", "poor", "boring", "weak", "dreadful", "clumsy", "tedious"),  # label 0
+    ("great", "lovely", "superb", "moving", "sharp", "brilliant", "warm", "gripping"),  # label 1
+)
+REVIEW_FILLER = ("the", "film", "plot", "was", "and", "acting", "story", "a", "really", "quite", "music", "ending",
+                 "cast", "script", "felt", "very")
+
+
+def write_reviews(path: Path, seed: int = 0, n: int = 400) -> Path:
+    """Short film reviews as a table of `text` and `label` (0 negative, 1 positive): filler words
+    and two words of the review's sentiment, in an order drawn from `seed`. A text classifier
+    learns them in a few epochs; the same seed gives the same table on every machine."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, len(REVIEW_WORDS), size=n)
+    rows = []
+    for label in labels:
+        words = list(rng.choice(REVIEW_FILLER, size=int(rng.integers(4, 9)))) + \
+            list(rng.choice(REVIEW_WORDS[label], size=2))
+        rng.shuffle(words)
+        rows.append(" ".join(words))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"text": pa.array(rows), "label": pa.array(labels.astype("int64"))}), path)
+    return path

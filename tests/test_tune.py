@@ -150,3 +150,34 @@ def test_a_search_whose_provider_has_no_node_stops_with_a_provider_fault(ray_clu
                search_space={"lr": {"grid": [0.01]}})
     with pytest.raises(ProviderFault, match="has no live nodes left"):
         tune_runner.run(job)  # not after the 400 s time budget: bench/failfast.py times it
+
+
+def test_a_search_on_a_table_sizes_the_mlp_to_it_and_its_best_model_reads_the_table_by_name(
+        ray_cluster, tmp_path) -> None:
+    from compute import tabular
+    from compute.data import write_digits
+
+    table = write_digits(tmp_path / "digits.parquet")
+    job = _job(tmp_path, "tune-table", provider=PROVIDER_B, search="grid", max_epochs_per_trial=2, samples=0,
+               dataset=str(table), search_space={"lr": {"grid": [3e-3, 1e-2]}, "hidden": {"choice": [32]}})
+    result = _run(job)
+    assert len(_read(result, "trials.json")) == 2
+    assert result.metrics["best_accuracy"] > 0.5, "the digits are learnt (chance is 0.1)"
+    model, meta = load_model(result.result_dir)
+    assert meta["config"] == {"hidden": 32, "in_features": 64, "classes": 10}
+    assert meta["features"] == [f"px_{i}" for i in range(64)]
+    # The best model scores the whole table as infer reads it: its own columns, by name.
+    x, y, _ = tabular.tensors(table, features=meta["features"])
+    accuracy = tune_runner._accuracy(model, x, y)
+    assert accuracy > 0.5 and len(y) == 1797
+
+
+def test_a_table_that_cannot_train_fails_the_search_before_any_ray_work(ray_cluster, tmp_path) -> None:
+    rows = tmp_path / "rows.csv"
+    rows.write_text("a,b\n" + "1,2\n" * 20)
+    job = _job(tmp_path, "tune-nolabel", dataset=str(rows), samples=0, search_space={"lr": {"grid": [0.01]}})
+    groups = len(ray.util.placement_group_table())
+    with pytest.raises(InvalidJob, match="has no 'label' column"):
+        _run(job)
+    assert not job.result_dir().exists()
+    assert len(ray.util.placement_group_table()) == groups

@@ -174,8 +174,8 @@ class InferParams:
 @dataclass(frozen=True)
 class TuneParams:
     model: str = "mlp"
-    dataset: str | None = None
-    samples: int = 1024
+    dataset: str | None = None  # a built-in dataset's name (default: the model's), or a table in the lease
+    samples: int = 0  # rows: 0 is 1024 of a built-in dataset, or every row of a table
     search_space: Any = None
     search: str = "random"
     num_samples: int = 8
@@ -256,10 +256,11 @@ def parse_tune(job: ComputeJob) -> tuple[TuneParams, dict[str, tuple[str, list[A
     require(params.model in MODEL_NAMES, job,
             f"unknown model {params.model!r}; choose one of {', '.join(MODEL_NAMES)}.")
     dataset = params.dataset or DATASET_FOR[params.model]
-    require(dataset == DATASET_FOR[params.model], job,
-            f"model {params.model} trains on {DATASET_FOR[params.model]}, not {dataset!r}.")
+    check_dataset(job, dataset, params.model)
+    params = sized(dataclasses.replace(params, dataset=dataset), is_named(dataset), 1024)
     require(params.search in SEARCHES, job, f"unknown search {params.search!r}; choose one of {', '.join(SEARCHES)}.")
-    require(params.samples >= 10, job, f"samples must be at least 10, got {params.samples}.")
+    require(params.samples == 0 or params.samples >= 10, job,
+            f"samples must be at least 10 (or 0: every row of the table), got {params.samples}.")
     require(params.num_samples >= 1, job, f"num_samples must be at least 1, got {params.num_samples}.")
     require(params.max_epochs_per_trial >= 1, job,
             f"max_epochs_per_trial must be at least 1, got {params.max_epochs_per_trial}.")

@@ -4,8 +4,10 @@ job's time budget.
 
 params:
   model            "mlp" | "tiny-transformer"
-  dataset          a synthetic dataset matching the model (default: the model's own)
-  samples          examples in the dataset (a fifth is held out for validation)
+  dataset          a synthetic dataset matching the model (default: the model's own), or for the
+                   mlp a table the buyer brings (compute.tabular), which the MLP is sized to
+  samples          examples in the dataset (a fifth is held out for validation); 0: 1024 of a
+                   built-in dataset, every row of a table
   search_space     name → {"uniform": [lo, hi]} | {"loguniform": [lo, hi]} | {"choice": [...]}
                    | {"grid": [...]} | {"randint": [lo, hi]} (hi excluded, as in Ray Tune);
                    names are lr, weight_decay, batch_size, or the model's own sizes
@@ -14,7 +16,7 @@ params:
   max_epochs_per_trial, time_budget_s (≤ the job's timeout), max_concurrent_trials
 
 Outputs: best_config.json, trials.json (each trial's config, epochs and final accuracy,
-best first) and the best trial's model. Where a trial ran is bookkeeping, kept out of the
+best first) and the best trial's model (with its feature columns, for a table). Where a trial ran is bookkeeping, kept out of the
 outputs so the resultHash does not depend on node ids; it is in the job's metrics.
 With trials running side by side, ASHA's stop decisions depend on which trial reports
 first, so two runs of a job can stop different trials; one trial at a time
@@ -40,10 +42,11 @@ from ray.tune.search.basic_variant import BasicVariantGenerator
 from ray.tune.stopper import Stopper
 from torch import nn
 
+from compute import tabular
 from compute.accounting import BusyTimer, usage
 from compute.checkpoints import load_model, save_model
 from compute.data import load_dataset
-from compute.errors import ComputeError
+from compute.errors import ComputeError, InvalidJob
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
 from compute.models import build_model
@@ -65,6 +68,27 @@ class TrialSetup:
     seed: int
     max_epochs: int
     use_gpu: bool
+    rows: tuple[torch.Tensor, torch.Tensor] | None = None  # a table's (features, labels); None: a built-in dataset
+    features: tuple[str, ...] = ()  # a table's feature columns, in the model's input order
+    classes: int = 0
+
+    @property
+    def shape(self) -> dict[str, int]:
+        """The model's data-shaped sizes: a table's columns and classes (a built-in dataset's are the model's own)."""
+        return {"in_features": len(self.features), "classes": self.classes} if self.rows is not None else {}
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """What a saved model records beside its config: a table's columns, which infer and finetune read by name."""
+        return {"features": list(self.features)} if self.rows is not None else {}
+
+
+def table_setup(path: str, samples: int) -> dict[str, Any]:
+    """A table's rows, columns and classes for the trials; a table with too few rows is the buyer's to fix."""
+    x, y, features = tabular.tensors(path, limit=samples)
+    if len(y) < 10:
+        raise InvalidJob(f"dataset {Path(path).name} needs at least 10 rows with labels that are integers from 0")
+    return {"rows": (x, y), "features": tuple(features), "classes": int(y.max()) + 1}
 
 
 def _domain(kind: str, args: list[Any], search: str) -> Any:
@@ -89,7 +113,7 @@ def trial_seed(job_seed: int, config: Mapping[str, Any]) -> int:
 
 
 def _split(setup: TrialSetup):
-    x, y = load_dataset(setup.dataset, setup.seed, setup.samples)
+    x, y = setup.rows if setup.rows is not None else load_dataset(setup.dataset, setup.seed, setup.samples)
     order = torch.randperm(len(y), generator=torch.Generator().manual_seed(setup.seed))
     cut = len(y) - len(y) // 5
     return (x[order[:cut]], y[order[:cut]]), (x[order[cut:]], y[order[cut:]])
@@ -104,7 +128,7 @@ def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
 def _trial(config: dict[str, Any], setup: TrialSetup) -> None:
     """Trains one config for up to max_epochs, reporting validation accuracy each epoch."""
     settings = TRAINING_DEFAULTS | config
-    model_config = {k: int(v) for k, v in config.items() if k not in TRAINING_DEFAULTS}
+    model_config = {k: int(v) for k, v in config.items() if k not in TRAINING_DEFAULTS} | setup.shape
     seed = trial_seed(setup.seed, config)
     torch.manual_seed(seed)
     device = torch.device("cuda" if setup.use_gpu else "cpu")
@@ -128,7 +152,7 @@ def _trial(config: dict[str, Any], setup: TrialSetup) -> None:
                 optimizer.step()
             accuracy = _accuracy(model, vx, vy)
         with tempfile.TemporaryDirectory() as directory:
-            save_model(model, setup.model, model_config, Path(directory), trial_seed=seed)
+            save_model(model, setup.model, model_config, Path(directory), trial_seed=seed, **setup.extra)
             tune.report({METRIC: accuracy, "loss": loss.item(), "epoch": epoch, "busy_s": busy.seconds} | where,
                         checkpoint=tune.Checkpoint.from_directory(directory))
 
@@ -206,8 +230,10 @@ def _trial_rows(grid, dims: dict) -> list[tuple[dict[str, Any], Any]]:
 
 def run(job: ComputeJob) -> JobResult:
     params, dims = parse_tune(job)
-    setup = TrialSetup(params.model, params.dataset or DATASET_FOR[params.model], params.samples,
-                       job.seed, params.max_epochs_per_trial, job.use_gpu)
+    dataset = params.dataset or DATASET_FOR[params.model]
+    table = {} if tabular.is_named(dataset) else table_setup(dataset, params.samples)
+    setup = TrialSetup(params.model, dataset, params.samples, job.seed, params.max_epochs_per_trial, job.use_gpu,
+                       **table)
     result_dir = job.result_dir()
     outputs = result_dir / OUTPUT_DIR
     outputs.mkdir(parents=True, exist_ok=True)
@@ -224,7 +250,7 @@ def run(job: ComputeJob) -> JobResult:
     (best, best_result) = rows[0]
     with best_result.checkpoint.as_directory() as directory:
         model, meta = load_model(directory)
-    save_model(model, params.model, meta["config"], outputs, trial_seed=meta["trial_seed"])
+    save_model(model, params.model, meta["config"], outputs, trial_seed=meta["trial_seed"], **setup.extra)
     (outputs / "best_config.json").write_text(json.dumps(best["config"], sort_keys=True, indent=2))
     (outputs / "trials.json").write_text(json.dumps([row for row, _ in rows], sort_keys=True, indent=2))
     # Each trial holds one GPU (use_gpu) or one CPU while it trains.
