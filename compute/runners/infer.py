@@ -1,8 +1,10 @@
 """The `infer` runner: batch inference over a dataset file on the provider's nodes.
 
 Params (`job.params`):
-  checkpoint        a model checkpoint: a train or finetune job's result directory, or a
-                    directory with model.safetensors and model.json (required)
+  checkpoint        a model checkpoint: a train or finetune job's result directory, a
+                    directory with model.safetensors and model.json, or a transformers
+                    sequence classifier's directory (compute.hf), which reads a table's
+                    `text` column (required)
   dataset_path      a .npy array, one row per input: float features for the MLP, token ids
                     for the tiny transformer; or a table (compute.tabular) holding the
                     feature columns the MLP was trained on, and if it has a `label` column,
@@ -31,6 +33,7 @@ import ray
 import torch
 from torch import nn
 
+from compute import hf
 from compute.accounting import BusyTimer, usage
 from compute.checkpoints import find_checkpoint, load_model
 from compute.data import read_inputs
@@ -166,19 +169,51 @@ def load_for_inference(path: str) -> tuple[nn.Module, dict[str, Any]]:
     return model, meta
 
 
+def _infer_text(directory: str, values: list[str], params: InferParams, seed: int) -> dict[str, Any]:
+    """On a provider node: a transformers classifier's logits for every text."""
+    started = time.time()
+    make_deterministic(seed)
+    timer = BusyTimer()
+    with timer:
+        model, tokenizer = hf.load(directory)
+        if params.quantize == "int8":
+            model = quantize_int8(model)
+        logits = hf.logits(model, tokenizer, values, params.batch_size)
+    return {
+        "logits": logits, "batch_size": params.batch_size, "final_batch_size": params.batch_size,
+        "batches": -(-len(values) // params.batch_size), "busy_s": timer.seconds, "started_at": started,
+        "quantized_layers": quantized_layers(model), "placement": where_am_i(),
+    }
+
+
+_infer_text_task = ray.remote(_infer_text)
+
+
 def run(job: ComputeJob) -> JobResult:
     """Runs the checkpoint's model over every input row on the provider's nodes."""
     params = InferParams.from_job(job)
+    options = task_options(job.provider, num_gpus=1 if job.use_gpu else 0)
+    if hf.is_checkpoint(params.checkpoint):  # a transformers classifier over a table's texts
+        directory, model_type = hf.check(params.checkpoint)
+        inputs, labels = hf.texts(params.dataset_path)
+        job.result_dir().mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        ref = _infer_text_task.options(**options).remote(str(directory), inputs, params, job.seed)
+        return _result(job, params, model_type, inputs, labels, await_pinned(ref, job, started), started)
     model, meta = load_for_inference(params.checkpoint)
     raw, labels = read_inputs(params.dataset_path, meta.get("features"))
     inputs = model_inputs(raw, model, meta, job)
-    result_dir = job.result_dir()
-    result_dir.mkdir(parents=True, exist_ok=True)
+    job.result_dir().mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     described = {"model": meta["model"], "config": meta.get("config", {})}
-    options = task_options(job.provider, num_gpus=1 if job.use_gpu else 0)
     ref = _infer_task.options(**options).remote(described, model.state_dict(), inputs, params, job.seed)
-    done = await_pinned(ref, job, started)
+    return _result(job, params, meta["model"], inputs, labels, await_pinned(ref, job, started), started)
+
+
+def _result(job: ComputeJob, params: InferParams, model: str, inputs: Any, labels: torch.Tensor | None,
+            done: dict[str, Any], started: float) -> JobResult:
+    """The outputs of a finished inference: predictions, logits, metrics, and its record."""
+    result_dir = job.result_dir()
     logits = done["logits"]
     if len(logits) != len(inputs):
         raise ComputeError(f"job {job.job_id}: {len(logits)} outputs for {len(inputs)} inputs; run it again.")
@@ -187,7 +222,7 @@ def run(job: ComputeJob) -> JobResult:
     outputs.mkdir(parents=True)
     np.save(outputs / "logits.npy", logits.numpy())
     np.save(outputs / "predictions.npy", logits.argmax(dim=1).numpy())
-    record = {"count": len(inputs), "model": meta["model"], "quantize": params.quantize,
+    record = {"count": len(inputs), "model": model, "quantize": params.quantize,
               "batch_size": done["batch_size"], "seed": job.seed}
     if labels is not None:
         record["accuracy"] = round(float((logits.argmax(dim=1) == labels).double().mean()), 6)
