@@ -205,6 +205,11 @@ class MarketService:
         if missing:
             for j in session.exec(select(Job).where(Job.chain_id == self.chain_id, Job.job_id.in_(missing))):
                 found[j.job_id] = j
+        # The tick's view of the chain: what the service sends in it is noted there (a completion,
+        # say) but never written to the indexer's rows, which only the chain's events move. A
+        # transaction the chain later loses (a devnet restarted from older state) is then seen lost.
+        for job in found.values():
+            session.expunge(job)
         return dict(sorted(found.items()))
 
     def _records(self, session: Session, jobs: dict[int, Job]) -> dict[int, MarketJob]:

@@ -28,6 +28,7 @@ from ledger import jobs as chain_jobs
 from ledger import stake
 from ledger.client import Swarm
 from ledger.db import open_ledger
+from ledger.errors import SwarmError
 from ledger.indexer.models import EventRow
 from ledger.jobs import JobStatus, job_info
 from ledger.services import MarketJob, MarketTransition
@@ -183,6 +184,26 @@ def test_posted_job_runs_completes_and_pays_provider_and_refunds_buyer(
     assert escrow > payment
     states = [t.to_state for t in _transitions(ledger_engine, job_id)]
     assert states == ["queued", "assigned", "running", "ran", "completed", "settled"]
+
+
+def test_a_completion_the_chain_lost_is_sent_again_and_the_job_settles_once(
+    swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine, rpc: RpcClient,
+) -> None:
+    (job_id,) = post(swarm, swarm_home, program_spec(swarm_home, DETERMINISTIC))
+    drive(service, in_state(ledger_engine, job_id, "ran"))
+    older_state = rpc.snapshot()  # the chain as a devnet's state file last saved it
+    drive(service, in_state(ledger_engine, job_id, "completed"))
+    assert job_info(swarm, job_id).status == JobStatus.COMPLETED
+    rpc.revert(older_state)  # the devnet restarts from that file: the completion is gone
+    assert job_info(swarm, job_id).status == JobStatus.ASSIGNED
+
+    with pytest.raises(SwarmError, match="no longer has"):  # the pass that finds its key ahead of the chain
+        service.tick()
+    drive(service, lambda: job_info(swarm, job_id).status == JobStatus.COMPLETED, timeout=60)  # and the next
+    settle_after_window(swarm, rpc, service, ledger_engine, [job_id])
+    assert job_info(swarm, job_id).status == JobStatus.SETTLED
+    states = [t.to_state for t in _transitions(ledger_engine, job_id)]
+    assert states == ["queued", "assigned", "running", "ran", "completed", "ran", "completed", "settled"], states
 
 
 def test_a_job_nothing_can_take_is_explained_and_a_cancel_refunds_it(

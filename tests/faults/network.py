@@ -61,6 +61,9 @@ class Network:
     root: Path
     seed: int
     log: list[str] = field(default_factory=list)
+    repairs: dict[str, threading.Thread] = field(default_factory=dict)
+    repair_errors: dict[str, BaseException] = field(default_factory=dict)
+    restarting: threading.Lock = field(default_factory=threading.Lock)
 
     # ── bringing it up ───────────────────────────────────────────────────────
     def start(self) -> None:
@@ -140,12 +143,38 @@ class Network:
         self.log.append(f"{name} killed and restarted")
 
     def kill_site(self) -> None:
-        """A provider's site dies; it comes back a while later at its own URL (the provider fixes it)."""
+        """A provider's site dies; it comes back a while later at its own URL (the provider fixes
+        it), while the other faults go on. A site still down is brought back before it dies again."""
         provider = self.rng.choice([PROVIDER_B, PROVIDER_C])
-        kill_site(self.sites[provider])
-        time.sleep(self.rng.uniform(3.0, 8.0))
-        self.sites[provider] = restart_site(self.home, self.sites[provider])
+        down_for = self.rng.uniform(3.0, 8.0)
+        self.repaired(provider)
+        site = self.sites[provider]
+        kill_site(site)
+
+        def repair() -> None:
+            time.sleep(down_for)
+            with self.restarting:  # one at a time: each restart rewrites the home's list of sites
+                self.sites[provider] = restart_site(self.home, site)
+
+        self.repairs[provider] = threading.Thread(target=self._guarded, args=(provider, repair), daemon=True)
+        self.repairs[provider].start()
         self.log.append(f"site of {provider} killed, then restarted")
+
+    def _guarded(self, provider: str, work) -> None:
+        try:
+            work()
+        except BaseException as exc:  # noqa: BLE001 -- raised again by `repaired`, in the test's thread
+            self.repair_errors[provider] = exc
+
+    def repaired(self, *providers: str) -> None:
+        """Waits for the sites of `providers` (all, by default) that are down to be back."""
+        for provider in providers or list(self.repairs):
+            thread = self.repairs.pop(provider, None)
+            if thread is not None:
+                thread.join()
+            if provider in self.repair_errors:
+                raise AssertionError(f"the site of {provider} did not come back") from \
+                    self.repair_errors.pop(provider)
 
     def inject(self, faults: int, window_s: float) -> None:
         """`faults` faults at random moments over `window_s` seconds, drawn from the seed."""
@@ -164,6 +193,7 @@ class Network:
 
     def settle(self, job_ids: list[int], timeout_s: float) -> None:
         """Waits until every job is final on chain and an epoch was finalized after the faults."""
+        self.repaired()
         target = self._finalized() + 1
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
@@ -192,6 +222,8 @@ class Network:
         """Stops what `start` got to start, all of it or a part."""
         if not hasattr(self, "anvil"):
             return
+        for thread in self.repairs.values():  # a site coming back is stopped with the others
+            thread.join()
         for process in getattr(self, "processes", {}).values():
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
