@@ -6,7 +6,8 @@ parameter the runner would refuse is refused here. `canonical()` is the JSON tha
 `ledger.specs.store_spec` hashes; it loads back into an equal `JobSpec`.
 
 How the top-level `model` and `dataset` reach the runner:
-  train, tune   model → params.model (mlp | tiny-transformer), dataset → params.dataset
+  train, tune   model → params.model (mlp | tiny-transformer; for train also a Hugging Face
+                checkpoint the buyer brings), dataset → params.dataset
   finetune      model → params.base_checkpoint, dataset → params.dataset
   infer         model → params.checkpoint, dataset → params.dataset_path (a .npy array or a table)
 A dataset is a built-in one's name or a table the buyer brings (compute.tabular); a checkpoint
@@ -63,8 +64,9 @@ GPU_MODELS = ", ".join(PEAK_FP32_TFLOPS)
 # What each field may be, for the error sentence.
 ALLOWED = {
     "kind": f"one of {', '.join(SPEC_KINDS)}",
-    "model": "a model name for train and tune; for finetune and infer, job:<id> or a checkpoint directory's "
-             "path or URI (or {uri, sha256} once pinned)",
+    "model": "a model name for train and tune; for train also a Hugging Face checkpoint directory's path or "
+             "URI; for finetune and infer, job:<id> or a checkpoint directory's path or URI (or {uri, sha256} "
+             "once pinned)",
     "dataset": "a built-in dataset's name, or a table's path or URI (Parquet, CSV or JSON Lines; for infer also "
                "a .npy array), or {uri, sha256} once pinned",
     "resources": "a mapping of workers, gpus_per_worker, gpu_model, vram_gb_per_worker, cpus_per_worker "
@@ -249,7 +251,7 @@ class JobSpec(BaseModel):
         for name in ("code", "inputs", "output"):
             if getattr(self, name):
                 raise FieldError(name, f"applies only to a ray job, not a {self.kind} job")
-        if self.kind in ("train", "tune") and not isinstance(self.model, str):
+        if self.kind == "tune" and not isinstance(self.model, str):
             raise FieldError("model", f"must be a model's name for a {self.kind} job (got {_show(self.model)})")
         if self.kind in ("finetune", "infer") and isinstance(self.model, str) and self.model.startswith(JOB_REF):
             ref = self.model[len(JOB_REF):]
@@ -288,10 +290,14 @@ class JobSpec(BaseModel):
         by spec field: pinned, or a path or URI until `market.buyer.pin` pins it."""
         from compute.tabular import is_named
 
+        from compute.catalog import MODEL_NAMES
+
         found: dict[str, Input | str] = {}
         if self.kind in ("finetune", "infer") and self.model is not None and not (
                 isinstance(self.model, str) and self.model.startswith(JOB_REF)):
             found["model"] = self.model
+        if self.kind == "train" and self.model is not None and self.model not in MODEL_NAMES:
+            found["model"] = self.model  # a transformers checkpoint
         if self.kind != "ray" and self.dataset is not None and not (
                 isinstance(self.dataset, str) and is_named(self.dataset)):
             found["dataset"] = self.dataset

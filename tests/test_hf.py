@@ -68,3 +68,77 @@ def test_a_checkpoint_that_cannot_load_or_a_table_without_texts_is_the_buyers_to
     with pytest.raises(InvalidJob, match="has no 'text' column"):
         run_job(infer_job(tmp_path / "runs", "hf-no-text", PROVIDER_B, model_dir, numbers))
     assert not (tmp_path / "runs" / "hf-no-text").exists(), "refused before any work"
+
+
+def train_job(storage: Path, job_id: str, provider: str, model: Path, table: Path, epochs: int) -> ComputeJob:
+    return ComputeJob(job_id=job_id, kind="train", provider=provider, storage=str(storage), timeout_s=300, seed=2,
+                      params={"model": str(model), "dataset": str(table), "epochs": epochs, "batch_size": 16,
+                              "lr": 0.003})
+
+
+def test_a_transformers_classifier_trains_on_a_table_of_texts_and_serves_what_it_learned(
+        ray_cluster, tmp_path: Path, reviews: Path) -> None:
+    base = hf.make_tiny(tmp_path / "bert", corpus(reviews), classes=2, architecture="bert", seed=5)
+    before = {p.name: p.read_bytes() for p in base.iterdir()}
+    model, tokenizer = hf.load(base)
+    untrained = hf.evaluate(model, tokenizer, *hf.texts(reviews))["accuracy"]
+    result = run_job(train_job(tmp_path / "runs", "hf-train", PROVIDER_B, base, reviews, epochs=6))
+    assert [h["epoch"] for h in result.metrics["history"]] == [1, 2, 3, 4, 5, 6]
+    assert result.metrics["val_accuracy"] >= 0.85 > untrained + 0.2, (untrained, result.metrics["history"])
+
+    outputs = Path(result.result_dir) / OUTPUT_DIR
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {p.name for p in outputs.iterdir()}
+    assert json.loads((outputs / "metrics.json").read_text())["params"]["model"] == "bert"
+    assert {p.name: p.read_bytes() for p in base.iterdir()} == before, "the buyer's checkpoint is untouched"
+    # What it learned is a transformers checkpoint like any other: infer serves it from the job's result.
+    served = run_job(infer_job(tmp_path / "runs", "hf-train-infer", PROVIDER_C, Path(result.result_dir), reviews))
+    assert served.metrics["accuracy"] >= 0.85
+
+
+def finetune_job(storage: Path, job_id: str, provider: str, base: Path, table: Path) -> ComputeJob:
+    return ComputeJob(job_id=job_id, kind="finetune", provider=provider, storage=str(storage), timeout_s=240,
+                      seed=1, params={"base_checkpoint": str(base), "dataset": str(table), "epochs": 4,
+                                      "batch_size": 16, "lr": 0.01})
+
+
+def test_lora_tunes_a_transformers_classifier_whose_adapter_loads_with_peft_on_the_same_base(
+        ray_cluster, tmp_path: Path, reviews: Path) -> None:
+    from peft import PeftModel
+
+    base = hf.make_tiny(tmp_path / "gpt2", corpus(reviews), classes=2, architecture="gpt2", seed=4)
+    model, tokenizer = hf.load(base)
+    texts, labels = hf.texts(reviews)
+    before = hf.evaluate(model, tokenizer, texts, labels)["accuracy"]
+    result = run_job(finetune_job(tmp_path / "runs", "hf-lora", PROVIDER_B, base, reviews))
+
+    assert result.metrics["val_accuracy"] >= 0.8 > before + 0.2, (before, result.metrics["history"])
+    total = sum(p.numel() for p in model.parameters())
+    assert 0 < result.metrics["trainable_parameters"] < total // 10, "only the adapters and the head train"
+    outputs = Path(result.result_dir) / OUTPUT_DIR
+    adapter = outputs / "adapter"
+    assert json.loads((adapter / "adapter_config.json").read_text())["target_modules"] == ["c_attn"]
+    # The adapter on the untouched base computes what the merged model in the outputs computes.
+    with_adapter = PeftModel.from_pretrained(hf.load(base)[0], adapter).merge_and_unload().eval()
+    merged, merged_tokenizer = hf.load(outputs)
+    with torch.no_grad():
+        ids = hf.encode(tokenizer, texts[:30])
+        assert torch.allclose(with_adapter(**ids).logits, merged(**hf.encode(merged_tokenizer, texts[:30])).logits,
+                              atol=1e-5)
+    assert hf.evaluate(merged, merged_tokenizer, texts, labels)["accuracy"] >= 0.8
+    # The same seed on another provider gives the same result, byte for byte.
+    again = run_job(finetune_job(tmp_path / "again", "hf-lora", PROVIDER_C, base, reviews))
+    assert again.result_hash == result.result_hash
+
+
+def test_a_table_a_transformers_checkpoint_cannot_learn_is_refused_before_any_work(
+        ray_cluster, tmp_path: Path, reviews: Path) -> None:
+    base = hf.make_tiny(tmp_path / "gpt2", corpus(reviews), classes=2)
+    three = tmp_path / "three.csv"
+    three.write_text("text,label\n" + "".join(f"good film {i},{i % 3}\n" for i in range(12)))
+    with pytest.raises(InvalidJob, match="has class 2, but the checkpoint gpt2 classifies into 2"):
+        run_job(train_job(tmp_path / "runs", "hf-three", PROVIDER_B, base, three, epochs=1))
+    unlabelled = tmp_path / "unlabelled.csv"
+    unlabelled.write_text("text\n" + "good film\n" * 12)
+    with pytest.raises(InvalidJob, match="has no 'label' column"):
+        run_job(finetune_job(tmp_path / "runs", "hf-unlabelled", PROVIDER_B, base, unlabelled))
+    assert not (tmp_path / "runs").exists(), "refused before any work"

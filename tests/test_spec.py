@@ -78,6 +78,15 @@ def test_every_example_spec_loads_and_makes_a_valid_compute_job(path: Path) -> N
     assert job.kind == spec.kind and job.workers == spec.resources.workers and job.seed == spec.seed
 
 
+@pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*/*.yaml")), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_example_projects_spec_loads_with_what_it_brings_named(path: Path) -> None:
+    spec = load_spec(path)
+    assert spec.unpinned(), "an example's spec names local files that `swarm job post` pins"
+    if spec.kind != "ray":
+        assert set(spec.brought()) == {"model", "dataset"}
+        assert spec.to_compute_job("7", "0x" + "ab" * 20, storage="/results").kind == spec.kind
+
+
 def test_the_examples_cover_every_kind_and_replication() -> None:
     specs_ = [load_spec(p) for p in EXAMPLES.glob("*.yaml")]
     assert {s.kind for s in specs_} == {"train", "finetune", "infer", "tune"}
@@ -282,7 +291,19 @@ def test_a_table_the_buyer_brings_is_named_like_an_input_and_pinned() -> None:
     pinned = validate_spec(mutated("dataset", {"uri": "s3://bucket/digits.parquet", "sha256": sha}))
     assert pinned.unpinned() == [] and pinned.runner_params()["dataset"] == "s3://bucket/digits.parquet"
     assert validate_spec(mutated("dataset", "synthetic-classification")).unpinned() == []
-    refused(mutated("model", {"uri": "s3://bucket/model", "sha256": sha}), "model")  # train names a model
+    tune = {**VALID, "kind": "tune", "model": {"uri": "s3://bucket/model", "sha256": sha}}
+    assert "model's name" in refused(tune, "model")  # tune searches over a built-in model
+
+
+def test_a_transformers_checkpoint_the_buyer_brings_trains_on_a_table_of_texts() -> None:
+    sha = "ab" * 32
+    spec = validate_spec({**VALID, "model": "./model", "dataset": "s3://bucket/reviews.parquet"}, now=NOW)
+    assert spec.unpinned() == ["model", "dataset"] and set(spec.brought()) == {"model", "dataset"}
+    pinned = validate_spec({**VALID, "model": {"uri": "s3://bucket/model", "sha256": sha},
+                            "dataset": {"uri": "s3://bucket/reviews.parquet", "sha256": sha}}, now=NOW)
+    assert pinned.unpinned() == [] and pinned.runner_params()["model"] == "s3://bucket/model"
+    assert "table of texts" in refused({**VALID, "model": "./model"}, "dataset")  # not a built-in dataset
+    assert "./model" in refused(mutated("model", "model"), "model")  # a bare word is a model's name
 
 
 def test_gpu_settings_without_gpus_are_refused() -> None:

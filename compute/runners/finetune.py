@@ -1,8 +1,9 @@
 """The `finetune` runner: LoRA adapters (peft) on a base checkpoint the buyer names.
 
 Params (`job.params`):
-  base_checkpoint  a model checkpoint: a train job's result directory, or a directory with
-                   model.safetensors and model.json (required)
+  base_checkpoint  a model checkpoint: a train job's result directory, a directory with
+                   model.safetensors and model.json, or a Hugging Face sequence classifier's
+                   directory (compute.hf) (required)
   dataset          the dataset to adapt to (default: the base model's own kind of data,
                    drawn with the job's seed); a model trained on a table is tuned on a
                    table with the same columns (compute.tabular), read whole
@@ -20,12 +21,20 @@ needs no access to the buyer's files. Outputs: `adapter.safetensors` (the adapte
 `model.safetensors` + `model.json` (the base weights as they stand after training, with
 the adapter described in model.json, so `infer` accepts a finetune result) and
 `metrics.json`.
+
+A Hugging Face classifier is tuned on a table of texts (`text`, `label`; the dataset is
+required) with peft's LoRA on the attention projections (compute.hf.LORA_TARGETS) and the
+classifier head trained in full. Its outputs: the merged model and its tokenizer as
+`save_pretrained` writes them (so `infer`, and another job building on this one, read it as
+any transformers checkpoint), the adapter alone in `adapter/` (adapter_config.json and
+adapter_model.safetensors, for peft's `PeftModel.from_pretrained`), and `metrics.json`.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -37,21 +46,23 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.utils.data import DataLoader
 
-from compute import tabular
+from compute import hf, tabular
 from compute.accounting import BusyTimer, usage
-from compute.checkpoints import find_checkpoint, load_model, save_model
 from compute.catalog import DATASET_FOR, LORA_TARGETS
+from compute.checkpoints import find_checkpoint, load_model, save_model
 from compute.data import load_dataset
+from compute.dataplane import digest
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, file_sha256, result_hash
 from compute.models import build_model
 from compute.placement import task_options
 from compute.runners.params import FinetuneParams, require
-from compute.tabular import is_named
 from compute.runners.supervise import await_pinned
 from compute.runners.train import evaluate, make_deterministic, split, where_am_i
+from compute.tabular import is_named
 
 ADAPTER = "adapter.safetensors"
+HF_ADAPTER_DIR = "adapter"
 RUN_RECORD = "run.json"
 
 
@@ -143,9 +154,90 @@ def write_outputs(job: ComputeJob, params: FinetuneParams, meta: dict, base_sha:
     return outputs
 
 
+# ── a Hugging Face classifier ───────────────────────────────────────────────
+
+
+def _finetune_text(files: dict[str, bytes], params: FinetuneParams, dataset: str, seed: int) -> dict[str, Any]:
+    """On a provider node: LoRA adapters on a transformers classifier over a table's texts;
+    returns the adapter's files and the merged model's."""
+    started = time.time()
+    make_deterministic(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        model, tokenizer = hf.load(hf.unpack(files, Path(tmp) / "base"))
+        model_type = model.config.model_type
+        values, labels = hf.labelled(dataset, params.samples)
+        cut = len(values) - max(1, len(values) // 5)  # the last fifth is held out
+        torch.manual_seed(seed)
+        peft_model = get_peft_model(model, hf.lora_config(model_type, params.lora_rank, params.lora_alpha))
+        trainable = [p for p in peft_model.parameters() if p.requires_grad]
+        optimizer = torch.optim.Adam(trainable, lr=params.lr)
+        history, timer = [], BusyTimer()
+        with timer:
+            for epoch in range(params.epochs):
+                loss_sum, count = hf.train_epoch(peft_model, tokenizer, optimizer, values[:cut], labels[:cut],
+                                                 params.batch_size, seed * 1_000 + epoch)
+                val = hf.evaluate(peft_model, tokenizer, values[cut:], labels[cut:])
+                history.append({"epoch": epoch + 1, "loss": round(loss_sum / count, 6),
+                                "val_loss": round(val["loss"], 6), "val_accuracy": round(val["accuracy"], 6)})
+            adapter_dir = Path(tmp) / HF_ADAPTER_DIR
+            peft_model.save_pretrained(adapter_dir)
+            # The same bytes on every node: no model card, and no base named by this node's temporary path.
+            (adapter_dir / "README.md").unlink(missing_ok=True)
+            adapter_config = adapter_dir / "adapter_config.json"
+            adapter_config.write_text(json.dumps(json.loads(adapter_config.read_text())
+                                                 | {"base_model_name_or_path": None}, indent=2, sort_keys=True))
+            merged = hf.save(peft_model.merge_and_unload(), tokenizer, Path(tmp) / "merged")
+        return {
+            "adapter": hf.pack(adapter_dir), "model": hf.pack(merged), "model_type": model_type,
+            "history": history, "busy_s": timer.seconds, "started_at": started, "placement": where_am_i(),
+            "trainable_parameters": sum(p.numel() for p in trainable),
+        }
+
+
+_finetune_text_task = ray.remote(_finetune_text)
+
+
+def run_text(job: ComputeJob, params: FinetuneParams) -> JobResult:
+    """LoRA on a transformers classifier the buyer brings, over a table of texts they bring."""
+    directory, model_type = hf.check(params.base_checkpoint)
+    require(model_type in hf.LORA_TARGETS, job,
+            f"a {model_type} checkpoint has no LoRA targets here; give one of {', '.join(hf.LORA_TARGETS)}.")
+    require(bool(params.dataset) and not is_named(params.dataset), job,
+            "a transformers checkpoint is tuned on a table of texts; give it as the dataset.")
+    values, labels = hf.labelled(params.dataset, params.samples)  # refused before any Ray work
+    hf.check_classes(directory, int(labels.max()) + 1, params.dataset)
+    result_dir = job.result_dir()
+    result_dir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    ref = _finetune_text_task.options(**task_options(job.provider, num_gpus=1 if job.use_gpu else 0)).remote(
+        hf.pack(directory), params, params.dataset, job.seed)
+    done = await_pinned(ref, job, started)
+    outputs = result_dir / OUTPUT_DIR
+    shutil.rmtree(outputs, ignore_errors=True)
+    hf.unpack(done["model"], outputs)
+    hf.unpack(done["adapter"], outputs / HF_ADAPTER_DIR)
+    # The base as a spec pins it: the sha256 of the directory's manifest.
+    record = {"base_sha256": "0x" + digest(str(directory), "base_checkpoint"), "history": done["history"],
+              "model": model_type, "seed": job.seed, "trainable_parameters": done["trainable_parameters"],
+              "params": {k: v for k, v in vars(params).items() if k != "base_checkpoint"}
+              | {"dataset": Path(params.dataset).name, "rows": len(values)}}
+    (outputs / "metrics.json").write_text(json.dumps(record, sort_keys=True, indent=2))
+    last = done["history"][-1]
+    metrics = {"epochs": params.epochs, "loss": last["loss"], "val_accuracy": last["val_accuracy"],
+               "history": done["history"], "trainable_parameters": done["trainable_parameters"],
+               "model": model_type, "base_checkpoint": str(directory), "placement": done["placement"],
+               "wall_s": round(time.monotonic() - started, 3)}
+    (result_dir / RUN_RECORD).write_text(json.dumps(metrics | {"started_at": done["started_at"]}, indent=2))
+    used = usage([done["busy_s"]], job.use_gpu)
+    return JobResult(job.job_id, job.kind, job.provider, metrics, str(result_dir), result_hash(result_dir),
+                     used.amount, used.unit)
+
+
 def run(job: ComputeJob) -> JobResult:
     """Fine-tunes LoRA adapters on the provider's nodes; the base checkpoint stays as it was."""
     params = FinetuneParams.from_job(job)
+    if hf.is_checkpoint(params.base_checkpoint):
+        return run_text(job, params)
     base_dir = find_checkpoint(params.base_checkpoint)
     base, meta = load_model(base_dir)
     require(meta["model"] in LORA_TARGETS, job, f"model {meta['model']} has no LoRA targets.")

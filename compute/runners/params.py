@@ -87,6 +87,11 @@ def check_dataset(job: ComputeJob, dataset: str, model: str) -> None:
                                  f"a table of features trains the mlp.")
 
 
+def is_location(model: str) -> bool:
+    """True for a path or URI (what a buyer brings: `./model`, `s3://…`), not a bare name."""
+    return "/" in model
+
+
 def sized(params: P, named: bool, default: int) -> P:
     """`samples` 0 means every row of a table, or `default` rows of a built-in dataset."""
     if named and params.samples == 0:  # type: ignore[attr-defined]
@@ -105,13 +110,28 @@ class TrainParams:
     precision: str = "fp32"
     max_failures: int = 2
 
+    @property
+    def brought(self) -> bool:
+        """True when `model` is a transformers checkpoint the buyer brings, not a built-in model."""
+        return self.model not in MODEL_NAMES
+
     @classmethod
     def from_job(cls, job: ComputeJob) -> TrainParams:
         params = parse_params(cls, job)
-        require(params.model in MODEL_NAMES, job,
-                f"unknown model {params.model!r}; choose one of {', '.join(MODEL_NAMES)}.")
-        dataset = params.dataset or DATASET_FOR[params.model]
-        check_dataset(job, dataset, params.model)
+        require(params.model in MODEL_NAMES or is_location(params.model), job,
+                f"unknown model {params.model!r}; choose one of {', '.join(MODEL_NAMES)}, or give a "
+                "transformers checkpoint's directory as a path or URI (./model, s3://…).")
+        if params.brought:
+            require(bool(params.dataset) and not is_named(params.dataset), job,
+                    "a transformers checkpoint trains on a table of texts; give one as the dataset.")
+            try:
+                format_of(params.dataset)
+            except InvalidJob as exc:
+                raise InvalidJob(f"job {job.job_id}: {exc}.") from None
+            dataset = params.dataset
+        else:
+            dataset = params.dataset or DATASET_FOR[params.model]
+            check_dataset(job, dataset, params.model)
         require_loop(params, job)
         require(params.precision in PRECISIONS, job,
                 f"precision must be one of {', '.join(PRECISIONS)}, got {params.precision!r}.")

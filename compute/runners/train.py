@@ -1,9 +1,11 @@
 """The `train` runner: Ray Train's TorchTrainer on the provider's nodes only.
 
 Params (`job.params`):
-  model         "mlp" | "tiny-transformer"                        (default "mlp")
+  model         "mlp" | "tiny-transformer"                        (default "mlp"), or a Hugging Face
+                sequence classifier's directory the buyer brings (compute.hf)
   dataset       "synthetic-classification" | "synthetic-sequences" (default: the model's own), or a
-                table the buyer brings (compute.tabular: Parquet, CSV or JSON Lines), for the mlp
+                table the buyer brings (compute.tabular: Parquet, CSV or JSON Lines): numbers for
+                the mlp, a `text` column for a Hugging Face classifier; with a `label` column
   samples       rows; the last fifth is held out for validation (0, the default: 1024 of a
                 built-in dataset, every row of a table)
   epochs        passes over the training split, a checkpoint after each (default 3)
@@ -14,7 +16,10 @@ Params (`job.params`):
 
 A table streams through Ray Data: the driver reads it in blocks into the cluster's object
 store, holds out a fifth of its rows drawn with the job's seed, and each worker iterates its own shard of the rest (`ray.train.get_dataset_shard`), shuffled
-locally with the job's seed; the MLP is sized to the table's columns and classes.
+locally with the job's seed; the MLP is sized to the table's columns and classes. A Hugging
+Face classifier trains every weight from its checkpoint, its packed files sent to the workers
+in their config; each worker tokenizes its batches, and the outputs are the trained model and
+its tokenizer as `save_pretrained` writes them, which `infer` and `finetune` read.
 
 `job.workers` workers, each pinned to the provider by label selector and a sliver of its
 custom resource. A checkpoint is written every epoch under `job.storage` (a local directory
@@ -31,6 +36,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -47,7 +53,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from compute import tabular
+from compute import hf, tabular
 from compute.accounting import BusyTimer, usage
 from compute.checkpoints import save_model
 from compute.data import load_dataset
@@ -92,19 +98,37 @@ def validation_set(params: TrainParams, seed: int) -> TensorDataset:
     return split(*load_dataset(params.dataset, seed, n=params.samples))[1]
 
 
-def table_batches(shard: ray.data.DataIterator, features: list[str], batch_size: int, seed: int | None = None):
+Tensors = Callable[[dict[str, np.ndarray]], tuple[torch.Tensor, torch.Tensor]]
+
+
+def table_tensors(features: list[str]) -> Tensors:
+    """A batch of a table's columns as (float features, labels)."""
+    def tensors(batch: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = tabular.arrays(batch, features)
+        return torch.from_numpy(x), torch.from_numpy(y)
+    return tensors
+
+
+def text_tensors(tokenizer) -> Tensors:
+    """A batch of a table's texts as (token ids, labels)."""
+    def tensors(batch: dict[str, np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        labels = np.asarray(batch[tabular.LABEL], dtype=np.int64)
+        return hf.token_ids(tokenizer, [str(t) for t in batch[hf.TEXT]]), torch.from_numpy(labels)
+    return tensors
+
+
+def table_batches(shard: ray.data.DataIterator, tensors: Tensors, batch_size: int, seed: int | None = None):
     """(inputs, labels) batches of a worker's shard of a table, shuffled locally with `seed`."""
     shuffle = {} if seed is None else {"local_shuffle_buffer_size": max(256, 8 * batch_size),
                                        "local_shuffle_seed": seed}
     for batch in shard.iter_batches(batch_size=batch_size, batch_format="numpy", **shuffle):
-        x, y = tabular.arrays(batch, features)
-        yield torch.from_numpy(x), torch.from_numpy(y)
+        yield tensors(batch)
 
 
-def table_validation(shard: ray.data.DataIterator, features: list[str]) -> TensorDataset:
-    """The held-out rows of a table, whole on every worker (a fifth, and not split)."""
-    parts = list(table_batches(shard, features, batch_size=1024))
-    return TensorDataset(torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts]))
+def table_validation(shard: ray.data.DataIterator, tensors: Tensors) -> TensorDataset:
+    """The held-out rows of a table, whole on every worker (a fifth, and not split), as one batch."""
+    parts = list(shard.iter_batches(batch_size=1024, batch_format="numpy"))
+    return TensorDataset(*tensors({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}))
 
 
 def autocast(device: torch.device, precision: str) -> torch.autocast:
@@ -188,18 +212,25 @@ def train_loop(config: dict[str, Any]) -> None:
     device = ray.train.torch.get_device()
 
     table = config.get("table")  # a table's {"features", "classes"}; None for a built-in dataset
+    if params.brought:  # a transformers classifier, from its packed checkpoint, on a table of texts
+        model, tokenizer = hf.classifier(config["checkpoint"])
+        tensors = text_tensors(tokenizer)
+    else:
+        model = build_model(params.model, **model_config(table))
+        tensors = table and table_tensors(table["features"])
+    model = model.to(device)
     if table is None:
         train_set, val_set = split(*load_dataset(params.dataset, seed, n=params.samples))
         sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=seed)
         loader = DataLoader(train_set, batch_size=params.batch_size, sampler=sampler)
     else:
-        val_set = table_validation(ray.train.get_dataset_shard("validation"), table["features"])
+        val_set = table_validation(ray.train.get_dataset_shard("validation"), tensors)
         shard = ray.train.get_dataset_shard("train")
-    model = build_model(params.model, **model_config(table)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=params.lr)
     state = load_state(ray.train.get_checkpoint(), model, optimizer)
     state["resumed_from_epoch"] = state["epoch"]
-    state["model_config"], state["features"] = model_config(table), table and table["features"]
+    state["model_config"] = {} if params.brought else model_config(table)
+    state["features"] = table and table["features"]
     state["placements"].append(gather(where_am_i(rank=rank)))
     ddp = DistributedDataParallel(model) if world > 1 else model
 
@@ -207,7 +238,7 @@ def train_loop(config: dict[str, Any]) -> None:
         if table is None:
             sampler.set_epoch(epoch)
         else:
-            loader = table_batches(shard, table["features"], params.batch_size, seed=seed * 1_000 + epoch)
+            loader = table_batches(shard, tensors, params.batch_size, seed=seed * 1_000 + epoch)
         with BusyTimer() as timer:
             loss_sum, count, state["compute_dtype"] = train_epoch(ddp, loader, optimizer, device,
                                                                   params.precision, state)
@@ -237,14 +268,18 @@ def model_config(table: dict[str, Any] | None) -> dict[str, int]:
     return {} if table is None else {"in_features": len(table["features"]), "classes": table["classes"]}
 
 
-def loop_config(job: ComputeJob, params: TrainParams, table: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"params": asdict(params), "seed": job.seed, "table": table}
+def loop_config(job: ComputeJob, params: TrainParams, table: dict[str, Any] | None = None,
+                checkpoint: dict[str, bytes] | None = None) -> dict[str, Any]:
+    """The workers' config; `checkpoint` is a brought transformers checkpoint's files (hf.pack)."""
+    return {"params": asdict(params), "seed": job.seed, "table": table} | (
+        {"checkpoint": checkpoint} if checkpoint is not None else {})
 
 
 def table_datasets(params: TrainParams, seed: int) -> tuple[dict[str, ray.data.Dataset], dict[str, Any]]:
     """A table's training and validation splits (a fifth of its rows, drawn with the job's seed:
     a table's rows are often in the order they were gathered) and its layout; a table that is
-    not one of numbers with a label is the buyer's to fix."""
+    not one of numbers with a label (or, for a transformers checkpoint, of texts with a label)
+    is the buyer's to fix."""
     import pyarrow as pa
 
     path = params.dataset
@@ -258,9 +293,18 @@ def table_datasets(params: TrainParams, seed: int) -> tuple[dict[str, ray.data.D
         schema = dataset.schema()
     except (ray.exceptions.RayError, pa.ArrowException, ValueError, OSError) as exc:
         raise InvalidJob(f"dataset {Path(path).name} cannot be read: {str(exc).strip().splitlines()[-1]}") from None
-    features = tabular.features_of(list(schema.names), Path(path).name)
-    odd = [n for n, t in zip(schema.names, schema.types)
-           if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))]
+    if params.brought:
+        if hf.TEXT not in schema.names or tabular.LABEL not in schema.names:
+            raise InvalidJob(f"dataset {Path(path).name} needs a {hf.TEXT!r} and a {tabular.LABEL!r} column; a "
+                             f"text model trains on each row's text and its class")
+        features = [hf.TEXT]
+        dataset = dataset.select_columns([hf.TEXT, tabular.LABEL])
+        numeric = [tabular.LABEL]
+    else:
+        features = tabular.features_of(list(schema.names), Path(path).name)
+        numeric = list(schema.names)
+    odd = [n for n, t in zip(schema.names, schema.types) if n in numeric
+           and not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))]
     if odd:
         raise InvalidJob(f"dataset {Path(path).name}: column(s) {', '.join(odd)} are not numbers; every "
                          f"feature and {tabular.LABEL!r} must be numeric")
@@ -309,8 +353,14 @@ def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
     """Runs the trainer; a lost provider, a timeout or dead workers become compute errors."""
     started = time.monotonic()
     os.environ.setdefault(TRAIN_POLL_ENV, TRAIN_POLL_S)  # read by the controller when it starts
+    checkpoint = None
+    if params.brought:  # its configuration and tokenizer load, before any Ray work
+        directory, _ = hf.check(params.model)
+        checkpoint = hf.pack(directory)
     datasets, table = ({}, None) if tabular.is_named(params.dataset) else table_datasets(params, job.seed)
-    trainer = TorchTrainer(train_loop, train_loop_config=loop_config(job, params, table),
+    if params.brought:
+        hf.check_classes(directory, table["classes"], params.dataset)
+    trainer = TorchTrainer(train_loop, train_loop_config=loop_config(job, params, table, checkpoint),
                            scaling_config=scaling_config(job), run_config=run_config(job, params),
                            datasets=datasets or None, dataset_config=DataConfig(datasets_to_split=["train"]))
     try:
@@ -337,16 +387,21 @@ def workers_died(error: BaseException) -> bool:
     return any(isinstance(e, ray.exceptions.RayActorError) for e in failures.values())
 
 
-def write_outputs(job: ComputeJob, params: TrainParams, model: nn.Module, state: dict) -> Path:
-    """The deterministic part of the result: the model and its per-epoch metrics."""
+def write_outputs(job: ComputeJob, params: TrainParams, model: nn.Module, state: dict, tokenizer=None) -> Path:
+    """The deterministic part of the result: the model and its per-epoch metrics; a transformers
+    classifier (with its `tokenizer`) as save_pretrained writes it."""
     outputs = job.result_dir() / OUTPUT_DIR
     shutil.rmtree(outputs, ignore_errors=True)
-    # A table is named by its file: where a lease staged it differs from site to site.
+    # A table (or a checkpoint) is named by its file: where a lease staged it differs from site to site.
     dataset = params.dataset if tabular.is_named(params.dataset) else Path(params.dataset).name
     table = {"features": state["features"]} if state.get("features") else {}
-    save_model(model, params.model, state.get("model_config", {}), outputs,
-               dataset=dataset, samples=params.samples, seed=job.seed, precision=params.precision, **table)
-    record = {"params": asdict(params) | {"dataset": dataset}, "seed": job.seed, "workers": job.workers, "history": state["history"],
+    if tokenizer is not None:
+        hf.save(model.model, tokenizer, outputs)
+    else:
+        save_model(model, params.model, state.get("model_config", {}), outputs,
+                   dataset=dataset, samples=params.samples, seed=job.seed, precision=params.precision, **table)
+    shown = {"dataset": dataset} | ({"model": Path(params.model).name} if params.brought else {})
+    record = {"params": asdict(params) | shown, "seed": job.seed, "workers": job.workers, "history": state["history"],
               "compute_dtype": state["compute_dtype"]}
     (outputs / "metrics.json").write_text(json.dumps(record, sort_keys=True, indent=2))
     return outputs
@@ -359,9 +414,14 @@ def run(job: ComputeJob) -> JobResult:
     result = fit(job, params)
     with result.checkpoint.as_directory() as directory:
         state = json.loads((Path(directory) / STATE).read_text())
+        weights = load_file(str(Path(directory) / WEIGHTS))
+    tokenizer = None
+    if params.brought:
+        model, tokenizer = hf.classifier(hf.pack(hf.check(params.model)[0]))
+    else:
         model = build_model(params.model, **state.get("model_config", {}))
-        model.load_state_dict(load_file(str(Path(directory) / WEIGHTS)))
-    write_outputs(job, params, model, state)
+    model.load_state_dict(weights)
+    write_outputs(job, params, model, state, tokenizer)
     result_dir = job.result_dir()
     used = usage([state["units"]], job.use_gpu)
     last = state["history"][-1]

@@ -1,4 +1,4 @@
-"""Writes a small Hugging Face text classifier and a table of texts to serve it on, offline:
+"""Writes a small Hugging Face text classifier and a table of texts to train and serve it on, offline:
 a GPT-2 (or BERT) sequence classifier with a word-level tokenizer, saved with
 `save_pretrained` (compute.hf.make_tiny), and short film reviews with their `label`
 (compute.data.write_reviews). With access to a model hub, save a hub model instead:
@@ -6,6 +6,10 @@ a GPT-2 (or BERT) sequence classifier with a word-level tokenizer, saved with
 same for its tokenizer.
 
     python examples/reviews/prepare.py [gpt2|bert]   # writes model/ and reviews.parquet here
+
+Then post any of the three specs beside it: train.yaml (every weight, with Ray Train),
+finetune.yaml (LoRA adapters through peft) or infer.yaml (batch inference), e.g.
+`swarm job post examples/reviews/train.yaml --upload-to s3://BUCKET/PATH?endpoint_override=…`.
 """
 
 import sys
