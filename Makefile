@@ -23,9 +23,9 @@ $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
+# The venv's own pip is enough here; the slither venv's needs `--group`, so it upgrades first.
 $(VENV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'  # compiled here: PYTHONDONTWRITEBYTECODE would leave every process compiling Ray and torch again
 	touch $@
 
@@ -74,7 +74,7 @@ system-packages:
 $(SLITHER_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(SLITHER_VENV)
 	$(SLITHER_VENV)/bin/pip install --quiet --upgrade pip
-	$(SLITHER_VENV)/bin/pip install --quiet --group slither
+	$(SLITHER_VENV)/bin/pip install --quiet --no-compile --group slither  # run once: compiling all of it costs more
 	touch $@
 
 slither: $(NPM_STAMP) $(SLITHER_STAMP)

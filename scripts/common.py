@@ -7,7 +7,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 from rich.console import Console
@@ -24,6 +24,7 @@ from ledger.units import duration, when  # noqa: F401 - the commands' formatting
 if TYPE_CHECKING:
     from ledger.tx import Sender
 
+T = TypeVar("T")
 # Wide enough for full addresses when output goes to a file or a CI log.
 console = Console(width=None if sys.stdout.isatty() else 160)
 
@@ -82,11 +83,20 @@ def open_swarm() -> Swarm:
 def open_swarm_waiting(log: Callable[[str], None], poll_s: float = 2.0) -> Swarm:
     """For services: the deployment once the chain answers; a node that is down (restarting,
     say) is waited for rather than fatal. A missing deployment is still an error at once."""
+    return waiting_for_chain(open_swarm, log, poll_s)
+
+
+def waiting_for_chain(action: Callable[[], T], log: Callable[[str], None], poll_s: float = 2.0) -> T:
+    """For services starting up: `action`'s result (reads from the chain) once the chain answers;
+    a node that stops answering meanwhile (restarting, say) is waited for rather than fatal."""
+    import requests
+
+    down = (ChainUnavailable, requests.exceptions.ConnectionError, requests.exceptions.Timeout)
     said = False
     while True:
         try:
-            return open_swarm()
-        except ChainUnavailable as exc:
+            return action()
+        except down as exc:
             if not said:
                 log(f"waiting for the chain: {exc}")
                 said = True

@@ -12,6 +12,7 @@ from ledger.config import database_url
 from ledger.units import format_amount, parse_amount
 from scripts.common import (
     account_option, console, dev_sender, emit, json_option, key_option, open_swarm_waiting, settings, signer,
+    waiting_for_chain,
 )
 
 if TYPE_CHECKING:  # the service (Ray, torch) loads when it runs
@@ -58,7 +59,7 @@ def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, def
         sender = signer(swarm, account, key_ref)
     engine = open_ledger(database_url(s.home))
     log = (lambda line: None) if as_json else (lambda line: console.print(line, highlight=False))
-    service = MarketService(swarm, sender, engine, s.home, config, log)
+    service = waiting_for_chain(lambda: MarketService(swarm, sender, engine, s.home, config, log), log)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: (stop.set(), service.wake.set()))

@@ -18,7 +18,7 @@ from ledger.keys import Keystore
 from ledger.units import format_amount, parse_amount
 from scripts.common import (
     account_option, console, dev_sender, emit, json_option, key_option, open_swarm, open_swarm_waiting, read_password,
-    settings, signer, table,
+    settings, signer, table, waiting_for_chain,
 )
 
 if TYPE_CHECKING:  # the ORM, the scoring (scipy) and Ray load in the commands that use them
@@ -73,13 +73,15 @@ def _signed_options(fn):
 @_signed_options
 def run(config_path, account, key_ref, signer_keys, epoch_length) -> None:
     """Run the oracle on its schedule until interrupted; probes and challenges go through the providers' sites."""
-    from oracle.epoch import MIN_CHALLENGES
     from oracle.service import OracleService
 
     config, s, swarm, sender, keys, schedule, engine = _setup(config_path, account, key_ref, signer_keys,
                                                                epoch_length, wait_for_chain=True)
-    service = OracleService(swarm, engine, s.home, config, sender, keys, schedule,
-                            log=lambda line: console.print(line, highlight=False))
+    def say(line: str) -> None:
+        console.print(line, highlight=False)
+
+    service = waiting_for_chain(lambda: OracleService(swarm, engine, s.home, config, sender, keys, schedule, log=say),
+                                say)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
