@@ -140,9 +140,7 @@ pytest_plugins = ["tests.postgres", "tests.object_store", "tests.ray_cluster", "
 # ── heavy session fixtures: their users run together, and they stop after the last ───────
 # A Ray cluster idling beside the demo or the fault suite costs them a fair share of two
 # cores, so the modules that use the session's Ray cluster run as one block, then those that
-# use its network of sites, and each stops as soon as its last test is done. The Ray
-# cluster's block goes first: its jobs start one process at a time and leave a core to the
-# light lane beside them, which the demo and the fault suite, run last, would not.
+# use its network of sites, and each stops as soon as its last test is done.
 HEAVY = ("ray_cluster", "site_network")
 _LAST_USER = pytest.StashKey[list[str]]()
 
@@ -168,7 +166,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def group(item: pytest.Item) -> int:
         used = {name for i in by_module[item.module.__name__] for name in i.fixturenames}
-        return next((rank for rank, name in enumerate(HEAVY) if name in used), len(HEAVY))
+        return next((rank for rank, name in enumerate(HEAVY, 1) if name in used), 0)
 
     by_module: dict[str, list[pytest.Item]] = {}
     for item in items:
