@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import socket
 import sys
 import threading
 import time
@@ -354,10 +355,21 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
     return app
 
 
-def serve(app, host: str, port: int, certificate: Path, key: Path, ready: Callable[[], None] | None = None) -> None:
-    """Serves `app` over HTTPS until SIGTERM or SIGINT."""
+def listen(host: str, port: int) -> socket.socket:
+    """The site's listening socket. A site takes it before it starts its Ray cluster, whose
+    processes bind free ports of their own while they start: the port is the site's from here."""
+    try:
+        return socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    except OSError as exc:
+        raise ComputeError(f"The site cannot listen on {host}:{port} ({exc.strerror}); choose another port "
+                           "with --port, or stop the program that holds it.") from None
+
+
+def serve(app, listener: socket.socket, certificate: Path, key: Path, ready: Callable[[], None] | None = None) -> None:
+    """Serves `app` over HTTPS on `listener` (see `listen`) until SIGTERM or SIGINT."""
     import uvicorn
 
+    host, port = listener.getsockname()[:2]
     config = uvicorn.Config(app, host=host, port=port, ssl_certfile=str(certificate), ssl_keyfile=str(key),
                             log_level="warning", access_log=False, lifespan="off")
     server = uvicorn.Server(config)
@@ -369,4 +381,4 @@ def serve(app, host: str, port: int, certificate: Path, key: Path, ready: Callab
             ready()
 
         server.startup = startup
-    server.run()
+    server.run(sockets=[listener])

@@ -21,7 +21,7 @@ from compute import cluster
 from compute.dataplane import join
 from compute.lease import LeasePlan
 from compute.node import RayHome
-from compute.site import Site, make_app, serve
+from compute.site import Site, listen, make_app, serve
 from compute.site_auth import LEASE_ACTIONS, NonceBook, Refused, SiteRequest, authorize
 from compute.site_tls import SiteIdentity, make_identity
 from ledger.client import Swarm
@@ -144,9 +144,15 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
 def run_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig,
              ready: Callable[[RunningSite], None] | None = None) -> None:
     """Serves the site until SIGTERM or SIGINT, then stops the cluster if it started it."""
-    running, app = open_site(swarm, sender, home, config)
+    listener = listen(config.host, config.port)  # before the cluster's processes take free ports
+    config = replace(config, port=listener.getsockname()[1])  # port 0: the one the system chose
     try:
-        serve(app, config.host, config.port, running.identity.certificate, running.identity.key,
+        running, app = open_site(swarm, sender, home, config)
+    except BaseException:
+        listener.close()
+        raise
+    try:
+        serve(app, listener, running.identity.certificate, running.identity.key,
               ready=(lambda: ready(running)) if ready else None)
     finally:
         import ray

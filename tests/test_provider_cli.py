@@ -281,3 +281,14 @@ def test_claim_uses_the_proof_from_the_ledger_and_status_shows_what_is_claimable
     _json(cli("provider", "claim", "--account", str(P), "--json", env=db))
     assert swarm.balance_of(ADDRESS) == wallet + 160 * ONE
     engine.dispose()
+
+
+def test_a_site_on_a_port_another_program_holds_is_refused_before_its_cluster_starts(
+        cli_process, swarm_home, deployed) -> None:
+    import socket
+
+    with socket.create_server(("127.0.0.1", free_port())) as held:
+        port = held.getsockname()[1]
+        text = one_line_error(cli_process("provider", "serve", "--account", "2", "--port", str(port)))
+    assert f"cannot listen on 127.0.0.1:{port}" in text and "--port" in text
+    assert not (swarm_home / "ray" / "cluster.json").exists(), "no Ray cluster was started for it"
