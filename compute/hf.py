@@ -8,9 +8,10 @@ Text jobs read a table (compute.tabular) with a `text` column, and a `label` (th
 integer from 0) to train on or to score against. `finetune` trains LoRA adapters (peft) on
 the attention projections a model type names in `LORA_TARGETS`, with the classifier head
 trained beside them; `train` trains every weight. A checkpoint travels to a provider's
-node as its files (`pack`/`unpack`), so the node needs no access to the buyer's storage. `make_tiny` builds a small real
-architecture offline — a GPT-2 or BERT configuration with a word-level tokenizer trained on
-a corpus, initialised from a seed — which the examples and tests use where a hub model would be.
+node as its files (`pack`/`unpack`), so the node needs no access to the buyer's storage.
+`make_tiny` builds a small real architecture offline — a GPT-2 or BERT configuration with a
+word-level tokenizer trained on a corpus, initialised from a seed — which the examples and
+tests use where a hub model would be.
 """
 
 from __future__ import annotations
@@ -61,34 +62,39 @@ def check(path: str | Path) -> tuple[Path, str]:
     any weights are read; one that does not is the buyer's to fix."""
     from transformers import AutoConfig, AutoTokenizer
 
-    directory = find(path)
-    if directory is None:
-        raise InvalidJob(f"no transformers checkpoint at {path}; give a directory save_pretrained wrote "
-                         f"({CONFIG}, the weights and the tokenizer's files)")
+    directory = _found(path)
     try:
         config = AutoConfig.from_pretrained(directory, local_files_only=True)
         AutoTokenizer.from_pretrained(directory, local_files_only=True)
     except (OSError, ValueError, KeyError) as exc:
-        raise InvalidJob(f"the transformers checkpoint {directory.name} cannot be loaded: "
-                         f"{str(exc).strip().splitlines()[0]}") from None
+        raise _unloadable(directory, exc) from None
     return directory, config.model_type
+
+
+def _found(path: str | Path) -> Path:
+    directory = find(path)
+    if directory is None:
+        raise InvalidJob(f"no transformers checkpoint at {path}; give a directory save_pretrained wrote "
+                         f"({CONFIG}, the weights and the tokenizer's files)")
+    return directory
+
+
+def _unloadable(directory: Path, exc: Exception) -> InvalidJob:
+    return InvalidJob(f"the transformers checkpoint {directory.name} cannot be loaded: "
+                      f"{str(exc).strip().splitlines()[0]}")
 
 
 def load(path: str | Path):
     """(model, tokenizer) of a checkpoint directory: a sequence classifier in eval mode."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    directory = find(path)
-    if directory is None:
-        raise InvalidJob(f"no transformers checkpoint at {path}; give a directory save_pretrained wrote "
-                         f"({CONFIG}, the weights and the tokenizer's files)")
+    directory = _found(path)
     quiet()
     try:
         tokenizer = AutoTokenizer.from_pretrained(directory, local_files_only=True)
         model = AutoModelForSequenceClassification.from_pretrained(directory, local_files_only=True)
     except (OSError, ValueError, KeyError) as exc:
-        raise InvalidJob(f"the transformers checkpoint at {directory.name} cannot be loaded: "
-                         f"{str(exc).strip().splitlines()[0]}") from None
+        raise _unloadable(directory, exc) from None
     if tokenizer.pad_token is None:  # GPT-2's own tokenizer has none: pad with its end of text
         tokenizer.pad_token = tokenizer.eos_token
     if model.config.pad_token_id is None:

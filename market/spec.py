@@ -288,9 +288,8 @@ class JobSpec(BaseModel):
     def brought(self) -> dict[str, Input | str]:
         """A built-in kind's model and dataset that the buyer brings (not a name, not job:<id>),
         by spec field: pinned, or a path or URI until `market.buyer.pin` pins it."""
-        from compute.tabular import is_named
-
         from compute.catalog import MODEL_NAMES
+        from compute.tabular import is_named
 
         found: dict[str, Input | str] = {}
         if self.kind in ("finetune", "infer") and self.model is not None and not (
