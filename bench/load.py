@@ -48,6 +48,7 @@ from ledger.services import MarketJob  # noqa: E402
 from ledger.specs import store_spec  # noqa: E402
 from ledger.tx import Sender  # noqa: E402
 from market.service import MarketConfig, MarketService  # noqa: E402
+from market.buyer import pin  # noqa: E402
 from market.spec import validate_spec  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "load.json"
@@ -91,7 +92,7 @@ def main() -> None:
             np.save(inputs, synthetic_sequences(5, n=16)[0].numpy())
             engine = open_ledger(f"sqlite:///{home / 'ledger.db'}")
             service = MarketService(swarm, swarm.sender(dev_account(0).key), engine, home,
-                                    MarketConfig(interval_s=0.5, storage=str(home / "results")))
+                                    MarketConfig(interval_s=0.5))
             passes = []
             loop = threading.Thread(target=service.run, args=(stop,),
                                     kwargs={"on_tick": lambda r: passes.append(time.monotonic())}, daemon=True)
@@ -108,7 +109,8 @@ def main() -> None:
                 sender = swarm.sender(dev_account(buyer).key)
                 posted = []
                 for k in range(n):
-                    parsed = validate_spec(spec | {"seed": buyer * 100_000 + k}, now=swarm.chain.timestamp())
+                    parsed = pin(validate_spec(spec | {"seed": buyer * 100_000 + k}, now=swarm.chain.timestamp()),
+                                 home, default_output=str(home / "results"))
                     digest = store_spec(home, parsed.canonical())
                     posted.append(jobs.post_job(swarm, sender, digest, parsed.max_price_per_unit, parsed.max_units,
                                                 parsed.deadline)[0])

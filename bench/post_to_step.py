@@ -59,7 +59,7 @@ SPEC = {
 
 def one_run(swarm: Swarm, home: Path, engine, seed: int) -> dict[str, float]:
     started = time.time()
-    spec = validate_spec(SPEC | {"seed": seed}, now=swarm.chain.timestamp())
+    spec = validate_spec(SPEC | {"seed": seed, "output": str(home / "results")}, now=swarm.chain.timestamp())
     digest = store_spec(home, spec.canonical())
     job_id, _ = jobs.post_job(swarm, swarm.sender(BUYER.key), digest, spec.max_price_per_unit, spec.max_units,
                               spec.deadline)
@@ -101,7 +101,7 @@ def main() -> None:
             stake.register(swarm, provider, store_spec(home, hardware), 1)
             stake.stake(swarm, provider, 1_000 * 10**18)
             engine = open_ledger(f"sqlite:///{home / 'ledger.db'}")
-            config = MarketConfig(interval_s=args.interval, storage=str(home / "results"))
+            config = MarketConfig(interval_s=args.interval)
             service = MarketService(swarm, swarm.sender(dev_account(0).key), engine, home, config)
             loop = threading.Thread(target=service.run, args=(stop,), daemon=True)
             loop.start()

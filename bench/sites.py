@@ -99,7 +99,7 @@ def bench_start(swarm, home: Path, site, runs: int) -> dict:
         job_id, body = post(swarm, home, program_spec(home, swarm.chain.timestamp(), 1_000 + run))
         jobs.assign_job(swarm, matcher, job_id, site.provider, 10**15)
         started = time.monotonic()
-        client.start_lease(job_id, body, str(home / "results"))
+        client.start_lease(job_id, body)
         wait_until(lambda: client.status(job_id)["state"] in ("succeeded", "failed"))
         agent = time.monotonic() - started
         assert client.status(job_id)["state"] == "succeeded"

@@ -12,9 +12,12 @@ job's log, which the site reads through Ray's job API from wherever the lease ra
 
 A lease directory holds:
 
-  work/         the sandbox's only writable place: the job's storage (checkpoints and
-                outputs, kept across attempts so a retry on the same machine resumes from the
-                last checkpoint);
+  work/         the sandbox's writable place: the job's storage (checkpoints and outputs,
+                kept across attempts so a retry on the same machine resumes from the last
+                checkpoint), and the inputs copied in and checked. A built-in job whose
+                buyer's output is a directory here writes its own directory of that output
+                instead, the one other place bound writable; the results of every other job
+                are copied to the buyer's output when it ends;
   log           everything the sandbox printed;
   outcome.json  the launcher's verdict: succeeded or failed, which limit was broken, the
                 result hash (recomputed here from the outputs) and the units.
@@ -82,21 +85,23 @@ class LeasePlan:
     max_processes: int = 256
     hidden: tuple[str, ...] = ()  # the provider's SWARM_HOME, the leases directory
     attempt: int = 1
-    program: dict[str, Any] | None = None  # the buyer's own program, pinned: market.spec.JobSpec.program() and "result"
-    storage: str = ""  # the market's storage (a directory or a pyarrow URI): results go there
-    inputs: tuple[str, ...] = ()  # results of earlier jobs (compute job ids) the job builds on, from storage
+    program: dict[str, Any] | None = None  # the buyer's own program, pinned: market.spec.JobSpec.program()
+    result: str = ""  # where the results go: <the buyer's output>/<compute job id>, a directory or a URI
     # (URI, sha256, where in work/): a built-in job's model or dataset that the buyer brings, pinned
     files: tuple[tuple[str, str, str], ...] = ()
+    # (job:<id>, its result's location, the chain's resultHash of it, where in work/): the
+    # earlier result a built-in job builds on
+    prior: tuple[tuple[str, str, str, str], ...] = ()
     verdict_key: str = ""  # marks the launcher's verdict in the job's log; never shown to the lease
 
     @property
-    def shared_storage(self) -> Path | None:
-        """The market's storage when it is a directory here: a built-in job then checkpoints
-        into its own directory of it, bound into the sandbox, so a job that another site takes
-        over resumes from its last checkpoint; a URI is copied to and from instead."""
-        if self.job is None or not self.storage or "://" in self.storage:
+    def local_result(self) -> Path | None:
+        """A built-in job's result directory when the buyer's output is a directory here: the
+        job then checkpoints into it, bound into the sandbox, so a job that another site sharing
+        the directory takes over resumes from its last checkpoint; a URI is copied to instead."""
+        if self.job is None or not self.result or "://" in self.result:
             return None
-        return Path(self.storage)
+        return Path(self.result)
 
     def limits(self) -> Limits:
         return Limits(memory_bytes=self.memory_bytes, max_processes=self.max_processes + RAY_PROCESS_ALLOWANCE,
@@ -128,8 +133,9 @@ class LeasePlan:
 
     @classmethod
     def _from(cls, raw: dict[str, Any]) -> LeasePlan:
-        return cls(**(raw | {"hidden": tuple(raw.get("hidden", ())), "inputs": tuple(raw.get("inputs", ())),
-                             "files": tuple(tuple(f) for f in raw.get("files", ()))}))
+        return cls(**(raw | {"hidden": tuple(raw.get("hidden", ())),
+                             "files": tuple(tuple(f) for f in raw.get("files", ())),
+                             "prior": tuple(tuple(p) for p in raw.get("prior", ()))}))
 
 
 def ray_job(plan: LeasePlan, name: str) -> dict[str, Any]:
@@ -225,8 +231,8 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
     work = directory / WORK
     work.mkdir(parents=True, exist_ok=True)
     (work / RUN).unlink(missing_ok=True)
-    sandbox = lease_sandbox(directory, plan, _storage_binds(plan))
     try:
+        sandbox = lease_sandbox(directory, plan, _result_binds(plan))
         if plan.program is not None:
             from compute import program
 
@@ -271,13 +277,12 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
             if plan.program is not None:
                 from compute import program
 
-                program.publish(work, plan.program["result"], plan.hidden)
-            elif plan.shared_storage is None:
-                _publish(plan, Path(run["result_dir"]))
+                program.publish(work, plan.result, plan.hidden)
+            elif plan.local_result is None:
+                _copy(run["result_dir"], plan.result)
         except (ProgramError, OSError) as exc:
-            where = plan.program["result"] if plan.program is not None else plan.storage
             outcome = _replace(outcome, state="failed", error=f"the site could not store the result in "
-                                                             f"{shown(where)}: {exc}")
+                                                             f"{shown(plan.result)}: {exc}")
     outcome.write(directory)
     return outcome
 
@@ -289,7 +294,7 @@ def work_in_sandbox(work: Path) -> None:
     from compute.jobs import ComputeJob, run_job
 
     plan = LeasePlan.read(work)
-    storage = plan.shared_storage or work / "storage"
+    storage = plan.local_result.parent if plan.local_result else work / "storage"
     job = ComputeJob(**(plan.job | {"storage": str(storage)}))
     start_ray(plan, job.provider)
     try:
@@ -343,14 +348,26 @@ def run_program(work: Path) -> None:
 
 
 def _fetch_inputs(plan: LeasePlan, work: Path) -> None:
-    """Copies into the lease the earlier results the job builds on, from the market's storage,
-    and the model or dataset the buyer brings, checked against its pin (the buyer's fault if not)."""
+    """Copies into the lease the earlier result the job builds on, checked against the chain's
+    resultHash of it, and the model or dataset the buyer brings, checked against its pin: one
+    that does not match, or cannot be read, is the buyer's fault."""
     from compute import dataplane, program
+    from compute.manifest import OUTPUT_DIR
 
-    for compute_id in () if plan.shared_storage else plan.inputs:
-        target = work / "storage" / compute_id
-        if not target.exists() and plan.storage:
-            _copy(join(plan.storage, compute_id), str(target))
+    for ref, location, result_hash, name in plan.prior:
+        target = work / name / OUTPUT_DIR
+        if not target.exists():
+            what = f"the result of {ref}"
+            try:
+                program.readable(location, plan.hidden, what, verified=True)
+                # The outputs' digest is their manifest's hash: what the chain holds as resultHash.
+                dataplane.stage(join(location, OUTPUT_DIR), result_hash, target, what=what)
+            except dataplane.DigestMismatch:
+                raise NotReadable(f"{what} in {shown(location)} is not the one the chain holds (its files do not "
+                                  f"hash to the resultHash {result_hash}); restore it there, or build on "
+                                  "another job") from None
+            except (dataplane.DataPlaneError, ProgramError) as exc:
+                raise NotReadable(str(exc)) from None
     for uri, sha256, name in plan.files:
         target = work / name
         if not target.exists():
@@ -369,30 +386,21 @@ class NotReadable(Exception):
     """A file the job names that its lease may not have: the buyer's fault."""
 
 
-def _storage_binds(plan: LeasePlan) -> tuple[tuple[Path, bool], ...]:
-    """The job's own directory of the market's storage, writable and owned by the lease's
-    user, and the earlier results it builds on, read-only."""
-    storage = plan.shared_storage
-    if storage is None:
+def _result_binds(plan: LeasePlan) -> tuple[tuple[Path, bool], ...]:
+    """A built-in job's own directory of the buyer's output, when that is a directory here:
+    writable and owned by the lease's user. One in what the site keeps from its leases is refused."""
+    own = plan.local_result
+    if own is None:
         return ()
-    own = storage / plan.job["job_id"]
+    from compute import program
+
+    program.writable_output(str(own.parent), plan.hidden)
     own.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0:  # a job taken over from another lease is this lease's now
         uid = lease_uid(plan.number)
         for path in [own, *own.rglob("*")]:
             os.chown(path, uid, uid, follow_symlinks=False)
-    earlier = tuple((storage / i, False) for i in plan.inputs if (storage / i).is_dir())
-    for directory, _ in earlier:  # readable by this lease's user, whichever lease wrote them
-        for path in [directory, *directory.rglob("*")]:
-            mode = path.stat(follow_symlinks=False).st_mode
-            path.chmod(mode | (0o005 if path.is_dir() else 0o004))
-    return ((own, True), *earlier)
-
-
-def _publish(plan: LeasePlan, result_dir: Path) -> None:
-    """Stores a finished lease's results where the market keeps them."""
-    if plan.storage:
-        _copy(str(result_dir), join(plan.storage, result_dir.name if plan.job else str(plan.job_id)))
+    return ((own, True),)
 
 
 def _copy(source: str, destination: str) -> None:
@@ -440,7 +448,7 @@ def _read_run(work: Path) -> dict | None:
         return None
     result_dir = Path(str(raw.get("result_dir", ""))).resolve()
     plan = LeasePlan.read(work)
-    own = [work.resolve()] + ([(plan.shared_storage / plan.job["job_id"]).resolve()] if plan.shared_storage else [])
+    own = [work.resolve()] + ([plan.local_result.resolve()] if plan.local_result else [])
     if not any(result_dir.is_relative_to(d) for d in own) or not (result_dir / "outputs").is_dir():
         return None  # outputs outside the lease's own directories are not its outputs
     return raw | {"result_dir": str(result_dir)}

@@ -90,15 +90,17 @@ def _unpack(archive: Path, work: Path) -> None:
     dataplane.unpack(archive, work)
 
 
-def readable(location: str, hidden: tuple[str, ...], what: str) -> None:
-    """A local path is read only if every user of the site's machine may read it and it is not in
-    what the site keeps from its leases (a keystore, the cluster's token)."""
+def readable(location: str, hidden: tuple[str, ...], what: str, verified: bool = False) -> None:
+    """A local path is read only if it is not in what the site keeps from its leases (a
+    keystore, the cluster's token) and every user of the site's machine may read it — unless
+    it is `verified`: an earlier job's result, kept only if it hashes to the chain's resultHash,
+    which a lease wrote with its own user's rights."""
     if dataplane.is_uri(location) and not location.startswith("file://"):
         return
     path = Path(location.removeprefix("file://")).expanduser().resolve()
     if any(path.is_relative_to(Path(h).resolve()) for h in hidden):
         raise ProgramError(f"{what} {location} lies in what the site keeps from its leases")
-    if path.exists():
+    if path.exists() and not verified:
         for item in [path, *(path.rglob("*") if path.is_dir() else ())]:
             if item.stat().st_mode & 0o004 == 0:
                 raise ProgramError(f"{what} {location} is not readable by every user of the site; "

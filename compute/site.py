@@ -7,7 +7,8 @@ work runs in a sandbox on whichever machine of the site Ray places it. The site 
 lease's log and its launcher's verdict back through Ray's job API. A lease is started once
 per job: starting it again returns the lease that exists. When the node running a lease is
 lost, the site submits the lease again and it resumes from its last checkpoint (in the
-market's storage, or in the lease's directory when it runs on the same machine again).
+buyer's output when that is a directory the site's machines share, or in the lease's
+directory when it runs on the same machine again).
 When a lease succeeds the site
 signs (jobId, resultHash, units) with the provider's key: the provider's own word on the
 result, which the market must bring to the chain.
@@ -43,9 +44,10 @@ MAX_ATTEMPTS = 3  # a lease whose node is lost runs again, from its checkpoint, 
 LOG_TAIL_BYTES = 64 * 1024
 PROBE_TIMEOUT_S = 10.0
 
-# (job_id, spec bytes, lease number, the lease's own storage directory, the market's storage) ->
-# the lease to run; raises Refused for a spec it cannot run
-Planner = Callable[[int, bytes, int, Path, str], LeasePlan]
+# (what the chain says of the job, job_id, spec bytes, lease number, the lease's own storage
+# directory, the spec of the job whose result it builds on or None) -> the lease to run;
+# raises Refused for a spec it cannot run
+Planner = Callable[[JobView, int, bytes, int, Path, "bytes | None"], LeasePlan]
 # (job_id, result_hash, units) -> the provider's signature
 ResultSigner = Callable[[int, bytes, int], bytes]
 # (request, signature, spec hash or None) -> the signer's address and, for a lease action, what the
@@ -66,8 +68,8 @@ class LeaseStatus:
     signature: str | None = None  # 0x, the provider's over (jobId, resultHash, units)
     metrics: dict[str, Any] | None = None
     fault: str | None = None  # a failed lease's: "buyer" (its job) or "provider" (the site lost it)
-    compute_id: str | None = None  # the name its results have in the market's storage
-    result_uri: str | None = None  # a buyer's program's: where its results went (the buyer's output)
+    compute_id: str | None = None  # its compute job id: the name of its results in the buyer's output
+    result_uri: str | None = None  # where its results went: <the buyer's output>/<compute id>
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -91,15 +93,15 @@ class Site:
         self._lock = threading.Lock()
 
     # ── leases ───────────────────────────────────────────────────────────────
-    def start(self, job: JobView, job_id: int, spec: bytes, storage: str = "") -> LeaseStatus:
-        """Starts the job's lease, once: a lease that exists is returned as it is. `storage`
-        is where the market keeps results (and the earlier results the job builds on)."""
+    def start(self, job: JobView, job_id: int, spec: bytes, prior: bytes | None = None) -> LeaseStatus:
+        """Starts the job's lease, once: a lease that exists is returned as it is. `prior` is
+        the spec of the job whose result this one builds on (`job:<id>`), if any."""
         with self._lock:
             directory = self._dir(job, job_id)
             if (directory / "lease.json").is_file():
                 return self.status(job, job_id)
-            plan = self.planner(job_id, spec, self._next_number(), Path(HERE) / WORK / "storage", storage)
-            plan = LeasePlan(**(asdict(plan) | {"hidden": tuple(plan.hidden) + self.hidden, "storage": storage,
+            plan = self.planner(job, job_id, spec, self._next_number(), Path(HERE) / WORK / "storage", prior)
+            plan = LeasePlan(**(asdict(plan) | {"hidden": tuple(plan.hidden) + self.hidden,
                                                  "verdict_key": secrets.token_hex(16)}))
             plan.write(directory)
             self._submit(directory, plan)
@@ -165,8 +167,7 @@ class Site:
                              result_hash=outcome.result_hash, units=outcome.units, unit=outcome.unit,
                              metrics=outcome.metrics or None, fault=None if outcome.state == "succeeded" else outcome.fault,
                              compute_id=plan.job["job_id"] if plan.job else str(job_id),
-                             result_uri=plan.program["result"] if plan.program and outcome.state == "succeeded"
-                             else None)
+                             result_uri=plan.result if outcome.state == "succeeded" else None)
         if outcome.state != "succeeded":
             return status
         signed = directory / "signature"
@@ -303,16 +304,17 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
     @app.post("/v1/leases/{job_id}")
     async def start(job_id: int, request: Request):
         """The body: {"spec": the job's spec as posted (its keccak is the chain's spec hash),
-        "storage": where the market keeps results}."""
+        "prior": the spec of the job whose result it builds on, for a job:<id> model}."""
         from compute.site_auth import body_hash
 
         try:
             raw = json.loads(await request.body())
-            spec, storage = raw["spec"].encode(), str(raw.get("storage", ""))
+            spec = raw["spec"].encode()
+            prior = raw["prior"].encode() if raw.get("prior") is not None else None
         except (ValueError, KeyError, TypeError, AttributeError):
-            raise Refused(400, 'A lease starts from a JSON body {"spec": "...", "storage": "..."}.') from None
+            raise Refused(400, 'A lease starts from a JSON body {"spec": "...", "prior": "..." or null}.') from None
         _, job = await check(request, "lease.start", job_id, spec_hash=body_hash(spec))
-        return (await run_in_threadpool(site.start, job, job_id, spec, storage)).as_dict()
+        return (await run_in_threadpool(site.start, job, job_id, spec, prior)).as_dict()
 
     @app.get("/v1/leases/{job_id}")
     async def status(job_id: int, request: Request):

@@ -85,6 +85,7 @@ class JobView:
     status: str  # posted, assigned, completed, disputed, settled, failed, cancelled, reclaimed
     spec_hash: bytes
     posted_in: bytes = b""  # the hash of the block the job was posted in: with its id, the job's identity
+    result_hash: bytes = bytes(32)  # the result the chain holds for it (zero before one)
 
 
 class Authority(Protocol):

@@ -55,9 +55,10 @@ class SiteClient:
         self.market = market
         self.timeout_s = timeout_s
 
-    def start_lease(self, job_id: int, spec: bytes, storage: str = "") -> dict[str, Any]:
-        """Starts job `job_id`'s lease from its spec as posted (canonical JSON); results go to `storage`."""
-        body = json.dumps({"spec": spec.decode(), "storage": storage}).encode()
+    def start_lease(self, job_id: int, spec: bytes, prior: bytes | None = None) -> dict[str, Any]:
+        """Starts job `job_id`'s lease from its spec as posted (canonical JSON), with the spec of
+        the job whose result it builds on (`job:<id>`), if any."""
+        body = json.dumps({"spec": spec.decode(), "prior": prior.decode() if prior is not None else None}).encode()
         return self._call("POST", f"/v1/leases/{job_id}", "lease.start", job_id, body)
 
     def status(self, job_id: int) -> dict[str, Any]:

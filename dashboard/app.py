@@ -19,12 +19,9 @@ from ledger.db import DatabaseUnavailable, database_errors
 PAGE = Path(__file__).resolve().parent / "static" / "index.html"
 
 
-def create_app(home: Path, db_url: str, storage: Path | None = None, chain_id: int | None = None) -> FastAPI:
-    """The app over the ledger at `db_url` (refused, in one sentence, when it holds nothing yet).
-
-    `storage` is where the market service keeps run checkpoints (default `$SWARM_HOME/results`).
-    """
-    source = data.open_source(home, db_url, storage, chain_id)
+def create_app(home: Path, db_url: str, chain_id: int | None = None) -> FastAPI:
+    """The app over the ledger at `db_url` (refused, in one sentence, when it holds nothing yet)."""
+    source = data.open_source(home, db_url, chain_id)
     metrics = registry(source)
     page = PAGE.read_text(encoding="utf-8")
 

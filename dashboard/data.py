@@ -43,7 +43,6 @@ class Source:
     engine: Engine
     database: str  # the URL, password redacted
     home: Path
-    storage: Path  # where runs keep checkpoints: the market's --storage, $SWARM_HOME/results by default
     chain_id: int
     market: str | None  # JobMarket's address, which names the compute jobs
     specs: dict[str, dict] = field(default_factory=dict, compare=False)  # content-addressed, so never stale
@@ -65,15 +64,14 @@ class Source:
         return Session(self.engine)
 
 
-def open_source(home: Path, db_url: str, storage: Path | None = None, chain_id: int | None = None) -> Source:
+def open_source(home: Path, db_url: str, chain_id: int | None = None) -> Source:
     """Opens the ledger at `db_url` and picks the chain it indexed; refuses a ledger that is not there yet."""
     _require_sqlite_file(db_url)
     engine = open_ledger(db_url)
     shown = redact(db_url)
     with database_errors(db_url), Session(engine) as session:
         cursor = pick_chain(session, chain_id, shown)
-    return Source(engine=engine, database=shown, home=home, storage=storage or home / "results",
-                  chain_id=cursor.chain_id, market=_market_address(home, cursor))
+    return Source(engine=engine, database=shown, home=home, chain_id=cursor.chain_id, market=_market_address(home, cursor))
 
 
 def _require_sqlite_file(db_url: str) -> None:
@@ -263,18 +261,20 @@ def training_history(src: Source, job: Job, record: MarketJob | None, spec: dict
     if isinstance(finished, list) and finished:
         return finished, "result"
     if spec.get("kind") == "train" and record is not None and record.state in ("assigned", "running"):
-        state = newest_checkpoint_state(src, job.job_id)
+        state = newest_checkpoint_state(src, job.job_id, spec.get("output"))
         if state and state.get("history"):
             return state["history"], "checkpoint"
     return [], None
 
 
-def newest_checkpoint_state(src: Source, job_id: int) -> dict | None:
-    """The `state.json` of the newest checkpoint Ray Train kept for the job (the one furthest in epochs)."""
-    if src.namespace is None:
+def newest_checkpoint_state(src: Source, job_id: int, output: str | None) -> dict | None:
+    """The `state.json` of the newest checkpoint Ray Train kept for the job (the one furthest in
+    epochs), in the buyer's output when that is a directory here (a devnet's); the dashboard
+    holds no key to a buyer's object storage."""
+    if src.namespace is None or not isinstance(output, str) or "://" in output:
         return None
     newest: tuple[int, float, dict] | None = None
-    for path in (src.storage / f"{src.namespace}{job_id}").glob(f"checkpoint_*/{CHECKPOINT_STATE}"):
+    for path in (Path(output) / f"{src.namespace}{job_id}").glob(f"checkpoint_*/{CHECKPOINT_STATE}"):
         try:
             state = json.loads(path.read_text())
             key = (int(state.get("epoch", 0)), path.stat().st_mtime)

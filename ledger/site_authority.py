@@ -1,7 +1,7 @@
 """The chain's answers a provider's site needs to authorize a signed request
 (`compute.site_auth.Authority`): who holds MATCHER_ROLE, who sits on the oracle committee,
-and what a job is on chain — its provider, its buyer, its status and the spec hash it was
-posted with."""
+and what a job is on chain — its provider, its buyer, its status, the spec hash it was
+posted with and its result hash."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ class SiteJob:
     status: str
     spec_hash: bytes
     posted_in: bytes = b""
+    result_hash: bytes = bytes(32)
 
 
 class ChainAuthority:
@@ -54,7 +55,7 @@ class ChainAuthority:
         if info.status == 0:
             return None
         spec_hash, block = self._posted(job_id)
-        return SiteJob(info.provider, info.buyer, info.status.name.lower(), spec_hash, block)
+        return SiteJob(info.provider, info.buyer, info.status.name.lower(), spec_hash, block, info.result_hash)
 
     def _cached(self, key: tuple, read):
         now = time.monotonic()

@@ -59,16 +59,19 @@ if TYPE_CHECKING:  # the ORM loads in the operations that use it
     from ledger.tx import Receipt, Sender
 
 UPLOADS = "uploads"
+DEFAULT_OUTPUT = "results"  # a built-in job's output when its spec names none: $SWARM_HOME/results
 
 
-def pin(spec: JobSpec, base: Path, upload_to: str | None = None) -> JobSpec:
+def pin(spec: JobSpec, base: Path, upload_to: str | None = None, default_output: str | None = None) -> JobSpec:
     """The spec with its code and inputs (a built-in kind's model and dataset) uploaded (if local
     and there is an output or `upload_to`) and pinned; its output made absolute if it is a local
-    path. Raises SpecError naming the field that cannot be pinned."""
-    if not spec.unpinned() and (spec.output is None or dataplane.is_uri(spec.output)):
+    path. A built-in job with no output gets `default_output`, whose uploads go nowhere (its
+    local files are pinned where they are). Raises SpecError naming the field that cannot be pinned."""
+    if not spec.unpinned() and spec.output is not None and dataplane.is_uri(spec.output):
         return spec
     output = _located(spec.output, base) if spec.output else None
     upload_to = upload_to or (dataplane.join(output, UPLOADS) if output else None)
+    output = output or (default_output if spec.kind != "ray" else None)
     data: dict[str, Any] = spec.canonical() | {"output": output}
     if isinstance(spec.code, str):
         data["code"] = _pin_code(_located(spec.code, base), upload_to)
@@ -232,7 +235,9 @@ class Buyer:
              base: Path | None = None) -> Posted:
         """Escrows payment for `spec` (a file, a mapping or a JobSpec) and posts one job per
         replica. Local code and inputs are uploaded to `upload_to` (default: the spec's
-        output/uploads) and pinned first; relative paths are the spec file's (or `base`)."""
+        output/uploads) and pinned first; relative paths are the spec file's (or `base`). A
+        built-in job whose spec names no output puts its results in this SWARM_HOME's results/,
+        which a devnet's sites write; sites elsewhere need an output they can reach."""
         from ledger.specs import store_spec
         from market.spec import load_spec
 
@@ -245,7 +250,7 @@ class Buyer:
         total = spec.escrow_wei * spec.replicas
         self._check_postable(sender.address, spec, total)
         self._check_borrowing(sender.address, spec)
-        spec = pin(spec, base or Path.cwd(), upload_to)
+        spec = pin(spec, base or Path.cwd(), upload_to, default_output=str(self.home / DEFAULT_OUTPUT))
         digest = store_spec(self.home, spec.canonical())
         posted = self._post_replicas(sender, spec, digest)
         return Posted([job_id for job_id, _ in posted], "0x" + digest.hex(), spec, total, sender.address,
@@ -351,8 +356,8 @@ class Buyer:
 
     # ── result ────────────────────────────────────────────────────────────────
     def result(self, job_id: int, download_to: str | Path | None = None) -> Result:
-        """The job's result, verified: found where its spec's output says (or, for a built-in job,
-        where the market service recorded it), downloaded to `download_to` (default ./job-ID)
+        """The job's result, verified: found where its spec's output says (or where the market
+        service recorded that the site put it), downloaded to `download_to` (default ./job-ID)
         when it is in object storage, and refused unless its files hash to the chain's resultHash."""
         from ledger.indexer.models import Job
         from market.spec import job_namespace

@@ -76,7 +76,6 @@ class MarketConfig:
     # matrix (job abandonment) charges it at the epoch's end, from the chain's events.
     fault_slash_bps: int = 0
     default_price_per_unit: int = 10**15  # 0.001 SWARM per unit, for providers that declared no price
-    storage: str = ""  # where runs keep results and checkpoints: a directory or a pyarrow URI
     newcomer: Newcomer = Newcomer()
 
     def __post_init__(self) -> None:
@@ -131,7 +130,6 @@ class MarketService:
         self.indexer = Indexer(swarm, engine, confirmations=0)  # the market acts on the chain's head
         self._pool = ThreadPoolExecutor(max_workers=config.max_running, thread_name_prefix="swarm-lease")
         self.sites = Sites(swarm, sender, home)
-        self.storage = config.storage or str(home / "results")  # where sites store the results
         self._halt = threading.Event()  # tells the lease followers the service is closing
         self._runs: dict[int, _Run] = {}
         self._specs: dict[str, JobSpec | SpecError] = {}
@@ -470,6 +468,10 @@ class MarketService:
         return build_offers(session, self.chain_id, self.home, min_stake, capacity, busy,
                             self.config.default_price_per_unit, self.config.newcomer, exclude)
 
+    def _spec_body(self, spec_hash: str) -> bytes:
+        """A spec as posted: the bytes whose keccak is the spec hash on chain."""
+        return canonical(load_spec(self.home, bytes.fromhex(spec_hash.removeprefix("0x"))))
+
     def _spec_hash(self, session: Session, job_id: int) -> str:
         return session.get(Job, (self.chain_id, job_id)).spec_hash
 
@@ -490,9 +492,11 @@ class MarketService:
                 self._provider_lost(session, jobs, records, job, record,
                                     f"provider {job.provider} registered no site to run job {job_id} on.", report)
                 continue
-            body = canonical(load_spec(self.home, bytes.fromhex(job.spec_hash.removeprefix("0x"))))
-            future = self._pool.submit(follow_lease, self.sites.client(address), job_id, body, self.storage,
-                                       self._halt)
+            body = self._spec_body(job.spec_hash)
+            # A job built on another's result: the site checks that result itself, from its spec.
+            prior = session.get(Job, (self.chain_id, spec.prior_job)) if spec.prior_job is not None else None
+            future = self._pool.submit(follow_lease, self.sites.client(address), job_id, body,
+                                       self._spec_body(prior.spec_hash) if prior else None, self._halt)
             future.add_done_callback(lambda _: self.wake.set())
             self._runs[job_id] = _Run(job_id, job.provider, job_needs(spec), future)
             record.attempts += 1

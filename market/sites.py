@@ -17,7 +17,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from compute.dataplane import join
 from compute.errors import InvalidJob, ProviderFault
 from compute.site_auth import Refused
 from compute.site_client import SiteAddress, SiteClient, SiteUnreachable
@@ -41,7 +40,7 @@ class LeaseResult:
     unit: str
     signature: str  # 0x…, the provider's over (jobId, resultHash, units)
     metrics: dict
-    result_dir: str  # where the site stored the results in the market's storage
+    result_dir: str  # where the site stored the results: <the buyer's output>/<compute job id>
 
 
 class Sites:
@@ -94,10 +93,11 @@ class Sites:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def follow_lease(client: SiteClient, job_id: int, spec: bytes, storage: str, stop: threading.Event,
+def follow_lease(client: SiteClient, job_id: int, spec: bytes, prior: bytes | None, stop: threading.Event,
                  lost_after_s: float = LOST_AFTER_S) -> LeaseResult:
     """Starts the job's lease on its site and follows it to its end.
 
+    `prior` is the spec of the job whose result this one builds on (`job:<id>`), if any.
     Raises ProviderFault when the site stops answering for `lost_after_s` or reports it lost
     the lease's node too often, and InvalidJob when the job failed by its own doing (it broke a
     limit of its lease, or its code failed)."""
@@ -106,7 +106,7 @@ def follow_lease(client: SiteClient, job_id: int, spec: bytes, storage: str, sto
     started = False
     while not stop.is_set():
         try:
-            status = client.status(job_id) if started else client.start_lease(job_id, spec, storage)
+            status = client.status(job_id) if started else client.start_lease(job_id, spec, prior)
             started, silent_since = True, None
         except SiteUnreachable as exc:
             silent_since = silent_since or time.monotonic()
@@ -120,11 +120,8 @@ def follow_lease(client: SiteClient, job_id: int, spec: bytes, storage: str, sto
             raise ProviderFault(provider, f"job {job_id}: the site of {provider} failed: {exc}") from None
         state = status["state"]
         if state == "succeeded":
-            compute_id = status.get("compute_id") or ""
             return LeaseResult(provider, status["result_hash"], int(status["units"]), status["unit"],
-                               status["signature"], status.get("metrics") or {},
-                               status.get("result_uri") or (join(storage, compute_id) if storage and compute_id
-                                                            else ""))
+                               status["signature"], status.get("metrics") or {}, status.get("result_uri") or "")
         if state in ("failed", "stopped"):
             if status.get("fault") == "provider":
                 raise ProviderFault(provider, f"job {job_id}: {status.get('error')}")

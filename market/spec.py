@@ -11,9 +11,11 @@ How the top-level `model` and `dataset` reach the runner:
   finetune      model → params.base_checkpoint, dataset → params.dataset
   infer         model → params.checkpoint, dataset → params.dataset_path (a .npy array or a table)
 A dataset is a built-in one's name or a table the buyer brings (compute.tabular); a checkpoint
-is `job:<id>` (that job's result) or a directory. What the buyer brings is named like a ray
+is `job:<id>` (that job's result, which the site fetches from that job's output and checks
+against the chain's resultHash) or a directory. What the buyer brings is named like a ray
 job's inputs: a path or URI, pinned by its sha256 (`{uri, sha256}`) before the spec is posted,
-and a site copies it into the lease and checks it before the runner reads it.
+and a site copies it into the lease and checks it before the runner reads it. Every kind's
+results go to `<output>/<compute job id>` in the buyer's storage, never the market's.
 
 A `ray` job is the buyer's own program (docs/market.md): `code`, the program's directory
 packed as one tar, and `inputs`, the datasets and models it reads, are each a URI pinned by
@@ -90,7 +92,7 @@ ALLOWED = {
     "params": "a mapping of the runner's parameter names to values",
     "code": "the program's directory: a local path or URI, or {uri, sha256} once pinned",
     "inputs": "a mapping of names (letters, digits, _) to a local path or URI, or {uri, sha256} once pinned",
-    "output": "the URI (or, on a devnet, the directory) the job's results go to",
+    "output": "the URI (or, on a devnet, the directory) the job's results go to, under its compute job id",
     "sha256": "the input's sha256, 64 hex digits as sha256sum prints them (or give the path or URI alone, "
               "and `swarm job post` pins it)",
     "uri": "where the input is: a local path or a URI pyarrow opens",
@@ -233,7 +235,9 @@ class JobSpec(BaseModel):
     params: dict[str, Any] = Field(default_factory=dict)
     code: Located | None = None  # a ray job's program directory, packed (compute.dataplane.pack)
     inputs: dict[str, Located] = Field(default_factory=dict)
-    output: NonEmpty | None = None  # where the job's results go: <output>/<compute job id>/
+    # Where the job's results (and a built-in job's checkpoints) go: <output>/<compute job id>/.
+    # A ray job names one; `swarm job post` gives a built-in job without one $SWARM_HOME/results.
+    output: NonEmpty | None = None
 
     @field_validator("deadline", mode="before")
     @classmethod
@@ -248,7 +252,7 @@ class JobSpec(BaseModel):
         for name in ("model", "dataset"):
             if getattr(self, name) is None:
                 raise FieldError(name, f"is required for a {self.kind} job; it must be {ALLOWED[name]}")
-        for name in ("code", "inputs", "output"):
+        for name in ("code", "inputs"):
             if getattr(self, name):
                 raise FieldError(name, f"applies only to a ray job, not a {self.kind} job")
         if self.kind == "tune" and not isinstance(self.model, str):
@@ -312,24 +316,30 @@ class JobSpec(BaseModel):
                 "code": self.code.model_dump(),
                 "inputs": {n: i.model_dump() for n, i in self.inputs.items()}, "output": self.output}
 
-    def runner_params(self, storage: str = "", namespace: str = "") -> dict[str, Any]:
+    def result_location(self, namespace: str, job_id: int) -> str | None:
+        """Where the result of this spec's job `job_id` goes: `<output>/<compute job id>`."""
+        from compute.dataplane import join
+
+        return join(self.output, namespace + str(job_id)) if self.output else None
+
+    def runner_params(self, prior_result: str = "") -> dict[str, Any]:
         """The runner's params: the spec's params plus its model and dataset under the runner's names.
 
-        `job:<id>` becomes that job's result directory, its compute id being `namespace + id`.
+        `job:<id>` becomes `prior_result`, the directory that job's result was staged into.
         """
         model, dataset = (v.uri if isinstance(v, Input) else v for v in (self.model, self.dataset))
-        if self.kind in ("finetune", "infer") and model.startswith(JOB_REF):
-            prior = ComputeJob(job_id=namespace + model[len(JOB_REF):], kind="train", provider="", storage=storage)
-            model = str(prior.result_dir())
+        if self.prior_job is not None:
+            model = prior_result or model
         return {**self.params, MODEL_PARAM[self.kind]: model, DATASET_PARAM[self.kind]: dataset}
 
     def to_compute_job(self, job_id: str, provider: str, storage: str = "",
-                       now: float | None = None, namespace: str = "") -> ComputeJob:
-        """The job one provider runs as compute job `namespace + job_id`; it is stopped at the deadline."""
+                       now: float | None = None, prior_result: str = "") -> ComputeJob:
+        """The job one provider runs as compute job `job_id`, keeping its runs in `storage`; it
+        is stopped at the deadline."""
         now = time.time() if now is None else now
         return ComputeJob(
-            job_id=namespace + job_id, kind=self.kind, provider=provider, workers=self.resources.workers,
-            seed=self.seed, params=self.runner_params(storage, namespace), storage=storage,
+            job_id=job_id, kind=self.kind, provider=provider, workers=self.resources.workers,
+            seed=self.seed, params=self.runner_params(prior_result), storage=storage,
             use_gpu=self.resources.gpus_per_worker > 0,
             timeout_s=max(1.0, self.deadline - now),
         )

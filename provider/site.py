@@ -18,17 +18,19 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from compute import cluster
-from compute.dataplane import join
+from compute.dataplane import is_uri
 from compute.lease import LeasePlan
 from compute.node import RayHome
 from compute.site import Site, listen, make_app, serve
-from compute.site_auth import LEASE_ACTIONS, NonceBook, Refused, SiteRequest, authorize
+from compute.site_auth import LEASE_ACTIONS, JobView, NonceBook, Refused, SiteRequest, authorize
 from compute.site_tls import SiteIdentity, make_identity
 from ledger.client import Swarm
 from ledger.results import result_typed_data
 from ledger.site_authority import ChainAuthority
 from ledger.tx import Sender
-from market.spec import DATASET_PARAM, JOB_REF, MODEL_PARAM, JobSpec, SpecError, job_namespace, validate_spec
+from market.spec import (
+    DATASET_PARAM, MODEL_PARAM, JobSpec, SpecError, borrowing_refused, job_namespace, validate_spec,
+)
 
 # What a lease's own Ray instance (its GCS, raylet and agents) adds to the memory the job asked for.
 LEASE_RAY_OVERHEAD_BYTES = 3 * 2**30 // 2
@@ -46,35 +48,47 @@ class SiteConfig:
     object_store_bytes: int = 80 * 1024 * 1024
 
 
+@dataclass(frozen=True)
+class PriorResult:
+    """The result a job builds on (`model: job:<id>`), as the chain vouches for it."""
+
+    job_id: int
+    location: str  # <its spec's output>/<its compute job id>
+    result_hash: str  # 0x, the chain's resultHash: the manifest hash of its outputs
+
+
 def plan_lease(spec_bytes: bytes, job_id: int, number: int, provider: str, namespace: str, lease_storage: Path,
-               storage: str = "", now: float | None = None) -> LeasePlan:
-    """The lease a job's spec asks for; ValueError names what is wrong with the spec."""
+               prior: PriorResult | None = None, now: float | None = None) -> LeasePlan:
+    """The lease a job's spec asks for; ValueError names what is wrong with the spec. A job
+    built on another's result (`job:<id>`) needs that result's `prior` (see `prior_result`)."""
     now = time.time() if now is None else now
-    try:
-        raw = json.loads(spec_bytes)
-        spec: JobSpec = validate_spec(raw, now=float(raw.get("deadline", 1)) - 1)
-    except (ValueError, SpecError, AttributeError) as exc:
-        raise ValueError(f"the job's spec cannot be read: {exc}") from None
+    spec = _spec(spec_bytes, "the job's spec")
     r = spec.resources
     cpus, gpus = r.workers * r.cpus_per_worker, r.workers * r.gpus_per_worker
     memory = max(MIN_LEASE_MEMORY_BYTES, int(r.workers * r.memory_gb * 2**30)) + LEASE_RAY_OVERHEAD_BYTES
     wall = max(1.0, spec.deadline - now)
+    result = spec.result_location(namespace, job_id)
     if spec.kind == "ray":
         # The results go to the buyer's output, under the job's compute id.
-        program = spec.program() | {"result": join(spec.output, namespace + str(job_id))}
         return LeasePlan(job_id=job_id, number=number, job=None, cpus=cpus, gpus=gpus, memory_bytes=memory,
                          wall_seconds=wall, max_units=spec.max_units, max_processes=PROGRAM_PROCESSES,
-                         program=program)
-    # A directory of the market's is where the job's runs live (and resume from); a URI is copied.
-    runs = storage if storage and "://" not in storage else str(lease_storage)
-    job = spec.to_compute_job(str(job_id), provider, storage=runs, now=now, namespace=namespace)
-    model = spec.model if isinstance(spec.model, str) else ""
-    inputs = (namespace + model[len(JOB_REF):],) if model.startswith(JOB_REF) else ()
+                         program=spec.program(), result=result)
+    if result is None:
+        raise ValueError("the spec names no output, so its results would have nowhere to go; post it with "
+                         "`swarm job post`, which gives it one")
     # What the buyer brings is copied into the lease and checked against its pin: the lease sees
     # nothing else of the host, and the runner reads the copy.
     if spec.unpinned():
         raise ValueError(f"{', '.join(spec.unpinned())} is not pinned by its sha256; post it with "
                          "`swarm job post`, which pins it")
+    if spec.prior_job is not None and (prior is None or prior.job_id != spec.prior_job):
+        raise ValueError(f"model job:{spec.prior_job} is a result the site was not shown; the market sends "
+                         "that job's spec with the lease")
+    # A local output is where the job's runs live (and resume from, on any site that shares the
+    # directory); a URI's runs stay in the lease and are copied there when it ends.
+    runs = spec.output if not is_uri(spec.output) else str(lease_storage)
+    staged = str(lease_storage.parent / "inputs" / "prior") if prior else ""
+    job = spec.to_compute_job(namespace + str(job_id), provider, storage=runs, now=now, prior_result=staged)
     params, files = dict(job.params), []
     for field, pinned in spec.brought().items():
         name = MODEL_PARAM[spec.kind] if field == "model" else DATASET_PARAM[spec.kind]
@@ -84,8 +98,47 @@ def plan_lease(spec_bytes: bytes, job_id: int, number: int, provider: str, names
         leaf = pinned.uri.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
         params[name] = str(lease_storage.parent / target / (leaf if Path(leaf).suffix else ""))
     job = replace(job, params=params)
+    earlier = ((f"job:{prior.job_id}", prior.location, prior.result_hash, "inputs/prior"),) if prior else ()
     return LeasePlan(job_id=job_id, number=number, job=asdict(job), cpus=cpus, gpus=gpus, memory_bytes=memory,
-                     wall_seconds=wall, max_units=spec.max_units, inputs=inputs, files=tuple(files), storage=storage)
+                     wall_seconds=wall, max_units=spec.max_units, files=tuple(files), result=result, prior=earlier)
+
+
+def prior_result(spec_bytes: bytes, buyer: str, prior_spec: bytes | None, authority: ChainAuthority,
+                 namespace: str) -> PriorResult | None:
+    """The result the job builds on, checked by the site itself against the chain: the job has
+    one, the spec the market sent for it is the one the chain pins, and the buyer may use it
+    (its own, or one its buyer published). ValueError says why not."""
+    from compute.site_auth import body_hash
+
+    spec = _spec(spec_bytes, "the job's spec")
+    prior_id = spec.prior_job
+    if prior_id is None:
+        return None
+    chain = authority.job(prior_id)
+    if chain is None:
+        raise ValueError(f"model job:{prior_id} names no job of this market; give the number of a job whose "
+                         "result it uses")
+    if chain.status not in ("completed", "disputed", "settled") or not any(chain.result_hash):
+        raise ValueError(f"model job:{prior_id} has no result on chain (it is {chain.status}); post this job "
+                         "once that one is completed")
+    if prior_spec is None or body_hash(prior_spec) != chain.spec_hash:
+        raise ValueError(f"the spec of job {prior_id} that came with the lease is not the one the chain pins")
+    earlier = _spec(prior_spec, f"the spec of job {prior_id}")
+    if (why := borrowing_refused(spec, buyer, chain.buyer, earlier)) is not None:
+        raise ValueError(why)
+    location = earlier.result_location(namespace, prior_id)
+    if location is None:
+        raise ValueError(f"model job:{prior_id} names no output, so no site can read its result; build on a "
+                         "job posted with one")
+    return PriorResult(prior_id, location, "0x" + chain.result_hash.hex())
+
+
+def _spec(spec_bytes: bytes, what: str) -> JobSpec:
+    try:
+        raw = json.loads(spec_bytes)
+        return validate_spec(raw, now=float(raw.get("deadline", 1)) - 1)
+    except (ValueError, SpecError, AttributeError) as exc:
+        raise ValueError(f"{what} cannot be read: {exc}") from None
 
 
 @dataclass
@@ -118,9 +171,13 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
     chain_id, market = swarm.chain.chain_id, swarm.market.address
     namespace = job_namespace(chain_id, market)
 
-    def planner(job_id: int, spec: bytes, number: int, lease_storage: Path, storage: str) -> LeasePlan:
+    authority = ChainAuthority(swarm)
+
+    def planner(job: JobView, job_id: int, spec: bytes, number: int, lease_storage: Path,
+                prior_spec: bytes | None) -> LeasePlan:
         try:
-            return plan_lease(spec, job_id, number, provider, namespace, lease_storage, storage)
+            prior = prior_result(spec, job.buyer, prior_spec, authority, namespace)
+            return plan_lease(spec, job_id, number, provider, namespace, lease_storage, prior)
         except ValueError as exc:
             raise Refused(400, f"Job {job_id}: {exc}") from None
 
@@ -128,7 +185,6 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
         return sender.sign_typed_data(result_typed_data(chain_id, market, job_id, result_hash, units))
 
     site = Site(root, provider, state.dashboard, planner, signer, hidden=(str(home),))
-    authority = ChainAuthority(swarm)
     nonces = NonceBook(root / "nonces.db")
 
     def authorizer(request: SiteRequest, signature: bytes, spec_hash: bytes | None):

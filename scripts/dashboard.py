@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import click
 
@@ -21,16 +20,14 @@ DEFAULT_PORT = 8600
               help="Address to bind; anything but loopback shows the ledger to the network.")
 @click.option("--chain-id", type=int, default=None,
               help="The chain to show when the ledger indexes several.")
-@click.option("--storage", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the market service keeps run checkpoints (its --storage) [default: $SWARM_HOME/results].")
-def dashboard(port: int, host: str, chain_id: int | None, storage: Path | None) -> None:
+def dashboard(port: int, host: str, chain_id: int | None) -> None:
     """Serve a live page of providers, jobs, rewards and slashes, a JSON API and Prometheus /metrics."""
     import uvicorn
 
     from dashboard import create_app
 
     s = settings()
-    app = create_app(s.home, database_url(s.home), storage, chain_id)
+    app = create_app(s.home, database_url(s.home), chain_id)
     source = app.state.source
     sock = listen(host, port)
     shown = f"[{host}]" if ":" in host else host

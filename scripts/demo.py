@@ -173,7 +173,7 @@ class Demo:
         from oracle.service import OracleService, schedule
         from ledger.deploy import devnet_committee_keys
 
-        self.storage = self.home / "results"
+        self.storage = self.home / "results"  # the buyers' output: a directory the devnet's sites write
         log_file = self.home / "demo" / "services.log"
         log_file.parent.mkdir(parents=True, exist_ok=True)
         self.log_file = open(log_file, "w", encoding="utf-8")  # noqa: SIM115 -- closed when the demo ends
@@ -185,7 +185,7 @@ class Demo:
                 self.log_file.flush()
 
         self.market = MarketService(self.swarm, self.swarm.sender(dev_account(0).key), self.engine, self.home,
-                                    MarketConfig(interval_s=0.5, storage=str(self.storage)), log=log)
+                                    MarketConfig(interval_s=0.5), log=log)
         config = load_config()
         self.oracle = OracleService(self.swarm, self.engine, self.home, config, self.swarm.sender(dev_account(0).key),
                                     devnet_committee_keys(), schedule(config, devnet=True, epoch_length_s=EPOCH_S),
@@ -264,8 +264,10 @@ class Demo:
         from market.buyer import pin
         from market.spec import validate_spec
 
-        # The table stays where it is, pinned by its sha256: the devnet's sites read this machine's files.
-        parsed = pin(validate_spec(spec, now=self.swarm.chain.timestamp()), self.home)
+        # The table stays where it is, pinned by its sha256: the devnet's sites read this machine's
+        # files, and write the results to the buyers' output here.
+        parsed = pin(validate_spec(spec, now=self.swarm.chain.timestamp()), self.home,
+                     default_output=str(self.storage))
         digest = store_spec(self.home, parsed.canonical())
         sender = self.swarm.sender(dev_account(buyer).key)
         return [post_job(self.swarm, sender, digest, parsed.max_price_per_unit, parsed.max_units, parsed.deadline)[0]

@@ -35,12 +35,10 @@ def market() -> None:
                    "(0: the oracle's slashing matrix charges job abandonment at the epoch's end).")
 @click.option("--default-price", default="0.001", show_default=True,
               help="Price per unit, in SWARM, for providers whose spec declares none.")
-@click.option("--storage", default="", help="Where runs keep results and checkpoints (a directory or a URI; "
-              "default $SWARM_HOME/results).")
 @account_option
 @key_option
 @json_option
-def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, default_price: str, storage: str,
+def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, default_price: str,
         account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Run the market: signs with the key holding MATCHER_ROLE (on a devnet, dev account 0 by default).
 
@@ -50,7 +48,7 @@ def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, def
     from market.service import MarketConfig, MarketService
 
     config = MarketConfig(interval_s=interval, max_running=max_running, fault_slash_bps=fault_slash_bps,
-                          default_price_per_unit=parse_amount(default_price, "--default-price"), storage=storage)
+                          default_price_per_unit=parse_amount(default_price, "--default-price"))
     s = settings()
     swarm = open_swarm_waiting(lambda line: console.print(line, highlight=False))
     if account is None and key_ref is None and swarm.chain.is_devnet:

@@ -68,7 +68,8 @@ def ledger(swarm: Swarm, swarm_home: Path, tmp_path: Path) -> Ledger:
         stake.register(swarm, provider, store_spec(swarm_home, spec.as_dict()), 1)
         stake.stake(swarm, provider, amount)
 
-    spec = validate_spec(EXAMPLE | {"deadline": _now(swarm) + 3_600})
+    storage = tmp_path / "results"  # the buyer's output, a directory on this devnet
+    spec = validate_spec(EXAMPLE | {"deadline": _now(swarm) + 3_600, "output": str(storage)})
     digest = store_spec(swarm_home, spec.canonical())
     buyer, matcher = swarm.sender(dev_account(BUYER).key), swarm.sender(dev_account(0).key)
     ids = [jobs.post_job(swarm, buyer, digest, spec.max_price_per_unit, spec.max_units, spec.deadline)[0]
@@ -85,7 +86,6 @@ def ledger(swarm: Swarm, swarm_home: Path, tmp_path: Path) -> Ledger:
     db_url = f"sqlite:///{tmp_path / 'ledger.db'}"
     engine = open_ledger(db_url)
     Indexer(swarm, engine).sync()
-    storage = tmp_path / "results"
     with Session(engine) as session:
         _market_rows(session, swarm.chain.chain_id, completed, failed, running)
         _oracle_rows(session, swarm.chain.chain_id)
@@ -158,7 +158,7 @@ def _checkpoint(directory: Path, history: list[dict]) -> None:
 @pytest.fixture
 def served(ledger: Ledger, swarm_home: Path) -> Iterator[str]:
     """The app under uvicorn in a thread; the socket listens before the thread starts, so no wait is needed."""
-    app = create_app(swarm_home, ledger.db_url, storage=ledger.storage)
+    app = create_app(swarm_home, ledger.db_url)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)

@@ -31,7 +31,7 @@ from ledger.jobs import JobStatus
 from ledger.services import MarketJob, MarketTransition
 from ledger.specs import load_spec as load_stored_spec
 from ledger.units import ONE
-from market.spec import SpecError
+from market.spec import SpecError, job_namespace
 from scripts.cli import cli as swarm_cli
 from tests.conftest import one_line_error, provider_signature
 from tests.object_store import S3Store
@@ -114,6 +114,7 @@ def test_post_moves_the_escrow_to_the_market_and_records_the_spec(
 
     stored = load_stored_spec(swarm_home, bytes.fromhex(posted["spec_hash"][2:]))
     assert stored["kind"] == "train" and stored["max_price_per_unit"] == "0.001"
+    assert stored["output"] == str(swarm_home / "results"), "a built-in job without an output gets the buyer's"
     status = _json(job("status", str(job_id), "--json"))  # syncs the ledger
     assert status["spec_hash"] == posted["spec_hash"]
     assert status["spec"]["resources"]["workers"] == 2 and status["status"] == "posted"
@@ -373,14 +374,15 @@ def _result_dir(root: Path) -> Path:
 
 
 def test_result_is_verified_against_the_on_chain_hash_and_a_tampered_file_is_refused(
-    job, swarm: Swarm, tmp_path: Path, db, provider
+    job, swarm: Swarm, tmp_path: Path, db, provider, swarm_home: Path
 ) -> None:
-    (job_id,) = _post(job, _spec_file(tmp_path, swarm))["job_ids"]
+    output = tmp_path / "my-results"
+    (job_id,) = _post(job, _spec_file(tmp_path, swarm, output=str(output)))["job_ids"]
     assert f"Job {job_id} has no result yet; it is posted." in one_line_error(job("result", str(job_id)))
-    result_dir = _result_dir(tmp_path / "result")
+    # Where the site writes it: the spec's output, under the job's compute id.
+    result_dir = _result_dir(output / f"{job_namespace(swarm.chain.chain_id, swarm.market.address)}{job_id}")
     digest = result_hash(result_dir)  # as the provider's runner computes it, writing manifest.json
     _complete(swarm, job_id, provider.address, bytes.fromhex(digest[2:]))
-    assert "holds no market record" in one_line_error(job("result", str(job_id)))
     _market_row(swarm, db, job_id, result_dir, digest)
 
     done = _json(job("result", str(job_id), "--json"))

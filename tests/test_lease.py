@@ -22,7 +22,7 @@ PINNED = {"uri": "s3://code/0.tar?endpoint_override=127.0.0.1:9000", "sha256": "
 
 def program(entrypoint: str = "python main.py", env: dict[str, str] | None = None) -> dict:
     return {"entrypoint": entrypoint, "requirements": ["numpy>=1.26"], "env": env or {}, "code": PINNED,
-            "inputs": {"digits": PINNED}, "output": "s3://results", "result": "s3://results/31337-5fbdb231-1"}
+            "inputs": {"digits": PINNED}, "output": "s3://results"}
 
 
 def job_plan(directory_params: dict[str, str]) -> LeasePlan:

@@ -34,8 +34,9 @@ from ledger.jobs import JobStatus, job_info
 from ledger.services import MarketJob, MarketTransition
 from ledger.site_authority import ChainAuthority
 from ledger.specs import store_spec
+from market.buyer import DEFAULT_OUTPUT, pin
 from market.service import MarketConfig, MarketService
-from market.spec import job_namespace, validate_spec
+from market.spec import validate_spec
 from tests.programs import program_spec as buyer_program
 from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C, SiteNetwork
 
@@ -77,8 +78,10 @@ SLOW = "import time\ntime.sleep(10)\n" + DETERMINISTIC
 
 
 def post(swarm: Swarm, home: Path, spec: dict, buyer: int = BUYER, now: float | None = None) -> list[int]:
-    """What `swarm job post` does: validate, store the spec, escrow one job per replica."""
+    """What `swarm job post` does: validate, give a built-in job the buyer's default output
+    (`home`/results), store the spec, escrow one job per replica."""
     parsed = validate_spec(spec, now=now if now is not None else swarm.chain.timestamp())
+    parsed = pin(parsed, home, default_output=str(home / DEFAULT_OUTPUT))
     digest = store_spec(home, parsed.canonical())
     sender = swarm.sender(dev_account(buyer).key)
     return [chain_jobs.post_job(swarm, sender, digest, parsed.max_price_per_unit, parsed.max_units,
@@ -107,7 +110,7 @@ def ledger_engine(tmp_path: Path):
 
 @pytest.fixture
 def service(swarm: Swarm, swarm_home: Path, ledger_engine, providers, tmp_path: Path) -> Iterator[MarketService]:
-    config = MarketConfig(interval_s=0.2, storage=str(tmp_path / "results"), fault_slash_bps=100)
+    config = MarketConfig(interval_s=0.2, fault_slash_bps=100)
     market = MarketService(swarm, swarm.sender(dev_account(0).key), ledger_engine, swarm_home, config, log=print)
     yield market
     market.close(wait=True)
@@ -139,8 +142,8 @@ def in_state(engine, job_id: int, *states: str) -> Callable[[], bool]:
 
 
 def checkpointed(service: MarketService, job_id: int) -> Callable[[], bool]:
-    """Ray Train has registered a checkpoint of the job's run, in the market's storage."""
-    return lambda: registered_checkpoint(Path(service.storage) / f"{service.namespace}{job_id}") is not None
+    """Ray Train has registered a checkpoint of the job's run, in the buyer's output."""
+    return lambda: registered_checkpoint(service.home / DEFAULT_OUTPUT / f"{service.namespace}{job_id}") is not None
 
 
 def balances(swarm: Swarm, *addresses: str) -> list[int]:
@@ -267,7 +270,7 @@ def test_a_provider_whose_site_dies_mid_job_loses_it_to_another_which_completes_
     assert info.provider == PROVIDER_A, "reassigned to the next cheapest provider"
     rec = record(ledger_engine, job_id)
     assert rec.lost_providers == [PROVIDER_C] and rec.attempts == 2
-    assert rec.metrics["resumed_from_epoch"] >= 1, "A resumed from C's last checkpoint in the market's storage"
+    assert rec.metrics["resumed_from_epoch"] >= 1, "A resumed from C's last checkpoint in the buyer's output"
     details = [t.detail for t in _transitions(ledger_engine, job_id)]
     assert any(d.startswith(f"reassigned from {PROVIDER_C}") for d in details)
     slashed = stake.provider_info(swarm, PROVIDER_C).stake
@@ -327,8 +330,7 @@ def test_the_service_killed_mid_job_and_restarted_assigns_and_settles_once(
         "SWARM_HOME": str(swarm_home), "SWARM_RPC_URL": anvil_node.config.url,
         "SWARM_DB_URL": str(ledger_engine.url),
     }
-    command = [sys.executable, "-m", "scripts.cli", "market", "run", "--interval", "0.3",
-               "--storage", str(tmp_path / "results")]
+    command = [sys.executable, "-m", "scripts.cli", "market", "run", "--interval", "0.3"]
     log = open(tmp_path / "market.log", "w")
     first = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:

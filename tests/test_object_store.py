@@ -19,10 +19,9 @@ MAIN = "open('outputs/answer.txt', 'w').write(str(sum(range(10))))\n"
 
 def program_lease(store: Path, job_id: int, output: str) -> LeasePlan:
     program = {"entrypoint": "python3 main.py", "requirements": [], "env": {}, "ray": False,
-               "code": pinned_code(store, {"main.py": MAIN}), "inputs": {}, "output": output,
-               "result": join(output, str(job_id))}
+               "code": pinned_code(store, {"main.py": MAIN}), "inputs": {}, "output": output}
     return LeasePlan(job_id=job_id, number=job_id, job=None, cpus=1, gpus=0, memory_bytes=2 * 2**30,
-                     wall_seconds=60, max_units=10, program=program)
+                     wall_seconds=60, max_units=10, program=program, result=join(output, str(job_id)))
 
 
 def test_a_leases_result_goes_to_the_store_whole_and_its_hash_covers_what_arrived(

@@ -68,7 +68,7 @@ def test_the_market_does_not_run_a_job_posted_around_the_api_on_anothers_result(
     engine = open_engine(f"sqlite:///{tmp_path / 'market.db'}")
     migrate(engine)
     market = MarketService(swarm, swarm.sender(dev_account(0).key), engine, swarm_home,
-                           MarketConfig(storage=str(tmp_path / "results")))
+                           MarketConfig())
     try:
         market.tick()
         market.tick()

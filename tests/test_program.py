@@ -201,8 +201,9 @@ def program_plan(tmp_path: Path, main: str, **changes) -> LeasePlan:
                "code": pinned_code(tmp_path, {"main.py": main}),
                "inputs": {"table": {"uri": str(data), "sha256": dataplane.digest(str(data))}},
                "output": str(tmp_path / "results"), "result": str(tmp_path / "results" / "job-1")} | changes
+    result = program.pop("result")  # the site's: <output>/<compute job id>
     return LeasePlan(job_id=1, number=1, job=None, cpus=1, gpus=0, memory_bytes=2 * 2**30, wall_seconds=120,
-                     max_units=100, program=program)
+                     max_units=100, program=program, result=result)
 
 
 READ_INPUT = """
@@ -298,9 +299,8 @@ def test_the_ray_train_example_learns_the_digits_in_a_lease_from_and_to_s3(
     assert pinned.code.uri.startswith(f"s3://{bucket}/runs/uploads/code/")
     assert pinned.inputs["digits"].uri.startswith(f"s3://{bucket}/runs/uploads/inputs/")
 
-    program = pinned.program() | {"result": dataplane.join(pinned.output, "job-7")}
     plan = LeasePlan(job_id=7, number=7, job=None, cpus=1, gpus=0, memory_bytes=4 * 2**30, wall_seconds=600,
-                     max_units=1_000, program=program)
+                     max_units=1_000, program=pinned.program(), result=dataplane.join(pinned.output, "job-7"))
     outcome = launch(tmp_path / "lease", plan)
     assert outcome.state == "succeeded", (outcome.error, (tmp_path / "lease" / "log").read_text()[-3000:])
 
@@ -317,13 +317,13 @@ def test_the_ray_train_example_learns_the_digits_in_a_lease_from_and_to_s3(
 # ── a built-in kind on a table the buyer brings ─────────────────────────────────────────
 
 def builtin_plan(spec: dict, tmp_path: Path, job_id: int = 9) -> LeasePlan:
-    """The lease a site plans for a posted built-in spec, in tmp_path/lease."""
+    """The lease a site plans for a posted built-in spec, in tmp_path/lease; its results go to
+    the spec's output, tmp_path/output unless it names one."""
     from compute.lease import HERE, WORK
     from provider.site import plan_lease
 
-    body = json.dumps(spec).encode()
-    plan = plan_lease(body, job_id, job_id, "0x" + "ab" * 20, "t-", Path(HERE) / WORK / "storage",
-                      storage=str(tmp_path / "market"), now=NOW)
+    body = json.dumps({"output": str(tmp_path / "output")} | spec).encode()
+    plan = plan_lease(body, job_id, job_id, "0x" + "ab" * 20, "t-", Path(HERE) / WORK / "storage", now=NOW)
     return plan.located(tmp_path / "lease")
 
 
@@ -332,7 +332,7 @@ TRAIN = {"kind": "train", "model": "mlp", "resources": {"workers": 1, "memory_gb
          "params": {"epochs": 1}}
 
 
-def test_an_infer_job_on_a_model_and_table_pinned_in_s3_is_checked_and_run_in_a_lease(
+def test_an_infer_job_on_a_model_and_table_pinned_in_s3_runs_in_a_lease_and_its_result_goes_to_s3(
         s3_store: S3Store, bucket: str, tmp_path: Path) -> None:
     import numpy as np
     import torch
@@ -351,13 +351,16 @@ def test_an_infer_job_on_a_model_and_table_pinned_in_s3_is_checked_and_run_in_a_
     assert spec.unpinned() == ["model", "dataset"]
     pinned = pin(spec, tmp_path, upload_to=s3_store.uri(f"{bucket}/brought"))
     assert pinned.model.uri.startswith(f"s3://{bucket}/brought/inputs/") and pinned.unpinned() == []
-    plan = builtin_plan(pinned.canonical(), tmp_path)
+    output = s3_store.uri(f"{bucket}/results")
+    plan = builtin_plan(pinned.canonical() | {"output": output}, tmp_path)
     assert plan.files == ((pinned.model.uri, pinned.model.sha256, "inputs/checkpoint"),
                           (pinned.dataset.uri, pinned.dataset.sha256, "inputs/dataset_path"))
+    assert plan.result == dataplane.join(output, "t-9") and plan.local_result is None
 
     outcome = launch(tmp_path / "lease", plan)
     assert outcome.state == "succeeded", (outcome.error, (tmp_path / "lease" / "log").read_text()[-3000:])
-    stored = tmp_path / "market" / "t-9"
+    stored = tmp_path / "fetched"  # what the buyer downloads from their own storage
+    dataplane.download(plan.result, stored)
     predictions = np.load(stored / "outputs" / "predictions.npy")
     assert predictions.shape == (1797,) and 0 <= outcome.metrics["accuracy"] <= 1
     assert manifest_hash(build_manifest(stored)) == outcome.result_hash
@@ -383,4 +386,4 @@ def test_a_bad_table_fails_a_built_in_lease_as_the_buyers_fault_in_one_sentence(
     outcome = launch(tmp_path / "lease", builtin_plan(TRAIN | {"dataset": pinned}, tmp_path))
     assert outcome.state == "failed" and outcome.fault == "buyer"
     assert says in outcome.error and "\n" not in outcome.error, outcome.error
-    assert not (tmp_path / "market" / "t-9" / "outputs").exists(), "nothing was stored"
+    assert not (tmp_path / "output" / "t-9" / "outputs").exists(), "nothing was stored"

@@ -81,13 +81,13 @@ def _client(site: dict, who=MATCHER, fingerprint: str | None = None) -> SiteClie
     return SiteClient(address, swarm.sender(who.key).sign_typed_data, swarm.chain.chain_id, swarm.market.address)
 
 
-def _assigned(site: dict, spec: dict) -> tuple[int, bytes]:
-    """A job posted by the buyer with `spec` and assigned to the site's provider; its id and spec bytes."""
+def _assigned(site: dict, spec: dict, buyer=BUYER) -> tuple[int, bytes]:
+    """A job posted by `buyer` with `spec` and assigned to the site's provider; its id and spec bytes."""
     swarm = site["swarm"]
     body = canonical(validate_spec(spec).canonical())
     from eth_utils import keccak
 
-    job_id, _ = jobs.post_job(swarm, swarm.sender(BUYER.key), keccak(body), 10**12, spec["max_units"],
+    job_id, _ = jobs.post_job(swarm, swarm.sender(buyer.key), keccak(body), 10**12, spec["max_units"],
                               swarm.chain.timestamp() + 3_600)
     jobs.assign_job(swarm, swarm.sender(MATCHER.key), job_id, PROVIDER.address, 10**12)
     return job_id, body
@@ -232,6 +232,68 @@ def test_the_oracle_committee_probes_every_node_and_challenges_the_site(site) ->
         with pytest.raises(Refused, match="not on the oracle committee") as refused:
             _client(site, who).probe()
         assert refused.value.status == 403
+
+
+def _completed(site: dict, spec: dict, buyer=BUYER) -> tuple[int, bytes, dict]:
+    """A job run on the site and completed on chain with the provider's signed result."""
+    swarm, matcher = site["swarm"], _client(site)
+    job_id, body = _assigned(site, spec, buyer)
+    matcher.start_lease(job_id, body)
+    done = _finished(matcher, job_id)
+    assert done["state"] == "succeeded", done
+    jobs.complete_job(swarm, swarm.sender(MATCHER.key), job_id, bytes.fromhex(done["result_hash"][2:]), done["units"],
+                      bytes.fromhex(done["signature"][2:]))
+    return job_id, body, done
+
+
+def _finetune_of(site: dict, prior: int, **over) -> dict:
+    return {"kind": "finetune", "model": f"job:{prior}", "dataset": "synthetic-classification",
+            "resources": {"workers": 1, "memory_gb": 0.5}, "max_price_per_unit": "0.001", "max_units": 100,
+            "deadline": "1h", "output": str(site["store"] / "results")} | over
+
+
+def test_the_site_checks_a_result_a_job_builds_on_against_the_chain_whatever_the_market_says(site) -> None:
+    """`model: job:<id>`: the site itself checks that the result is on chain, that the spec the
+    market sent for it is the one the chain pins, that the buyer may use it, and that the files
+    in that job's output are the ones the chain's resultHash names."""
+    matcher = _client(site)
+    private, private_spec, _ = _completed(site, _program(site, WRITE_OUTPUT), buyer=STRANGER)
+    job_id, body = _assigned(site, _finetune_of(site, private))
+    with pytest.raises(Refused, match=f"model job:{private} is another buyer's result, which that buyer did not "
+                                      "publish") as refused:
+        matcher.start_lease(job_id, body, private_spec)
+    assert refused.value.status == 400
+    published = canonical(json.loads(private_spec) | {"publish": True})  # the market lies about it
+    for forged in (published, None):
+        with pytest.raises(Refused, match=f"the spec of job {private} that came with the lease is not the one the "
+                                          "chain pins"):
+            matcher.start_lease(job_id, body, forged)
+    unfinished, unfinished_spec = _assigned(site, _program(site, WRITE_OUTPUT))
+    job_id, body = _assigned(site, _finetune_of(site, unfinished))
+    with pytest.raises(Refused, match=f"model job:{unfinished} has no result on chain \\(it is assigned\\)"):
+        matcher.start_lease(job_id, body, unfinished_spec)
+    leases = site["home"] / "site" / "leases"
+    assert not list(leases.glob(f"{job_id}-*")), "nothing ran"
+
+    own, own_spec, done = _completed(site, _program(site, WRITE_OUTPUT))
+    (Path(done["result_uri"]) / "outputs" / "answer.txt").write_text("changed after the job completed")
+    job_id, body = _assigned(site, _finetune_of(site, own))
+    matcher.start_lease(job_id, body, own_spec)
+    failed = _finished(matcher, job_id)
+    assert failed["state"] == "failed" and failed["fault"] == "buyer", failed
+    assert (f"the result of job:{own} in {done['result_uri']} is not the one the chain holds (its files do not hash "
+            f"to the resultHash {done['result_hash']})") in failed["error"], failed
+
+
+def test_a_built_in_jobs_output_in_the_providers_home_is_refused(site) -> None:
+    matcher = _client(site)
+    spec = _finetune_of(site, 1) | {"kind": "train", "model": "mlp", "output": str(site["home"] / "stolen")}
+    job_id, body = _assigned(site, spec)
+    matcher.start_lease(job_id, body)
+    failed = _finished(matcher, job_id)
+    assert failed["state"] == "failed" and failed["fault"] == "buyer", failed
+    assert "lies in (or holds) what the site keeps from its leases" in failed["error"], failed
+    assert not (site["home"] / "stolen").exists()
 
 
 WHERE_AM_I = """

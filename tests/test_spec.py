@@ -367,7 +367,8 @@ def test_a_stored_spec_reads_back_under_its_hash(tmp_path: Path) -> None:
 
 def test_a_finetune_of_a_job_runs_on_that_jobs_result(tmp_path: Path) -> None:
     spec = validate_spec({**VALID, "kind": "finetune", "model": "job:4", "params": {}}, now=NOW)
-    job = spec.to_compute_job("5", "0x" + "cd" * 20, storage=str(tmp_path), now=NOW)
+    assert spec.prior_job == 4
+    job = spec.to_compute_job("5", "0x" + "cd" * 20, storage=str(tmp_path), now=NOW, prior_result=str(tmp_path / "4"))
     assert job.params["base_checkpoint"] == str(tmp_path / "4")
     assert job.use_gpu and job.timeout_s == 7_200
 

@@ -107,7 +107,7 @@ class Network:
         return posted
 
     def start_market(self) -> None:
-        self._spawn("market", ["market", "run", "--interval", "0.5", "--storage", str(self.root / "results")])
+        self._spawn("market", ["market", "run", "--interval", "0.5"])
 
     def start_oracle(self) -> None:
         self._spawn("oracle", ["oracle", "run", "--epoch-length", "6"])
