@@ -26,10 +26,11 @@ $(NPM_STAMP): package.json package-lock.json
 # The venv's own pip is enough here; the slither venv's needs `--group`, so it upgrades first.
 # pip compiles one file at a time; compileall compiles on every core, and leaves out what no
 # process of Swarm imports: the packages' own test suites and the transformers models other
-# than the Auto classes, BERT and GPT-2 (about a third of the files). Compiled here because
-# PYTHONDONTWRITEBYTECODE would leave every process compiling Ray and torch again. A file
-# compileall cannot compile (a template, Python 2) is left as pip leaves it.
-COMPILE_SKIP := /tests?/|/transformers/models/(?!auto/|bert/|gpt2/)[^/]+/
+# than the Auto classes, BERT, GPT-2 and the two that peft loads (about a third of the
+# files). Compiled here because PYTHONDONTWRITEBYTECODE would leave every process compiling
+# Ray and torch again. A file compileall cannot compile (a template, Python 2) is left as
+# pip leaves it.
+COMPILE_SKIP := /tests?/|/transformers/models/(?!auto/|bert/|gpt2/|bloom/|encoder_decoder/)[^/]+/
 $(VENV_STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --no-compile -e '.[test]'
