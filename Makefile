@@ -93,9 +93,11 @@ test-contracts: $(NPM_STAMP)
 
 # Two pytest processes side by side: the modules that need no Ray (`-m light`, tests/conftest.py)
 # beside those that do, which run one at a time. The light ones' report follows the others'.
+# The light lane is a quarter of the heavy one and runs niced: it takes the cores the heavy
+# lane leaves idle (while its leases start, its services wait) rather than slowing it down.
 test-python: install postgres sandbox
 	@light_log=$$(mktemp); \
-	$(PY) -m pytest -m light -p no:cacheprovider > $$light_log 2>&1 & light=$$!; \
+	nice -n 5 $(PY) -m pytest -m light -p no:cacheprovider > $$light_log 2>&1 & light=$$!; \
 	$(PY) -m pytest -m "not light"; heavy=$$?; \
 	wait $$light; light_status=$$?; \
 	echo "── the light modules (pytest -m light) ──"; cat $$light_log; rm -f $$light_log; \
