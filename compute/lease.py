@@ -273,12 +273,13 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
         units = min(plan.max_units, math.ceil(min(measured, reserved)))  # never more than it held
         outcome = _replace(outcome, state="succeeded", result_hash=result_hash(Path(run["result_dir"])), units=units,
                            metrics=run.get("metrics", {}))
+        from compute import program
+
         try:
             if plan.program is not None:
-                from compute import program
-
                 program.publish(work, plan.result, plan.hidden)
             elif plan.local_result is None:
+                program.writable_output(plan.result, plan.hidden)  # a file:// one, checked as a directory
                 _copy(run["result_dir"], plan.result)
         except (ProgramError, OSError) as exc:
             outcome = _replace(outcome, state="failed", error=f"the site could not store the result in "
