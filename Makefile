@@ -15,7 +15,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres browser sandbox system-packages demo test slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
+.PHONY: install postgres browser sandbox system-packages demo test slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -134,6 +134,10 @@ bench-dispatch: install
 # The benchmark challenge: node time, round trip through Ray, and verification (≤ 5 s per node).
 bench-challenge: install
 	$(PY) bench/challenge.py --runs 5
+
+# The challenge as a proof: the oracle's cost of checking it against the node's work (≤ 1 %).
+bench-proof: install
+	$(PY) bench/proof.py --runs 5
 
 # Matcher throughput: 100,000 open jobs on 10,000 providers.
 bench-matcher: install

@@ -35,6 +35,7 @@ from compute.reference import reference_gflops
 P = 17  # the modulus: entries are 0..16
 MAX_SIZE = (1 << 24) // ((P - 1) ** 2) - 1  # keeps every sum of a row·column product below 2^24
 MISDECLARED_RATIO = 0.5  # measured under half the declared model's reference
+CUBES = (np.arange(P) ** 3 % P).astype(np.uint8)  # an entry → its cube mod P
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,13 @@ class Challenge:
         return 2 * self.size**3 * self.rounds
 
     def matrices(self) -> tuple[np.ndarray, np.ndarray]:
-        """A and X₀ from the seed (numpy's PCG64 gives the same bits on every platform)."""
-        rng = np.random.default_rng(self.seed)
-        shape = (self.size, self.size)
-        return (rng.integers(0, P, size=shape).astype(np.float32),
-                rng.integers(0, P, size=shape).astype(np.float32))
+        """A and X₀ from the seed: numpy's PCG64 gives the same bytes on every platform, and
+        each byte's low four bits are an entry (0 to 15, residues mod P), which a verifier
+        makes in milliseconds."""
+        n = self.size
+        raw = np.frombuffer(np.random.default_rng(self.seed).bytes(2 * n * n), dtype=np.uint8)
+        entries = (raw & 0x0F).astype(np.float32)
+        return entries[:n * n].reshape(n, n), entries[n * n:].reshape(n, n)
 
 
 @dataclass(frozen=True)
