@@ -57,13 +57,33 @@ class Challenge:
         return 2 * self.size**3 * self.rounds
 
     def matrices(self) -> tuple[np.ndarray, np.ndarray]:
-        """A and X₀ from the seed: numpy's PCG64 gives the same bytes on every platform, and
-        each byte's low four bits are an entry (0 to 15, residues mod P), which a verifier
-        makes in milliseconds."""
+        """A and X₀ from the seed (see `_entries`), as float32."""
         n = self.size
-        raw = np.frombuffer(np.random.default_rng(self.seed).bytes(2 * n * n), dtype=np.uint8)
-        entries = (raw & 0x0F).astype(np.float32)
+        entries = self._entries(0, 2 * n * n).astype(np.float32)
         return entries[:n * n].reshape(n, n), entries[n * n:].reshape(n, n)
+
+    def rows_of_a(self, rows: np.ndarray) -> np.ndarray:
+        """Some rows of A, as float32, without making the rest: what a verifier needs."""
+        n = self.size
+        return np.stack([self._entries(int(r) * n, n) for r in rows]).astype(np.float32)
+
+    def first(self) -> np.ndarray:
+        """X₀ alone, as float32."""
+        n = self.size
+        return self._entries(n * n, n * n).astype(np.float32).reshape(n, n)
+
+    def _entries(self, start: int, count: int) -> np.ndarray:
+        """Entries start … start+count−1 of the seed's stream — A's n² row by row, then X₀'s —
+        as uint8: the low four bits (0 to 15, residues mod P) of each byte of PCG64's 64-bit
+        words, little-endian. PCG64 gives the same words on every platform and skips ahead
+        in constant time, so any row is made alone."""
+        first, last = start // 8, (start + count + 7) // 8
+        generator = np.random.PCG64(self.seed)
+        if first:
+            generator.advance(first)
+        raw = generator.random_raw(last - first).astype("<u8").view(np.uint8)
+        offset = start - 8 * first
+        return raw[offset:offset + count] & 0x0F
 
 
 @dataclass(frozen=True)

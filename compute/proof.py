@@ -1,24 +1,23 @@
 """The benchmark challenge as a proof of work the oracle checks without redoing it.
 
-The node computes the challenge's rounds (`compute.challenge`): Y_r = A·X_{r-1} mod P and
-X_r = Y_r³ mod P, from A and X₀ that the seed gives. It commits to every round at once —
-a sha256 Merkle root over the rounds' Y_r — and the oracle's clock stops when the root
-arrives. Only then does the oracle name the rounds it will check (`sample_rounds`); the
-node opens each (`Prover.open`): Y_{r-1} and Y_r with their Merkle paths. For each the
-oracle checks that both are the committed ones and, by Freivalds' algorithm, that
-Y_r = A·X_{r-1} mod P, with X_{r-1} = Y_{r-1}³ mod P (X₀ from the seed): it multiplies by
-`vectors` random columns instead of multiplying the matrices, O(n²) instead of O(n³).
+The node computes the challenge's rounds (`compute.challenge`): X_r = (A·X_{r-1} mod P)³ mod P
+from A and X₀ that the seed gives. It commits to every round at once — a sha256 Merkle root
+over the rounds' matrices X_r — and the oracle's clock stops when the root arrives. Only
+then does the oracle name the rounds it will check (`sample_rounds`); the node opens each
+(`Prover.open`): X_{r-1} and X_r with their Merkle paths (X₀ is the seed's). For each the
+oracle checks that both are the committed ones, then recomputes `rows` random rows of X_r
+from X_{r-1} — rows·n² multiply-adds where the node did n³ — and compares them.
 
-Soundness. A committed round that was not computed is wrong (a matrix the node did not
-multiply matches A·X_{r-1} mod P with probability P^-(n²)), and for a wrong round each
-random column over Z_P exposes the difference with probability at least 1 − 1/P. So a node
-that left `skipped` of the `rounds` uncomputed passes with probability at most
-`pass_probability(rounds, samples, skipped, vectors)`: the chance that the sample misses
-them, plus the chance that every sampled wrong round escapes all its columns. With the
-defaults (4 samples, 2 columns each) a node that skipped the work passes with probability
-P^-8 < 2^-32, and one that skipped half of it with probability under 1/16 per challenge.
+Soundness. A round whose matrix the node did not compute from the previous one differs
+from it in a row with probability 1 − P^-n, so for the node a row it did not compute is a
+row it cannot get right. A node that computed none of the rounds passes only if every
+sampled row happens to be right: with the defaults (4 rounds, 8 rows each) under P^-(n·32).
+A node that skipped whole rounds passes if the sample misses them all, and one that skipped
+a share of every round's rows if every sampled row is one it computed:
+`pass_probability(rounds, samples, skipped)` bounds both (for a node that skipped half the
+rounds of 32, 0.051 per challenge; half of every round's rows, 2^-32).
 
-Exactness: every entry is below P = 17 and every product sums at most size·16·16 < 2^24
+Exactness: every entry is below P = 17 and every row·column sums at most size·16·16 < 2^24
 (size ≤ compute.challenge.MAX_SIZE), so float32 matmuls — the node's and the verifier's
 alike, on any BLAS or GPU — are exact.
 """
@@ -35,19 +34,19 @@ import numpy as np
 from compute.challenge import CUBES, P, Challenge
 
 SAMPLES = 4  # rounds the oracle opens per challenge
-VECTORS = 2  # Freivalds columns per opened round
+ROWS = 8  # rows of each opened round the oracle recomputes
 LEAF_TAG = b"swarm/challenge-round/v1"
 
 
 class ProofError(Exception):
-    """An answer that does not prove the challenge: a wrong root, opening or product."""
+    """An answer that does not prove the challenge: a wrong root, opening or row."""
 
 
 # ── the node ──────────────────────────────────────────────────────────────────────
 
 
-def products(challenge: Challenge, device: str = "cpu") -> list[np.ndarray]:
-    """Y_1 … Y_R, each size × size uint8, computed on `device` ("cpu" or "cuda")."""
+def rounds_of(challenge: Challenge, device: str = "cpu") -> list[np.ndarray]:
+    """X_1 … X_R, each size × size uint8, computed on `device` ("cpu" or "cuda")."""
     import torch
 
     a_np, x_np = challenge.matrices()
@@ -55,15 +54,17 @@ def products(challenge: Challenge, device: str = "cpu") -> list[np.ndarray]:
     out = []
     for _ in range(challenge.rounds):
         y = torch.fmod(a @ x, P)  # exact: see the module's docstring
-        out.append(y.to(torch.uint8))
         x = torch.fmod(y * y * y, P)
-    return [y.cpu().numpy() for y in out]
+        out.append(x.to(torch.uint8))
+    return [m.cpu().numpy() for m in out]
 
 
-def leaf(challenge: Challenge, round_: int, product: bytes) -> bytes:
-    """A round's Merkle leaf: its number, the challenge's seed and size, and Y_r's bytes."""
-    head = LEAF_TAG + challenge.seed.to_bytes(8, "big") + challenge.size.to_bytes(4, "big") + round_.to_bytes(4, "big")
-    return hashlib.sha256(head + product).digest()
+def leaf(challenge: Challenge, round_: int, matrix: bytes) -> bytes:
+    """A round's Merkle leaf: the challenge's seed and size, the round's number and X_r's bytes."""
+    digest = hashlib.sha256(LEAF_TAG + challenge.seed.to_bytes(8, "big") + challenge.size.to_bytes(4, "big")
+                            + round_.to_bytes(4, "big"))
+    digest.update(matrix)  # no copy of the matrix
+    return digest.digest()
 
 
 def _parent(left: bytes, right: bytes) -> bytes:
@@ -112,12 +113,12 @@ def merkle_verify(root: bytes, leaf_: bytes, index: int, count: int, path: list[
 
 @dataclass(frozen=True)
 class Opening:
-    """Round `round` (1-based) opened: Y_{r-1} (none for round 1: X₀ comes from the seed) and Y_r."""
+    """Round `round` (1-based) opened: X_{r-1} (none for round 1: X₀ comes from the seed) and X_r."""
 
     round: int
     previous: bytes | None
     previous_path: tuple[bytes, ...]
-    product: bytes
+    matrix: bytes
     path: tuple[bytes, ...]
 
 
@@ -126,8 +127,8 @@ class Prover:
 
     def __init__(self, challenge: Challenge, rounds: list[np.ndarray] | None = None) -> None:
         self.challenge = challenge
-        self.rounds = [r.astype(np.uint8).tobytes() for r in (rounds if rounds is not None else products(challenge))]
-        self.leaves = [leaf(challenge, i, y) for i, y in enumerate(self.rounds, start=1)]
+        self.rounds = [r.astype(np.uint8).tobytes() for r in (rounds if rounds is not None else rounds_of(challenge))]
+        self.leaves = [leaf(challenge, i, x) for i, x in enumerate(self.rounds, start=1)]
 
     @property
     def root(self) -> bytes:
@@ -147,56 +148,64 @@ class Prover:
 
 def sample_rounds(challenge: Challenge, samples: int = SAMPLES) -> list[int]:
     """The rounds to open, drawn by the oracle after the root arrived (the node cannot know them)."""
-    chosen = set()
+    chosen: set[int] = set()
     while len(chosen) < min(samples, challenge.rounds):
         chosen.add(1 + secrets.randbelow(challenge.rounds))
     return sorted(chosen)
 
 
-def check(challenge: Challenge, root: bytes, requested: list[int], openings: list[Opening],
-          vectors: int = VECTORS, columns_seed: int | None = None) -> None:
-    """Raises ProofError naming the first round whose opening does not prove its product.
-    The Freivalds columns are the verifier's secret draw (`columns_seed` fixes them for a test)."""
+def check(challenge: Challenge, root: bytes, requested: list[int], openings: list[Opening], rows: int = ROWS,
+          rows_seed: int | None = None) -> None:
+    """Raises ProofError naming the first round whose opening does not prove it. The rows
+    recomputed are the verifier's secret draw (`rows_seed` fixes them for a test)."""
     n = challenge.size
     if [o.round for o in openings] != list(requested):
         raise ProofError(f"the node opened rounds {[o.round for o in openings]}, not the {list(requested)} asked for")
-    a, x0 = challenge.matrices()
-    rng = np.random.default_rng(secrets.randbits(64) if columns_seed is None else columns_seed)
+    rng = np.random.default_rng(secrets.randbits(64) if rows_seed is None else rows_seed)
+    verified: dict[int, np.ndarray] = {}  # round → its matrix, once its leaf is checked
+
+    def committed(round_: int, data: bytes | None, path: tuple[bytes, ...]) -> np.ndarray:
+        if data is None:
+            raise ProofError(f"round {round_ + 1} came without round {round_}'s matrix")
+        matrix = _matrix(data, n, round_)
+        known = verified.get(round_)
+        if known is not None and np.array_equal(known, matrix):
+            return known
+        if not merkle_verify(root, leaf(challenge, round_, data), round_ - 1, challenge.rounds, list(path)):
+            raise ProofError(f"round {round_}'s matrix is not the one committed to")
+        verified[round_] = matrix
+        return matrix
+
     for o in openings:
-        y = _matrix(o.product, n, o.round)
-        if not merkle_verify(root, leaf(challenge, o.round, o.product), o.round - 1, challenge.rounds, list(o.path)):
-            raise ProofError(f"round {o.round}'s product is not the one committed to")
-        if o.round == 1:
-            x = x0
-        else:
-            if o.previous is None:
-                raise ProofError(f"round {o.round} came without round {o.round - 1}'s product")
-            previous = _matrix(o.previous, n, o.round - 1)
-            if not merkle_verify(root, leaf(challenge, o.round - 1, o.previous), o.round - 2, challenge.rounds,
-                                 list(o.previous_path)):
-                raise ProofError(f"round {o.round - 1}'s product is not the one committed to")
-            x = CUBES[previous].astype(np.float32)
-        columns = rng.integers(0, P, size=(n, vectors)).astype(np.float32)
-        expected = np.fmod(a @ np.fmod(x @ columns, P), P)
-        if not np.array_equal(np.fmod(y.astype(np.float32) @ columns, P), expected):
-            raise ProofError(f"round {o.round}'s product is not A·X mod {P}: the node did not compute it")
+        x = committed(o.round, o.matrix, o.path)
+        previous = challenge.first() if o.round == 1 else committed(o.round - 1, o.previous, o.previous_path)
+        picked = rng.choice(n, size=min(rows, n), replace=False)
+        products = challenge.rows_of_a(picked) @ previous.astype(np.float32)
+        recomputed = CUBES[np.fmod(products, P).astype(np.uint8)]
+        if not np.array_equal(recomputed, x[picked]):
+            raise ProofError(f"round {o.round}'s matrix is not (A·X mod {P})³ mod {P} of the round before: the node "
+                             "did not compute it")
 
 
 def _matrix(data: bytes, n: int, round_: int) -> np.ndarray:
-    """Y_r (uint8) from its bytes: n² residues below P, or ProofError."""
+    """X_r (uint8, n × n) from its bytes: residues below P, or ProofError."""
     if not isinstance(data, bytes) or len(data) != n * n:
-        raise ProofError(f"round {round_}'s product is not {n}×{n} bytes")
-    y = np.frombuffer(data, dtype=np.uint8)
-    if int(y.max(initial=0)) >= P:
-        raise ProofError(f"round {round_}'s product holds a value of {P} or more")
-    return y.reshape(n, n)
+        raise ProofError(f"round {round_}'s matrix is not {n}×{n} bytes")
+    x = np.frombuffer(data, dtype=np.uint8)
+    if int(x.max(initial=0)) >= P:
+        raise ProofError(f"round {round_}'s matrix holds a value of {P} or more")
+    return x.reshape(n, n)
 
 
-def pass_probability(rounds: int, samples: int, skipped: int, vectors: int = VECTORS) -> float:
-    """An upper bound on the chance that a node which left `skipped` of `rounds` uncomputed
-    passes: over how many wrong rounds the sample holds (hypergeometric), the chance that each
-    escapes all of its `vectors` columns (at most P^-vectors each)."""
+def pass_probability(rounds: int, samples: int, skipped: int, rows: int = ROWS, skipped_rows: float = 1.0,
+                     size: int = 1024) -> float:
+    """An upper bound on the chance that a node passes which, in `skipped` of the `rounds`,
+    left a share `skipped_rows` of the rows uncomputed (1.0: the whole round): the sample of
+    rounds holds some of those (hypergeometric), and in each every recomputed row must be one
+    it computed or, at P^-size, one it guessed right."""
     samples = min(samples, rounds)
     total = math.comb(rounds, samples)
-    return sum(math.comb(skipped, j) * math.comb(rounds - skipped, samples - j) / total * float(P) ** (-vectors * j)
+    # A sampled skipping round passes if every recomputed row was computed or guessed.
+    escape = (1.0 - skipped_rows + skipped_rows * float(P) ** -size) ** rows
+    return sum(math.comb(skipped, j) * math.comb(rounds - skipped, samples - j) / total * escape ** j
                for j in range(min(samples, skipped) + 1))
