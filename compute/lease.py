@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from compute.dataplane import join, shown
+from compute import program
 from compute.program import ProgramError
 from compute.sandbox import Limits, Sandbox, lease_uid
 
@@ -234,8 +235,6 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
     try:
         sandbox = lease_sandbox(directory, plan, _result_binds(plan))
         if plan.program is not None:
-            from compute import program
-
             program.stage(plan, work, plan.hidden, directory / LOG)
             if os.geteuid() == 0:
                 program.chown(work, lease_uid(plan.number))
@@ -273,8 +272,6 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
         units = min(plan.max_units, math.ceil(min(measured, reserved)))  # never more than it held
         outcome = _replace(outcome, state="succeeded", result_hash=result_hash(Path(run["result_dir"])), units=units,
                            metrics=run.get("metrics", {}))
-        from compute import program
-
         try:
             if plan.program is not None:
                 program.publish(work, plan.result, plan.hidden)
@@ -340,8 +337,6 @@ def object_store_bytes(plan: LeasePlan) -> int:
 
 def run_program(work: Path) -> None:
     """Inside the sandbox: the buyer's program, against the lease's own Ray."""
-    from compute import program
-
     code = program.run(work, start_ray)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -352,7 +347,7 @@ def _fetch_inputs(plan: LeasePlan, work: Path) -> None:
     """Copies into the lease the earlier result the job builds on, checked against the chain's
     resultHash of it, and the model or dataset the buyer brings, checked against its pin: one
     that does not match, or cannot be read, is the buyer's fault."""
-    from compute import dataplane, program
+    from compute import dataplane
     from compute.manifest import OUTPUT_DIR
 
     for ref, location, result_hash, name in plan.prior:
@@ -393,8 +388,6 @@ def _result_binds(plan: LeasePlan) -> tuple[tuple[Path, bool], ...]:
     own = plan.local_result
     if own is None:
         return ()
-    from compute import program
-
     program.writable_output(str(own.parent), plan.hidden)
     own.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0:  # a job taken over from another lease is this lease's now
@@ -426,8 +419,6 @@ def _bad_outputs(plan: LeasePlan, work: Path) -> str | None:
     have the site, outside the sandbox, hash and store what it points to."""
     if plan.program is None:
         return None
-    from compute import program
-
     try:
         program.check_outputs(work)
     except ProgramError as exc:
