@@ -1,14 +1,17 @@
-"""Benchmark challenge: seconds per node on the CPU (target ≤ 5 s) and the throughput that
-justifies the reference table's "cpu" entry.
+"""Benchmark challenge: seconds per node on the CPU (target ≤ 5 s), the throughput that
+justifies the reference table's "cpu" entry, and what the oracle's own timing adds.
 
 Run: .venv/bin/python bench/challenge.py [--runs 5]
 
 Measured, each over --runs fresh seeds, median:
-  - node: `run_challenge` on one CPU core (torch limited to one thread, as a Ray task with
-    num_cpus=1 is) — the rounds the node times, and the whole call with setup and checksum;
-  - round trip: `run_on_provider` on a local Ray cluster with one 1-CPU provider node —
-    what the oracle waits for, scheduling and transfer included;
-  - verify: `verify`, the oracle recomputing the checksum on this machine's CPU (no cache).
+  - node: computing the rounds and committing to them (`checkpoints_of`, `Prover`) on one CPU
+    core (torch limited to one thread, as a Ray actor with num_cpus=1 is), and of that the
+    commitment;
+  - round trip: a ChallengeWorker readied on a 1-CPU provider node of a local Ray cluster
+    (`ready_worker`, untimed, as a site does before the oracle's clock starts), then the seed
+    sent and the root received — what the oracle's clock sees, less the site's HTTP — and
+    the throughput that gives;
+  - verify: opening the sampled rows and `check`ing them, all verified.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from ray.cluster_utils import Cluster  # noqa: E402
 from anvil import dev_account  # noqa: E402
 from compute import challenge as ch  # noqa: E402
 from compute.placement import node_labels, node_resources  # noqa: E402
+from compute.proof import Prover, check, opening_from_json, root_from_hex, sample  # noqa: E402
 from compute.reference import CPU_REFERENCE_GFLOPS  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "challenge.json"
@@ -50,18 +54,21 @@ def _median(values: list[float]) -> float:
 def bench_node(runs: int) -> dict:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    rounds_s, call_s, gflops = [], [], []
+    node_s, commit_s, gflops = [], [], []
     try:
         for _ in range(runs):
+            challenge = ch.Challenge(seed=secrets.randbits(63))
             started = time.perf_counter()
-            result = ch.run_challenge(ch.Challenge(seed=secrets.randbits(63)), "cpu")
-            call_s.append(time.perf_counter() - started)
-            rounds_s.append(result.seconds)
-            gflops.append(result.throughput_gflops)
+            checkpoints = ch.checkpoints_of(challenge)
+            computed = time.perf_counter()
+            Prover(challenge, checkpoints)
+            node_s.append(time.perf_counter() - started)
+            commit_s.append(time.perf_counter() - computed)
+            gflops.append(challenge.flops / node_s[-1] / 1e9)
     finally:
         torch.set_num_threads(threads)
-    return {"rounds_s": _median(rounds_s), "call_s": _median(call_s), "gflops": round(statistics.median(gflops), 1),
-            "gflops_all": [round(g, 1) for g in gflops], "device_name": result.device_name}
+    return {"node_s": _median(node_s), "commit_s": _median(commit_s), "gflops": round(statistics.median(gflops), 1),
+            "gflops_all": [round(g, 1) for g in gflops], "device_name": ch.device_name("cpu")}
 
 
 def bench_round_trip(runs: int) -> dict:
@@ -72,21 +79,24 @@ def bench_round_trip(runs: int) -> dict:
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False)
     try:
-        round_trip, verify_s, node_gflops, verdicts = [], [], [], []
+        ready_s, round_trip, gflops, verified = [], [], [], []
         for _ in range(runs):
             challenge = ch.Challenge(seed=secrets.randbits(63))
             started = time.perf_counter()
-            result = ch.run_on_provider(PROVIDER, challenge, timeout_s=120)
-            round_trip.append(time.perf_counter() - started)
-            node_gflops.append(result.throughput_gflops)
-            ch.expected_checksum.cache_clear()
+            worker, _ = ch.ready_worker(PROVIDER, timeout_s=120)
+            ready_s.append(time.perf_counter() - started)
             started = time.perf_counter()
-            verdict = ch.verify(challenge, result, "cpu")
-            verify_s.append(time.perf_counter() - started)
-            verdicts.append(verdict.passed)
-        return {"round_trip_s": _median(round_trip), "round_trip_all": [round(s, 3) for s in round_trip],
-                "node_gflops": round(statistics.median(node_gflops), 1), "verify_s": _median(verify_s),
-                "all_verified": all(verdicts)}
+            root = ray.get(worker.commit.remote({**challenge.params(), "seed": challenge.seed}))
+            round_trip.append(time.perf_counter() - started)
+            gflops.append(challenge.flops / round_trip[-1] / 1e9)
+            cells = sample(challenge)
+            openings = ray.get(worker.open.remote(cells))
+            ray.kill(worker)
+            check(challenge, root_from_hex(root), cells, [opening_from_json(o) for o in openings])
+            verified.append(True)
+        return {"ready_s": _median(ready_s), "round_trip_s": _median(round_trip),
+                "round_trip_all": [round(s, 3) for s in round_trip], "oracle_gflops": round(statistics.median(gflops), 1),
+                "all_verified": len(verified) == runs}
     finally:
         ray.shutdown()
         cluster.shutdown()

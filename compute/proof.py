@@ -1,69 +1,62 @@
 """The benchmark challenge as a proof of work the oracle checks without redoing it.
 
-The node computes the challenge's rounds (`compute.challenge`): X_r = (A·X_{r-1} mod P)³ mod P
-from A and X₀ that the seed gives. It commits to every round at once — a sha256 Merkle root
-over the rounds' matrices X_r — and the oracle's clock stops when the root arrives. Only
-then does the oracle name the rounds it will check (`sample_rounds`); the node opens each
-(`Prover.open`): X_{r-1} and X_r with their Merkle paths (X₀ is the seed's). For each the
-oracle checks that both are the committed ones, then recomputes `rows` random rows of X_r
-from X_{r-1} — rows·n² multiply-adds where the node did n³ — and compares them.
+The node computes the challenge's rounds (`compute.challenge`): X_r = (X_{r-1}·B mod P)³ mod P
+from B and X₀ that the seed gives. It commits to every checkpoint (every `stride`-th round)
+at once — a sha256 Merkle root whose leaves are the checkpoints' rows — and the oracle's
+clock stops when the root arrives. Only then does the oracle name the cells it will check
+(`sample`): rows of some checkpoints. The node opens each (`Prover.open`): row i of the
+checkpoint and row i of the one before (X₀'s rows are the seed's), with their Merkle paths.
+The oracle checks both rows against the root and recomputes the later from the earlier —
+`stride` rounds of one row, stride·n² multiply-adds where the node did stride·n³.
 
-Soundness. A round whose matrix the node did not compute from the previous one differs
-from it in a row with probability 1 − P^-n, so for the node a row it did not compute is a
-row it cannot get right. A node that computed none of the rounds passes only if every
-sampled row happens to be right: with the defaults (4 rounds, 8 rows each) under P^-(n·32).
-A node that skipped whole rounds passes if the sample misses them all, and one that skipped
-a share of every round's rows if every sampled row is one it computed:
-`pass_probability(rounds, samples, skipped)` bounds both (for a node that skipped half the
-rounds of 32, 0.051 per challenge; half of every round's rows, 2^-32).
+Soundness. A row the node did not compute from the row before differs from the right one
+with probability 1 − P^-n, so for the node a row it did not compute is a row it cannot get
+right. A node that skipped some checkpoints' work passes only if the sample misses them all,
+and one that skipped a share of every checkpoint's rows only if every sampled row is one it
+computed: `pass_probability` bounds both. With the defaults (16 checkpoints of 32 sampled,
+32 rows in all) a node that skipped half the rounds passes with probability 1.7·10⁻⁹ per
+challenge, one that skipped half of every round's rows with 2⁻³², one that skipped it all
+with P^-(32n).
 
-Exactness: every entry is below P = 17 and every row·column sums at most size·16·16 < 2^24
-(size ≤ compute.challenge.MAX_SIZE), so float32 matmuls — the node's and the verifier's
-alike, on any BLAS or GPU — are exact.
+The oracle's cost is making B (n² bytes from the seed), 32·stride row products (n² each) and
+hashing 64 rows with their paths: at 2048 × 32 under a thousandth of the node's work
+(bench/proof.py). What the node sends is as small: 64 rows and their paths.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import math
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
-from compute.challenge import CUBES, P, Challenge
+from compute.challenge import P, Challenge, step
 
-SAMPLES = 4  # rounds the oracle opens per challenge
-ROWS = 8  # rows of each opened round the oracle recomputes
-LEAF_TAG = b"swarm/challenge-round/v1"
+SAMPLES = 16  # checkpoints the oracle opens per challenge (all of them when there are fewer)
+CELLS = 32  # rows the oracle recomputes per challenge, spread over the sampled checkpoints
+LEAF_TAG = b"swarm/challenge-row/v2"
+ROOT_BYTES = 32
 
 
 class ProofError(Exception):
     """An answer that does not prove the challenge: a wrong root, opening or row."""
 
 
-# ── the node ──────────────────────────────────────────────────────────────────────
+# ── the commitment ────────────────────────────────────────────────────────────────
 
 
-def rounds_of(challenge: Challenge, device: str = "cpu") -> list[np.ndarray]:
-    """X_1 … X_R, each size × size uint8, computed on `device` ("cpu" or "cuda")."""
-    import torch
-
-    a_np, x_np = challenge.matrices()
-    a, x = torch.from_numpy(a_np).to(device), torch.from_numpy(x_np).to(device)
-    out = []
-    for _ in range(challenge.rounds):
-        y = torch.fmod(a @ x, P)  # exact: see the module's docstring
-        x = torch.fmod(y * y * y, P)
-        out.append(x.to(torch.uint8))
-    return [m.cpu().numpy() for m in out]
-
-
-def leaf(challenge: Challenge, round_: int, matrix: bytes) -> bytes:
-    """A round's Merkle leaf: the challenge's seed and size, the round's number and X_r's bytes."""
-    digest = hashlib.sha256(LEAF_TAG + challenge.seed.to_bytes(8, "big") + challenge.size.to_bytes(4, "big")
-                            + round_.to_bytes(4, "big"))
-    digest.update(matrix)  # no copy of the matrix
+def leaf(challenge: Challenge, checkpoint: int, row: int, data: bytes) -> bytes:
+    """A row's Merkle leaf: the challenge (seed, size, rounds, stride), which checkpoint
+    (1-based) and row it is, and the row's bytes."""
+    c = challenge
+    digest = hashlib.sha256(LEAF_TAG + b"".join(v.to_bytes(8, "big") for v in (
+        c.seed, c.size, c.rounds, c.stride, checkpoint, row)))
+    digest.update(data)
     return digest.digest()
 
 
@@ -76,8 +69,8 @@ def _levels(leaves: list[bytes]) -> list[list[bytes]]:
     levels = [list(leaves)]
     while len(levels[-1]) > 1:
         level = levels[-1]
-        levels.append([_parent(level[i], level[i + 1]) if i + 1 < len(level) else level[i]
-                       for i in range(0, len(level), 2)])
+        levels.append([_parent(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+                      + ([level[-1]] if len(level) % 2 else []))
     return levels
 
 
@@ -85,15 +78,19 @@ def merkle_root(leaves: list[bytes]) -> bytes:
     return _levels(leaves)[-1][0]
 
 
-def merkle_path(leaves: list[bytes], index: int) -> list[bytes]:
+def _path(levels: list[list[bytes]], index: int) -> list[bytes]:
     """The siblings from leaf `index` up (an unpaired node has none at that level)."""
     path = []
-    for level in _levels(leaves)[:-1]:
+    for level in levels[:-1]:
         sibling = index ^ 1
         if sibling < len(level):
             path.append(level[sibling])
         index //= 2
     return path
+
+
+def merkle_path(leaves: list[bytes], index: int) -> list[bytes]:
+    return _path(_levels(leaves), index)
 
 
 def merkle_verify(root: bytes, leaf_: bytes, index: int, count: int, path: list[bytes]) -> bool:
@@ -113,99 +110,146 @@ def merkle_verify(root: bytes, leaf_: bytes, index: int, count: int, path: list[
 
 @dataclass(frozen=True)
 class Opening:
-    """Round `round` (1-based) opened: X_{r-1} (none for round 1: X₀ comes from the seed) and X_r."""
+    """Row `row` of checkpoint `checkpoint` (1-based) opened, with the same row of the
+    checkpoint before (none for the first: X₀ comes from the seed)."""
 
-    round: int
+    checkpoint: int
+    row: int
     previous: bytes | None
     previous_path: tuple[bytes, ...]
-    matrix: bytes
+    data: bytes
     path: tuple[bytes, ...]
 
 
 class Prover:
-    """A node's side: the rounds computed, committed, and opened on request."""
+    """A node's side: the checkpoints committed to, and opened on request."""
 
-    def __init__(self, challenge: Challenge, rounds: list[np.ndarray] | None = None) -> None:
+    def __init__(self, challenge: Challenge, checkpoints: list[np.ndarray]) -> None:
+        n = challenge.size
+        if len(checkpoints) != challenge.checkpoints or any(c.shape != (n, n) for c in checkpoints):
+            raise ValueError(f"a proof of this challenge needs {challenge.checkpoints} checkpoints of {n}×{n}")
         self.challenge = challenge
-        self.rounds = [r.astype(np.uint8).tobytes() for r in (rounds if rounds is not None else rounds_of(challenge))]
-        self.leaves = [leaf(challenge, i, x) for i, x in enumerate(self.rounds, start=1)]
+        self.checkpoints = [np.ascontiguousarray(c, dtype=np.uint8) for c in checkpoints]
+        self.levels = _levels([leaf(challenge, k, i, self.checkpoints[k - 1][i].tobytes())
+                               for k in range(1, challenge.checkpoints + 1) for i in range(n)])
 
     @property
     def root(self) -> bytes:
-        return merkle_root(self.leaves)
+        return self.levels[-1][0]
 
-    def open(self, rounds: list[int]) -> list[Opening]:
-        opened = []
-        for r in rounds:
-            previous = self.rounds[r - 2] if r > 1 else None
-            opened.append(Opening(r, previous, tuple(merkle_path(self.leaves, r - 2)) if r > 1 else (),
-                                  self.rounds[r - 1], tuple(merkle_path(self.leaves, r - 1))))
+    def open(self, cells: list[tuple[int, int]]) -> list[Opening]:
+        n, opened = self.challenge.size, []
+        for k, i in cells:
+            if not (1 <= k <= self.challenge.checkpoints and 0 <= i < n):
+                raise ValueError(f"there is no row {i} of checkpoint {k} to open")
+            previous = self.checkpoints[k - 2][i].tobytes() if k > 1 else None
+            opened.append(Opening(k, i, previous, tuple(_path(self.levels, (k - 2) * n + i)) if k > 1 else (),
+                                  self.checkpoints[k - 1][i].tobytes(), tuple(_path(self.levels, (k - 1) * n + i))))
         return opened
+
+
+# ── on the wire ───────────────────────────────────────────────────────────────────
+
+
+def opening_as_json(o: Opening) -> dict[str, Any]:
+    return {"checkpoint": o.checkpoint, "row": o.row,
+            "previous": None if o.previous is None else base64.b64encode(o.previous).decode(),
+            "previous_path": [h.hex() for h in o.previous_path], "data": base64.b64encode(o.data).decode(),
+            "path": [h.hex() for h in o.path]}
+
+
+def opening_from_json(raw: Any) -> Opening:
+    """An opening as a node sent it, or ProofError for anything that is not one."""
+    try:
+        previous = raw["previous"]
+        return Opening(int(raw["checkpoint"]), int(raw["row"]),
+                       None if previous is None else base64.b64decode(previous, validate=True),
+                       tuple(bytes.fromhex(h) for h in raw["previous_path"]),
+                       base64.b64decode(raw["data"], validate=True), tuple(bytes.fromhex(h) for h in raw["path"]))
+    except (KeyError, TypeError, ValueError, OverflowError, AttributeError, binascii.Error):
+        raise ProofError("the node's opening is not an opening (checkpoint, row, previous, data and paths)") from None
+
+
+def root_from_hex(raw: Any) -> bytes:
+    """A commitment as a node sent it, or ProofError."""
+    try:
+        root = bytes.fromhex(str(raw).removeprefix("0x"))
+    except ValueError:
+        root = b""
+    if len(root) != ROOT_BYTES:
+        raise ProofError(f"the node's commitment is not a {ROOT_BYTES}-byte Merkle root")
+    return root
 
 
 # ── the oracle ────────────────────────────────────────────────────────────────────
 
 
-def sample_rounds(challenge: Challenge, samples: int = SAMPLES) -> list[int]:
-    """The rounds to open, drawn by the oracle after the root arrived (the node cannot know them)."""
+def sample(challenge: Challenge, samples: int = SAMPLES, cells: int = CELLS) -> list[tuple[int, int]]:
+    """The (checkpoint, row) cells to open, drawn by the oracle after the root arrived (the
+    node cannot know them): `samples` checkpoints (all of them when there are fewer) and
+    `cells` rows spread over them."""
+    picked = sorted(k + 1 for k in _distinct(challenge.checkpoints, min(samples, challenge.checkpoints)))
+    per = min(challenge.size, math.ceil(cells / len(picked)))
+    return [(k, i) for k in picked for i in sorted(_distinct(challenge.size, per))]
+
+
+def _distinct(population: int, count: int) -> set[int]:
     chosen: set[int] = set()
-    while len(chosen) < min(samples, challenge.rounds):
-        chosen.add(1 + secrets.randbelow(challenge.rounds))
-    return sorted(chosen)
+    while len(chosen) < count:
+        chosen.add(secrets.randbelow(population))
+    return chosen
 
 
-def check(challenge: Challenge, root: bytes, requested: list[int], openings: list[Opening], rows: int = ROWS,
-          rows_seed: int | None = None) -> None:
-    """Raises ProofError naming the first round whose opening does not prove it. The rows
-    recomputed are the verifier's secret draw (`rows_seed` fixes them for a test)."""
-    n = challenge.size
-    if [o.round for o in openings] != list(requested):
-        raise ProofError(f"the node opened rounds {[o.round for o in openings]}, not the {list(requested)} asked for")
-    rng = np.random.default_rng(secrets.randbits(64) if rows_seed is None else rows_seed)
-    verified: dict[int, np.ndarray] = {}  # round → its matrix, once its leaf is checked
-
-    def committed(round_: int, data: bytes | None, path: tuple[bytes, ...]) -> np.ndarray:
-        if data is None:
-            raise ProofError(f"round {round_ + 1} came without round {round_}'s matrix")
-        matrix = _matrix(data, n, round_)
-        known = verified.get(round_)
-        if known is not None and np.array_equal(known, matrix):
-            return known
-        if not merkle_verify(root, leaf(challenge, round_, data), round_ - 1, challenge.rounds, list(path)):
-            raise ProofError(f"round {round_}'s matrix is not the one committed to")
-        verified[round_] = matrix
-        return matrix
-
+def check(challenge: Challenge, root: bytes, requested: list[tuple[int, int]], openings: list[Opening]) -> None:
+    """Raises ProofError naming the first cell whose opening does not prove it."""
+    n, count = challenge.size, challenge.checkpoints * challenge.size
+    got = [(o.checkpoint, o.row) for o in openings]
+    if got != [tuple(c) for c in requested]:
+        raise ProofError(f"the node opened cells {got[:4]}…, not the {len(requested)} asked for")
+    previous_rows, rows = [], []
     for o in openings:
-        x = committed(o.round, o.matrix, o.path)
-        previous = challenge.first() if o.round == 1 else committed(o.round - 1, o.previous, o.previous_path)
-        picked = rng.choice(n, size=min(rows, n), replace=False)
-        products = challenge.rows_of_a(picked) @ previous.astype(np.float32)
-        recomputed = CUBES[np.fmod(products, P).astype(np.uint8)]
-        if not np.array_equal(recomputed, x[picked]):
-            raise ProofError(f"round {o.round}'s matrix is not (A·X mod {P})³ mod {P} of the round before: the node "
-                             "did not compute it")
+        k, i = o.checkpoint, o.row
+        row = _row(o.data, n, k, i)
+        if not merkle_verify(root, leaf(challenge, k, i, o.data), (k - 1) * n + i, count, list(o.path)):
+            raise ProofError(f"row {i} of checkpoint {k} is not the one committed to")
+        if k == 1:
+            previous = challenge.first_rows([i])[0]
+        else:
+            if o.previous is None:
+                raise ProofError(f"row {i} of checkpoint {k} came without the same row of checkpoint {k - 1}")
+            previous = _row(o.previous, n, k - 1, i)
+            if not merkle_verify(root, leaf(challenge, k - 1, i, o.previous), (k - 2) * n + i, count,
+                                 list(o.previous_path)):
+                raise ProofError(f"row {i} of checkpoint {k - 1} is not the one committed to")
+        previous_rows.append(previous)
+        rows.append(row)
+    recomputed = step(np.stack(previous_rows).astype(np.float32), challenge.b(), challenge.stride)
+    wrong = np.flatnonzero((recomputed != np.stack(rows)).any(axis=1))
+    if wrong.size:
+        o = openings[int(wrong[0])]
+        raise ProofError(f"row {o.row} of checkpoint {o.checkpoint} is not {challenge.stride} round(s) of "
+                         f"(X·B mod {P})³ mod {P} from the row before: the node did not compute it")
 
 
-def _matrix(data: bytes, n: int, round_: int) -> np.ndarray:
-    """X_r (uint8, n × n) from its bytes: residues below P, or ProofError."""
-    if not isinstance(data, bytes) or len(data) != n * n:
-        raise ProofError(f"round {round_}'s matrix is not {n}×{n} bytes")
+def _row(data: bytes, n: int, checkpoint: int, row: int) -> np.ndarray:
+    """A row (uint8, n) from its bytes: residues below P, or ProofError."""
+    if not isinstance(data, bytes) or len(data) != n:
+        raise ProofError(f"row {row} of checkpoint {checkpoint} is not {n} bytes")
     x = np.frombuffer(data, dtype=np.uint8)
     if int(x.max(initial=0)) >= P:
-        raise ProofError(f"round {round_}'s matrix holds a value of {P} or more")
-    return x.reshape(n, n)
+        raise ProofError(f"row {row} of checkpoint {checkpoint} holds a value of {P} or more")
+    return x
 
 
-def pass_probability(rounds: int, samples: int, skipped: int, rows: int = ROWS, skipped_rows: float = 1.0,
+def pass_probability(checkpoints: int, samples: int, skipped: int, rows: int, skipped_rows: float = 1.0,
                      size: int = 1024) -> float:
-    """An upper bound on the chance that a node passes which, in `skipped` of the `rounds`,
-    left a share `skipped_rows` of the rows uncomputed (1.0: the whole round): the sample of
-    rounds holds some of those (hypergeometric), and in each every recomputed row must be one
-    it computed or, at P^-size, one it guessed right."""
-    samples = min(samples, rounds)
-    total = math.comb(rounds, samples)
-    # A sampled skipping round passes if every recomputed row was computed or guessed.
+    """An upper bound on the chance that a node passes which, in `skipped` of the
+    `checkpoints`, left a share `skipped_rows` of the rows uncomputed (1.0: all of them): the
+    sampled checkpoints hold some of those (hypergeometric), and in each every one of the
+    `rows` recomputed must be one it computed or, at P^-size, one it guessed right."""
+    samples = min(samples, checkpoints)
+    total = math.comb(checkpoints, samples)
+    # A sampled skipping checkpoint passes if every recomputed row was computed or guessed.
     escape = (1.0 - skipped_rows + skipped_rows * float(P) ** -size) ** rows
-    return sum(math.comb(skipped, j) * math.comb(rounds - skipped, samples - j) / total * escape ** j
+    return sum(math.comb(skipped, j) * math.comb(checkpoints - skipped, samples - j) / total * escape ** j
                for j in range(min(samples, skipped) + 1))

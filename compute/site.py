@@ -43,6 +43,9 @@ from compute.site_auth import JobView, Refused, SiteRequest
 MAX_ATTEMPTS = 3  # a lease whose node is lost runs again, from its checkpoint, this often
 LOG_TAIL_BYTES = 64 * 1024
 PROBE_TIMEOUT_S = 10.0
+CHALLENGE_KEEP_S = 300.0  # a readied challenge's worker ends this long after, if never opened
+MAX_CHALLENGES = 8  # readied challenges a site holds at once
+MAX_CELLS = 4096  # rows one opening request may ask for
 
 # (what the chain says of the job, job_id, spec bytes, lease number, the lease's own storage
 # directory, the spec of the job whose result it builds on or None) -> the lease to run;
@@ -91,6 +94,7 @@ class Site:
         self.hidden = tuple(hidden) + (str(self.leases),)
         self.jobs = JobSubmissionClient(dashboard_url)
         self._lock = threading.Lock()
+        self._challenges: dict[str, tuple[Any, dict[str, Any], float]] = {}  # ticket → (worker, params, until)
 
     # ── leases ───────────────────────────────────────────────────────────────
     def start(self, job: JobView, job_id: int, spec: bytes, prior: bytes | None = None) -> LeaseStatus:
@@ -243,11 +247,76 @@ class Site:
                                 "error": f"no answer within {timeout_s:.0f} s", **devices})
         return answers
 
-    def challenge(self, params: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        from compute.challenge import Challenge, run_on_provider
+    # A challenge (compute.challenge, compute.proof) takes three requests: `challenge_ready`
+    # places a worker on one of the site's nodes (its GPU when it has one) before the oracle's
+    # clock starts; `challenge_commit` gives it the seed and answers with its Merkle root — what
+    # the oracle times; `challenge_open` opens the rows the oracle then asks for and ends it. A
+    # worker the oracle never asks to open is ended CHALLENGE_KEEP_S after it was readied.
+    def challenge_ready(self, params: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        from compute.challenge import Challenge, ready_worker
+        from compute.errors import ProviderFault
 
-        result = run_on_provider(self.provider, Challenge(**params), timeout_s)
-        return asdict(result)
+        Challenge(seed=0, **params)  # the size, rounds and stride are valid (else ComputeError)
+        self._expire_challenges()
+        with self._lock:
+            if len(self._challenges) >= MAX_CHALLENGES:
+                raise Refused(429, f"This site holds {MAX_CHALLENGES} challenges already; open or let them expire.")
+        try:
+            worker, answer = ready_worker(self.provider, timeout_s)
+        except ProviderFault as exc:
+            raise Refused(503, str(exc)[0].upper() + str(exc)[1:]) from None
+        ticket = secrets.token_hex(16)
+        with self._lock:
+            self._challenges[ticket] = (worker, params, time.monotonic() + CHALLENGE_KEEP_S)
+        return {"ticket": ticket, **answer}
+
+    def challenge_commit(self, ticket: str, seed: int, timeout_s: float) -> dict[str, Any]:
+        import ray
+
+        worker, params, _ = self._challenge(ticket)
+        ref = worker.commit.remote({**params, "seed": seed})
+        ready, _ = ray.wait([ref], timeout=timeout_s)
+        if not ready:
+            self._end_challenge(ticket)
+            raise ComputeError(f"The challenge was not computed within {timeout_s:g} s.")
+        return {"root": ray.get(ref)}
+
+    def challenge_open(self, ticket: str, cells: list[tuple[int, int]], timeout_s: float) -> dict[str, Any]:
+        import ray
+
+        worker, _, _ = self._challenge(ticket)
+        try:
+            ref = worker.open.remote(cells)
+            ready, _ = ray.wait([ref], timeout=timeout_s)
+            if not ready:
+                raise ComputeError(f"The challenge's rows were not opened within {timeout_s:g} s.")
+            return {"openings": ray.get(ref)}
+        finally:
+            self._end_challenge(ticket)
+
+    def _challenge(self, ticket: str) -> tuple[Any, dict[str, Any], float]:
+        self._expire_challenges()
+        with self._lock:
+            held = self._challenges.get(ticket)
+        if held is None:
+            raise Refused(404, f"This site holds no challenge {ticket[:32]!r}: ready one first (they end when opened "
+                               f"or {CHALLENGE_KEEP_S:g} s after).")
+        return held
+
+    def _end_challenge(self, ticket: str) -> None:
+        import ray
+
+        with self._lock:
+            held = self._challenges.pop(ticket, None)
+        if held is not None:
+            ray.kill(held[0])
+
+    def _expire_challenges(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            expired = [t for t, (_, _, until) in self._challenges.items() if until < now]
+        for ticket in expired:
+            self._end_challenge(ticket)
 
 
 def _submission(directory: Path, attempt: int) -> str:
@@ -348,11 +417,58 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
             raise Refused(400, 'A probe\'s body is {"timeout_s": SECONDS} or empty.') from None
         return {"provider": site.provider, "nodes": await run_in_threadpool(site.probe, timeout_s)}
 
-    @app.post("/v1/challenge")
-    async def challenge(request: Request):
+    def timeout_of(raw: dict[str, Any]) -> float:
+        return min(600.0, max(0.1, float(raw.get("timeout_s", 120))))
+
+    async def challenge_body(request: Request, shape: str) -> dict[str, Any]:
         body, _ = await check(request, "challenge", 0)
-        raw = json.loads(body or b"{}")
-        return await run_in_threadpool(site.challenge, raw["challenge"], float(raw.get("timeout_s", 120)))
+        try:
+            raw = json.loads(body)
+            if not isinstance(raw, dict):
+                raise TypeError
+            timeout_of(raw)
+            return raw
+        except (ValueError, TypeError):
+            raise Refused(400, f"A challenge request's body is {shape}.") from None
+
+    @app.post("/v1/challenge/ready")
+    async def challenge_ready(request: Request):
+        shape = '{"params": {"size": N, "rounds": N, "stride": N}, "timeout_s": SECONDS}'
+        raw = await challenge_body(request, shape)
+        params = raw.get("params")
+        if not isinstance(params, dict) or set(params) != {"size", "rounds", "stride"} \
+                or not all(type(v) is int for v in params.values()):
+            raise Refused(400, f"A challenge request's body is {shape}.")
+        from compute.challenge import Challenge
+
+        try:
+            Challenge(seed=0, **params)
+        except ComputeError as exc:
+            raise Refused(400, f"The challenge cannot be readied: {exc}") from None
+        return await run_in_threadpool(site.challenge_ready, params, timeout_of(raw))
+
+    @app.post("/v1/challenge/commit")
+    async def challenge_commit(request: Request):
+        shape = '{"ticket": "...", "seed": N, "timeout_s": SECONDS}'
+        raw = await challenge_body(request, shape)
+        seed = raw.get("seed")
+        if not isinstance(raw.get("ticket"), str) or type(seed) is not int or not 0 <= seed < 1 << 64:
+            raise Refused(400, f"A challenge request's body is {shape}.")
+        return await run_in_threadpool(site.challenge_commit, raw["ticket"], seed, timeout_of(raw))
+
+    @app.post("/v1/challenge/open")
+    async def challenge_open(request: Request):
+        shape = '{"ticket": "...", "cells": [[CHECKPOINT, ROW], ...], "timeout_s": SECONDS}'
+        raw = await challenge_body(request, shape)
+        cells = raw.get("cells")
+        if not isinstance(raw.get("ticket"), str) or not isinstance(cells, list) or not 0 < len(cells) <= MAX_CELLS \
+                or not all(isinstance(c, list) and len(c) == 2 and all(type(v) is int for v in c) for c in cells):
+            raise Refused(400, f"A challenge request's body is {shape}, at most {MAX_CELLS} cells.")
+        try:
+            return await run_in_threadpool(site.challenge_open, raw["ticket"], [tuple(c) for c in cells],
+                                           timeout_of(raw))
+        except ValueError as exc:  # a cell the challenge does not have
+            raise Refused(400, str(exc)) from None
 
     return app
 

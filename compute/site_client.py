@@ -23,6 +23,7 @@ from compute.site_auth import MAX_VALIDITY_S, Refused, SiteRequest, body_hash
 from compute.site_tls import check_peer, pinned_context
 
 DEFAULT_TIMEOUT_S = 30.0
+MAX_ANSWER_BYTES = 64 << 20  # a challenge's openings are under 1 MiB, a lease's log tail 64 KiB
 VALIDITY_S = 60  # how long a request this client signs stays valid (at most MAX_VALIDITY_S)
 
 
@@ -78,40 +79,64 @@ class SiteClient:
         body = json.dumps({"timeout_s": timeout_s}).encode()
         return self._call("POST", "/v1/probe", "probe", 0, body, timeout_s=timeout_s + self.timeout_s)
 
-    def challenge(self, challenge: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        body = json.dumps({"challenge": challenge, "timeout_s": timeout_s}).encode()
-        return self._call("POST", "/v1/challenge", "challenge", 0, body, timeout_s=timeout_s + self.timeout_s)
+    def challenge_ready(self, params: dict[str, int], timeout_s: float) -> dict[str, Any]:
+        """Readies a challenge's worker on one of the site's nodes: its ticket, node and device."""
+        body = json.dumps({"params": params, "timeout_s": timeout_s}).encode()
+        return self._call("POST", "/v1/challenge/ready", "challenge", 0, body, timeout_s=timeout_s + self.timeout_s)
+
+    def challenge_commit(self, ticket: str, seed: int, timeout_s: float) -> tuple[dict[str, Any], float]:
+        """Sends the seed; the site's answer (its root) and the seconds from sending the request
+        to reading the answer, timed here. Raises SiteUnreachable if no answer came within
+        `timeout_s`."""
+        body = json.dumps({"ticket": ticket, "seed": seed, "timeout_s": timeout_s}).encode()
+        return self._call("POST", "/v1/challenge/commit", "challenge", 0, body, timeout_s=timeout_s, timed=True)
+
+    def challenge_open(self, ticket: str, cells: list[tuple[int, int]], timeout_s: float) -> dict[str, Any]:
+        body = json.dumps({"ticket": ticket, "cells": [list(c) for c in cells], "timeout_s": timeout_s}).encode()
+        return self._call("POST", "/v1/challenge/open", "challenge", 0, body, timeout_s=timeout_s + self.timeout_s)
 
     def info(self) -> dict[str, Any]:
-        status, payload = self._request("GET", "/v1/info", b"", {})
+        status, payload, _ = self._request("GET", "/v1/info", b"", {})
         return json.loads(payload)
 
     def _call(self, method: str, path: str, action: str, job_id: int, body: bytes = b"", text: bool = False,
-              timeout_s: float | None = None) -> Any:
+              timeout_s: float | None = None, timed: bool = False) -> Any:
         expires = int(time.time()) + min(VALIDITY_S, MAX_VALIDITY_S)
         request = SiteRequest(action, self.site.provider, job_id, body_hash(body), secrets.randbits(128), expires)
         signature = self.sign(request.typed_data(self.chain_id, self.market))
         headers = {"Swarm-Nonce": str(request.nonce), "Swarm-Expires": str(expires),
                    "Swarm-Signature": "0x" + signature.hex(), "Content-Type": "application/octet-stream"}
-        status, payload = self._request(method, path, body, headers, timeout_s)
+        status, payload, seconds = self._request(method, path, body, headers, timeout_s)
         if status != 200:
             try:
                 message = json.loads(payload)["error"]
             except (ValueError, KeyError, TypeError):
                 message = payload.decode(errors="replace")[:300] or f"HTTP {status}"
             raise Refused(status, message)
-        return payload.decode() if text else json.loads(payload)
+        try:
+            answer = payload.decode() if text else json.loads(payload)
+        except ValueError:  # UnicodeDecodeError is one too
+            raise ComputeError(f"The site of {self.site.provider} answered {path} with something that is not "
+                               f"{'text' if text else 'JSON'}.") from None
+        return (answer, seconds) if timed else answer
 
     def _request(self, method: str, path: str, body: bytes, headers: dict[str, str],
-                 timeout_s: float | None = None) -> tuple[int, bytes]:
+                 timeout_s: float | None = None) -> tuple[int, bytes, float]:
+        """The status, the payload, and the seconds from sending the request (the connection
+        made and the certificate checked) to reading the whole answer."""
         connection = http.client.HTTPSConnection(self.host, self.port, context=pinned_context(),
                                                  timeout=timeout_s or self.timeout_s)
         try:
             connection.connect()
             check_peer(connection.sock, self.site.fingerprint)
+            started = time.perf_counter()
             connection.request(method, path, body=body or None, headers=headers)
             response = connection.getresponse()
-            return response.status, response.read()
+            payload = response.read(MAX_ANSWER_BYTES + 1)
+            if len(payload) > MAX_ANSWER_BYTES:
+                raise ComputeError(f"The site of {self.site.provider} answered {path} with more than "
+                                   f"{MAX_ANSWER_BYTES >> 20} MiB; no answer of a site is that large.")
+            return response.status, payload, time.perf_counter() - started
         except (OSError, socket.timeout, http.client.HTTPException) as exc:
             raise SiteUnreachable(f"The site of {self.site.provider} at {self.site.url} did not answer "
                                   f"({type(exc).__name__}: {exc}).") from exc

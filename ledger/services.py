@@ -89,7 +89,11 @@ class ProbeSample(LedgerModel, table=True):
 
 
 class ChallengeRecord(LedgerModel, table=True):
-    """One benchmark challenge of one provider, as verified by the oracle."""
+    """One benchmark challenge of one provider, as the oracle checked and timed it.
+
+    `outcome`: "passed" (the proof holds; `measured_gflops` is the oracle's own timing),
+    "refuted" (a wrong commitment or opening, garbage, another seed's answer: `proof_ok` is
+    False) or "late" (no commitment within the timeout: measured as 0 GFLOPS)."""
 
     __tablename__ = "challenge_results"
     __table_args__ = (Index(None, "chain_id", "at"),)
@@ -99,8 +103,10 @@ class ChallengeRecord(LedgerModel, table=True):
     provider: str = Field(max_length=42)
     at: float
     declared_model: str = Field(max_length=32)
-    seed: int = Field(sa_type=BigInteger)
-    checksum_ok: bool
+    seed: int = Field(sa_type=BigInteger)  # the oracle draws 63 bits
+    proof_ok: bool
+    outcome: str = Field(default="passed", max_length=16)
+    seconds: float = 0.0  # seed sent → root received, timed by the oracle
     measured_gflops: float
     reference_gflops: float
     ratio: float

@@ -5,9 +5,12 @@ written to the ledger database as they are taken.
 A probe asks a provider's site, with a request signed by a committee member's key, to run a
 tiny task on each of its live nodes: one sample per node, up when its answer comes back
 within the timeout, so uptime is measured per node. A site that does not answer, or a
-provider with no site, is one sample down. A challenge is a chain of matrix rounds from a fresh random seed
-(compute.challenge); the oracle checks the checksum against its own computation and the
-throughput against the reference for the GPU model the provider declared.
+provider with no site, is one sample down. A challenge is a chain of matrix rounds from a fresh
+random seed (compute.challenge) that the node commits to and proves by opening the rows the
+oracle samples (compute.proof); the oracle times it itself — from sending the seed to
+receiving the commitment — and judges that throughput against the reference for the GPU model
+the provider declared. An answer that does not prove the challenge is a refuted challenge, one
+that comes too late a challenge measured at 0 GFLOPS: never an error of the oracle's.
 """
 
 from __future__ import annotations
@@ -16,15 +19,17 @@ import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from compute.challenge import Challenge, ChallengeResult, expected_checksum, verify
+from compute.challenge import Challenge, judge
 from compute.errors import ComputeError
-from compute.site_client import SiteClient
+from compute.proof import ProofError, check, opening_from_json, root_from_hex, sample
+from compute.site_client import SiteClient, SiteUnreachable
 from ledger.indexer.models import Provider
 from ledger.services import ChallengeRecord, ProbeSample
 from ledger.specs import load_spec
@@ -132,34 +137,62 @@ class Collector:
             return []
 
     def challenge(self, providers: Iterable[Watched]) -> list[ChallengeRecord]:
-        """One challenge per provider, each from a new seed; a provider with no live node gets none."""
+        """One challenge per provider, each from a new seed. A site that is down, refuses to
+        ready a worker or has none free gets no record (the probes judge whether it is up);
+        one that took the challenge gets one whatever it answers."""
         rows = []
         for watched in providers:
             client = self.site_of(watched.address)
             if client is None:
                 continue  # no site to challenge: the probes count it as down
-            challenge = Challenge(seed=secrets.randbits(63), size=self.challenge_size, rounds=self.challenge_rounds)
-            try:
-                result = ChallengeResult(**client.challenge(asdict(challenge), self.challenge_timeout_s))
-            except (ComputeError, TypeError, ValueError):
-                continue  # the site did not answer: the probes already count it as down
-            model = watched.declared_model or "unknown"
-            try:
-                verdict = verify(challenge, result, model)
-                reference, reason, measured = verdict.reference_gflops, verdict.reason, verdict.measured_gflops
-                checksum_ok, ratio = verdict.checksum_ok, verdict.ratio
-            except ComputeError as exc:  # a model the reference table does not know
-                checksum_ok = result.checksum == expected_checksum(challenge)
-                # The challenge's own flop count, as verify() does: the node's figure is not trusted.
-                measured = challenge.flops / result.seconds / 1e9 if result.seconds > 0 else 0.0
-                reference, ratio, reason = 0.0, 0.0, str(exc)
-            rows.append(ChallengeRecord(
-                chain_id=self.chain_id, provider=watched.address, at=time.time(), declared_model=model[:32],
-                seed=challenge.seed, checksum_ok=checksum_ok, measured_gflops=measured,
-                reference_gflops=reference, ratio=ratio, device=result.device, gpus=result.gpus, reason=reason,
-            ))
+            row = self._challenge_site(client, watched)
+            if row is not None:
+                rows.append(row)
         self._save(rows)
         return rows
+
+    def _challenge_site(self, client: SiteClient, watched: Watched) -> ChallengeRecord | None:
+        """Readies a worker, times seed → root, samples the cells, checks the openings."""
+        challenge = Challenge(seed=secrets.randbits(63), size=self.challenge_size, rounds=self.challenge_rounds)
+        try:
+            worker = client.challenge_ready(challenge.params(), self.challenge_timeout_s)
+            ticket = str(worker["ticket"])
+        except (ComputeError, ValueError, KeyError, TypeError):
+            return None
+        device, gpus = str(worker.get("device", ""))[:16], worker.get("gpus", 0)  # a dict: it had a ticket
+        record = partial(ChallengeRecord, chain_id=self.chain_id, provider=watched.address, at=time.time(),
+                         declared_model=(watched.declared_model or "unknown")[:32], seed=challenge.seed,
+                         device=device, gpus=gpus if type(gpus) is int else 0)
+        answer, seconds = None, self.challenge_timeout_s
+        try:
+            answer, seconds = client.challenge_commit(ticket, challenge.seed, self.challenge_timeout_s)
+        except SiteUnreachable:
+            pass  # no answer in time: late
+        except (ComputeError, ValueError) as exc:  # a refusal or a garbled answer instead of a root
+            answer = {"error": str(exc)}
+        if answer is None or seconds > self.challenge_timeout_s:
+            return record(proof_ok=True, outcome="late", seconds=seconds, measured_gflops=0.0, reference_gflops=0.0,
+                          ratio=0.0, reason=f"no commitment within {self.challenge_timeout_s:g} s: measured as 0 GFLOPS")
+        try:
+            root = root_from_hex(answer.get("root") if isinstance(answer, dict) else None)
+            cells = sample(challenge)
+            opened = client.challenge_open(ticket, cells, self.challenge_timeout_s)
+            openings = opened.get("openings") if isinstance(opened, dict) else None
+            if not isinstance(openings, list):
+                raise ProofError("the node sent no openings")
+            check(challenge, root, cells, [opening_from_json(o) for o in openings])
+        except (ProofError, ComputeError, ValueError) as exc:
+            # A refusal, no answer or a garbled one where an opening was due: no proof either.
+            return record(proof_ok=False, outcome="refuted", seconds=seconds, measured_gflops=0.0,
+                          reference_gflops=0.0, ratio=0.0, reason=f"proof refuted: {exc}"[:500])
+        try:
+            verdict = judge(challenge, seconds, watched.declared_model or "unknown")
+            measured, reference, ratio, reason = (verdict.measured_gflops, verdict.reference_gflops, verdict.ratio,
+                                                  verdict.reason)
+        except ComputeError as exc:  # a model the reference table does not know
+            measured, reference, ratio, reason = challenge.flops / seconds / 1e9, 0.0, 0.0, str(exc)
+        return record(proof_ok=True, outcome="passed", seconds=seconds, measured_gflops=measured,
+                      reference_gflops=reference, ratio=ratio, reason=reason)
 
     def _save(self, rows: list) -> None:
         if not rows:

@@ -272,8 +272,8 @@ class EpochRunner:
         # A challenge that lands beside a buyer's lease measures a shared machine, so a provider
         # is judged by the best it showed this epoch and, if it was challenged this epoch at all,
         # the one before, once it has answered MIN_CHALLENGES of them: hardware that is really
-        # slower is slow every time. Only this epoch's checksums count (a wrong answer is proof
-        # at once), so one wrong answer is never punished twice.
+        # slower is slow every time (a late answer counts as 0 GFLOPS). Only this epoch's proofs
+        # count (a refuted one is proof at once), so one wrong answer is never punished twice.
         measured, before = np.full(n, np.nan), np.full(n, np.nan)
         answered = np.zeros(n, dtype=np.int64)
         challenge_ok = np.ones(n, dtype=bool)
@@ -285,7 +285,7 @@ class EpochRunner:
                 answered[i] += 1
                 if c.at > start:
                     measured[i] = np.fmax(measured[i], c.measured_gflops)
-                    challenge_ok[i] &= c.checksum_ok
+                    challenge_ok[i] &= c.proof_ok
                 else:
                     before[i] = np.fmax(before[i], c.measured_gflops)
         judged = ~np.isnan(measured) & (answered >= MIN_CHALLENGES)

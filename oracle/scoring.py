@@ -42,7 +42,7 @@ class EpochInputs:
     probe_provider: np.ndarray  # int: provider index of each probe sample
     probe_ok: np.ndarray  # bool: that probe got an answer
     measured_gflops: np.ndarray  # float64: challenge throughput (oracle/epoch.py judges it); NaN: none to judge
-    challenge_ok: np.ndarray  # bool: checksum verdict; True when no challenge ran
+    challenge_ok: np.ndarray  # bool: no challenge proof refuted; True when no challenge ran
     job_successes: np.ndarray  # int: over the provider's whole history (reliability)
     job_failures: np.ndarray  # int: likewise
     abandoned: np.ndarray  # int: jobs the provider lost through its own fault this epoch

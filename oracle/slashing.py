@@ -38,7 +38,7 @@ CORRELATED = frozenset({"misrepresentation", "abandonment", "downtime"})
 
 # The reasons logged on chain (bytes32): ≤ 31 ASCII characters each.
 REASONS = {
-    "fraud:checksum": "fraud: bad challenge checksum",
+    "fraud:proof": "fraud: challenge proof refuted",
     "fraud:replication": "fraud: replication mismatch",
     "misrepresentation": "hardware misrepresentation",
     "abandonment": "job abandonment",
@@ -91,7 +91,7 @@ def slashing_matrix(
     s = config.slashing
     n = len(inputs.providers)
     jailed = np.asarray(inputs.jailed, dtype=bool)
-    bad_checksum = ~np.asarray(inputs.challenge_ok, dtype=bool)
+    refuted = ~np.asarray(inputs.challenge_ok, dtype=bool)
     mismatch = np.asarray(inputs.replication_mismatch, dtype=bool)
     abandoned = np.asarray(inputs.abandoned, dtype=np.int64)
     with np.errstate(invalid="ignore"):
@@ -99,8 +99,8 @@ def slashing_matrix(
             "downtime": ~jailed & (measures.samples >= s.downtime.min_samples)
                     & (measures.uptime < s.downtime.below_uptime),
             "abandonment": abandoned > 0,
-            "misrepresentation": ~jailed & ~bad_checksum & (measures.ratio < s.misrepresentation.below_ratio),
-            "fraud": bad_checksum | mismatch,
+            "misrepresentation": ~jailed & ~refuted & (measures.ratio < s.misrepresentation.below_ratio),
+            "fraud": refuted | mismatch,
         }
     row_of = np.full(n, -1, dtype=np.int8)
     for severity in range(len(ROWS) - 1, -1, -1):  # the severest row applied last wins
@@ -126,7 +126,7 @@ def slashing_matrix(
             bps = math.floor(bps * multiplier + 0.5)  # to whole bps, halves up
         bps = min(bps, s.max_bps)
         jail_seconds = 0 if row.tombstone else round(row.jail_epochs * epoch_s)
-        key = ("fraud:checksum" if bad_checksum[i] else "fraud:replication") if name == "fraud" else name
+        key = ("fraud:proof" if refuted[i] else "fraud:replication") if name == "fraud" else name
         evidence = _evidence(key, i, inputs, measures, config)
         consequence = _consequence(bps, jail_seconds, row.tombstone)
         if correlated:
@@ -159,8 +159,8 @@ def _active(config: OracleConfig, name: str) -> bool:
 
 def _evidence(key: str, i: int, inputs: EpochInputs, measures: Measures, config: OracleConfig) -> str:
     s = config.slashing
-    if key == "fraud:checksum":
-        return "Its benchmark challenge answer did not match the verifier's checksum"
+    if key == "fraud:proof":
+        return "Its benchmark challenge answer did not prove the work (a wrong commitment, opening or row)"
     if key == "fraud:replication":
         return "A replicated job's result from it differed from the other replicas'"
     if key == "misrepresentation":
@@ -201,10 +201,10 @@ def matrix_rows(config: OracleConfig, *, devnet: bool = False) -> list[MatrixRow
     c = s.correlation
     epoch_s = config.epoch.timing(devnet).length_s
     detection = {
-        "fraud": "the benchmark challenge's checksum differs from the verifier's, "
-                 "or a replicated job's result differs from its replicas'",
-        "misrepresentation": f"challenge throughput under {s.misrepresentation.below_ratio:g}× the reference "
-                             "of the declared GPU model",
+        "fraud": "the benchmark challenge's proof is refuted (a wrong commitment or opening, garbage, another "
+                 "seed's answer), or a replicated job's result differs from its replicas'",
+        "misrepresentation": f"challenge throughput, timed by the oracle (a late answer counts as 0), under "
+                             f"{s.misrepresentation.below_ratio:g}× the reference of the declared GPU model",
         "abandonment": "a job lost through the provider's own fault this epoch",
         "downtime": f"uptime under {s.downtime.below_uptime:.0%} of the epoch's probes (at least "
                     f"{s.downtime.min_samples} sent)",

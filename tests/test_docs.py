@@ -220,7 +220,7 @@ def test_the_operations_guide_runs_block_by_block(stage: Stage) -> None:
             challenged = session.exec(select(ChallengeRecord)
                                       .where(ChallengeRecord.chain_id == REAL_CHAIN_ID)).all()
             assert len(challenged) == MIN_CHALLENGES  # `swarm oracle epoch --once` takes enough to judge speed
-            assert all(c.provider.lower() == provider.address.lower() and c.checksum_ok for c in challenged)
+            assert all(c.provider.lower() == provider.address.lower() and c.proof_ok for c in challenged)
             # and its probe: one sample per node of the site, none for a site that did not answer
             probed = session.exec(select(ProbeSample).where(ProbeSample.chain_id == REAL_CHAIN_ID)).all()
             assert probed and all(sample.node_id for sample in probed)

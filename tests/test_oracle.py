@@ -129,7 +129,7 @@ def test_a_faster_honest_provider_earns_more_than_a_slower_one(
         for provider, gflops in ((PROVIDER_A, 4_000.0), (PROVIDER_B, 2_500.0)):
             for seed in range(MIN_CHALLENGES):
                 session.add(ChallengeRecord(chain_id=swarm.chain.chain_id, provider=provider, at=time.time(),
-                                            declared_model="T4", seed=seed, checksum_ok=True, measured_gflops=gflops,
+                                            declared_model="T4", seed=seed, proof_ok=True, measured_gflops=gflops,
                                             reference_gflops=4_050.0, ratio=gflops / 4_050.0, device="cuda",
                                             gpus=1))
         session.commit()
@@ -180,7 +180,7 @@ def test_a_misdeclared_gpu_is_caught_by_its_challenge(
     with Session(oracle.engine) as session:
         challenges = session.exec(select(ChallengeRecord).where(ChallengeRecord.provider == PROVIDER_B)).all()
     assert len(challenges) == MIN_CHALLENGES
-    assert all(c.checksum_ok and c.ratio < 0.5 for c in challenges)
+    assert all(c.proof_ok and c.ratio < 0.5 for c in challenges)
     assert stake.provider_info(swarm, PROVIDER_B).jailed_until > 0
 
 
@@ -188,12 +188,13 @@ def test_fraud_is_tombstoned(register, swarm: Swarm, swarm_home: Path, oracle: O
     register(1)
     register(2)
     oracle.probe()  # the epoch begins
-    # Provider B's node answered the challenge with a checksum that is not the computation's.
+    # Provider B's node opened a row that is not the one it committed to (the collector's part
+    # is tests/test_hostile_challenge.py: a hostile node through a real site).
     with Session(oracle.engine) as session:
         session.add(ChallengeRecord(chain_id=swarm.chain.chain_id, provider=PROVIDER_B, at=time.time(),
-                                    declared_model="cpu", seed=7, checksum_ok=False, measured_gflops=80.0,
-                                    reference_gflops=40.0, ratio=2.0, device="cpu", gpus=0,
-                                    reason="checksum mismatch: the node did not compute the challenge"))
+                                    declared_model="cpu", seed=7, proof_ok=False, outcome="refuted",
+                                    measured_gflops=0.0, reference_gflops=0.0, ratio=0.0, device="cpu", gpus=0,
+                                    reason="proof refuted: row 3 of checkpoint 2 is not the one committed to"))
         session.commit()
     record = close_epoch(oracle, rpc, challenge=False)
     (slash,) = record.slashes

@@ -70,7 +70,7 @@ def measure(engines: list[Engine], chain_id: int, providers: list[str], start: f
                                             latency_s=0.01) for p in providers)
             session.add_all(ChallengeRecord(
                 chain_id=chain_id, provider=p, at=start + 3.5, declared_model="cpu", seed=1,
-                checksum_ok=p not in bad_checksum, measured_gflops=40.0, reference_gflops=40.0, ratio=1.0,
+                proof_ok=p not in bad_checksum, measured_gflops=40.0, reference_gflops=40.0, ratio=1.0,
                 device="cpu") for p in providers)
             session.commit()
     return start + 4.0
@@ -342,7 +342,7 @@ def test_a_provider_challenged_while_busy_is_judged_by_its_best_challenge_of_two
         for provider, taken in figures.items():
             session.add_all(ChallengeRecord(
                 chain_id=chain_id, provider=provider, at=start + at, declared_model="cpu", seed=k,
-                checksum_ok=True, measured_gflops=ratio * CPU_REFERENCE_GFLOPS, reference_gflops=CPU_REFERENCE_GFLOPS,
+                proof_ok=True, measured_gflops=ratio * CPU_REFERENCE_GFLOPS, reference_gflops=CPU_REFERENCE_GFLOPS,
                 ratio=ratio, device="cpu") for k, (at, ratio) in enumerate(taken))
         session.commit()
     record = aggregate(runner, end)

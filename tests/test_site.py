@@ -210,11 +210,10 @@ def test_attacks_fail_and_the_site_keeps_serving(site) -> None:
 
 
 def test_the_oracle_committee_probes_every_node_and_challenges_the_site(site) -> None:
-    from dataclasses import asdict
-
     from eth_account import Account
 
-    from compute.challenge import Challenge, expected_checksum
+    from compute.challenge import Challenge
+    from compute.proof import check, opening_from_json, root_from_hex, sample
     from ledger.deploy import devnet_committee_keys
 
     swarm = site["swarm"]
@@ -225,13 +224,29 @@ def test_the_oracle_committee_probes_every_node_and_challenges_the_site(site) ->
     answer = client.probe(timeout_s=20)
     (node,) = answer["nodes"]  # the site started one node
     assert node["alive"] and node["cpus"] == 1.0 and node["gpu"]["gpus"] == 0
-    challenge = Challenge(seed=7, size=64, rounds=2)
-    result = client.challenge(asdict(challenge), timeout_s=60)
-    assert result["checksum"] == expected_checksum(challenge)
+
+    # The challenge: a worker readied on the node, the seed sent and timed, rows opened and checked.
+    challenge = Challenge(seed=7, size=64, rounds=4)
+    worker = client.challenge_ready(challenge.params(), timeout_s=60)
+    assert (worker["node_id"], worker["device"], worker["gpus"]) == (node["node_id"], "cpu", 0)
+    answer, seconds = client.challenge_commit(worker["ticket"], challenge.seed, timeout_s=60)
+    assert 0 < seconds < 60
+    cells = sample(challenge)
+    opened = client.challenge_open(worker["ticket"], cells, timeout_s=60)
+    check(challenge, root_from_hex(answer["root"]), cells, [opening_from_json(o) for o in opened["openings"]])
+    with pytest.raises(Refused, match="holds no challenge") as gone:  # opened once, then ended
+        client.challenge_open(worker["ticket"], cells, timeout_s=60)
+    assert gone.value.status == 404
+    with pytest.raises(Refused, match="cannot be readied: challenge size must be in") as bad:
+        client.challenge_ready({"size": 0, "rounds": 1, "stride": 1}, timeout_s=60)
+    assert bad.value.status == 400
+
     for who in (MATCHER, BUYER, STRANGER):
         with pytest.raises(Refused, match="not on the oracle committee") as refused:
             _client(site, who).probe()
         assert refused.value.status == 403
+        with pytest.raises(Refused, match="not on the oracle committee"):
+            _client(site, who).challenge_ready(challenge.params(), timeout_s=60)
 
 
 def _completed(site: dict, spec: dict, buyer=BUYER) -> tuple[int, bytes, dict]:

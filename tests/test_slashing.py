@@ -40,7 +40,7 @@ def _healthy(n: int = 20, **differences):
         ({"abandoned": [40]}, "abandonment", 500, 2 * HOUR, False, "job abandonment"),
         ({"measured": [H100 * 0.3]}, "misrepresentation", 500, 24 * HOUR, False,
          "hardware misrepresentation"),
-        ({"challenge_ok": [False]}, "fraud", 5000, 0, True, "fraud: bad challenge checksum"),
+        ({"challenge_ok": [False]}, "fraud", 5000, 0, True, "fraud: challenge proof refuted"),
         ({"mismatch": [True]}, "fraud", 5000, 0, True, "fraud: replication mismatch"),
     ],
     ids=["downtime", "abandonment-one-job", "abandonment-per-job", "abandonment-capped", "misrepresentation",

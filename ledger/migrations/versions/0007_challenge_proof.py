@@ -1,0 +1,31 @@
+"""Challenges checked as proofs and timed by the oracle: `checksum_ok` becomes `proof_ok`,
+with the challenge's outcome and the seconds the oracle measured.
+
+Revision ID: 0007
+Revises: 0006
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0007"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("challenge_results") as batch:
+        batch.alter_column("checksum_ok", new_column_name="proof_ok", existing_type=sa.Boolean(), existing_nullable=False)
+        batch.add_column(sa.Column("outcome", sa.String(16), nullable=False, server_default="passed"))
+        batch.add_column(sa.Column("seconds", sa.Float(), nullable=False, server_default="0"))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("challenge_results") as batch:
+        batch.drop_column("seconds")
+        batch.drop_column("outcome")
+        batch.alter_column("proof_ok", new_column_name="checksum_ok", existing_type=sa.Boolean(),
+                           existing_nullable=False)

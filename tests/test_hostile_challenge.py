@@ -1,0 +1,222 @@
+"""Bad or hostile answers to the benchmark challenge, through the oracle's real collector
+against a site served by the real `make_app` over pinned TLS and authorized on the session's
+anvil: a wrong commitment, a wrong opening, garbage, another seed's answer, skipped work and
+a late answer each end as a recorded challenge — refuted or late — and never as an error of
+the oracle's; then the epoch gives each the slashing matrix's verdict.
+
+The hostile site computes in its own process (no Ray): it is the node's answers that are
+hostile, and the site's own code serves them.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlmodel import Session, select
+
+from anvil import dev_account
+from compute.challenge import P, Challenge, checkpoints_of
+from compute.proof import Prover, opening_as_json
+from compute.site import Site, listen, make_app
+from compute.site_auth import LEASE_ACTIONS, NonceBook, authorize
+from compute.site_client import SiteAddress, SiteClient
+from compute.site_tls import make_identity
+from ledger import stake
+from ledger.client import Swarm
+from ledger.db import open_ledger
+from ledger.deploy import devnet_committee_keys
+from ledger.services import ChallengeRecord
+from ledger.site_authority import ChainAuthority
+from ledger.specs import store_spec
+from oracle.collector import Collector, Watched
+from oracle.config import load_config
+from oracle.epoch import MIN_CHALLENGES, EpochRunner
+
+TIMEOUT_S = 3.0  # the collector's challenge timeout here: a late node sleeps past it
+SIZE, ROUNDS = 128, 8
+
+
+class HostileSite(Site):
+    """A site whose node answers the challenge as `mode` says; the HTTP face is the real one."""
+
+    def __init__(self, provider: str) -> None:  # no Ray: the node is this process
+        self.provider = provider
+        self.mode = "honest"
+        self.provers: dict[str, tuple[dict, Prover | None]] = {}
+
+    def probe(self, timeout_s=10.0):
+        return [{"node_id": "hostile-node", "alive": True, "latency_s": 0.01, "gpu": {"gpus": 0}, "cpus": 1.0,
+                 "gpus_declared": 0.0}]
+
+    def challenge_ready(self, params, timeout_s):
+        ticket = secrets.token_hex(16)
+        self.provers[ticket] = (params, None)
+        return {"ticket": ticket, "node_id": "hostile-node", "device": "cpu", "device_name": "hostile", "gpus": 0}
+
+    def challenge_commit(self, ticket, seed, timeout_s):
+        params, _ = self.provers[ticket]
+        challenge = Challenge(seed=seed + (self.mode == "other-seed"), **params)
+        checkpoints = checkpoints_of(challenge)
+        if self.mode == "skipped":  # made up one checkpoint instead of computing it
+            checkpoints[2] = np.random.default_rng(0).integers(0, P, size=checkpoints[2].shape).astype(np.uint8)
+        prover = Prover(challenge, checkpoints)
+        self.provers[ticket] = (params, prover)
+        if self.mode == "late":
+            time.sleep(timeout_s + 1.0)
+        return {"root": {"wrong-root": secrets.token_hex(32), "garbage-root": "not a root"}.get(
+            self.mode, prover.root.hex())}
+
+    def challenge_open(self, ticket, cells, timeout_s):
+        from starlette.responses import Response
+
+        _, prover = self.provers.pop(ticket)
+        openings = [opening_as_json(o) for o in prover.open(cells)]
+        if self.mode == "wrong-opening":  # a row changed after the commitment
+            data = bytearray(base64.b64decode(openings[0]["data"]))
+            data[0] = (data[0] + 1) % P
+            openings[0]["data"] = base64.b64encode(bytes(data)).decode()
+        if self.mode == "garbage-openings":
+            return Response(b"\xff\x00 garbage", media_type="application/octet-stream")
+        if self.mode == "no-openings":
+            return {"openings": "none today"}
+        return {"openings": openings}
+
+
+@dataclass
+class Served:
+    site: HostileSite
+    client: SiteClient
+
+
+@pytest.fixture
+def serve_hostile(swarm: Swarm, tmp_path: Path) -> Iterator:
+    """Serves a HostileSite for a provider over HTTPS; returns it with a committee member's client."""
+    import uvicorn
+    from eth_account import Account
+
+    servers: list[tuple[uvicorn.Server, threading.Thread]] = []
+    authority = ChainAuthority(swarm)
+    chain_id, market = swarm.chain.chain_id, swarm.market.address
+    member = Account.from_key(devnet_committee_keys()[0])
+
+    def serve(provider: str) -> Served:
+        site = HostileSite(provider)
+        nonces = NonceBook(tmp_path / provider / "nonces.db")
+
+        def authorizer(request, signature, spec_hash):
+            signer = authorize(request, signature, site=provider, chain_id=chain_id, market=market,
+                               authority=authority, nonces=nonces, now=int(time.time()), spec_hash=spec_hash)
+            return signer, authority.job(request.job_id) if request.action in LEASE_ACTIONS else None
+
+        identity = make_identity(tmp_path / provider, "127.0.0.1")
+        listener = listen("127.0.0.1", 0)
+        port = listener.getsockname()[1]
+        server = uvicorn.Server(uvicorn.Config(make_app(site, authorizer, chain_id, market), host="127.0.0.1",
+                                               port=port, ssl_certfile=str(identity.certificate),
+                                               ssl_keyfile=str(identity.key), log_level="warning",
+                                               access_log=False, lifespan="off"))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
+        thread.start()
+        servers.append((server, thread))
+        while not server.started:
+            time.sleep(0.01)
+        client = SiteClient(SiteAddress(provider, f"https://127.0.0.1:{port}", identity.fingerprint),
+                            lambda message: bytes(member.sign_typed_data(full_message=message).signature),
+                            chain_id, market)
+        return Served(site, client)
+
+    yield serve
+    for server, thread in servers:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def engine(tmp_path: Path):
+    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    yield engine
+    engine.dispose()
+
+
+def collector(engine, swarm: Swarm, sites: dict[str, Served], size: int = SIZE, rounds: int = ROUNDS) -> Collector:
+    return Collector(engine, swarm.chain.chain_id, lambda p: sites[p].client if p in sites else None,
+                     probe_timeout_s=5.0, challenge_size=size, challenge_rounds=rounds, challenge_timeout_s=TIMEOUT_S)
+
+
+HOSTILE = {  # mode → (outcome, what the record's reason says)
+    "honest": ("passed", "GFLOPS"),
+    "wrong-root": ("refuted", "is not the one committed to"),
+    "garbage-root": ("refuted", "is not a 32-byte Merkle root"),
+    "other-seed": ("refuted", "is not the one committed to"),
+    "skipped": ("refuted", "the node did not compute it"),
+    "wrong-opening": ("refuted", "is not the one committed to"),
+    "garbage-openings": ("refuted", "with something that is not JSON"),
+    "no-openings": ("refuted", "the node sent no openings"),
+    "late": ("late", f"no commitment within {TIMEOUT_S:g} s: measured as 0 GFLOPS"),
+}
+
+
+@pytest.mark.parametrize("mode", HOSTILE)
+def test_every_bad_answer_is_a_recorded_failed_challenge_never_an_error(mode: str, swarm: Swarm, engine,
+                                                                        serve_hostile) -> None:
+    provider = dev_account(4).address
+    served = serve_hostile(provider)
+    served.site.mode = mode
+    (row,) = collector(engine, swarm, {provider: served}).challenge([Watched(provider, "cpu")])
+    outcome, says = HOSTILE[mode]
+    assert (row.outcome, row.proof_ok) == (outcome, outcome != "refuted"), row.reason
+    assert says in row.reason, row.reason
+    if outcome != "passed":
+        assert row.measured_gflops == 0.0
+    else:
+        assert row.measured_gflops == pytest.approx(Challenge(1, SIZE, ROUNDS).flops / row.seconds / 1e9)
+    with Session(engine) as session:  # written to the ledger as taken
+        (saved,) = session.exec(select(ChallengeRecord)).all()
+    assert (saved.outcome, saved.seed, saved.device) == (outcome, row.seed, "cpu")
+
+
+def test_a_site_that_is_down_or_refuses_gets_no_record(swarm: Swarm, engine, serve_hostile) -> None:
+    """No answer to the readying at all is the probes' to judge (down), not the challenge's."""
+    provider, stranger = dev_account(4).address, dev_account(6).address
+    served = serve_hostile(provider)
+    sites = {provider: served, stranger: Served(served.site, SiteClient(  # a site that answers for someone else
+        SiteAddress(stranger, served.client.site.url, served.client.site.fingerprint), served.client.sign,
+        swarm.chain.chain_id, swarm.market.address))}
+    assert collector(engine, swarm, sites).challenge([Watched(stranger, "cpu"), Watched(dev_account(7).address,
+                                                                                        "cpu")]) == []
+
+
+def test_the_epoch_tombstones_a_refuted_proof_and_slashes_a_late_node_for_misrepresentation(
+    swarm: Swarm, swarm_home: Path, engine, serve_hostile,
+) -> None:
+    forger, sleeper = dev_account(4).address, dev_account(6).address
+    for index in (4, 6):
+        sender = swarm.sender(dev_account(index).key)
+        stake.register(swarm, sender, store_spec(swarm_home, {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1}), 1)
+        stake.stake(swarm, sender, 2_000 * 10**18)
+    sites = {forger: serve_hostile(forger), sleeper: serve_hostile(sleeper)}
+    sites[forger].site.mode, sites[sleeper].site.mode = "wrong-opening", "late"
+    runner = EpochRunner(swarm, engine, swarm_home, load_config(), swarm.sender(dev_account(0).key),
+                         devnet_committee_keys(), epoch_length_s=1.0)
+    started = time.time()
+    watched = [Watched(forger, "cpu"), Watched(sleeper, "cpu")]
+    oracle = collector(engine, swarm, sites)
+    for _ in range(3):  # the epoch begins with its first probe; both nodes answer every one
+        assert all(sample.ok for sample in oracle.probe([forger, sleeper]))
+    for _ in range(MIN_CHALLENGES):
+        oracle.challenge(watched)
+    runner.indexer.sync()
+    with Session(engine) as session:
+        record = runner.aggregate(session, max(time.time(), started + 1.0))
+        slashes = {s["provider"]: s for s in record.slashes}
+    assert slashes[forger]["row"] == "fraud" and slashes[forger]["tombstone"]
+    assert slashes[forger]["reason"] == "fraud: challenge proof refuted"
+    assert slashes[sleeper]["row"] == "misrepresentation" and not slashes[sleeper]["tombstone"]
