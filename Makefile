@@ -15,7 +15,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres browser sandbox system-packages demo test slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
+.PHONY: install postgres browser sandbox system-packages demo test slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -74,8 +74,9 @@ test:
 	$(MAKE) --no-print-directory --output-sync=target -j3 system-packages install slither test-contracts
 	$(MAKE) --no-print-directory test-python
 
+# -j1: dpkg takes one apt at a time, and a sub-make would otherwise share the caller's -j.
 system-packages:
-	$(MAKE) --no-print-directory postgres browser sandbox
+	$(MAKE) --no-print-directory -j1 postgres browser sandbox
 
 # Slither over contracts/src (config: slither.config.json). Fails on a High or Medium finding
 # not justified in contracts/slither-triage.md. Its own venv: slither pins web3<8.
@@ -138,6 +139,10 @@ bench-challenge: install
 # The challenge as a proof: the oracle's cost of checking it against the node's work (≤ 1 %).
 bench-proof: install
 	$(PY) bench/proof.py --runs 5
+
+# The challenge on a GPU: TFLOPS per precision against the model's reference (measures nothing without one).
+bench-gpu: install
+	$(PY) bench/gpu.py --runs 5
 
 # Matcher throughput: 100,000 open jobs on 10,000 providers.
 bench-matcher: install
