@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from compute.errors import ComputeError
-from compute.reference import reference_gflops
+from compute.reference import PRECISIONS, normalize_model, reference_gflops
 
 P = 17  # the modulus: entries are 0..16
 MAX_SIZE = (1 << 24) // ((P - 1) ** 2) - 1  # keeps every sum of a row·column product below 2^24
@@ -44,6 +44,7 @@ class Challenge:
     size: int = 1024
     rounds: int = 32
     stride: int = 1
+    precision: str = "fp32"  # the matmul's inputs on a GPU: fp32, or bf16/fp16 on its tensor cores
 
     def __post_init__(self) -> None:
         if not 1 <= self.size <= MAX_SIZE:
@@ -54,6 +55,8 @@ class Challenge:
             raise ComputeError(f"challenge stride must divide its {self.rounds} rounds, got {self.stride}.")
         if not 0 <= self.seed < 1 << 64:
             raise ComputeError(f"challenge seed must be in 0..2^64-1, got {self.seed}.")
+        if self.precision not in PRECISIONS:
+            raise ComputeError(f"challenge precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}.")
 
     @property
     def flops(self) -> int:
@@ -64,9 +67,9 @@ class Challenge:
         """The rounds committed to: stride, 2·stride, …, rounds."""
         return self.rounds // self.stride
 
-    def params(self) -> dict[str, int]:
+    def params(self) -> dict[str, Any]:
         """What a site needs to ready a node for this challenge: everything but the seed."""
-        return {"size": self.size, "rounds": self.rounds, "stride": self.stride}
+        return {"size": self.size, "rounds": self.rounds, "stride": self.stride, "precision": self.precision}
 
     def b(self) -> np.ndarray:
         """B, as float32."""
@@ -109,18 +112,36 @@ def step(x: np.ndarray, b: np.ndarray, rounds: int = 1) -> np.ndarray:
 
 def checkpoints_of(challenge: Challenge, device: str = "cpu") -> list[np.ndarray]:
     """The checkpoints X_stride, X_2·stride, … X_rounds, each size × size uint8, computed on
-    `device` ("cpu" or "cuda")."""
+    `device` ("cpu" or "cuda"), in the challenge's precision on a GPU that has it (else fp32:
+    the same numbers, slower)."""
     import torch
 
     b = torch.from_numpy(challenge.b()).to(device)
     x = torch.from_numpy(challenge.first()).to(device)
+    product = _product(challenge.precision, device, b)
     out = []
     for r in range(1, challenge.rounds + 1):
-        y = torch.fmod(x @ b, P)  # exact: see the module's docstring
+        y = torch.fmod(product(x), P)  # exact: see the module's docstring
         x = torch.fmod(y * y * y, P)
         if r % challenge.stride == 0:
             out.append(x.to(torch.uint8))
     return [m.cpu().numpy() for m in out]
+
+
+def _product(precision: str, device: str, b):
+    """x ↦ x·B, with half-precision inputs on a GPU's tensor cores and fp32 accumulation and
+    output (exact: entries ≤ 16 are exact in bf16 and fp16, sums < 2^24 in fp32), or fp32."""
+    import torch
+
+    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    if device != "cuda" or half is None or (half is torch.bfloat16 and not torch.cuda.is_bf16_supported()):
+        return lambda x: x @ b
+    b_half = b.to(half)
+    try:  # mm with out_dtype: cuBLAS's half-input, fp32-output GEMM
+        torch.mm(b_half[:8, :8], b_half[:8, :8], out_dtype=torch.float32)
+    except (TypeError, RuntimeError, NotImplementedError):
+        return lambda x: x @ b
+    return lambda x: torch.mm(x.to(half), b_half, out_dtype=torch.float32)
 
 
 def device_name(device: str) -> str:
@@ -148,13 +169,18 @@ class ChallengeWorker:
         warm = torch.ones(64, 64, device=device)
         (warm @ warm).sum().item()  # BLAS threads, cuBLAS handles
 
-    def ready(self) -> dict[str, Any]:
+    def ready(self, vram_mb: float = 0.0) -> dict[str, Any]:
+        """The node, its device and, on a GPU, what NVML says it is and how much of the
+        declared `vram_mb` this worker could allocate and write."""
         import ray
 
         from compute.nvml import gpu_snapshot
 
-        return {"node_id": ray.get_runtime_context().get_node_id(), "device": self.device,
-                "device_name": device_name(self.device), "gpus": gpu_snapshot().gpus}
+        answer = {"node_id": ray.get_runtime_context().get_node_id(), "device": self.device,
+                  "device_name": device_name(self.device), "gpus": gpu_snapshot().gpus}
+        if self.device == "cuda":
+            answer |= {"identity": gpu_identity(), "vram_touched_mb": touch_vram(vram_mb)}
+        return answer
 
     def commit(self, params: dict[str, Any]) -> str:
         from compute.proof import Prover
@@ -171,7 +197,41 @@ class ChallengeWorker:
         return [opening_as_json(o) for o in self.prover.open(cells)]
 
 
-def ready_worker(provider: str, timeout_s: float) -> tuple[Any, dict[str, Any]]:
+def gpu_identity() -> dict[str, Any] | None:
+    """NVML's identity of the GPU this process was given (the first CUDA_VISIBLE_DEVICES entry)."""
+    import os
+
+    from compute.nvml import identity
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    found = identity(visible)
+    return found.as_dict() if found is not None else None
+
+
+VRAM_SHARE = 0.9  # of the declared VRAM, allocated and written by a challenge's worker
+
+
+def touch_vram(vram_mb: float) -> float:
+    """Allocates VRAM_SHARE of `vram_mb` MiB on the GPU, writes every byte and reads a sample
+    back; the MiB it managed (0 when the allocation failed)."""
+    import torch
+
+    want = int(vram_mb * VRAM_SHARE) << 20
+    if want <= 0:
+        return 0.0
+    try:
+        block = torch.empty(want, dtype=torch.uint8, device="cuda")
+        block.fill_(0xA5)
+        ok = bool((block[:: 1 << 20] == 0xA5).all().item())
+        del block
+        torch.cuda.empty_cache()
+    except torch.cuda.OutOfMemoryError:
+        torch.cuda.empty_cache()
+        return 0.0
+    return want / (1 << 20) if ok else 0.0
+
+
+def ready_worker(provider: str, timeout_s: float, vram_mb: float = 0.0) -> tuple[Any, dict[str, Any]]:
     """A ChallengeWorker on one of `provider`'s nodes — its GPU when it has GPUs, else one CPU
     core — and what it says of itself once ready; ProviderFault if none is placed and ready
     within `timeout_s`. The caller ends it with `ray.kill`."""
@@ -184,7 +244,7 @@ def ready_worker(provider: str, timeout_s: float) -> tuple[Any, dict[str, Any]]:
     worker = ray.remote(ChallengeWorker).options(
         **task_options(provider, num_cpus=1, num_gpus=1 if use_gpu else 0), max_restarts=0,
     ).remote("cuda" if use_gpu else "cpu")
-    ref = worker.ready.remote()
+    ref = worker.ready.remote(vram_mb)
     ready, _ = ray.wait([ref], timeout=timeout_s)
     try:
         if not ready:
@@ -214,13 +274,65 @@ class Verdict:
 def judge(challenge: Challenge, seconds: float, declared_model: str) -> Verdict:
     """The throughput the oracle measured (the challenge's flops over its own `seconds`)
     against the reference for `declared_model`; raises ComputeError for a model the table lacks."""
-    reference = reference_gflops(declared_model)
+    reference = reference_gflops(declared_model, challenge.precision)
     measured = challenge.flops / seconds / 1e9 if seconds > 0 else 0.0
     ratio = measured / reference
     misdeclared = ratio < MISDECLARED_RATIO
+    p = challenge.precision
     if misdeclared:
-        reason = (f"measured {measured:,.1f} GFLOPS is {ratio:.2f}× the {reference:,.0f} GFLOPS reference "
+        reason = (f"measured {measured:,.1f} {p} GFLOPS is {ratio:.2f}× the {reference:,.0f} GFLOPS reference "
                   f"for {declared_model}; below {MISDECLARED_RATIO}× the declared model is misdeclared")
     else:
-        reason = f"ok: {measured:,.1f} GFLOPS, {ratio:.2f}× the reference for {declared_model}"
+        reason = f"ok: {measured:,.1f} {p} GFLOPS, {ratio:.2f}× the reference for {declared_model}"
     return Verdict(measured, reference, ratio, misdeclared, reason)
+
+
+@dataclass(frozen=True)
+class Declared:
+    """The hardware a provider's registered spec declares: what the node's answers are held to."""
+
+    model: str  # "cpu" or a GPU model
+    vram_gb: float = 0.0  # per GPU
+    gpu_uuids: tuple[str, ...] = ()  # optional: the GPUs themselves, as NVML names them
+
+    @property
+    def gpu(self) -> bool:
+        try:
+            return normalize_model(self.model) != "cpu"
+        except ComputeError:
+            return False
+
+
+def identity_problem(declared: Declared, ready: dict[str, Any]) -> str | None:
+    """Why a readied worker's own account of its hardware contradicts the declared spec (one
+    sentence), or None. A node declaring a GPU must run the challenge on one that NVML names
+    as the declared model, with at least the declared memory, which it allocated and wrote
+    (VRAM_SHARE of it), and, if the spec lists its GPUs' UUIDs, one of those."""
+    if not declared.gpu:
+        return None
+    model = normalize_model(declared.model)
+    if ready.get("device") != "cuda":
+        return f"the node ran the challenge without a GPU, where the spec declares {model}"
+    found = ready.get("identity") if isinstance(ready.get("identity"), dict) else None
+    if found is None:
+        return f"the node's GPU gave NVML no identity, where the spec declares {model}"
+    try:
+        named = normalize_model(str(found.get("name", "")))
+    except ComputeError:
+        named = None
+    if named != model:
+        return f"NVML names the node's GPU {str(found.get('name'))[:64]!r}, not the declared {model}"
+    declared_mb = declared.vram_gb * 1e9 / (1 << 20)
+    total_mb = as_number(found.get("memory_total_mb"))
+    if declared_mb and total_mb < VRAM_SHARE * declared_mb:
+        return f"NVML gives the node's GPU {total_mb:,.0f} MiB, under the declared {declared.vram_gb:g} GB"
+    touched_mb = as_number(ready.get("vram_touched_mb"))
+    if declared_mb and touched_mb < VRAM_SHARE * declared_mb * 0.999:
+        return f"the node allocated {touched_mb:,.0f} MiB of the declared {declared.vram_gb:g} GB of VRAM"
+    if declared.gpu_uuids and found.get("uuid") not in declared.gpu_uuids:
+        return f"the node's GPU {str(found.get('uuid'))[:64]!r} is none of the GPUs its spec lists"
+    return None
+
+
+def as_number(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0

@@ -80,6 +80,42 @@ def _read_device(index: int) -> DeviceReading:
     )
 
 
+@dataclass(frozen=True)
+class Identity:
+    """What NVML says a GPU is: what the oracle holds against the provider's declared spec."""
+
+    name: str
+    memory_total_mb: float
+    uuid: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def identity(device: str) -> Identity | None:
+    """The identity of the GPU `device` names — an index or a UUID, as CUDA_VISIBLE_DEVICES
+    gives them — or None where NVML cannot read it."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return None
+    try:
+        handle = (pynvml.nvmlDeviceGetHandleByUUID(device) if device.startswith(("GPU-", "MIG-"))
+                  else pynvml.nvmlDeviceGetHandleByIndex(int(device)))
+        name = pynvml.nvmlDeviceGetName(handle)
+        return Identity(name=name.decode() if isinstance(name, bytes) else name,
+                        memory_total_mb=pynvml.nvmlDeviceGetMemoryInfo(handle).total / MIB,
+                        uuid=_text(pynvml.nvmlDeviceGetUUID(handle)))
+    except (pynvml.NVMLError, ValueError):
+        return None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def gpu_snapshot() -> GpuSnapshot:
     """The GPUs of this machine as NVML sees them now; gpus=0 where NVML cannot start."""
     try:

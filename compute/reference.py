@@ -1,10 +1,13 @@
-"""Reference fp32 matmul throughput per GPU model, for the benchmark challenge's verdict.
+"""Reference matmul throughput per GPU model and precision, for the benchmark challenge's verdict.
 
-Peak figures are the vendors' datasheet FP32 (non-tensor-core) TFLOPS. A matmul of the
-challenge's size reaches only part of peak, so the reference is peak × ACHIEVED_FRACTION
-(0.5: dense SGEMM of n≈1024 reaches roughly half of datasheet peak, less on the Ada and
-Ampere consumer parts whose peak counts dual-issue FP32). A node measuring under half its
-declared model's reference (a quarter of peak) is flagged as misdeclared.
+Two precisions per GPU model: fp32 (every model) and the half-precision tensor-core matmul
+buyers train in, with fp32 accumulation — bf16 where the model has it, fp16 on T4 and V100,
+which have no bf16. A CPU has fp32 only. Peak figures are the vendors' datasheet TFLOPS,
+dense (without sparsity). A matmul of the challenge's size reaches only part of peak, so the
+reference is peak × ACHIEVED_FRACTION (0.5: dense SGEMM of n≈1024 reaches roughly half of
+datasheet peak, less on the Ada and Ampere consumer parts whose peak counts dual-issue FP32).
+A node measuring under half its declared model's reference (a quarter of peak) in any
+precision is flagged as misdeclared.
 """
 
 from __future__ import annotations
@@ -33,8 +36,23 @@ PEAK_FP32_TFLOPS = {
 # reaches, so an honest CPU node passes (flagged only under 20).
 CPU_REFERENCE_GFLOPS = 40.0
 
+# Vendor peak half-precision tensor-core TFLOPS with fp32 accumulation, dense, and the precision:
+PEAK_TENSOR_TFLOPS = {
+    "H100": ("bf16", 989.4),   # H100 datasheet, SXM: 1,979 TFLOPS BF16 with sparsity (PCIe: 1,513)
+    "A100": ("bf16", 312.0),   # A100 datasheet: 312 TFLOPS BF16 (624 with sparsity)
+    "L40S": ("bf16", 362.05),  # L40S datasheet: 362.05 TFLOPS BF16 (733 with sparsity)
+    "L4": ("bf16", 121.0),     # L4 datasheet: 242 TFLOPS BF16 with sparsity
+    "RTX4090": ("bf16", 165.2),  # Ada whitepaper, RTX 4090: 165.2 TFLOPS BF16 with FP32 accumulate
+    "A10": ("bf16", 125.0),    # A10 datasheet: 125 TFLOPS BF16 (250 with sparsity)
+    "T4": ("fp16", 65.0),      # T4 datasheet: 65 TFLOPS mixed precision (FP16/FP32); no bf16
+    "V100": ("fp16", 125.0),   # V100 datasheet, SXM2: 125 TFLOPS tensor (FP16/FP32); no bf16
+}
+
+PRECISIONS = ("fp32", "bf16", "fp16")
 REFERENCE_GFLOPS = {model: tflops * 1000 * ACHIEVED_FRACTION for model, tflops in PEAK_FP32_TFLOPS.items()}
 REFERENCE_GFLOPS["cpu"] = CPU_REFERENCE_GFLOPS
+TENSOR_REFERENCE_GFLOPS = {model: tflops * 1000 * ACHIEVED_FRACTION
+                           for model, (_, tflops) in PEAK_TENSOR_TFLOPS.items()}
 MODELS = tuple(REFERENCE_GFLOPS)
 
 
@@ -50,6 +68,17 @@ def normalize_model(name: str) -> str:
     raise ComputeError(f"no reference throughput for GPU model {name!r}; declare one of {', '.join(MODELS)}.")
 
 
-def reference_gflops(declared_model: str) -> float:
-    """Fp32 matmul GFLOPS the challenge should measure on `declared_model`."""
-    return REFERENCE_GFLOPS[normalize_model(declared_model)]
+def reference_gflops(declared_model: str, precision: str = "fp32") -> float:
+    """Matmul GFLOPS the challenge should measure on `declared_model` in `precision`."""
+    model = normalize_model(declared_model)
+    if precision == "fp32":
+        return REFERENCE_GFLOPS[model]
+    if model in PEAK_TENSOR_TFLOPS and PEAK_TENSOR_TFLOPS[model][0] == precision:
+        return TENSOR_REFERENCE_GFLOPS[model]
+    raise ComputeError(f"{model} has no {precision} reference; its precisions are {', '.join(precisions(model))}.")
+
+
+def precisions(declared_model: str) -> tuple[str, ...]:
+    """The precisions the oracle challenges a model in: fp32, and its tensor-core precision."""
+    model = normalize_model(declared_model)
+    return ("fp32", PEAK_TENSOR_TFLOPS[model][0]) if model in PEAK_TENSOR_TFLOPS else ("fp32",)

@@ -252,7 +252,7 @@ class Site:
     # clock starts; `challenge_commit` gives it the seed and answers with its Merkle root — what
     # the oracle times; `challenge_open` opens the rows the oracle then asks for and ends it. A
     # worker the oracle never asks to open is ended CHALLENGE_KEEP_S after it was readied.
-    def challenge_ready(self, params: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    def challenge_ready(self, params: dict[str, Any], timeout_s: float, vram_mb: float = 0.0) -> dict[str, Any]:
         from compute.challenge import Challenge, ready_worker
         from compute.errors import ProviderFault
 
@@ -262,7 +262,7 @@ class Site:
             if len(self._challenges) >= MAX_CHALLENGES:
                 raise Refused(429, f"This site holds {MAX_CHALLENGES} challenges already; open or let them expire.")
         try:
-            worker, answer = ready_worker(self.provider, timeout_s)
+            worker, answer = ready_worker(self.provider, timeout_s, vram_mb)
         except ProviderFault as exc:
             raise Refused(503, str(exc)[0].upper() + str(exc)[1:]) from None
         ticket = secrets.token_hex(16)
@@ -433,11 +433,13 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
 
     @app.post("/v1/challenge/ready")
     async def challenge_ready(request: Request):
-        shape = '{"params": {"size": N, "rounds": N, "stride": N}, "timeout_s": SECONDS}'
+        shape = ('{"params": {"size": N, "rounds": N, "stride": N, "precision": "fp32|bf16|fp16"}, '
+                 '"vram_mb": MIB, "timeout_s": SECONDS}')
         raw = await challenge_body(request, shape)
-        params = raw.get("params")
-        if not isinstance(params, dict) or set(params) != {"size", "rounds", "stride"} \
-                or not all(type(v) is int for v in params.values()):
+        params, vram_mb = raw.get("params"), raw.get("vram_mb", 0)
+        if not isinstance(params, dict) or set(params) != {"size", "rounds", "stride", "precision"} \
+                or not all(type(params[k]) is int for k in ("size", "rounds", "stride")) \
+                or type(vram_mb) not in (int, float) or not 0 <= vram_mb <= 1 << 24:
             raise Refused(400, f"A challenge request's body is {shape}.")
         from compute.challenge import Challenge
 
@@ -445,7 +447,7 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
             Challenge(seed=0, **params)
         except ComputeError as exc:
             raise Refused(400, f"The challenge cannot be readied: {exc}") from None
-        return await run_in_threadpool(site.challenge_ready, params, timeout_of(raw))
+        return await run_in_threadpool(site.challenge_ready, params, timeout_of(raw), float(vram_mb))
 
     @app.post("/v1/challenge/commit")
     async def challenge_commit(request: Request):

@@ -79,9 +79,10 @@ class SiteClient:
         body = json.dumps({"timeout_s": timeout_s}).encode()
         return self._call("POST", "/v1/probe", "probe", 0, body, timeout_s=timeout_s + self.timeout_s)
 
-    def challenge_ready(self, params: dict[str, int], timeout_s: float) -> dict[str, Any]:
-        """Readies a challenge's worker on one of the site's nodes: its ticket, node and device."""
-        body = json.dumps({"params": params, "timeout_s": timeout_s}).encode()
+    def challenge_ready(self, params: dict[str, Any], timeout_s: float, vram_mb: float = 0.0) -> dict[str, Any]:
+        """Readies a challenge's worker on one of the site's nodes: its ticket, node and device
+        and, on a GPU, its NVML identity and how much of `vram_mb` it allocated and wrote."""
+        body = json.dumps({"params": params, "vram_mb": vram_mb, "timeout_s": timeout_s}).encode()
         return self._call("POST", "/v1/challenge/ready", "challenge", 0, body, timeout_s=timeout_s + self.timeout_s)
 
     def challenge_commit(self, ticket: str, seed: int, timeout_s: float) -> tuple[dict[str, Any], float]:

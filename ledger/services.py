@@ -93,7 +93,9 @@ class ChallengeRecord(LedgerModel, table=True):
 
     `outcome`: "passed" (the proof holds; `measured_gflops` is the oracle's own timing),
     "refuted" (a wrong commitment or opening, garbage, another seed's answer: `proof_ok` is
-    False) or "late" (no commitment within the timeout: measured as 0 GFLOPS)."""
+    False) or "late" (no commitment within the timeout: measured as 0 GFLOPS). `identity_ok`
+    is False when the worker's own account of its GPU (NVML's name, memory and UUID, the VRAM
+    it allocated) contradicts the declared spec: misrepresentation."""
 
     __tablename__ = "challenge_results"
     __table_args__ = (Index(None, "chain_id", "at"),)
@@ -106,7 +108,13 @@ class ChallengeRecord(LedgerModel, table=True):
     seed: int = Field(sa_type=BigInteger)  # the oracle draws 63 bits
     proof_ok: bool
     outcome: str = Field(default="passed", max_length=16)
+    precision: str = Field(default="fp32", max_length=8)
     seconds: float = 0.0  # seed sent → root received, timed by the oracle
+    identity_ok: bool = True
+    gpu_name: str = Field(default="", max_length=96)  # NVML's, on a GPU node
+    gpu_uuid: str = Field(default="", max_length=96)
+    gpu_memory_mb: float = 0.0
+    vram_touched_mb: float = 0.0
     measured_gflops: float
     reference_gflops: float
     ratio: float

@@ -23,6 +23,7 @@ _MODEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")
 _REGION = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 _SITE_URL = re.compile(r"^https://[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?/?$")
 _FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
+_GPU_UUID = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]{8,80}$")  # as NVML names a GPU
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class HardwareSpec:
     price_per_unit: int | None = None  # asking price, wei per GPU-second (CPU-second on CPU-only nodes)
     site_url: str | None = None  # where the provider's site answers, https://host:port
     site_fingerprint: str | None = None  # sha256 of the site's TLS certificate (DER), 64 hex digits
+    gpu_uuids: tuple[str, ...] = ()  # optional: the GPUs themselves, as NVML names them (nvidia-smi -L)
 
     def __post_init__(self) -> None:
         if not _MODEL.match(self.gpu_model):
@@ -54,6 +56,12 @@ class HardwareSpec:
             raise InvalidInput("site fingerprint must be the sha256 of the site's certificate: 64 lower-case hex digits.")
         if (self.site_url is None) != (self.site_fingerprint is None):
             raise InvalidInput("a site needs both its url and its certificate's fingerprint, so the chain authenticates it.")
+        if len(self.gpu_uuids) > self.gpus or len(set(self.gpu_uuids)) != len(self.gpu_uuids):
+            raise InvalidInput(f"give at most {self.gpus} distinct GPU UUIDs, one per GPU declared.")
+        for uuid in self.gpu_uuids:
+            if not _GPU_UUID.match(uuid):
+                raise InvalidInput(f"GPU UUID {uuid!r} is not one NVML gives; copy it from `nvidia-smi -L` "
+                                   "(GPU-xxxxxxxx-…).")
         price = self.price_per_unit
         if price is not None and (isinstance(price, bool) or not isinstance(price, int)
                                   or not 0 < price <= MAX_PRICE_PER_UNIT):
@@ -66,6 +74,7 @@ class HardwareSpec:
         spec = {"gpu_model": self.gpu_model, "gpus": self.gpus, "vram_gb": self.vram_gb}
         spec |= {"region": self.region} if self.region else {}
         spec |= {"site_url": self.site_url, "site_fingerprint": self.site_fingerprint} if self.site_url else {}
+        spec |= {"gpu_uuids": list(self.gpu_uuids)} if self.gpu_uuids else {}
         return spec | ({"price_per_unit": str(self.price_per_unit)} if self.price_per_unit is not None else {})
 
 

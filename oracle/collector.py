@@ -26,7 +26,8 @@ from pathlib import Path
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from compute.challenge import Challenge, judge
+from compute.challenge import Challenge, Declared, as_number, identity_problem, judge
+from compute.reference import precisions
 from compute.errors import ComputeError
 from compute.proof import ProofError, check, opening_from_json, root_from_hex, sample
 from compute.site_client import SiteClient, SiteUnreachable
@@ -37,10 +38,16 @@ from ledger.specs import load_spec
 
 @dataclass(frozen=True)
 class Watched:
-    """A provider the oracle watches: staked on chain, with the GPU model it declared."""
+    """A provider the oracle watches: staked on chain, with the hardware it declared."""
 
     address: str
     declared_model: str
+    vram_gb: float = 0.0
+    gpu_uuids: tuple[str, ...] = ()
+
+    @property
+    def declared(self) -> Declared:
+        return Declared(self.declared_model or "unknown", self.vram_gb, self.gpu_uuids)
 
 
 def watched_providers(session: Session, chain_id: int, home: Path) -> list[Watched]:
@@ -50,17 +57,25 @@ def watched_providers(session: Session, chain_id: int, home: Path) -> list[Watch
     for row in rows:
         if row.stake == 0 and row.unbonding == 0:
             continue
-        found.append(Watched(row.address, declared_model(home, row.spec_hash)))
+        found.append(declared_hardware(home, row.address, row.spec_hash))
     return sorted(found, key=lambda w: w.address)
 
 
 def declared_model(home: Path, spec_hash: str) -> str:
     """The GPU model in a provider's stored hardware spec ("" when this home lacks it)."""
+    return declared_hardware(home, "", spec_hash).declared_model
+
+
+def declared_hardware(home: Path, address: str, spec_hash: str) -> Watched:
+    """What a provider's stored hardware spec declares: its GPU model, VRAM per GPU and, if it
+    lists them, its GPUs' UUIDs (nothing when this home lacks the spec or it is malformed)."""
     try:
         spec = load_spec(home, bytes.fromhex(spec_hash.removeprefix("0x")))
+        uuids = spec.get("gpu_uuids") or ()
+        return Watched(address, str(spec.get("gpu_model", "")), float(spec.get("vram_gb") or 0.0),
+                       tuple(str(u) for u in uuids) if isinstance(uuids, list) else ())
     except Exception:  # a spec this home does not hold, or not a hardware spec
-        return ""
-    return str(spec.get("gpu_model", ""))
+        return Watched(address, "")
 
 
 def site_clients(engine: Engine, chain_id: int, home: Path, sign: Callable[[dict], bytes], market: str,
@@ -145,24 +160,39 @@ class Collector:
             client = self.site_of(watched.address)
             if client is None:
                 continue  # no site to challenge: the probes count it as down
-            row = self._challenge_site(client, watched)
-            if row is not None:
-                rows.append(row)
+            try:
+                wanted = precisions(watched.declared_model)
+            except ComputeError:  # a model the reference table does not know
+                wanted = ("fp32",)
+            for precision in wanted:  # fp32, and a GPU's tensor-core precision
+                row = self._challenge_site(client, watched, precision)
+                if row is not None:
+                    rows.append(row)
         self._save(rows)
         return rows
 
-    def _challenge_site(self, client: SiteClient, watched: Watched) -> ChallengeRecord | None:
-        """Readies a worker, times seed → root, samples the cells, checks the openings."""
-        challenge = Challenge(seed=secrets.randbits(63), size=self.challenge_size, rounds=self.challenge_rounds)
+    def _challenge_site(self, client: SiteClient, watched: Watched, precision: str = "fp32") -> ChallengeRecord | None:
+        """Readies a worker, times seed → root, samples the cells, checks the openings, and holds
+        the worker's account of its GPU to the declared spec."""
+        challenge = Challenge(seed=secrets.randbits(63), size=self.challenge_size, rounds=self.challenge_rounds,
+                              precision=precision)
+        declared = watched.declared
+        vram_mb = declared.vram_gb * 1e9 / (1 << 20) if declared.gpu else 0.0
         try:
-            worker = client.challenge_ready(challenge.params(), self.challenge_timeout_s)
+            worker = client.challenge_ready(challenge.params(), self.challenge_timeout_s, vram_mb)
             ticket = str(worker["ticket"])
         except (ComputeError, ValueError, KeyError, TypeError):
             return None
         device, gpus = str(worker.get("device", ""))[:16], worker.get("gpus", 0)  # a dict: it had a ticket
+        problem = identity_problem(declared, worker)
+        found = worker.get("identity") if isinstance(worker.get("identity"), dict) else {}
         record = partial(ChallengeRecord, chain_id=self.chain_id, provider=watched.address, at=time.time(),
                          declared_model=(watched.declared_model or "unknown")[:32], seed=challenge.seed,
-                         device=device, gpus=gpus if type(gpus) is int else 0)
+                         precision=precision, device=device, gpus=gpus if type(gpus) is int else 0,
+                         identity_ok=problem is None, gpu_name=str(found.get("name", ""))[:96],
+                         gpu_uuid=str(found.get("uuid", ""))[:96], gpu_memory_mb=as_number(found.get("memory_total_mb")),
+                         vram_touched_mb=as_number(worker.get("vram_touched_mb")))
+        said = f"{problem}; " if problem else ""
         answer, seconds = None, self.challenge_timeout_s
         try:
             answer, seconds = client.challenge_commit(ticket, challenge.seed, self.challenge_timeout_s)
@@ -172,7 +202,8 @@ class Collector:
             answer = {"error": str(exc)}
         if answer is None or seconds > self.challenge_timeout_s:
             return record(proof_ok=True, outcome="late", seconds=seconds, measured_gflops=0.0, reference_gflops=0.0,
-                          ratio=0.0, reason=f"no commitment within {self.challenge_timeout_s:g} s: measured as 0 GFLOPS")
+                          ratio=0.0,
+                          reason=f"{said}no commitment within {self.challenge_timeout_s:g} s: measured as 0 GFLOPS")
         try:
             root = root_from_hex(answer.get("root") if isinstance(answer, dict) else None)
             cells = sample(challenge)
@@ -184,7 +215,7 @@ class Collector:
         except (ProofError, ComputeError, ValueError) as exc:
             # A refusal, no answer or a garbled one where an opening was due: no proof either.
             return record(proof_ok=False, outcome="refuted", seconds=seconds, measured_gflops=0.0,
-                          reference_gflops=0.0, ratio=0.0, reason=f"proof refuted: {exc}"[:500])
+                          reference_gflops=0.0, ratio=0.0, reason=f"{said}proof refuted: {exc}"[:500])
         try:
             verdict = judge(challenge, seconds, watched.declared_model or "unknown")
             measured, reference, ratio, reason = (verdict.measured_gflops, verdict.reference_gflops, verdict.ratio,
@@ -192,7 +223,7 @@ class Collector:
         except ComputeError as exc:  # a model the reference table does not know
             measured, reference, ratio, reason = challenge.flops / seconds / 1e9, 0.0, 0.0, str(exc)
         return record(proof_ok=True, outcome="passed", seconds=seconds, measured_gflops=measured,
-                      reference_gflops=reference, ratio=ratio, reason=reason)
+                      reference_gflops=reference, ratio=ratio, reason=f"{said}{reason}")
 
     def _save(self, rows: list) -> None:
         if not rows:

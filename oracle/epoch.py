@@ -32,6 +32,8 @@ from sqlalchemy import func
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, delete, select
 
+from compute.errors import ComputeError
+from compute.reference import reference_gflops
 from ledger import rewards as chain_rewards
 from ledger.client import Swarm
 from ledger.errors import SwarmError, TransactionFailed
@@ -248,6 +250,55 @@ class EpochRunner:
                 f"computation from the ledger (root {root}); not signing it."
             )
 
+    def _challenges(self, session: Session, index: dict[str, int], start: float,
+                    end: float) -> tuple[np.ndarray, np.ndarray]:
+        """Each provider's judged challenge throughput (NaN: not judged) and whether every proof
+        of the epoch held.
+
+        A challenge that lands beside a buyer's lease measures a shared machine, so in each
+        precision a provider is judged by the best ratio it showed this epoch and, if it was
+        challenged this epoch at all, the one before, once it has answered MIN_CHALLENGES of
+        them: hardware that is really slower is slow every time (a late answer counts as 0).
+        A GPU is challenged in fp32 and in its tensor-core precision, and is judged by the
+        weaker of the two, as fp32 GFLOPS: that ratio × the declared model's fp32 reference.
+        A worker's account of its GPU that contradicts the spec, or a GPU whose UUID two
+        providers report, is judged 0 at once. Only this epoch's proofs count (a refuted one is
+        proof at once), so one wrong answer is never punished twice."""
+        n = len(index)
+        now_best: dict[tuple[int, str], float] = {}
+        before_best: dict[tuple[int, str], float] = {}
+        answered: dict[tuple[int, str], int] = {}
+        challenge_ok = np.ones(n, dtype=bool)
+        misidentified = np.zeros(n, dtype=bool)
+        uuids: dict[str, set[int]] = {}
+        for c in session.exec(select(ChallengeRecord).where(
+                ChallengeRecord.chain_id == self.chain_id, ChallengeRecord.at > start - (end - start),
+                ChallengeRecord.at <= end).order_by(ChallengeRecord.at)):
+            if c.provider not in index:
+                continue
+            i = index[c.provider]
+            key = (i, c.precision)
+            answered[key] = answered.get(key, 0) + 1
+            figure = _as_fp32(c)
+            if c.at > start:
+                now_best[key] = max(now_best.get(key, figure), figure)
+                challenge_ok[i] &= c.proof_ok
+                misidentified[i] |= not c.identity_ok
+                if c.gpu_uuid:
+                    uuids.setdefault(c.gpu_uuid, set()).add(i)
+            else:
+                before_best[key] = max(before_best.get(key, figure), figure)
+        for sharing in uuids.values():
+            if len(sharing) > 1:  # one GPU, declared by two providers
+                misidentified[list(sharing)] = True
+        measured = np.full(n, np.nan)
+        for i in range(n):
+            keys = [key for key in now_best if key[0] == i]
+            if keys and all(answered[key] >= MIN_CHALLENGES for key in keys):
+                measured[i] = min(max(now_best[key], before_best.get(key, -np.inf)) for key in keys)
+        measured[misidentified] = 0.0
+        return measured, challenge_ok
+
     def _first_sample(self, session: Session, now: float) -> float:
         first = session.exec(select(func.min(ProbeSample.at)).where(ProbeSample.chain_id == self.chain_id)).one()
         return float(first) - 1e-3 if first is not None else now  # the first sample belongs to it
@@ -269,27 +320,7 @@ class EpochRunner:
         probe_provider = np.fromiter((k for k, _ in known), dtype=np.int32, count=len(known))
         probe_ok = np.fromiter((ok for _, ok in known), dtype=bool, count=len(known))
 
-        # A challenge that lands beside a buyer's lease measures a shared machine, so a provider
-        # is judged by the best it showed this epoch and, if it was challenged this epoch at all,
-        # the one before, once it has answered MIN_CHALLENGES of them: hardware that is really
-        # slower is slow every time (a late answer counts as 0 GFLOPS). Only this epoch's proofs
-        # count (a refuted one is proof at once), so one wrong answer is never punished twice.
-        measured, before = np.full(n, np.nan), np.full(n, np.nan)
-        answered = np.zeros(n, dtype=np.int64)
-        challenge_ok = np.ones(n, dtype=bool)
-        for c in session.exec(select(ChallengeRecord).where(
-                ChallengeRecord.chain_id == chain, ChallengeRecord.at > start - (end - start),
-                ChallengeRecord.at <= end).order_by(ChallengeRecord.at)):
-            if c.provider in index:
-                i = index[c.provider]
-                answered[i] += 1
-                if c.at > start:
-                    measured[i] = np.fmax(measured[i], c.measured_gflops)
-                    challenge_ok[i] &= c.proof_ok
-                else:
-                    before[i] = np.fmax(before[i], c.measured_gflops)
-        judged = ~np.isnan(measured) & (answered >= MIN_CHALLENGES)
-        measured = np.where(judged, np.fmax(measured, before), np.nan)
+        measured, challenge_ok = self._challenges(session, index, start, end)
 
         jobs = job_record(session, chain, blocks)
         losers = set(replication_losers(session, chain, blocks))
@@ -463,3 +494,15 @@ def _slash_json(decision, evidence: str, epoch: int) -> dict:
 def _slash(data: dict) -> Slash:
     return Slash(data["provider"], data["bps"], reason_bytes(data["reason"]), bytes.fromhex(data["evidence_hash"][2:]),
                  data["jail_seconds"], data["tombstone"])
+
+
+def _as_fp32(c: ChallengeRecord) -> float:
+    """A challenge's throughput as fp32 GFLOPS of its declared model: its ratio to the
+    reference in its own precision × the model's fp32 reference (its own figure for fp32, or
+    where the model has no reference)."""
+    if c.precision == "fp32":
+        return c.measured_gflops
+    try:
+        return c.ratio * reference_gflops(c.declared_model)
+    except ComputeError:
+        return c.measured_gflops

@@ -148,11 +148,12 @@ class Provider:
     # ── registration ──────────────────────────────────────────────────────────
     def register(self, gpu_model: str, gpus: int, vram_gb: int, region: str | None = None, price: int | None = None,
                  site_url: str | None = None, site_fingerprint: str | None = None,
-                 update: bool = False) -> Registered:
+                 update: bool = False, gpu_uuids: tuple[str, ...] = ()) -> Registered:
         """Registers the hardware on offer (`update`: declares new hardware, price or site for a
         registered provider). `price` is the asking price in wei per unit, a GPU-second (a
         CPU-second on CPU-only nodes); a site needs both its https URL and its certificate's sha256."""
-        return self.declare(HardwareSpec(gpu_model, gpus, vram_gb, region, price, site_url, site_fingerprint), update)
+        spec = HardwareSpec(gpu_model, gpus, vram_gb, region, price, site_url, site_fingerprint, tuple(gpu_uuids))
+        return self.declare(spec, update)
 
     def declare(self, spec: HardwareSpec, update: bool = False) -> Registered:
         """`register` with the spec already built (and so validated)."""

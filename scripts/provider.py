@@ -60,16 +60,19 @@ def _provider(account: int | None, key_ref: str | None) -> Provider:
               help="Where the provider's site answers, https://HOST:PORT (with --site-fingerprint).")
 @click.option("--site-fingerprint", default=None, metavar="HEX",
               help="The sha256 of the site's TLS certificate, so anyone can authenticate it from the chain.")
+@click.option("--gpu-uuid", "gpu_uuids", multiple=True, metavar="UUID",
+              help="A GPU's UUID as `nvidia-smi -L` gives it, once per GPU; the oracle then requires them.")
 @click.option("--update", is_flag=True, help="Declare new hardware for an already registered provider.")
 @_signed
 def register(
     gpu_model: str, gpus: int, vram_gb: int, region: str | None, price: str | None, site_url: str | None,
-    site_fingerprint: str | None, update: bool, account: int | None, key_ref: str | None, as_json: bool,
+    site_fingerprint: str | None, gpu_uuids: tuple[str, ...], update: bool, account: int | None,
+    key_ref: str | None, as_json: bool,
 ) -> None:
     """Register as a provider, declaring the hardware on offer and, optionally, its price and site."""
     price_wei = None if price is None else parse_amount(price, "price per unit")
     # validated before the chain is opened
-    spec = HardwareSpec(gpu_model, gpus, vram_gb, region, price_wei, site_url, site_fingerprint)
+    spec = HardwareSpec(gpu_model, gpus, vram_gb, region, price_wei, site_url, site_fingerprint, tuple(gpu_uuids))
     done = _provider(account, key_ref).declare(spec, update)
     payload = {"provider": done.provider, "spec": spec.as_dict(), "spec_hash": done.spec_hash,
                "price_per_unit_wei": None if price_wei is None else str(price_wei),

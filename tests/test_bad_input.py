@@ -85,6 +85,15 @@ def test_cli_bad_checksum(cli) -> None:
     assert "bad checksum" in one_line_error(cli("token", "balance", bad))
 
 
+def test_cli_malformed_gpu_uuid_registers_nothing(cli, swarm: Swarm) -> None:
+    sender = dev_account(4).address
+    nonce, block = _marks(swarm, sender)
+    text = one_line_error(cli("provider", "register", "--gpu-model", "H100", "--gpus", "1", "--vram-gb", "80",
+                              "--gpu-uuid", "gpu0", "--account", "4"))
+    assert "GPU UUID 'gpu0' is not one NVML gives; copy it from `nvidia-smi -L`" in text
+    assert _nothing_sent(swarm, sender, nonce, block)
+
+
 def test_cli_zero_amount_sends_nothing(cli, swarm: Swarm) -> None:
     sender = dev_account(3).address
     nonce, block = _marks(swarm, sender)

@@ -6,10 +6,12 @@ answers through the oracle's collector, tests/test_hostile_challenge.py."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from compute.challenge import MAX_SIZE, MISDECLARED_RATIO, Challenge, judge
+from compute.challenge import MAX_SIZE, MISDECLARED_RATIO, VRAM_SHARE, Challenge, Declared, identity_problem, judge
 from compute.errors import ComputeError
-from compute.reference import CPU_REFERENCE_GFLOPS, reference_gflops
+from compute.reference import CPU_REFERENCE_GFLOPS, precisions, reference_gflops
 
 
 def test_challenges_too_large_for_exact_float32_sums_or_malformed_are_refused() -> None:
@@ -17,12 +19,13 @@ def test_challenges_too_large_for_exact_float32_sums_or_malformed_are_refused() 
     for bad, says in (({"size": MAX_SIZE + 1}, "exact sums"), ({"size": 0}, "exact sums"),
                       ({"rounds": 0}, "rounds must be at least 1"), ({"rounds": 8, "stride": 3}, "must divide"),
                       ({"stride": 0}, "must divide"), ({"seed": -1}, "seed must be in"),
-                      ({"seed": 1 << 64}, "seed must be in")):
+                      ({"seed": 1 << 64}, "seed must be in"), ({"precision": "int8"}, "precision must be one of")):
         with pytest.raises(ComputeError, match=says):
             Challenge(**({"seed": 1} | bad))
     assert Challenge(seed=1, rounds=8, stride=4).checkpoints == 2
     assert Challenge(seed=1, size=64, rounds=3).flops == 2 * 64**3 * 3
-    assert Challenge(seed=9, size=64, rounds=4, stride=2).params() == {"size": 64, "rounds": 4, "stride": 2}
+    assert Challenge(seed=9, size=64, rounds=4, stride=2, precision="bf16").params() == {
+        "size": 64, "rounds": 4, "stride": 2, "precision": "bf16"}
 
 
 def test_the_oracles_timing_is_judged_against_the_declared_model() -> None:
@@ -30,7 +33,7 @@ def test_the_oracles_timing_is_judged_against_the_declared_model() -> None:
     honest = judge(challenge, seconds=challenge.flops / 100e9, declared_model="cpu")  # 100 GFLOPS on a CPU
     assert honest.measured_gflops == pytest.approx(100.0)
     assert honest.reference_gflops == CPU_REFERENCE_GFLOPS and not honest.misdeclared
-    assert honest.reason.startswith("ok: 100.0 GFLOPS")
+    assert honest.reason.startswith("ok: 100.0 fp32 GFLOPS")
     claimed = judge(challenge, seconds=challenge.flops / 100e9, declared_model="NVIDIA H100 80GB HBM3")
     assert claimed.reference_gflops == reference_gflops("H100")
     assert claimed.ratio < MISDECLARED_RATIO and claimed.misdeclared and "misdeclared" in claimed.reason
@@ -40,3 +43,50 @@ def test_the_oracles_timing_is_judged_against_the_declared_model() -> None:
 def test_an_unknown_declared_model_is_refused() -> None:
     with pytest.raises(ComputeError, match="no reference throughput for GPU model 'Voodoo 3'"):
         judge(Challenge(seed=1), seconds=1.0, declared_model="Voodoo 3")
+
+
+def test_a_gpu_is_judged_in_its_tensor_core_precision_too() -> None:
+    """An RTX 4090 declared as an H100 passes fp32 (its fp32 peak is higher) and fails bf16."""
+    assert precisions("NVIDIA H100 80GB HBM3") == ("fp32", "bf16")
+    assert precisions("T4") == ("fp32", "fp16") and precisions("cpu") == ("fp32",)
+    fp32, bf16 = (Challenge(seed=1, size=2048, rounds=32, precision=p) for p in ("fp32", "bf16"))
+    rtx4090 = {"fp32": reference_gflops("RTX4090"), "bf16": reference_gflops("RTX4090", "bf16")}
+    as_fp32 = judge(fp32, seconds=fp32.flops / rtx4090["fp32"] / 1e9, declared_model="H100")
+    as_bf16 = judge(bf16, seconds=bf16.flops / rtx4090["bf16"] / 1e9, declared_model="H100")
+    assert not as_fp32.misdeclared and as_fp32.ratio == pytest.approx(1.23, abs=0.01)
+    assert as_bf16.misdeclared and as_bf16.ratio == pytest.approx(0.167, abs=0.001)
+    assert "bf16 GFLOPS" in as_bf16.reason
+    with pytest.raises(ComputeError, match="T4 has no bf16 reference; its precisions are fp32, fp16"):
+        reference_gflops("T4", "bf16")
+
+
+H100 = Declared("H100", vram_gb=80, gpu_uuids=("GPU-1111",))
+HONEST_READY = {"device": "cuda", "identity": {"name": "NVIDIA H100 80GB HBM3", "memory_total_mb": 81559.0,
+                                               "uuid": "GPU-1111"},
+                "vram_touched_mb": 80e9 / (1 << 20) * VRAM_SHARE}
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"device": "cpu"}, "without a GPU, where the spec declares H100"),
+    ({"identity": None}, "gave NVML no identity"),
+    ({"identity": {**HONEST_READY["identity"], "name": "NVIDIA GeForce RTX 4090"}},
+     "NVML names the node's GPU 'NVIDIA GeForce RTX 4090', not the declared H100"),
+    ({"identity": {**HONEST_READY["identity"], "memory_total_mb": 24564.0}}, "24,564 MiB, under the declared 80 GB"),
+    ({"vram_touched_mb": 0.0}, "allocated 0 MiB of the declared 80 GB"),
+    ({"identity": {**HONEST_READY["identity"], "uuid": "GPU-2222"}}, "'GPU-2222' is none of the GPUs its spec lists"),
+])
+def test_a_gpu_that_is_not_the_declared_one_is_named(change: dict, says: str) -> None:
+    assert identity_problem(H100, HONEST_READY) is None
+    assert says in identity_problem(H100, HONEST_READY | change)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ready=st.dictionaries(st.sampled_from(["device", "identity", "vram_touched_mb", "x"]),
+                             st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=8),
+                                          lambda inner: st.lists(inner, max_size=3)
+                                          | st.dictionaries(st.sampled_from(["name", "memory_total_mb", "uuid"]),
+                                                            inner, max_size=3), max_leaves=6)))
+def test_any_answer_a_node_gives_of_itself_is_judged_never_crashes(ready: dict) -> None:
+    problem = identity_problem(H100, ready)
+    assert isinstance(problem, str)  # none of these is an honest H100
+    assert identity_problem(Declared("cpu"), ready) is None  # a CPU declaration claims no GPU

@@ -40,7 +40,8 @@ from oracle.collector import Collector, Watched
 from oracle.config import load_config
 from oracle.epoch import MIN_CHALLENGES, EpochRunner
 
-TIMEOUT_S = 3.0  # the collector's challenge timeout here: a late node sleeps past it
+TIMEOUT_S = 30.0  # the collector's challenge timeout: generous, the machine may be busy
+LATE_TIMEOUT_S = 2.0  # the collector's for a late node, which sleeps a second past it
 SIZE, ROUNDS = 128, 8
 
 
@@ -56,9 +57,13 @@ class HostileSite(Site):
         return [{"node_id": "hostile-node", "alive": True, "latency_s": 0.01, "gpu": {"gpus": 0}, "cpus": 1.0,
                  "gpus_declared": 0.0}]
 
-    def challenge_ready(self, params, timeout_s):
+    def challenge_ready(self, params, timeout_s, vram_mb=0.0):
         ticket = secrets.token_hex(16)
         self.provers[ticket] = (params, None)
+        if self.mode == "rtx4090":  # a real RTX 4090's own account of itself, which it cannot hide
+            return {"ticket": ticket, "node_id": "hostile-node", "device": "cuda", "device_name": "NVIDIA GeForce "
+                    "RTX 4090", "gpus": 1, "vram_touched_mb": 0.0,
+                    "identity": {"name": "NVIDIA GeForce RTX 4090", "memory_total_mb": 24564.0, "uuid": "GPU-4090"}}
         return {"ticket": ticket, "node_id": "hostile-node", "device": "cpu", "device_name": "hostile", "gpus": 0}
 
     def challenge_commit(self, ticket, seed, timeout_s):
@@ -146,9 +151,9 @@ def engine(tmp_path: Path):
     engine.dispose()
 
 
-def collector(engine, swarm: Swarm, sites: dict[str, Served], size: int = SIZE, rounds: int = ROUNDS) -> Collector:
+def collector(engine, swarm: Swarm, sites: dict[str, Served], timeout_s: float = TIMEOUT_S) -> Collector:
     return Collector(engine, swarm.chain.chain_id, lambda p: sites[p].client if p in sites else None,
-                     probe_timeout_s=5.0, challenge_size=size, challenge_rounds=rounds, challenge_timeout_s=TIMEOUT_S)
+                     probe_timeout_s=5.0, challenge_size=SIZE, challenge_rounds=ROUNDS, challenge_timeout_s=timeout_s)
 
 
 HOSTILE = {  # mode → (outcome, what the record's reason says)
@@ -160,7 +165,7 @@ HOSTILE = {  # mode → (outcome, what the record's reason says)
     "wrong-opening": ("refuted", "is not the one committed to"),
     "garbage-openings": ("refuted", "with something that is not JSON"),
     "no-openings": ("refuted", "the node sent no openings"),
-    "late": ("late", f"no commitment within {TIMEOUT_S:g} s: measured as 0 GFLOPS"),
+    "late": ("late", f"no commitment within {LATE_TIMEOUT_S:g} s: measured as 0 GFLOPS"),
 }
 
 
@@ -170,7 +175,8 @@ def test_every_bad_answer_is_a_recorded_failed_challenge_never_an_error(mode: st
     provider = dev_account(4).address
     served = serve_hostile(provider)
     served.site.mode = mode
-    (row,) = collector(engine, swarm, {provider: served}).challenge([Watched(provider, "cpu")])
+    timeout_s = LATE_TIMEOUT_S if mode == "late" else TIMEOUT_S
+    (row,) = collector(engine, swarm, {provider: served}, timeout_s).challenge([Watched(provider, "cpu")])
     outcome, says = HOSTILE[mode]
     assert (row.outcome, row.proof_ok) == (outcome, outcome != "refuted"), row.reason
     assert says in row.reason, row.reason
@@ -194,25 +200,42 @@ def test_a_site_that_is_down_or_refuses_gets_no_record(swarm: Swarm, engine, ser
                                                                                         "cpu")]) == []
 
 
-def test_the_epoch_tombstones_a_refuted_proof_and_slashes_a_late_node_for_misrepresentation(
+def test_a_gpu_that_says_it_is_another_model_is_recorded_misidentified(swarm: Swarm, engine,
+                                                                      serve_hostile) -> None:
+    """An RTX 4090 registered as an H100: challenged in fp32 and bf16, its worker's NVML name and
+    memory contradict the spec in both records."""
+    provider = dev_account(4).address
+    served = serve_hostile(provider)
+    served.site.mode = "rtx4090"
+    rows = collector(engine, swarm, {provider: served}).challenge([Watched(provider, "H100", vram_gb=80)])
+    assert [r.precision for r in rows] == ["fp32", "bf16"]
+    for row in rows:
+        assert not row.identity_ok and row.proof_ok and row.outcome == "passed"
+        assert (row.gpu_name, row.gpu_uuid, row.gpu_memory_mb) == ("NVIDIA GeForce RTX 4090", "GPU-4090", 24564.0)
+        assert row.reason.startswith("NVML names the node's GPU 'NVIDIA GeForce RTX 4090', not the declared H100;")
+
+
+def test_the_epoch_tombstones_a_refuted_proof_and_slashes_a_late_or_misidentified_node(
     swarm: Swarm, swarm_home: Path, engine, serve_hostile,
 ) -> None:
-    forger, sleeper = dev_account(4).address, dev_account(6).address
-    for index in (4, 6):
+    forger, sleeper, pretender = (dev_account(i).address for i in (4, 6, 7))
+    for index, model in ((4, "cpu"), (6, "cpu"), (7, "H100")):
         sender = swarm.sender(dev_account(index).key)
-        stake.register(swarm, sender, store_spec(swarm_home, {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1}), 1)
+        stake.register(swarm, sender, store_spec(swarm_home, {"gpu_model": model, "gpus": 1, "vram_gb": 80}), 1)
         stake.stake(swarm, sender, 2_000 * 10**18)
-    sites = {forger: serve_hostile(forger), sleeper: serve_hostile(sleeper)}
-    sites[forger].site.mode, sites[sleeper].site.mode = "wrong-opening", "late"
+    sites = {p: serve_hostile(p) for p in (forger, sleeper, pretender)}
+    for p, mode in ((forger, "wrong-opening"), (sleeper, "late"), (pretender, "rtx4090")):
+        sites[p].site.mode = mode
     runner = EpochRunner(swarm, engine, swarm_home, load_config(), swarm.sender(dev_account(0).key),
                          devnet_committee_keys(), epoch_length_s=1.0)
     started = time.time()
-    watched = [Watched(forger, "cpu"), Watched(sleeper, "cpu")]
+    watched = [Watched(forger, "cpu"), Watched(sleeper, "cpu"), Watched(pretender, "H100", vram_gb=80)]
     oracle = collector(engine, swarm, sites)
-    for _ in range(3):  # the epoch begins with its first probe; both nodes answer every one
-        assert all(sample.ok for sample in oracle.probe([forger, sleeper]))
+    for _ in range(3):  # the epoch begins with its first probe; the nodes answer every one
+        assert all(sample.ok for sample in oracle.probe([forger, sleeper, pretender]))
     for _ in range(MIN_CHALLENGES):
-        oracle.challenge(watched)
+        oracle.challenge([w for w in watched if w.address != sleeper])
+        collector(engine, swarm, sites, LATE_TIMEOUT_S).challenge([w for w in watched if w.address == sleeper])
     runner.indexer.sync()
     with Session(engine) as session:
         record = runner.aggregate(session, max(time.time(), started + 1.0))
@@ -220,3 +243,4 @@ def test_the_epoch_tombstones_a_refuted_proof_and_slashes_a_late_node_for_misrep
     assert slashes[forger]["row"] == "fraud" and slashes[forger]["tombstone"]
     assert slashes[forger]["reason"] == "fraud: challenge proof refuted"
     assert slashes[sleeper]["row"] == "misrepresentation" and not slashes[sleeper]["tombstone"]
+    assert slashes[pretender]["row"] == "misrepresentation" and not slashes[pretender]["tombstone"]

@@ -179,8 +179,12 @@ def test_a_misdeclared_gpu_is_caught_by_its_challenge(
     assert paid[PROVIDER_B].reward_wei == 0 and paid[PROVIDER_A].reward_wei == record.emission_wei
     with Session(oracle.engine) as session:
         challenges = session.exec(select(ChallengeRecord).where(ChallengeRecord.provider == PROVIDER_B)).all()
-    assert len(challenges) == MIN_CHALLENGES
-    assert all(c.proof_ok and c.ratio < 0.5 for c in challenges)
+    # Challenged in fp32 and in an H100's bf16, twice each: the work proven every time, but on a
+    # CPU, which the worker's own account says too.
+    assert sorted(c.precision for c in challenges) == ["bf16"] * MIN_CHALLENGES + ["fp32"] * MIN_CHALLENGES
+    assert all(c.proof_ok and c.ratio < 0.5 and not c.identity_ok for c in challenges)
+    assert all(c.reason.startswith("the node ran the challenge without a GPU, where the spec declares H100")
+               for c in challenges)
     assert stake.provider_info(swarm, PROVIDER_B).jailed_until > 0
 
 

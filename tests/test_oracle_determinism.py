@@ -53,9 +53,9 @@ def open_runner(swarm: Swarm, swarm_home: Path) -> Iterator:
         engine.dispose()
 
 
-def register(swarm: Swarm, home: Path, provider: int, amount: int = STAKE) -> None:
+def register(swarm: Swarm, home: Path, provider: int, amount: int = STAKE, model: str = "cpu") -> None:
     sender = swarm.sender(dev_account(provider).key)
-    stake.register(swarm, sender, store_spec(home, {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1}), 1)
+    stake.register(swarm, sender, store_spec(home, {"gpu_model": model, "gpus": 1, "vram_gb": 1}), 1)
     stake.stake(swarm, sender, amount)
 
 
@@ -353,3 +353,44 @@ def test_a_provider_challenged_while_busy_is_judged_by_its_best_challenge_of_two
     assert c.performance == pytest.approx(1.0) and c.eligible
     assert new.performance == pytest.approx(1.0) and new.eligible  # not measured yet
     assert b.performance == pytest.approx(0.3)
+
+
+def test_a_gpu_is_judged_by_its_weaker_precision_and_one_gpu_claimed_twice_by_neither(
+    swarm: Swarm, swarm_home: Path, open_runner, tmp_path: Path,
+) -> None:
+    """The epoch judges a GPU by the weaker of its fp32 and tensor-core ratios: A is at its
+    reference in both, B fast in fp32 but slow in bf16 (an RTX 4090 declared as an H100). C and
+    D answer with the same GPU (one UUID): the same card staked twice, which scores both 0."""
+    from compute.reference import reference_gflops
+
+    d = dev_account(4).address
+    for i in (1, 2, 3, 4):
+        register(swarm, swarm_home, i, model="H100")
+    runner = open_runner(f"sqlite:///{tmp_path / 'ledger.db'}")
+    chain_id = swarm.chain.chain_id
+    start = time.time()
+    end = measure([runner.engine], chain_id, [A, B, C, d], start)
+    ratios = {A: {"fp32": 1.0, "bf16": 1.0}, B: {"fp32": 1.23, "bf16": 0.17}, C: {"fp32": 1.0, "bf16": 1.0},
+              d: {"fp32": 1.0, "bf16": 1.0}}
+    uuids = {A: "GPU-aaaaaaaa", B: "GPU-bbbbbbbb", C: "GPU-cccccccc", d: "GPU-cccccccc"}
+    with Session(runner.engine) as session:
+        for row in session.exec(select(ChallengeRecord).where(ChallengeRecord.chain_id == chain_id)).all():
+            session.delete(row)
+        for provider, by_precision in ratios.items():
+            for k in range(2):  # two challenges in each precision: enough to judge
+                for precision, ratio in by_precision.items():
+                    reference = reference_gflops("H100", precision)
+                    session.add(ChallengeRecord(
+                        chain_id=chain_id, provider=provider, at=start + 3.5 + k / 10, declared_model="H100",
+                        seed=k, proof_ok=True, precision=precision, measured_gflops=ratio * reference,
+                        reference_gflops=reference, ratio=ratio, device="cuda", gpu_uuid=uuids[provider]))
+        session.commit()
+    record = aggregate(runner, end)
+    slashed = {s["provider"]: s["reason"] for s in record.slashes}
+    assert slashed == {B: "hardware misrepresentation", C: "hardware misrepresentation",
+                       d: "hardware misrepresentation"}
+    with Session(runner.engine) as session:
+        scores = {p: session.get(ProviderScore, (chain_id, record.epoch, p)) for p in (A, B, C, d)}
+    assert scores[A].performance == pytest.approx(1.0) and scores[A].eligible
+    assert scores[B].performance == pytest.approx(0.17)  # bf16's ratio, not fp32's 1.23 (capped at 1)
+    assert scores[C].performance == 0.0 and scores[d].performance == 0.0

@@ -238,7 +238,7 @@ def test_the_oracle_committee_probes_every_node_and_challenges_the_site(site) ->
         client.challenge_open(worker["ticket"], cells, timeout_s=60)
     assert gone.value.status == 404
     with pytest.raises(Refused, match="cannot be readied: challenge size must be in") as bad:
-        client.challenge_ready({"size": 0, "rounds": 1, "stride": 1}, timeout_s=60)
+        client.challenge_ready({"size": 0, "rounds": 1, "stride": 1, "precision": "fp32"}, timeout_s=60)
     assert bad.value.status == 400
 
     for who in (MATCHER, BUYER, STRANGER):
