@@ -194,12 +194,16 @@ def batches(values: list[str], labels: torch.Tensor, batch_size: int, seed: int 
 
 
 def train_epoch(model, tokenizer, optimizer, values: list[str], labels: torch.Tensor, batch_size: int,
-                seed: int) -> tuple[float, int]:
-    """One pass over (values, labels): (summed loss, texts seen)."""
+                seed: int, precision: str = "fp32") -> tuple[float, int]:
+    """One pass over (values, labels) on the model's device, under bf16 autocast for
+    `precision` "bf16": (summed loss, texts seen)."""
     model.train()
     loss_sum, count = 0.0, 0
+    device = _device(model)
     for batch, target in batches(values, labels, batch_size, seed):
-        loss = torch.nn.functional.cross_entropy(model(**encode(tokenizer, batch)).logits.float(), target)
+        with _autocast(device, precision):
+            scores = model(**encode(tokenizer, batch, device=device)).logits
+        loss = torch.nn.functional.cross_entropy(scores.float(), target.to(device))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -209,10 +213,11 @@ def train_epoch(model, tokenizer, optimizer, values: list[str], labels: torch.Te
 
 
 @torch.no_grad()
-def evaluate(model, tokenizer, values: list[str], labels: torch.Tensor, batch_size: int = 64) -> dict[str, float]:
+def evaluate(model, tokenizer, values: list[str], labels: torch.Tensor, batch_size: int = 64,
+             precision: str = "fp32") -> dict[str, float]:
     """Mean cross-entropy and accuracy of the classifier on (values, labels)."""
     model.eval()
-    scores = logits(model, tokenizer, values, batch_size)
+    scores = logits(model, tokenizer, values, batch_size, precision)
     loss = torch.nn.functional.cross_entropy(scores, labels).item()
     return {"loss": loss, "accuracy": (scores.argmax(dim=1) == labels).float().mean().item()}
 
@@ -245,17 +250,29 @@ def token_ids(tokenizer, values: list[str]) -> torch.Tensor:
     return encode(tokenizer, values)["input_ids"]
 
 
-def encode(tokenizer, batch: list[str], max_length: int = MAX_LENGTH) -> dict[str, torch.Tensor]:
-    return tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+def encode(tokenizer, batch: list[str], max_length: int = MAX_LENGTH,
+           device: torch.device | None = None) -> dict[str, torch.Tensor]:
+    encoded = tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt")
+    return {k: v.to(device) for k, v in encoded.items()} if device is not None else encoded
 
 
 @torch.no_grad()
-def logits(model, tokenizer, values: list[str], batch_size: int) -> torch.Tensor:
-    """The classifier's logits for every text, in order."""
-    parts = []
+def logits(model, tokenizer, values: list[str], batch_size: int, precision: str = "fp32") -> torch.Tensor:
+    """The classifier's logits for every text, in order, on the CPU."""
+    parts, device = [], _device(model)
     for start in range(0, len(values), batch_size):
-        parts.append(model(**encode(tokenizer, values[start:start + batch_size])).logits.float())
+        with _autocast(device, precision):
+            scores = model(**encode(tokenizer, values[start:start + batch_size], device=device)).logits
+        parts.append(scores.float().cpu())
     return torch.cat(parts)
+
+
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
+def _autocast(device: torch.device, precision: str) -> torch.autocast:
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
 def make_tiny(directory: Path, corpus: list[str], classes: int, architecture: str = "gpt2", seed: int = 0,

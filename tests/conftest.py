@@ -163,6 +163,45 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.light)
 
 
+# ── tests that need a GPU ──────────────────────────────────────────────────────────────
+# A test marked `gpu` runs wherever a CUDA device is present. Elsewhere it is deselected before
+# the run starts, and the run's summary says how many did not run and why: never a silent skip.
+_NO_GPU = pytest.StashKey[tuple[int, str]]()
+
+
+def _no_cuda_reason() -> str | None:
+    """Why this machine cannot run the `gpu` tests, or None when it can."""
+    import torch
+
+    from compute.nvml import gpu_snapshot
+
+    if torch.cuda.is_available():
+        return None
+    snapshot = gpu_snapshot()
+    nvml = f"NVML sees {snapshot.gpus} GPU(s)" + (f" ({snapshot.error})" if snapshot.error else "")
+    build = f"torch {torch.__version__} was built without CUDA" if torch.version.cuda is None else \
+        f"torch {torch.__version__} finds no CUDA device"
+    return f"{build}; {nvml}"
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """After `-m` chose the run's tests: the `gpu` ones among them leave it where no GPU is."""
+    gpu = [item for item in session.items if item.get_closest_marker("gpu")]
+    reason = _no_cuda_reason() if gpu else None
+    if reason is not None:
+        session.config.hook.pytest_deselected(items=gpu)
+        session.items[:] = [item for item in session.items if not item.get_closest_marker("gpu")]
+        session.testscollected = len(session.items)
+        session.config.stash[_NO_GPU] = (len(gpu), reason)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if _NO_GPU in config.stash:
+        count, reason = config.stash[_NO_GPU]
+        terminalreporter.write_sep("=", f"{count} gpu tests did NOT run: no CUDA device here", yellow=True)
+        terminalreporter.write_line(f"{reason}. They run wherever a GPU is present (tests marked gpu).")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     def group(item: pytest.Item) -> int:
         used = {name for i in by_module[item.module.__name__] for name in i.fixturenames}

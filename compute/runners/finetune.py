@@ -14,6 +14,10 @@ Params (`job.params`):
   lr               Adam learning rate for the adapters (default 5e-3)
   lora_rank        rank of each adapter (default 4)
   lora_alpha       adapter scale numerator: updates are scaled by alpha / rank (default 8)
+  precision        "fp32" | "bf16" — bf16 runs forward passes under autocast (default "fp32")
+
+With use_gpu the task holds a GPU and trains on it (CUDA); the adapters and weights it
+returns are on the CPU.
 
 The base weights stay frozen: only the adapters train. The work runs as one Ray task
 pinned to the provider's nodes; the base weights travel with the task, so the provider
@@ -58,7 +62,7 @@ from compute.models import build_model
 from compute.placement import task_options
 from compute.runners.params import FinetuneParams, require
 from compute.runners.supervise import await_pinned
-from compute.runners.train import evaluate, make_deterministic, split, where_am_i
+from compute.runners.train import autocast, evaluate, make_deterministic, split, task_device, where_am_i
 from compute.tabular import is_named
 
 ADAPTER = "adapter.safetensors"
@@ -85,12 +89,13 @@ def apply_adapter(model: nn.Module, meta: dict[str, Any], directory: Path) -> nn
 
 
 def _finetune(meta: dict[str, Any], base_state: dict[str, torch.Tensor], params: FinetuneParams, dataset: str,
-              seed: int) -> dict[str, Any]:
+              seed: int, use_gpu: bool = False) -> dict[str, Any]:
     """On a provider node: trains the adapters, returns them with the base weights after training."""
     started = time.time()
     make_deterministic(seed)
+    device = task_device(use_gpu)
     model = load_base(meta, base_state)
-    peft_model = attach_lora(model, meta["model"], params.lora_rank, params.lora_alpha, seed)
+    peft_model = attach_lora(model, meta["model"], params.lora_rank, params.lora_alpha, seed).to(device)
     if "features" in meta:
         inputs, labels, _ = tabular.tensors(dataset, limit=params.samples, features=meta["features"])
         train_set, val_set = split(inputs, labels)
@@ -105,12 +110,15 @@ def _finetune(meta: dict[str, Any], base_state: dict[str, torch.Tensor], params:
         for epoch in range(params.epochs):
             loss_sum = 0.0
             for inputs, labels in loader:
-                loss = nn.functional.cross_entropy(peft_model(inputs), labels)
+                inputs, labels = inputs.to(device), labels.to(device)
+                with autocast(device, params.precision):
+                    scores = peft_model(inputs)
+                loss = nn.functional.cross_entropy(scores.float(), labels)
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
                 loss_sum += loss.item() * len(labels)
-            val = evaluate(peft_model, val_set)
+            val = evaluate(peft_model, val_set, params.precision)
             history.append({"epoch": epoch + 1, "loss": round(loss_sum / len(train_set), 6),
                             "val_loss": round(val["loss"], 6), "val_accuracy": round(val["accuracy"], 6)})
         adapter = detached(get_peft_model_state_dict(peft_model))
@@ -118,12 +126,12 @@ def _finetune(meta: dict[str, Any], base_state: dict[str, torch.Tensor], params:
     return {
         "adapter": adapter, "base_after": base_after, "history": history, "busy_s": timer.seconds,
         "trainable_parameters": sum(p.numel() for p in trainable), "started_at": started,
-        "placement": where_am_i(),
+        "placement": where_am_i(), "device": device.type,
     }
 
 
 def detached(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone().contiguous() for k, v in state.items()}
+    return {k: v.detach().cpu().clone().contiguous() for k, v in state.items()}
 
 
 def load_base(meta: dict[str, Any], state: dict[str, torch.Tensor]) -> nn.Module:
@@ -157,26 +165,28 @@ def write_outputs(job: ComputeJob, params: FinetuneParams, meta: dict, base_sha:
 # ── a Hugging Face classifier ───────────────────────────────────────────────
 
 
-def _finetune_text(files: dict[str, bytes], params: FinetuneParams, dataset: str, seed: int) -> dict[str, Any]:
+def _finetune_text(files: dict[str, bytes], params: FinetuneParams, dataset: str, seed: int,
+                   use_gpu: bool = False) -> dict[str, Any]:
     """On a provider node: LoRA adapters on a transformers classifier over a table's texts;
     returns the adapter's files and the merged model's."""
     started = time.time()
     make_deterministic(seed)
+    device = task_device(use_gpu)
     with tempfile.TemporaryDirectory() as tmp:
         model, tokenizer = hf.load(hf.unpack(files, Path(tmp) / "base"))
         model_type = model.config.model_type
         values, labels = hf.labelled(dataset, params.samples)
         cut = len(values) - max(1, len(values) // 5)  # the last fifth is held out
         torch.manual_seed(seed)
-        peft_model = get_peft_model(model, hf.lora_config(model_type, params.lora_rank, params.lora_alpha))
+        peft_model = get_peft_model(model, hf.lora_config(model_type, params.lora_rank, params.lora_alpha)).to(device)
         trainable = [p for p in peft_model.parameters() if p.requires_grad]
         optimizer = torch.optim.Adam(trainable, lr=params.lr)
         history, timer = [], BusyTimer()
         with timer:
             for epoch in range(params.epochs):
                 loss_sum, count = hf.train_epoch(peft_model, tokenizer, optimizer, values[:cut], labels[:cut],
-                                                 params.batch_size, seed * 1_000 + epoch)
-                val = hf.evaluate(peft_model, tokenizer, values[cut:], labels[cut:])
+                                                 params.batch_size, seed * 1_000 + epoch, params.precision)
+                val = hf.evaluate(peft_model, tokenizer, values[cut:], labels[cut:], precision=params.precision)
                 history.append({"epoch": epoch + 1, "loss": round(loss_sum / count, 6),
                                 "val_loss": round(val["loss"], 6), "val_accuracy": round(val["accuracy"], 6)})
             adapter_dir = Path(tmp) / HF_ADAPTER_DIR
@@ -186,11 +196,11 @@ def _finetune_text(files: dict[str, bytes], params: FinetuneParams, dataset: str
             adapter_config = adapter_dir / "adapter_config.json"
             adapter_config.write_text(json.dumps(json.loads(adapter_config.read_text())
                                                  | {"base_model_name_or_path": None}, indent=2, sort_keys=True))
-            merged = hf.save(peft_model.merge_and_unload(), tokenizer, Path(tmp) / "merged")
+            merged = hf.save(peft_model.merge_and_unload().cpu(), tokenizer, Path(tmp) / "merged")
         return {
             "adapter": hf.pack(adapter_dir), "model": hf.pack(merged), "model_type": model_type,
             "history": history, "busy_s": timer.seconds, "started_at": started, "placement": where_am_i(),
-            "trainable_parameters": sum(p.numel() for p in trainable),
+            "trainable_parameters": sum(p.numel() for p in trainable), "device": device.type,
         }
 
 
@@ -210,7 +220,7 @@ def run_text(job: ComputeJob, params: FinetuneParams) -> JobResult:
     result_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     ref = _finetune_text_task.options(**task_options(job.provider, num_gpus=1 if job.use_gpu else 0)).remote(
-        hf.pack(directory), params, params.dataset, job.seed)
+        hf.pack(directory), params, params.dataset, job.seed, job.use_gpu)
     done = await_pinned(ref, job, started)
     outputs = result_dir / OUTPUT_DIR
     shutil.rmtree(outputs, ignore_errors=True)
@@ -226,6 +236,7 @@ def run_text(job: ComputeJob, params: FinetuneParams) -> JobResult:
     metrics = {"epochs": params.epochs, "loss": last["loss"], "val_accuracy": last["val_accuracy"],
                "history": done["history"], "trainable_parameters": done["trainable_parameters"],
                "model": model_type, "base_checkpoint": str(directory), "placement": done["placement"],
+               "device": done["device"],
                "wall_s": round(time.monotonic() - started, 3)}
     (result_dir / RUN_RECORD).write_text(json.dumps(metrics | {"started_at": done["started_at"]}, indent=2))
     used = usage([done["busy_s"]], job.use_gpu)
@@ -255,7 +266,7 @@ def run(job: ComputeJob) -> JobResult:
     result_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     ref = _finetune_task.options(**task_options(job.provider, num_gpus=1 if job.use_gpu else 0)).remote(
-        meta, base.state_dict(), params, dataset, job.seed)
+        meta, base.state_dict(), params, dataset, job.seed, job.use_gpu)
     done = await_pinned(ref, job, started)
     base_sha = "0x" + file_sha256(base_dir / "model.safetensors")
     write_outputs(job, params, meta, base_sha, done)
@@ -263,7 +274,7 @@ def run(job: ComputeJob) -> JobResult:
     last = done["history"][-1]
     metrics = {"epochs": params.epochs, "loss": last["loss"], "val_accuracy": last["val_accuracy"],
                "history": done["history"], "trainable_parameters": done["trainable_parameters"],
-               "base_checkpoint": str(base_dir), "placement": done["placement"],
+               "base_checkpoint": str(base_dir), "placement": done["placement"], "device": done["device"],
                "wall_s": round(time.monotonic() - started, 3)}
     (result_dir / RUN_RECORD).write_text(json.dumps(metrics | {"started_at": done["started_at"]}, indent=2))
     return JobResult(job.job_id, job.kind, job.provider, metrics, str(result_dir), result_hash(result_dir),

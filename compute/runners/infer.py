@@ -12,6 +12,10 @@ Params (`job.params`):
   quantize          None | "int8" — int8 dynamic quantization of the Linear layers (default None)
   batch_size        the largest batch to try (default 64)
   memory_budget_mb  activation memory a batch may use; the batch shrinks to fit (default 256)
+  precision         "fp32" | "bf16" — bf16 runs the forward passes under autocast (default "fp32")
+
+With use_gpu the task holds a GPU and computes on it (CUDA), except an int8-quantized model,
+whose dynamic kernels are the CPU's.
 
 The batch size adapts to memory: a one-row probe measures the activations a row needs,
 the batch is cut to what the budget holds, and a batch that still runs out of memory is
@@ -44,7 +48,9 @@ from compute.models import build_model
 from compute.placement import task_options
 from compute.runners.params import InferParams, require
 from compute.runners.supervise import await_pinned
-from compute.runners.train import make_deterministic, where_am_i
+from compute.runners.train import autocast, make_deterministic, task_device, where_am_i
+
+CPU = torch.device("cpu")
 
 RUN_RECORD = "run.json"
 
@@ -94,12 +100,16 @@ def is_out_of_memory(error: RuntimeError) -> bool:
 
 
 @torch.no_grad()
-def predict(model: nn.Module, inputs: torch.Tensor, batch: int) -> tuple[torch.Tensor, list[int]]:
-    """Logits for every row, in order; a batch that runs out of memory is halved and retried."""
+def predict(model: nn.Module, inputs: torch.Tensor, batch: int, device: torch.device = CPU,
+            precision: str = "fp32") -> tuple[torch.Tensor, list[int]]:
+    """Logits for every row, in order, on the CPU; the model computes on `device`, under bf16
+    autocast for `precision` "bf16"; a batch that runs out of memory is halved and retried."""
     outputs, sizes, start = [], [], 0
     while start < len(inputs):
         try:
-            outputs.append(model(inputs[start:start + batch]).float())
+            with autocast(device, precision):
+                scores = model(inputs[start:start + batch].to(device))
+            outputs.append(scores.float().cpu())
         except RuntimeError as error:
             if not is_out_of_memory(error) or batch == 1:
                 raise
@@ -111,24 +121,27 @@ def predict(model: nn.Module, inputs: torch.Tensor, batch: int) -> tuple[torch.T
 
 
 def _infer(meta: dict[str, Any], state: dict[str, torch.Tensor], inputs: torch.Tensor, params: InferParams,
-           seed: int) -> dict[str, Any]:
-    """On a provider node: the logits of every input row."""
+           seed: int, use_gpu: bool = False) -> dict[str, Any]:
+    """On a provider node: the logits of every input row (on its GPU with use_gpu, except an
+    int8-quantized model, whose dynamic kernels are the CPU's)."""
     started = time.time()
     make_deterministic(seed)
     timer = BusyTimer()
+    device = task_device(use_gpu and params.quantize != "int8")
     with timer:
         model = build_model(meta["model"], **meta.get("config", {}))
         model.load_state_dict(state)
         model.eval()
         if params.quantize == "int8":
             model = quantize_int8(model)
-        batch = fitting_batch(model, inputs, params.batch_size, params.memory_budget_mb)
-        logits, sizes = predict(model, inputs, batch)
+        model = model.to(device)
+        batch = fitting_batch(model, inputs.to(device), params.batch_size, params.memory_budget_mb)
+        logits, sizes = predict(model, inputs, batch, device, params.precision)
     return {
         "logits": logits, "batch_size": batch, "final_batch_size": sizes[-1] if sizes else batch,
         "batches": len(sizes), "busy_s": timer.seconds, "started_at": started,
         "quantized_layers": quantized_layers(model),
-        "placement": where_am_i(),
+        "placement": where_am_i(), "device": device.type,
     }
 
 
@@ -169,20 +182,22 @@ def load_for_inference(path: str) -> tuple[nn.Module, dict[str, Any]]:
     return model, meta
 
 
-def _infer_text(directory: str, values: list[str], params: InferParams, seed: int) -> dict[str, Any]:
+def _infer_text(directory: str, values: list[str], params: InferParams, seed: int,
+                use_gpu: bool = False) -> dict[str, Any]:
     """On a provider node: a transformers classifier's logits for every text."""
     started = time.time()
     make_deterministic(seed)
     timer = BusyTimer()
+    device = task_device(use_gpu and params.quantize != "int8")
     with timer:
         model, tokenizer = hf.load(directory)
         if params.quantize == "int8":
             model = quantize_int8(model)
-        logits = hf.logits(model, tokenizer, values, params.batch_size)
+        logits = hf.logits(model.to(device), tokenizer, values, params.batch_size, params.precision)
     return {
         "logits": logits, "batch_size": params.batch_size, "final_batch_size": params.batch_size,
         "batches": -(-len(values) // params.batch_size), "busy_s": timer.seconds, "started_at": started,
-        "quantized_layers": quantized_layers(model), "placement": where_am_i(),
+        "quantized_layers": quantized_layers(model), "placement": where_am_i(), "device": device.type,
     }
 
 
@@ -198,7 +213,7 @@ def run(job: ComputeJob) -> JobResult:
         inputs, labels = hf.texts(params.dataset_path)
         job.result_dir().mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        ref = _infer_text_task.options(**options).remote(str(directory), inputs, params, job.seed)
+        ref = _infer_text_task.options(**options).remote(str(directory), inputs, params, job.seed, job.use_gpu)
         return _result(job, params, model_type, inputs, labels, await_pinned(ref, job, started), started)
     model, meta = load_for_inference(params.checkpoint)
     raw, labels = read_inputs(params.dataset_path, meta.get("features"))
@@ -206,7 +221,8 @@ def run(job: ComputeJob) -> JobResult:
     job.result_dir().mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     described = {"model": meta["model"], "config": meta.get("config", {})}
-    ref = _infer_task.options(**options).remote(described, model.state_dict(), inputs, params, job.seed)
+    ref = _infer_task.options(**options).remote(described, model.state_dict(), inputs, params, job.seed,
+                                                job.use_gpu)
     return _result(job, params, meta["model"], inputs, labels, await_pinned(ref, job, started), started)
 
 
@@ -228,7 +244,7 @@ def _result(job: ComputeJob, params: InferParams, model: str, inputs: Any, label
         record["accuracy"] = round(float((logits.argmax(dim=1) == labels).double().mean()), 6)
     (outputs / "metrics.json").write_text(json.dumps(record, sort_keys=True, indent=2))
     used = usage([done["busy_s"]], job.use_gpu)
-    observed = ("final_batch_size", "batches", "quantized_layers", "placement")
+    observed = ("final_batch_size", "batches", "quantized_layers", "placement", "device")
     metrics = record | {key: done[key] for key in observed} | {"wall_s": round(time.monotonic() - started, 3)}
     (result_dir / RUN_RECORD).write_text(json.dumps(metrics | {"started_at": done["started_at"]}, indent=2))
     return JobResult(job.job_id, job.kind, job.provider, metrics, str(result_dir), result_hash(result_dir),

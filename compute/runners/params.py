@@ -99,6 +99,10 @@ def sized(params: P, named: bool, default: int) -> P:
     return params
 
 
+def require_precision(precision: str, job: ComputeJob) -> None:
+    require(precision in PRECISIONS, job, f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
+
+
 @dataclass(frozen=True)
 class TrainParams:
     model: str = "mlp"
@@ -133,8 +137,7 @@ class TrainParams:
             dataset = params.dataset or DATASET_FOR[params.model]
             check_dataset(job, dataset, params.model)
         require_loop(params, job)
-        require(params.precision in PRECISIONS, job,
-                f"precision must be one of {', '.join(PRECISIONS)}, got {params.precision!r}.")
+        require_precision(params.precision, job)
         require(params.max_failures >= 0, job, f"max_failures must be 0 or more, got {params.max_failures}.")
         return sized(cls(**(asdict(params) | {"dataset": dataset})), is_named(dataset), 1024)
 
@@ -149,6 +152,7 @@ class FinetuneParams:
     lr: float = 5e-3
     lora_rank: int = 4
     lora_alpha: float = 8.0
+    precision: str = "fp32"
 
     @classmethod
     def from_job(cls, job: ComputeJob) -> FinetuneParams:
@@ -160,6 +164,7 @@ class FinetuneParams:
         require_loop(params, job)
         require(params.lora_rank >= 1, job, f"lora_rank must be at least 1, got {params.lora_rank}.")
         require(params.lora_alpha > 0, job, f"lora_alpha must be positive, got {params.lora_alpha}.")
+        require_precision(params.precision, job)
         return sized(params, not params.dataset or is_named(params.dataset), 512)
 
 
@@ -170,6 +175,7 @@ class InferParams:
     quantize: str | None = None
     batch_size: int = 64
     memory_budget_mb: float = 256.0
+    precision: str = "fp32"
 
     @classmethod
     def from_job(cls, job: ComputeJob) -> InferParams:
@@ -186,6 +192,9 @@ class InferParams:
         require(params.batch_size >= 1, job, f"batch_size must be at least 1, got {params.batch_size}.")
         require(params.memory_budget_mb > 0, job,
                 f"memory_budget_mb must be positive, got {params.memory_budget_mb}.")
+        require_precision(params.precision, job)
+        require(not (params.quantize and params.precision == "bf16"), job,
+                "quantize int8 and precision bf16 do not go together; choose one.")
         return params
 
 

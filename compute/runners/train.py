@@ -135,6 +135,11 @@ def autocast(device: torch.device, precision: str) -> torch.autocast:
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
+def task_device(use_gpu: bool) -> torch.device:
+    """Where a runner's Ray task computes: the GPU Ray gave it (a job with use_gpu), else the CPU."""
+    return torch.device("cuda") if use_gpu and torch.cuda.is_available() else torch.device("cpu")
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, data: TensorDataset, precision: str = "fp32", batch_size: int = 256) -> dict:
     """Mean cross-entropy and accuracy of `model` on `data`."""
