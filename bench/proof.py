@@ -9,7 +9,9 @@ For each size, over --runs fresh seeds, median:
   - verify: reading the node's openings from their JSON and `check`ing them — CELLS rows over
     SAMPLES checkpoints, B made from the seed included — on this machine, one thread: what
     one challenge costs the oracle; and how many bytes the openings are;
-  - the projected oracle time for 100,000 providers' challenges on this machine's cores.
+  - the projected oracle time for 100,000 providers' challenges on this machine's cores: one
+    challenge each (CPU nodes), and two (GPU nodes: fp32 and the tensor-core precision, whose
+    check is the same integer arithmetic).
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ def bench_size(size: int, rounds: int, runs: int) -> dict:
             "verify_s": round(verify, 4), "ratio": round(verify / node, 5),
             "verify_all": [round(v, 4) for v in verify_s],
             "oracle_minutes_for_100k": round(verify * PROVIDERS / (os.cpu_count() or 1) / 60, 1),
+            "oracle_minutes_for_100k_gpus": round(2 * verify * PROVIDERS / (os.cpu_count() or 1) / 60, 1),
             "opening_bytes": int(statistics.median(sent))}
 
 

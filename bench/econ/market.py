@@ -7,7 +7,8 @@
   its declared model's rent), never above a provider's online capacity.
 - Payment: buyers are billed GPU-hours at the declared model's rent, capped by `max_units`
   sized for the declared model, so a provider whose GPU is slower than it declares is paid
-  rent × min(1, fp32 ratio) an hour; less the protocol fee. Abandoned jobs and faked results
+  rent × min(1, ratio) an hour, the ratio being the weaker of fp32 and the tensor-core
+  precision buyers train in; less the protocol fee. Abandoned jobs and faked results
   caught by replication are not paid.
 - Costs: amortization every epoch in the network (jailed too; none once tombstoned, the
   hardware is redeployed), load power on jobs really run, idle power while online.
@@ -69,7 +70,7 @@ def run_jobs(net: Network, online: np.ndarray, serving: np.ndarray, utilization:
     completed = jobs - abandoned - caught
 
     rent = net.rent(net.real_model)
-    rate = net.rent(net.declared_model) * np.minimum(1.0, net.fp32_ratio())
+    rate = net.rent(net.declared_model) * np.minimum(1.0, net.judged_ratio())
     income = completed * JOB_GPU_HOURS * rate * (1 - FEE_BPS / 10_000)
     load = (jobs - faked - abandoned / 2) * JOB_GPU_HOURS  # an abandoned job ran half-way
     idle = np.maximum(0.0, net.gpus * online - load)

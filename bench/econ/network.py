@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compute.reference import REFERENCE_GFLOPS
+from compute.reference import PEAK_TENSOR_TFLOPS, REFERENCE_GFLOPS, TENSOR_REFERENCE_GFLOPS
 
 WEI = 10**18
 
@@ -24,7 +24,9 @@ HARDWARE_MIX = {"H100": 0.15, "A100": 0.20, "L40S": 0.10, "L4": 0.15, "RTX4090":
                 "A10": 0.10, "T4": 0.10, "V100": 0.05}
 # (real, declared): the challenge's fp32 throughput ratio is under 0.5 for each (0.42, 0.45, 0.47).
 MISDECLARED = (("T4", "A100"), ("L4", "H100"), ("A10", "H100"))
-# (real, declared) the fp32 challenge cannot tell apart: ratios 1.23, 0.81 and 1.60.
+# (real, declared) that look alike in fp32 (ratios 1.23, 0.81 and 1.60), which the fp32
+# challenge alone could not tell apart; in the declared model's tensor-core precision they
+# measure 0.17, 0.05 (a V100 has no bf16: it computes the bf16 challenge in fp32) and 0.40.
 MISDECLARED_SUBTLE = (("RTX4090", "H100"), ("V100", "A100"), ("A10", "A100"))
 
 GPUS_PER_PROVIDER = 8
@@ -52,13 +54,13 @@ HONEST = Strategy("honest", online=(0.99, 1.0))
 LAZY = Strategy("lazy", online=(0.40, 0.70), abandon_p=0.2, amortization=CHEAP_HOSTING)
 MISDECLARING = Strategy("misdeclaring", online=(0.99, 1.0), pairs=MISDECLARED)
 FRAUDULENT = Strategy("fraudulent", online=(0.99, 1.0), fake_job_p=0.25, fake_challenge_p=0.05)
-MISDECLARING_SUBTLE = Strategy("misdeclaring (undetectable)", online=(0.99, 1.0), pairs=MISDECLARED_SUBTLE)
+MISDECLARING_SUBTLE = Strategy("misdeclaring (fp32-alike)", online=(0.99, 1.0), pairs=MISDECLARED_SUBTLE)
 
 STRATEGIES = (HONEST, LAZY, MISDECLARING, FRAUDULENT, MISDECLARING_SUBTLE)
-GOAL_STRATEGIES = ("honest", "lazy", "misdeclaring", "fraudulent")
+GOAL_STRATEGIES = ("honest", "lazy", "misdeclaring", "fraudulent", "misdeclaring (fp32-alike)")
 # Shares of the network: mostly honest, 10 % for each cheat the matrix targets.
 DEFAULT_MIX = {"honest": 0.65, "lazy": 0.10, "misdeclaring": 0.10, "fraudulent": 0.10,
-               "misdeclaring (undetectable)": 0.05}
+               "misdeclaring (fp32-alike)": 0.05}
 
 
 @dataclass
@@ -88,9 +90,20 @@ class Network:
         return np.array([PRICE_PER_GPU_HOUR[m] for m in models])
 
     def fp32_ratio(self) -> np.ndarray:
-        """The real GPU's challenge throughput ÷ the declared model's reference."""
+        """The real GPU's fp32 challenge throughput ÷ the declared model's reference."""
         return np.array([REFERENCE_GFLOPS[r] / REFERENCE_GFLOPS[d]
                          for r, d in zip(self.real_model, self.declared_model, strict=True)])
+
+    def tensor_ratio(self) -> np.ndarray:
+        """The real GPU's throughput in the declared model's tensor-core precision ÷ that
+        reference: a GPU without that precision computes the challenge in fp32."""
+        return np.array([(TENSOR_REFERENCE_GFLOPS[r] if PEAK_TENSOR_TFLOPS[r][0] == PEAK_TENSOR_TFLOPS[d][0]
+                          else REFERENCE_GFLOPS[r]) / TENSOR_REFERENCE_GFLOPS[d]
+                         for r, d in zip(self.real_model, self.declared_model, strict=True)])
+
+    def judged_ratio(self) -> np.ndarray:
+        """What the oracle judges (oracle/epoch.py): the weaker of the two precisions."""
+        return np.minimum(self.fp32_ratio(), self.tensor_ratio())
 
     def of(self, name: str) -> np.ndarray:
         """Mask of the providers following the strategy `name`."""

@@ -3,7 +3,8 @@
 Run: .venv/bin/python bench/econ/simulate.py [--epochs 200] [--seeds 5] [--providers 500]
 
 A network of providers (bench/econ/network.py: honest, lazy, misdeclaring, fraudulent, and a
-misdeclaration the fp32 challenge cannot see) goes through `--epochs` epochs. Each epoch:
+misdeclaration that looks right in fp32, which the tensor-core challenge catches) goes
+through `--epochs` epochs. Each epoch:
 probes, a challenge and the job market (bench/econ/market.py) produce the oracle's inputs;
 the project's own `oracle.scoring.score_epoch` scores them and orders slashes; the chain's
 consequences are applied here — a slash takes its bps of the remaining stake, a jail sits
@@ -32,8 +33,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.econ.market import run_jobs  # noqa: E402
-from bench.econ.network import (DEFAULT_MIX, GOAL_STRATEGIES, STRATEGIES, WEI, Network,  # noqa: E402
-                                build_network)
+from bench.econ.network import (DEFAULT_MIX, GOAL_STRATEGIES, MISDECLARED, MISDECLARED_SUBTLE,  # noqa: E402
+                                STRATEGIES, WEI, Network, build_network)
 from compute.reference import REFERENCE_GFLOPS  # noqa: E402
 from oracle.config import BPS, OracleConfig, load_config  # noqa: E402
 from oracle.scoring import EpochInputs, EpochScores, score_epoch  # noqa: E402
@@ -90,6 +91,18 @@ class Run:
                 "tombstoned": int((self.net.tombstoned & mask).sum()),
                 "providers": int(mask.sum())}
 
+    def pair_returns(self) -> dict[str, float]:
+        """Return on stake at the end, in %, of each (real, declared) pair a provider misdeclares."""
+        net, out = self.net, {}
+        total = self.books.net().sum(axis=0)
+        for real, declared in MISDECLARED + MISDECLARED_SUBTLE:
+            mask = np.array([(r, d) == (real, declared) for r, d in zip(net.real_model, net.declared_model,
+                                                                         strict=True)])
+            if mask.any():
+                stake = sum(s for s, m in zip(net.initial_stake_wei, mask, strict=True) if m) / WEI
+                out[f"{real} as {declared}"] = float(100 * total[mask].sum() / stake)
+        return out
+
 
 def epoch_inputs(net: Network, t: int, online: np.ndarray, jobs, utilization: float,
                  rng: np.random.Generator, probes: int) -> EpochInputs:
@@ -98,8 +111,10 @@ def epoch_inputs(net: Network, t: int, online: np.ndarray, jobs, utilization: fl
     probe_provider = np.repeat(np.arange(n, dtype=np.int32), probes)
     probe_ok = rng.random(n * probes) < online[probe_provider]
     challenged = ~net.tombstoned & (rng.random(n) < online)  # an offline node gets no challenge
-    real = np.array([REFERENCE_GFLOPS[m] for m in net.real_model])
-    measured = np.where(challenged, real * np.clip(rng.normal(1.0, CHALLENGE_NOISE, n), 0.8, 1.2), np.nan)
+    # As oracle/epoch.py judges a GPU: the weaker of its fp32 and tensor-core ratios, as fp32
+    # GFLOPS of the declared model.
+    judged = net.judged_ratio() * np.array([REFERENCE_GFLOPS[m] for m in net.declared_model])
+    measured = np.where(challenged, judged * np.clip(rng.normal(1.0, CHALLENGE_NOISE, n), 0.8, 1.2), np.nan)
     serving = ~net.tombstoned & (net.jailed_until < t)
     faked_challenge = challenged & serving & (rng.random(n) < net.traits("fake_challenge_p"))
     return EpochInputs(
@@ -181,9 +196,16 @@ def summarize(runs: list[Run], params: Params) -> dict:
     honest = strategies["honest"]["return_pct"]["mean"]
     goals = {f"{name} < honest": strategies[name]["return_pct"]["mean"] < honest
              for name in GOAL_STRATEGIES if name != "honest" and name in strategies}
-    if "fraudulent" in strategies:
-        goals["fraudulent < 0"] = strategies["fraudulent"]["return_pct"]["max"] < 0
+    for name in ("fraudulent", "misdeclaring", "misdeclaring (fp32-alike)"):
+        if name in strategies:
+            goals[f"{name} < 0"] = strategies[name]["return_pct"]["max"] < 0
+    pairs: dict[str, list[float]] = {}
+    for run in runs:
+        for pair, value in run.pair_returns().items():
+            pairs.setdefault(pair, []).append(value)
     return {"strategies": strategies, "goals": goals,
+            "misdeclared_pairs": {pair: {"mean": float(np.mean(v)), "max": float(np.max(v))}
+                                  for pair, v in pairs.items()},
             "rewards_sum_to_emission": all(r.reward_sums == r.emissions for r in runs),
             "slashes_per_run": {row: float(np.mean([r.slashes.get(row, 0) for r in runs]))
                                 for row in ("fraud", "misrepresentation", "abandonment", "downtime")}}
@@ -199,6 +221,8 @@ def table(summary: dict) -> str:
         lines.append(f"| {name} | **{r['mean']:+.1f} %** ({r['min']:+.1f} – {r['max']:+.1f}) "
                      f"| {s['rewards']:+.1f} % | {s['job_income']:+.1f} % | {-s['cost'] + 0.0:+.1f} % "
                      f"| {-s['slashed'] + 0.0:+.1f} % | {s['tombstoned']:.1f} of {s['providers']} |")
+    lines += ["", "| misdeclared GPU | return on stake, mean (max) |", "|---|---:|"]
+    lines += [f"| {pair} | **{r['mean']:+.1f} %** ({r['max']:+.1f}) |" for pair, r in summary["misdeclared_pairs"].items()]
     return "\n".join(lines)
 
 
@@ -211,10 +235,10 @@ def plot(summary: dict, path: Path, epochs: int) -> None:
     fig, ax = plt.subplots(figsize=(8, 4.8), dpi=120)
     x = np.arange(1, epochs + 1)
     colors = {"honest": "tab:green", "lazy": "tab:orange", "misdeclaring": "tab:purple",
-              "fraudulent": "tab:red", "misdeclaring (undetectable)": "tab:gray"}
+              "fraudulent": "tab:red", "misdeclaring (fp32-alike)": "tab:gray"}
     for name, s in summary["strategies"].items():
         c = s["curve"]
-        style = "--" if name not in GOAL_STRATEGIES else "-"
+        style = "--" if name == "misdeclaring (fp32-alike)" else "-"
         ax.plot(x, c["mean"], style, color=colors.get(name), label=f"{name} ({s['return_pct']['mean']:+.1f} %)")
         ax.fill_between(x, c["min"], c["max"], color=colors.get(name), alpha=0.2, linewidth=0)
     ax.axhline(0, color="black", linewidth=0.8)
