@@ -142,7 +142,7 @@ bench-proof: install
 
 # The challenge on a GPU: TFLOPS per precision against the model's reference (measures nothing without one).
 bench-gpu: install
-	$(PY) bench/gpu.py --runs 5
+	$(PY) bench/gpu.py --runs 3
 
 # Matcher throughput: 100,000 open jobs on 10,000 providers.
 bench-matcher: install

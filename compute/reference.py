@@ -21,6 +21,7 @@ ACHIEVED_FRACTION = 0.5
 # Vendor peak FP32 TFLOPS (datasheets):
 PEAK_FP32_TFLOPS = {
     "H100": 67.0,    # NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: 67 TFLOPS FP32 (PCIe: 51)
+    "H200": 67.0,    # NVIDIA H200 Tensor Core GPU datasheet, H200 SXM: 67 TFLOPS FP32 (NVL: 60)
     "A100": 19.5,    # NVIDIA A100 datasheet: 19.5 TFLOPS FP32 (SXM and PCIe)
     "L40S": 91.6,    # NVIDIA L40S datasheet: 91.6 TFLOPS FP32
     "L4": 30.3,      # NVIDIA L4 datasheet: 30.3 TFLOPS FP32
@@ -39,6 +40,7 @@ CPU_REFERENCE_GFLOPS = 40.0
 # Vendor peak half-precision tensor-core TFLOPS with fp32 accumulation, dense, and the precision:
 PEAK_TENSOR_TFLOPS = {
     "H100": ("bf16", 989.4),   # H100 datasheet, SXM: 1,979 TFLOPS BF16 with sparsity (PCIe: 1,513)
+    "H200": ("bf16", 989.4),   # H200 datasheet, SXM: 1,979 TFLOPS BF16 with sparsity (NVL: 1,671)
     "A100": ("bf16", 312.0),   # A100 datasheet: 312 TFLOPS BF16 (624 with sparsity)
     "L40S": ("bf16", 362.05),  # L40S datasheet: 362.05 TFLOPS BF16 (733 with sparsity)
     "L4": ("bf16", 121.0),     # L4 datasheet: 242 TFLOPS BF16 with sparsity

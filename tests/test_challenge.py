@@ -47,7 +47,7 @@ def test_an_unknown_declared_model_is_refused() -> None:
 
 def test_a_gpu_is_judged_in_its_tensor_core_precision_too() -> None:
     """An RTX 4090 declared as an H100 passes fp32 (its fp32 peak is higher) and fails bf16."""
-    assert precisions("NVIDIA H100 80GB HBM3") == ("fp32", "bf16")
+    assert precisions("NVIDIA H100 80GB HBM3") == ("fp32", "bf16") == precisions("NVIDIA H200")
     assert precisions("T4") == ("fp32", "fp16") and precisions("cpu") == ("fp32",)
     fp32, bf16 = (Challenge(seed=1, size=2048, rounds=32, precision=p) for p in ("fp32", "bf16"))
     rtx4090 = {"fp32": reference_gflops("RTX4090"), "bf16": reference_gflops("RTX4090", "bf16")}
