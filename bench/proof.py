@@ -3,7 +3,7 @@ the node's work (issue target: ratio ≤ 0.01), and the soundness the sample giv
 
 Run: .venv/bin/python bench/proof.py [--runs 5]
 
-For each size, over --runs fresh seeds, median:
+For each shape (size, rounds, stride), over --runs fresh seeds, median:
   - node: computing every round on one CPU core (torch limited to one thread, as a Ray actor
     with num_cpus=1 is), and of that the commitment (the Merkle tree over every row);
   - verify: reading the node's openings from their JSON and `check`ing them — CELLS rows over
@@ -36,14 +36,16 @@ from compute.proof import (  # noqa: E402
 )
 
 RESULTS = REPO / "bench" / "results" / "proof.json"
-SIZES = ((1024, 32), (2048, 32))  # the old devnet size, the production size (oracle/config.toml)
+# (size, rounds, stride): the old devnet size, the production size (oracle/config.toml), and
+# two strided shapes that commit less for a GPU to hash (BENCHMARKS.md, the challenge on a GPU).
+SIZES = ((1024, 32, 1), (2048, 32, 1), (2048, 32, 8), (1024, 32, 16))
 PROVIDERS = 100_000
 
 
-def bench_size(size: int, rounds: int, runs: int) -> dict:
+def bench_size(size: int, rounds: int, stride: int, runs: int) -> dict:
     node_s, commit_s, verify_s, sent = [], [], [], []
     for _ in range(runs):
-        challenge = Challenge(seed=secrets.randbits(63), size=size, rounds=rounds)
+        challenge = Challenge(seed=secrets.randbits(63), size=size, rounds=rounds, stride=stride)
         started = time.perf_counter()
         checkpoints = checkpoints_of(challenge)
         computed = time.perf_counter()
@@ -58,7 +60,8 @@ def bench_size(size: int, rounds: int, runs: int) -> dict:
         check(challenge, root, cells, [opening_from_json(o) for o in json.loads(wire)])
         verify_s.append(time.perf_counter() - started)
     node, verify = statistics.median(node_s), statistics.median(verify_s)
-    return {"size": size, "rounds": rounds, "node_s": round(node, 3), "commit_s": round(statistics.median(commit_s), 3),
+    return {"size": size, "rounds": rounds, "stride": stride, "node_s": round(node, 3),
+            "commit_s": round(statistics.median(commit_s), 3),
             "verify_s": round(verify, 4), "ratio": round(verify / node, 5),
             "verify_all": [round(v, 4) for v in verify_s],
             "oracle_minutes_for_100k": round(verify * PROVIDERS / (os.cpu_count() or 1) / 60, 1),
@@ -73,7 +76,7 @@ def main() -> None:
     torch.set_num_threads(1)
     result = {
         "runs": args.runs, "cpus": os.cpu_count(), "samples": SAMPLES, "cells": CELLS,
-        "sizes": [bench_size(size, rounds, args.runs) for size, rounds in SIZES],
+        "sizes": [bench_size(size, rounds, stride, args.runs) for size, rounds, stride in SIZES],
         "pass_probability": {f"skipped_{name}_32": pass_probability(32, SAMPLES, skipped, CELLS // SAMPLES,
                                                                     skipped_rows=share, size=2048)
                              for name, skipped, share in (("all", 32, 1.0), ("half_the_rounds", 16, 1.0),

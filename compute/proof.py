@@ -19,7 +19,7 @@ challenge, one that skipped half of every round's rows with 2⁻³², one that s
 with P^-(32n).
 
 The oracle's cost is making B (n² bytes from the seed), 32·stride row products (n² each) and
-hashing 64 rows with their paths: at 2048 × 32 under a thousandth of the node's work
+hashing 64 rows with their paths: at 2048 × 32 about 0.0014 of the node's work
 (bench/proof.py). What the node sends is as small: 64 rows and their paths.
 """
 
