@@ -13,8 +13,8 @@ import json
 import secrets
 import socket
 import time
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 

@@ -27,9 +27,9 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from compute.challenge import Challenge, Declared, as_number, identity_problem, judge
-from compute.reference import precisions
 from compute.errors import ComputeError
 from compute.proof import ProofError, check, opening_from_json, root_from_hex, sample
+from compute.reference import precisions
 from compute.site_client import SiteClient, SiteUnreachable
 from ledger.indexer.models import Provider
 from ledger.services import ChallengeRecord, ProbeSample
