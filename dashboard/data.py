@@ -379,6 +379,15 @@ def summary(session: Session, src: Source) -> dict[str, Any]:
     }
 
 
+def latest_gpu_telemetry(session: Session, chain_id: int) -> list[ProbeSample]:
+    """The newest probe round's samples of nodes whose GPUs NVML read."""
+    newest = session.exec(select(func.max(ProbeSample.at)).where(ProbeSample.chain_id == chain_id)).one()
+    if newest is None:
+        return []
+    return list(session.exec(select(ProbeSample).where(
+        ProbeSample.chain_id == chain_id, ProbeSample.at == newest, ProbeSample.gpus > 0)))
+
+
 def probe_counts(session: Session, chain_id: int) -> dict[bool, int]:
     rows = session.exec(select(ProbeSample.ok, func.count()).where(ProbeSample.chain_id == chain_id)
                         .group_by(ProbeSample.ok)).all()

@@ -16,7 +16,8 @@ from prometheus_client.registry import Collector
 from sqlmodel import Session, func, select
 
 from dashboard.data import (
-    JOB_STATUSES, OPEN_STATUSES, PROVIDER_STATES, Source, latest_scores, probe_counts, provider_state, tokens,
+    JOB_STATUSES, OPEN_STATUSES, PROVIDER_STATES, Source, latest_gpu_telemetry, latest_scores, probe_counts,
+    provider_state, tokens,
 )
 from ledger.db import database_errors
 from ledger.indexer.models import Cursor, Job, Provider, SlashRow
@@ -42,7 +43,16 @@ METRICS = {
     "swarm_slashes": "slashes StakingVault applied, by reason",
     "swarm_slashed_tokens": "SWARM taken by slashes, by reason",
     "swarm_probe_samples": "the oracle's liveness probes, by whether a node answered",
+    "swarm_node_gpu_utilization_pct": "a node's GPU utilization at the newest probe, mean of its GPUs",
+    "swarm_node_gpu_memory_used_mb": "a node's GPU memory in use at the newest probe, summed, in MiB",
+    "swarm_node_gpu_temperature_c": "a node's hottest GPU at the newest probe, in °C (NVML)",
+    "swarm_node_gpu_power_w": "a node's GPU power draw at the newest probe, over its GPUs, in watts (NVML)",
 }
+
+# ProbeSample field → the gauge it feeds, one series a node of a provider.
+GPU_TELEMETRY = {"gpu_utilization_pct": "swarm_node_gpu_utilization_pct",
+                 "gpu_memory_used_mb": "swarm_node_gpu_memory_used_mb",
+                 "gpu_temperature_c": "swarm_node_gpu_temperature_c", "gpu_power_w": "swarm_node_gpu_power_w"}
 
 
 class LedgerCollector(Collector):
@@ -105,6 +115,13 @@ class LedgerCollector(Collector):
         probes = probe_counts(session, chain_id)
         yield _by("swarm_probe_samples", "ok", {"true": probes.get(True, 0), "false": probes.get(False, 0)},
                   counter=True)
+        nodes = latest_gpu_telemetry(session, chain_id)
+        for field, name in GPU_TELEMETRY.items():
+            family = GaugeMetricFamily(name, METRICS[name], labels=["provider", "node"])
+            for sample in nodes:
+                if getattr(sample, field) is not None:
+                    family.add_metric([sample.provider, sample.node_id or ""], getattr(sample, field))
+            yield family
 
 
 def _gauge(name: str, value: float) -> GaugeMetricFamily:

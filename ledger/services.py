@@ -73,7 +73,8 @@ ORACLE_STATES = ("aggregated", "signed", "submitted", "finalized")
 
 
 class ProbeSample(LedgerModel, table=True):
-    """One liveness probe of one provider: did any of its nodes answer in time."""
+    """One liveness probe of one node of a provider: did it answer in time, and what NVML said
+    of its GPUs."""
 
     __tablename__ = "probe_samples"
     __table_args__ = (Index(None, "chain_id", "at"),)
@@ -86,6 +87,11 @@ class ProbeSample(LedgerModel, table=True):
     latency_s: float
     node_id: str | None = Field(default=None, max_length=64)
     gpus: int = 0  # what NVML reported on the node that answered
+    # NVML's telemetry of the node's GPUs when it answered (None: no GPU, or not reported):
+    gpu_utilization_pct: float | None = None  # mean over its GPUs
+    gpu_memory_used_mb: float | None = None  # summed over its GPUs
+    gpu_temperature_c: float | None = None  # the hottest GPU
+    gpu_power_w: float | None = None  # summed over its GPUs
 
 
 class ChallengeRecord(LedgerModel, table=True):

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
@@ -100,6 +101,58 @@ def site_clients(engine: Engine, chain_id: int, home: Path, sign: Callable[[dict
     return site_of
 
 
+MAX_NODES = 4096  # node answers read from one site's probe; a site's further ones are dropped
+MAX_DEVICES = 1024  # GPUs or CPUs one node may add to the network's capacity
+
+
+def node_sample(chain_id: int, provider: str, at: float, node: Any,
+                timeout_s: float) -> tuple[ProbeSample, float]:
+    """One node's answer to a probe as a sample, with the devices it adds to the network's live
+    capacity (its declared GPUs, else its CPUs). An answer that is not one, from a broken or
+    hostile site, is the node down; a telemetry figure that is no plausible reading is None."""
+    down = ProbeSample(chain_id=chain_id, provider=provider, at=at, ok=False, latency_s=timeout_s)
+    if not isinstance(node, dict) or not isinstance(node.get("alive"), bool) \
+            or not isinstance(node.get("node_id"), str):
+        return down, 0.0
+    gpu = node.get("gpu") if isinstance(node.get("gpu"), dict) else {}
+    gpus = gpu.get("gpus")
+    latency = reading(node.get("latency_s"), 0.0, timeout_s)
+    row = ProbeSample(chain_id=chain_id, provider=provider, at=at, ok=node["alive"], node_id=node["node_id"][:64],
+                      latency_s=round(timeout_s if latency is None else latency, 6),
+                      gpus=gpus if type(gpus) is int and 0 <= gpus <= MAX_DEVICES else 0,
+                      **gpu_telemetry(gpu.get("devices")))
+    if not node["alive"]:
+        return row, 0.0
+    declared = reading(node.get("gpus_declared"), 0.0, MAX_DEVICES) or reading(node.get("cpus"), 0.0, MAX_DEVICES)
+    return row, declared or 0.0
+
+
+def gpu_telemetry(devices: Any) -> dict[str, float | None]:
+    """A node's GPUs as NVML read them (compute.nvml.DeviceReading, as a site sends them) in the
+    probe sample's four figures: mean utilization, memory used summed, the hottest GPU's
+    temperature and power summed — each over the GPUs that gave a plausible reading."""
+    if not isinstance(devices, list):
+        devices = []
+    devices = [d for d in devices[:MAX_DEVICES] if isinstance(d, dict)]
+
+    def each(key: str, low: float, high: float) -> list[float]:
+        return [v for v in (reading(d.get(key), low, high) for d in devices) if v is not None]
+
+    utilization, memory = each("utilization_pct", 0.0, 100.0), each("memory_used_mb", 0.0, 1 << 24)
+    temperature, power = each("temperature_c", -50.0, 200.0), each("power_w", 0.0, 10_000.0)
+    return {"gpu_utilization_pct": sum(utilization) / len(utilization) if utilization else None,
+            "gpu_memory_used_mb": sum(memory) if memory else None,
+            "gpu_temperature_c": max(temperature) if temperature else None,
+            "gpu_power_w": sum(power) if power else None}
+
+
+def reading(value: Any, low: float, high: float) -> float | None:
+    """A number a site sent, if it is one within [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if low <= value <= high else None  # NaN compares false: None
+
+
 class Collector:
     """Writes probe samples and challenge results for one chain into the ledger database.
 
@@ -131,13 +184,10 @@ class Collector:
                 rows.append(ProbeSample(chain_id=self.chain_id, provider=provider, at=at, ok=False,
                                         latency_s=self.probe_timeout_s))
                 continue
-            for node in nodes:
-                gpus = int((node.get("gpu") or {}).get("gpus", 0))
-                rows.append(ProbeSample(chain_id=self.chain_id, provider=provider, at=at, ok=bool(node["alive"]),
-                                        latency_s=round(float(node.get("latency_s", self.probe_timeout_s)), 6),
-                                        node_id=str(node["node_id"])[:64], gpus=gpus))
-                if node["alive"]:
-                    devices += float(node.get("gpus_declared") or 0) or float(node.get("cpus") or 0)
+            for node in nodes[:MAX_NODES]:
+                row, found = node_sample(self.chain_id, provider, at, node, self.probe_timeout_s)
+                rows.append(row)
+                devices += found
         self.devices = devices
         self._save(rows)
         return rows

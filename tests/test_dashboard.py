@@ -142,9 +142,13 @@ def _oracle_rows(session: Session, chain_id: int) -> None:
                 eligible=not down, reward_wei=reward, cumulative_wei=cumulative[provider],
                 note="slashed this epoch" if down else "",
             ))
-    for i in range(6):
+    for i in range(5):
         session.add(ProbeSample(chain_id=chain_id, provider=PROVIDER_A if i % 2 else PROVIDER_B, at=start + i,
                                 ok=i != 0, latency_s=0.01))
+    # The newest probe round: A's GPU node, as NVML read it.
+    session.add(ProbeSample(chain_id=chain_id, provider=PROVIDER_A, at=start + 5, ok=True, latency_s=0.01,
+                            node_id="gpu-node", gpus=2, gpu_utilization_pct=87.5, gpu_memory_used_mb=61_440.0,
+                            gpu_temperature_c=71.0, gpu_power_w=1_090.5))
 
 
 def _checkpoint(directory: Path, history: list[dict]) -> None:
@@ -300,6 +304,11 @@ def test_metrics_are_prometheus_text_read_from_the_ledger(served: str) -> None:
     assert value("swarm_slashes_total", reason="provider-lost") == 1
     assert value("swarm_network_utilization") == 0.5
     assert value("swarm_probe_samples_total", ok="true") == 5 and value("swarm_probe_samples_total", ok="false") == 1
+    node = {"provider": PROVIDER_A, "node": "gpu-node"}
+    assert value("swarm_node_gpu_utilization_pct", **node) == 87.5
+    assert value("swarm_node_gpu_memory_used_mb", **node) == 61_440.0
+    assert value("swarm_node_gpu_temperature_c", **node) == 71.0
+    assert value("swarm_node_gpu_power_w", **node) == 1_090.5
 
 
 # ── the page, in a real browser ─────────────────────────────────────────────────

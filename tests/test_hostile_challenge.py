@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sqlmodel import Session, select
 
 from anvil import dev_account
@@ -33,10 +35,10 @@ from ledger import stake
 from ledger.client import Swarm
 from ledger.db import open_ledger
 from ledger.deploy import devnet_committee_keys
-from ledger.services import ChallengeRecord
+from ledger.services import ChallengeRecord, ProbeSample
 from ledger.site_authority import ChainAuthority
 from ledger.specs import store_spec
-from oracle.collector import Collector, Watched
+from oracle.collector import MAX_DEVICES, Collector, Watched, node_sample
 from oracle.config import load_config
 from oracle.epoch import MIN_CHALLENGES, EpochRunner
 
@@ -52,8 +54,11 @@ class HostileSite(Site):
         self.provider = provider
         self.mode = "honest"
         self.provers: dict[str, tuple[dict, Prover | None]] = {}
+        self.nodes: list | None = None  # the probe's answer, when set
 
     def probe(self, timeout_s=10.0):
+        if self.nodes is not None:
+            return self.nodes
         return [{"node_id": "hostile-node", "alive": True, "latency_s": 0.01, "gpu": {"gpus": 0}, "cpus": 1.0,
                  "gpus_declared": 0.0}]
 
@@ -244,3 +249,69 @@ def test_the_epoch_tombstones_a_refuted_proof_and_slashes_a_late_or_misidentifie
     assert slashes[forger]["reason"] == "fraud: challenge proof refuted"
     assert slashes[sleeper]["row"] == "misrepresentation" and not slashes[sleeper]["tombstone"]
     assert slashes[pretender]["row"] == "misrepresentation" and not slashes[pretender]["tombstone"]
+
+
+# ── probes ─────────────────────────────────────────────────────────────────────────
+
+
+def h100_reading(index: int, utilization: float, used_mb: float, temperature: float, power: float) -> dict:
+    """A DeviceReading as compute.nvml makes it on an H100, as the site sends it."""
+    return {"index": index, "name": "NVIDIA H100 80GB HBM3", "utilization_pct": utilization,
+            "memory_used_mb": used_mb, "memory_total_mb": 81559.0, "temperature_c": temperature, "power_w": power}
+
+
+def test_a_gpu_nodes_telemetry_is_kept_with_its_probe(swarm: Swarm, engine, serve_hostile) -> None:
+    """A node's NVML readings travel with its probe into the ledger: utilization averaged over
+    its GPUs, memory and power summed, the hottest temperature; a field NVML could not read
+    (None) is left out of its figure."""
+    provider = dev_account(4).address
+    served = serve_hostile(provider)
+    devices = [h100_reading(0, 90.0, 40_000.0, 70.0, 600.0), h100_reading(1, 60.0, 20_000.0, 65.0, None)]
+    served.site.nodes = [{"node_id": "gpu-node", "alive": True, "latency_s": 0.02, "cpus": 64.0,
+                          "gpus_declared": 2.0, "gpu": {"gpus": 2, "devices": devices, "error": None}}]
+    oracle = collector(engine, swarm, {provider: served})
+    (row,) = oracle.probe([provider])
+    assert row.ok and (row.node_id, row.gpus) == ("gpu-node", 2) and oracle.devices == 2.0
+    assert (row.gpu_utilization_pct, row.gpu_memory_used_mb, row.gpu_temperature_c, row.gpu_power_w) == (
+        75.0, 60_000.0, 70.0, 600.0)
+    with Session(engine) as session:
+        (saved,) = session.exec(select(ProbeSample)).all()
+    assert (saved.gpu_utilization_pct, saved.gpu_power_w) == (75.0, 600.0)
+
+
+def test_a_garbled_probe_answer_is_a_node_down_never_an_error(swarm: Swarm, engine, serve_hostile) -> None:
+    provider = dev_account(4).address
+    served = serve_hostile(provider)
+    honest = {"node_id": "n", "alive": True, "latency_s": 0.01, "gpu": {"gpus": 0}, "cpus": 1.0}
+    served.site.nodes = [
+        "a string", 7, None, [], {}, {"alive": True}, {"node_id": "n", "alive": "yes"},
+        honest | {"node_id": {"nested": 1}},
+        honest | {"gpu": "x", "latency_s": "fast", "cpus": 10**30},  # answered: garbage figures are left out
+        honest | {"gpu": {"gpus": "eight", "devices": [1, "x", {"utilization_pct": 1e308, "power_w": -5}]}},
+    ]
+    rows = collector(engine, swarm, {provider: served}).probe([provider])
+    assert [r.ok for r in rows] == [False] * 8 + [True, True]
+    for row in rows[8:]:
+        assert row.gpus == 0 and row.gpu_utilization_pct is None and row.gpu_power_w is None
+    assert rows[8].latency_s == 5.0  # no number: the probe's timeout
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=16), inner, max_size=4),
+                    max_leaves=12)
+NODE_KEYS = st.sampled_from(["node_id", "alive", "latency_s", "gpu", "cpus", "gpus_declared"])
+DEVICE = st.dictionaries(st.sampled_from(["utilization_pct", "memory_used_mb", "temperature_c", "power_w"]),
+                         st.none() | st.booleans() | st.integers() | st.floats(), max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(node=JSON | st.dictionaries(NODE_KEYS, JSON | st.builds(lambda d: {"gpus": 1, "devices": d},
+                                                                     st.lists(DEVICE, max_size=4))))
+def test_any_node_answer_is_one_sample_within_bounds(node) -> None:
+    row, devices = node_sample(1, "0xprovider", 100.0, node, timeout_s=5.0)
+    assert row.ok == (isinstance(node, dict) and node.get("alive") is True and isinstance(node.get("node_id"), str))
+    assert 0.0 <= row.latency_s <= 5.0 and 0 <= row.gpus <= MAX_DEVICES and 0.0 <= devices <= MAX_DEVICES
+    assert row.gpu_utilization_pct is None or 0.0 <= row.gpu_utilization_pct <= 100.0
+    assert row.gpu_temperature_c is None or -50.0 <= row.gpu_temperature_c <= 200.0
+    for figure in (row.gpu_memory_used_mb, row.gpu_power_w):
+        assert figure is None or 0.0 <= figure < float("inf")
