@@ -261,8 +261,9 @@ class EpochRunner:
         them: hardware that is really slower is slow every time (a late answer counts as 0).
         A GPU is challenged in fp32 and in its tensor-core precision, and is judged by the
         weaker of the two, as fp32 GFLOPS: that ratio × the declared model's fp32 reference.
-        A worker's account of its GPU that contradicts the spec, or a GPU whose UUID two
-        providers report, is judged 0 at once. Only this epoch's proofs count (a refuted one is
+        A worker's account of its GPU that contradicts the spec is judged 0 at once. A UUID that
+        two providers report is not: the report is the node's own, so a provider could name a
+        stranger's GPU to have it slashed. Only this epoch's proofs count (a refuted one is
         proof at once), so one wrong answer is never punished twice."""
         n = len(index)
         now_best: dict[tuple[int, str], float] = {}
@@ -270,7 +271,6 @@ class EpochRunner:
         answered: dict[tuple[int, str], int] = {}
         challenge_ok = np.ones(n, dtype=bool)
         misidentified = np.zeros(n, dtype=bool)
-        uuids: dict[str, set[int]] = {}
         for c in session.exec(select(ChallengeRecord).where(
                 ChallengeRecord.chain_id == self.chain_id, ChallengeRecord.at > start - (end - start),
                 ChallengeRecord.at <= end).order_by(ChallengeRecord.at)):
@@ -284,17 +284,14 @@ class EpochRunner:
                 now_best[key] = max(now_best.get(key, figure), figure)
                 challenge_ok[i] &= c.proof_ok
                 misidentified[i] |= not c.identity_ok
-                if c.gpu_uuid:
-                    uuids.setdefault(c.gpu_uuid, set()).add(i)
             else:
                 before_best[key] = max(before_best.get(key, figure), figure)
-        for sharing in uuids.values():
-            if len(sharing) > 1:  # one GPU, declared by two providers
-                misidentified[list(sharing)] = True
+        precisions: dict[int, list[tuple[int, str]]] = {}
+        for key in now_best:
+            precisions.setdefault(key[0], []).append(key)
         measured = np.full(n, np.nan)
-        for i in range(n):
-            keys = [key for key in now_best if key[0] == i]
-            if keys and all(answered[key] >= MIN_CHALLENGES for key in keys):
+        for i, keys in precisions.items():
+            if all(answered[key] >= MIN_CHALLENGES for key in keys):
                 measured[i] = min(max(now_best[key], before_best.get(key, -np.inf)) for key in keys)
         measured[misidentified] = 0.0
         return measured, challenge_ok
