@@ -344,7 +344,8 @@ def _wait_until_dead(home: RayHome, record: JoinedNode, timeout: float = 15.0) -
 
 def stop_session(pid: int, timeout: float) -> None:
     """SIGTERM to `pid`, the leader of a session started here, and a wait for it to clean up; then
-    SIGKILL to whatever is left in its session (its raylets, agents and workers)."""
+    SIGKILL to whatever is left in its session (its raylets, agents and workers, and the Ray
+    dashboard's processes, which lead process groups of their own), and a wait for those."""
     import psutil
 
     try:
@@ -357,6 +358,15 @@ def stop_session(pid: int, timeout: float) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    left = []
+    for proc in psutil.process_iter():
+        try:
+            if os.getsid(proc.pid) == pid:
+                proc.kill()
+                left.append(proc)
+        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
+            pass
+    psutil.wait_procs(left, timeout=5)
 
 
 def _is_ray_start(pid: int) -> bool:
