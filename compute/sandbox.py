@@ -101,12 +101,14 @@ class Sandbox:
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]
         emptied = [Path("/tmp")]  # directories the sandbox replaces with empty ones
+        # The runtime first, then what is hidden: a hidden SWARM_HOME inside a project that is
+        # bound back (a checkout in a private home) stays hidden.
+        args += _runtime_binds(self.runtime if self.runtime is not None else default_runtime(), emptied)
         for path in self.hidden:
             path = Path(path).resolve()
             if path.exists() and not _within(workdir, path):
                 args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
                 emptied.append(path)
-        args += _runtime_binds(self.runtime if self.runtime is not None else default_runtime())
         # The way down to each directory the lease sees, where it crosses an emptied one, is
         # recreated open to the lease's user (bwrap would make it 0700, owned by root).
         made: set[Path] = set()
@@ -184,15 +186,23 @@ def default_runtime() -> list[Path]:
     return sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), project})
 
 
-def _runtime_binds(paths: Sequence[Path]) -> list[str]:
-    """Binds each path back in, read-only, where an ancestor closed to other users (a private
-    home, a private temporary directory) would keep the lease's user out of it."""
+def _runtime_binds(paths: Sequence[Path], emptied_by_sandbox: Sequence[Path]) -> list[str]:
+    """Binds each path back in, read-only, where the sandbox empties an ancestor (its own
+    /tmp) or one closed to other users (a private home, a private temporary directory) would
+    keep the lease's user out of it."""
     args: list[str] = []
     bound: list[Path] = []
     emptied: set[Path] = set()
     for path in sorted({Path(p).resolve() for p in paths}):
         if any(_within(b, path) for b in bound):
             continue  # inside one bound already (a virtual environment inside the project)
+        top = next((t for t in emptied_by_sandbox if _within(t, path) and t != path), None)
+        if top is not None:  # inside a directory the sandbox empties: the way down made again
+            args += [arg for step in reversed(path.parents) if step != top and _within(top, step)
+                     for arg in ("--perms", "0755", "--dir", str(step))]
+            args += ["--ro-bind", str(path), str(path)]
+            bound.append(path)
+            continue
         closed = next((p for p in reversed(path.parents) if p != Path("/") and not os.stat(p).st_mode & 0o001), None)
         if closed is None and os.stat(path).st_mode & 0o005 == 0o005:
             continue  # every user can reach it already

@@ -186,3 +186,48 @@ def test_a_lease_runs_code_from_a_project_in_a_private_directory(site) -> None:
     result = sandbox.run([PYTHON, "-c", code])
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "42 the venv"
+
+
+def test_a_home_inside_a_private_project_stays_hidden(site) -> None:
+    """The default SWARM_HOME is ./.swarm, inside the checkout: where the checkout sits in a
+    private directory, the sandbox binds it back for the lease's code, and the home inside it
+    must stay hidden all the same."""
+    private = site["root"] / "private-home"
+    project = private / "checkout"
+    keystore = project / ".swarm" / "keys" / "provider.json"
+    keystore.parent.mkdir(parents=True)
+    keystore.write_text('{"crypto": "the provider key"}')
+    for path in (project, project / ".swarm", keystore.parent):
+        path.chmod(0o755)
+    keystore.chmod(0o644)
+    private.chmod(0o700)
+    code = READ_KEYSTORE.format(keystore=str(keystore))
+    assert "the provider key" in _bare(code, site["root"] / "bare").stdout, "without the sandbox the attack works"
+
+    sandbox = Sandbox(site["leases"] / "1", LIMITS, hidden=[project / ".swarm", site["leases"]],
+                      lease_uid=lease_uid(1), runtime=[Path("/usr"), project])
+    result = sandbox.run([PYTHON, "-c", code])
+    assert result.returncode != 0 and "the provider key" not in result.stdout
+    assert "No such file or directory" in result.stderr
+    listed = sandbox.run([PYTHON, "-c", f"import os; print(sorted(os.listdir({str(project)!r})))"])
+    assert listed.returncode == 0 and listed.stdout.strip() == "['.swarm']", "the checkout itself is readable"
+
+
+def test_a_lease_runs_code_from_a_project_under_tmp(site) -> None:
+    """A checkout under /tmp, which the sandbox replaces with an empty one of the lease's own:
+    the checkout is bound back into it."""
+    project = Path("/tmp") / f"swarm-checkout-{uuid.uuid4().hex[:8]}"
+    try:
+        (project / "pkg").mkdir(parents=True)
+        (project / "pkg" / "__init__.py").write_text("ANSWER = 42\n")
+        for path in (project, project / "pkg"):
+            path.chmod(0o755)
+        code = f"import sys; sys.path.insert(0, {str(project)!r}); import pkg; print(pkg.ANSWER)"
+        sandbox = _sandbox(site, 1)
+        sandbox.runtime = [Path("/usr"), project]
+        result = sandbox.run([PYTHON, "-c", code])
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == "42"
+        assert not (site["leases"] / "1" / "pkg").exists()
+    finally:
+        shutil.rmtree(project, ignore_errors=True)
