@@ -20,6 +20,7 @@ matrices (numpy) and the verdict.
 
 from __future__ import annotations
 
+import math
 import platform
 from dataclasses import dataclass
 from typing import Any
@@ -335,4 +336,11 @@ def identity_problem(declared: Declared, ready: dict[str, Any]) -> str | None:
 
 
 def as_number(value: Any) -> float:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+    """A finite number a node sent, else 0 (JSON lets NaN and Infinity through)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
+    try:
+        number = float(value)
+    except OverflowError:  # an integer past float's range
+        return 0.0
+    return number if math.isfinite(number) else 0.0

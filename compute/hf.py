@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from compute import tabular
+from compute.device import autocast, model_device
 from compute.errors import InvalidJob
 
 CONFIG = "config.json"
@@ -199,9 +200,9 @@ def train_epoch(model, tokenizer, optimizer, values: list[str], labels: torch.Te
     `precision` "bf16": (summed loss, texts seen)."""
     model.train()
     loss_sum, count = 0.0, 0
-    device = _device(model)
+    device = model_device(model)
     for batch, target in batches(values, labels, batch_size, seed):
-        with _autocast(device, precision):
+        with autocast(device, precision):
             scores = model(**encode(tokenizer, batch, device=device)).logits
         loss = torch.nn.functional.cross_entropy(scores.float(), target.to(device))
         optimizer.zero_grad(set_to_none=True)
@@ -259,20 +260,12 @@ def encode(tokenizer, batch: list[str], max_length: int = MAX_LENGTH,
 @torch.no_grad()
 def logits(model, tokenizer, values: list[str], batch_size: int, precision: str = "fp32") -> torch.Tensor:
     """The classifier's logits for every text, in order, on the CPU."""
-    parts, device = [], _device(model)
+    parts, device = [], model_device(model)
     for start in range(0, len(values), batch_size):
-        with _autocast(device, precision):
+        with autocast(device, precision):
             scores = model(**encode(tokenizer, values[start:start + batch_size], device=device)).logits
         parts.append(scores.float().cpu())
     return torch.cat(parts)
-
-
-def _device(model) -> torch.device:
-    return next(model.parameters()).device
-
-
-def _autocast(device: torch.device, precision: str) -> torch.autocast:
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
 
 
 def make_tiny(directory: Path, corpus: list[str], classes: int, architecture: str = "gpt2", seed: int = 0,

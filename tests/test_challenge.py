@@ -73,6 +73,8 @@ HONEST_READY = {"device": "cuda", "identity": {"name": "NVIDIA H100 80GB HBM3", 
      "NVML names the node's GPU 'NVIDIA GeForce RTX 4090', not the declared H100"),
     ({"identity": {**HONEST_READY["identity"], "memory_total_mb": 24564.0}}, "24,564 MiB, under the declared 80 GB"),
     ({"vram_touched_mb": 0.0}, "allocated 0 MiB of the declared 80 GB"),
+    ({"vram_touched_mb": float("nan")}, "allocated 0 MiB of the declared 80 GB"),  # JSON lets NaN through
+    ({"identity": {**HONEST_READY["identity"], "memory_total_mb": float("inf")}}, "0 MiB, under the declared 80 GB"),
     ({"identity": {**HONEST_READY["identity"], "uuid": "GPU-2222"}}, "'GPU-2222' is none of the GPUs its spec lists"),
 ])
 def test_a_gpu_that_is_not_the_declared_one_is_named(change: dict, says: str) -> None:

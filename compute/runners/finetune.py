@@ -62,7 +62,8 @@ from compute.models import build_model
 from compute.placement import task_options
 from compute.runners.params import FinetuneParams, require
 from compute.runners.supervise import await_pinned
-from compute.runners.train import autocast, evaluate, make_deterministic, split, task_device, where_am_i
+from compute.device import autocast, task_device
+from compute.runners.train import evaluate, make_deterministic, split, where_am_i
 from compute.tabular import is_named
 
 ADAPTER = "adapter.safetensors"

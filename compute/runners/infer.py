@@ -48,7 +48,8 @@ from compute.models import build_model
 from compute.placement import task_options
 from compute.runners.params import InferParams, require
 from compute.runners.supervise import await_pinned
-from compute.runners.train import autocast, make_deterministic, task_device, where_am_i
+from compute.device import autocast, task_device
+from compute.runners.train import make_deterministic, where_am_i
 
 CPU = torch.device("cpu")
 

@@ -57,6 +57,7 @@ from compute import hf, tabular
 from compute.accounting import BusyTimer, usage
 from compute.checkpoints import save_model
 from compute.data import load_dataset
+from compute.device import autocast, model_device
 from compute.errors import InvalidJob, ProviderFault
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
@@ -131,20 +132,11 @@ def table_validation(shard: ray.data.DataIterator, tensors: Tensors) -> TensorDa
     return TensorDataset(*tensors({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}))
 
 
-def autocast(device: torch.device, precision: str) -> torch.autocast:
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
-
-
-def task_device(use_gpu: bool) -> torch.device:
-    """Where a runner's Ray task computes: the GPU Ray gave it (a job with use_gpu), else the CPU."""
-    return torch.device("cuda") if use_gpu and torch.cuda.is_available() else torch.device("cpu")
-
-
 @torch.no_grad()
 def evaluate(model: nn.Module, data: TensorDataset, precision: str = "fp32", batch_size: int = 256) -> dict:
     """Mean cross-entropy and accuracy of `model` on `data`."""
     model.eval()
-    device = next(model.parameters()).device
+    device = model_device(model)
     loss_sum, correct = 0.0, 0
     for inputs, labels in DataLoader(data, batch_size=batch_size):
         inputs, labels = inputs.to(device), labels.to(device)
