@@ -1,9 +1,11 @@
-"""The local devnet: start, stop and report anvil; persistent state; dev accounts; snapshots."""
+"""The local devnet: start, stop and report anvil; persistent state; dev accounts; snapshots; and,
+as the lowest package, the one JSON-RPC client (`anvil.rpc`) and the root of the errors a user can
+act on (`anvil.errors`), which the ledger builds on."""
 
 from anvil.accounts import DEV_MNEMONIC, DevAccount, dev_account, dev_accounts, dev_address
 from anvil.errors import AnvilError
 from anvil.node import AnvilConfig, AnvilNode, AnvilStatus
-from anvil.rpc import DEVNET_CHAIN_IDS, RpcClient
+from anvil.rpc import DEVNET_CHAIN_IDS, JsonRpc, RpcClient
 
 __all__ = [
     "DEV_MNEMONIC",
@@ -13,6 +15,7 @@ __all__ = [
     "AnvilNode",
     "AnvilStatus",
     "DevAccount",
+    "JsonRpc",
     "RpcClient",
     "dev_account",
     "dev_accounts",

@@ -43,8 +43,9 @@ PARAMS = {"model": "mlp", "dataset": "synthetic-classification", "samples": 512,
 
 def direct(storage: Path, name: str) -> float:
     """Seconds from building a plain TorchTrainer to the loop's first step."""
-    job = ComputeJob(name, "train", PROVIDER, params=PARAMS, storage=str(storage))
-    params = TrainParams.from_job(job)
+    job = ComputeJob.of(name, "train", PROVIDER, params=PARAMS, storage=str(storage))
+    params = job.params
+    assert isinstance(params, TrainParams)
     started = time.time()
     trainer = TorchTrainer(
         train_loop,
@@ -61,7 +62,7 @@ def direct(storage: Path, name: str) -> float:
 def through_runner(storage: Path, name: str) -> float:
     """Seconds from handing the job to run_job to the loop's first step."""
     started = time.time()
-    result = run_job(ComputeJob(name, "train", PROVIDER, params=PARAMS, storage=str(storage)))
+    result = run_job(ComputeJob.of(name, "train", PROVIDER, params=PARAMS, storage=str(storage)))
     return result.metrics["first_step_at"] - started
 
 

@@ -39,6 +39,7 @@ from compute.errors import ComputeError, InvalidJob, ProviderFault  # noqa: E402
 from compute.jobs import ComputeJob, run_job  # noqa: E402
 from compute.node import LOCAL_HEALTH_CHECKS  # noqa: E402
 from compute.placement import node_labels, node_resources  # noqa: E402
+from compute.ray_private import system_config_args  # noqa: E402
 from compute.telemetry import probe, probe_all  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "failfast.json"
@@ -67,7 +68,7 @@ class Bench:
         self.storage = storage
         self.cluster = Cluster(initialize_head=True, head_node_args={
             "num_cpus": 0, "include_dashboard": False, "object_store_memory": OBJECT_STORE,
-            "_system_config": LOCAL_HEALTH_CHECKS})
+            **system_config_args(LOCAL_HEALTH_CHECKS)})
         for provider in (A, B):
             self.add_node(provider)
         self.cluster.wait_for_nodes()
@@ -101,12 +102,12 @@ class Bench:
         return time.perf_counter() - started
 
     def bad_job(self) -> float:
-        job = ComputeJob("bad", "train", NOBODY, storage=str(self.storage))
+        job = ComputeJob.of("bad", "train", NOBODY, storage=str(self.storage))
         return timed(lambda: run_job(job), InvalidJob)
 
     def provider_loss(self, run: int) -> float:
         node = self.add_node(D)
-        job = ComputeJob(f"lost-{run}", "train", D, storage=str(self.storage), timeout_s=240, params=LONG)
+        job = ComputeJob.of(f"lost-{run}", "train", D, storage=str(self.storage), timeout_s=240, params=LONG)
         with ThreadPoolExecutor(1) as pool:
             running = pool.submit(run_job, job)
             while registered_checkpoint(job.result_dir()) is None:
@@ -117,7 +118,7 @@ class Bench:
             return timed(lambda: running.result(timeout=240), ProviderFault)
 
     def job_timeout(self, run: int) -> float:
-        job = ComputeJob(f"slow-{run}", "train", B, storage=str(self.storage), timeout_s=6, params=LONG)
+        job = ComputeJob.of(f"slow-{run}", "train", B, storage=str(self.storage), timeout_s=6, params=LONG)
         return timed(lambda: run_job(job), ComputeError)
 
 

@@ -44,12 +44,12 @@ from ledger.chain import connect  # noqa: E402
 from ledger.client import Swarm  # noqa: E402
 from ledger.db import open_ledger  # noqa: E402
 from ledger.deploy import deploy, error_decoder  # noqa: E402
-from ledger.services import MarketJob  # noqa: E402
 from ledger.specs import store_spec  # noqa: E402
 from ledger.tx import Sender  # noqa: E402
+from market.records import MarketJob  # noqa: E402
 from market.service import MarketConfig, MarketService  # noqa: E402
-from market.buyer import pin  # noqa: E402
 from market.spec import validate_spec  # noqa: E402
+from market.storage import pin  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "load.json"
 PROVIDERS = (1, 2, 3, 4)
@@ -86,7 +86,7 @@ def main() -> None:
                 sender = swarm.sender(dev_account(i).key)
                 stake.register(swarm, sender, store_spec(home, {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1}), 1)
                 stake.stake(swarm, sender, 1_500 * 10**18)
-            base = run_job(ComputeJob("base", "train", dev_account(1).address, storage=str(home / "results"),
+            base = run_job(ComputeJob.of("base", "train", dev_account(1).address, storage=str(home / "results"),
                                       params={"model": "tiny-transformer", "samples": 256, "epochs": 1}))
             inputs = home / "inputs.npy"
             np.save(inputs, synthetic_sequences(5, n=16)[0].numpy())

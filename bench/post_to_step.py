@@ -39,12 +39,12 @@ from ledger.chain import connect  # noqa: E402
 from ledger.client import Swarm  # noqa: E402
 from ledger.db import open_ledger  # noqa: E402
 from ledger.deploy import deploy, error_decoder  # noqa: E402
-from ledger.services import MarketJob, MarketTransition  # noqa: E402
+from market.records import MarketJob, MarketTransition  # noqa: E402
 from ledger.specs import store_spec  # noqa: E402
 from ledger.tx import Sender  # noqa: E402
 from market.service import MarketConfig, MarketService  # noqa: E402
 from market.spec import validate_spec  # noqa: E402
-from provider.network import start_sites, stop_sites  # noqa: E402
+from devnet.network import start_sites, stop_sites  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "post_to_step.json"
 PROVIDER = dev_account(1)

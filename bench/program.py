@@ -60,10 +60,10 @@ def bench_first_step(swarm, home: Path, site, runs: int) -> dict:
     from ray.job_submission import JobSubmissionClient
 
     from compute.node import RayHome, use_auth
-    from compute.site_client import SiteAddress, SiteClient
+    from provider.client import SiteAddress, SiteClient
     from ledger import jobs
     from ledger.specs import canonical, store_spec
-    from market.buyer import pin
+    from market.storage import pin
     from market.spec import validate_spec
 
     data = digits(home / "buyer" / "digits.parquet")
@@ -140,7 +140,7 @@ def bench_ingest(runs: int) -> dict:
             pafs.copy_files(str(local), "bench/digits.parquet", source_filesystem=pafs.LocalFileSystem(),
                             destination_filesystem=s3.filesystem())
             uri = s3.uri("bench/digits.parquet")
-            # One CPU, and the object store of a lease that asked for 4 GB (compute.lease.object_store_bytes).
+            # One CPU, and the object store of a lease that asked for 4 GB (provider.lease.worker.object_store_bytes).
             ray.init(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES, include_dashboard=False,
                      configure_logging=False)
             ray.data.DataContext.get_current().enable_progress_bars = False

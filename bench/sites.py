@@ -76,13 +76,11 @@ def bench_start(swarm, home: Path, site, runs: int) -> dict:
     """Agent against Ray's job submission API, the same lease on the same site."""
     from ray.job_submission import JobStatus, JobSubmissionClient
 
-    from dataclasses import asdict, replace
-
-    from compute.lease import HERE, ray_job
-    from compute.site_client import SiteAddress, SiteClient
+    from compute.order import Order, job_namespace
     from ledger import jobs
-    from market.spec import job_namespace
-    from provider.site import plan_lease
+    from provider.client import SiteAddress, SiteClient
+    from provider.lease.launch import ray_job
+    from provider.lease.plan import plan_lease
 
     matcher = swarm.sender(dev_account(0).key)
     client = SiteClient(SiteAddress(site.provider, site.url, site.fingerprint), matcher.sign_typed_data,
@@ -104,14 +102,14 @@ def bench_start(swarm, home: Path, site, runs: int) -> dict:
         agent = time.monotonic() - started
         assert client.status(job_id)["state"] == "succeeded"
 
-        plan = plan_lease(body, job_id, 9_000 + run, site.provider, namespace, Path(HERE) / "work" / "storage")
-        plan = replace(plan, hidden=(str(site_home),), storage=str(home / "direct-results"))
+        plan = plan_lease(Order.read(body), job_id, 9_000 + run, site.provider, namespace)
+        plan = plan.but(hidden=(str(site_home),))
         started = time.monotonic()
         submission = direct.submit_job(**ray_job(plan, f"direct-{run}"))
         wait_until(lambda: direct.get_job_status(submission) in (JobStatus.SUCCEEDED, JobStatus.FAILED))
         elapsed = time.monotonic() - started
         assert direct.get_job_status(submission) == JobStatus.SUCCEEDED, direct.get_job_logs(submission)[-2000:]
-        assert asdict(plan)["job_id"] == job_id
+        assert plan.job_id == job_id
         if run:
             agent_s.append(agent)
             direct_s.append(elapsed)
@@ -127,7 +125,7 @@ def bench_drain(swarm, home: Path, sites, leases: int) -> dict:
 
     from ledger.db import open_ledger
     from ledger.jobs import JobStatus, job_info
-    from ledger.services import MarketJob
+    from market.records import MarketJob
     from market.service import MarketConfig, MarketService
 
     engine = open_ledger(f"sqlite:///{home / 'ledger.db'}")
@@ -200,7 +198,7 @@ def devnet():
     from ledger.client import Swarm
     from ledger.deploy import deploy, error_decoder
     from ledger.tx import Sender
-    from provider.network import stop_sites
+    from devnet.network import stop_sites
 
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
         home = Path(tmp)
@@ -221,7 +219,7 @@ def staked_sites(accounts: dict[int, int]):
     (account → its nodes), as `swarm cluster up --register` starts them: (swarm, home, sites)."""
     from ledger import stake
     from ledger.specs import store_spec
-    from provider.network import start_sites
+    from devnet.network import start_sites
 
     with devnet() as (swarm, home, url):
         sites = start_sites(home, accounts, url)
@@ -236,7 +234,7 @@ def staked_sites(accounts: dict[int, int]):
 
 def bench_stop(runs: int) -> dict:
     """Seconds to stop three idle sites, each started afresh, median of `runs`."""
-    from provider.network import start_sites, stop_sites
+    from devnet.network import start_sites, stop_sites
 
     seconds = []
     with devnet() as (_, home, url):

@@ -33,7 +33,7 @@ from compute.reference import PRECISIONS, normalize_model, reference_gflops
 P = 17  # the modulus: entries are 0..16
 MAX_SIZE = (1 << 24) // ((P - 1) ** 2) - 1  # keeps every sum of a row·column product below 2^24
 MISDECLARED_RATIO = 0.5  # measured under half the declared model's reference
-CUBES = (np.arange(P) ** 3 % P).astype(np.uint8)  # an entry → its cube mod P
+CUBES: np.ndarray = (np.arange(P) ** 3 % P).astype(np.uint8)  # an entry → its cube mod P
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ class ChallengeWorker:
         import torch
 
         self.device = device
-        self.prover = None
+        self.prover: Any = None  # compute.proof.Prover, once committed
         warm = torch.ones(64, 64, device=device)
         (warm @ warm).sum().item()  # BLAS threads, cuBLAS handles
 

@@ -106,6 +106,7 @@ def start(home: RayHome, spec: ClusterSpec, timeout: float = START_TIMEOUT_S) ->
                 start_new_session=True, cwd=_project_root(),
             )
         line = _first_line(supervisor, timeout)
+        assert supervisor.stdout is not None
         supervisor.stdout.close()
         if line == "ready":
             break
@@ -173,6 +174,7 @@ def nodes(home: RayHome, state: ClusterState) -> list[RayNode]:
 
 def _first_line(process: subprocess.Popen, timeout: float) -> str:
     """The supervisor's one line on stdout: "ready" or "error: …" (empty if it died or timed out)."""
+    assert process.stdout is not None
     ready, _, _ = select.select([process.stdout], [], [], timeout)
     return process.stdout.readline().decode().strip() if ready else ""
 
@@ -198,13 +200,14 @@ def supervise(home: RayHome, spec: ClusterSpec) -> None:
     from ray.cluster_utils import Cluster
 
     from compute.placement import node_labels, node_resources
+    from compute.ray_private import system_config_args
 
     head_args = {
         "num_cpus": spec.head_cpus,
         "object_store_memory": spec.object_store_bytes,
         "include_dashboard": spec.dashboard,
         "dashboard_agent_listen_port": free_port(),
-        "_system_config": LOCAL_HEALTH_CHECKS,
+        **system_config_args(LOCAL_HEALTH_CHECKS),
     }
     if spec.dashboard:
         head_args |= {"dashboard_host": DASHBOARD_HOST, "dashboard_port": free_port()}

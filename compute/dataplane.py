@@ -15,7 +15,8 @@ and keys come from the environment, as for the AWS tools), `gs://`, `hdfs://`.
   contents and executable bits, so the same code always has the same digest.
 - `upload` and `publish`: local files to a URI.
 
-Errors are `DataPlaneError`, one sentence naming the input; they are the buyer's to fix.
+Errors are `DataPlaneError` (a `ComputeError`), one sentence naming the input; they are the
+buyer's to fix.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit, urlunsplit
 
+from compute.errors import ComputeError
 from compute.manifest import manifest_hash
 
 CHUNK = 1 << 20
@@ -40,7 +42,7 @@ SKIPPED_SUFFIXES = (".pyc", ".pyo")
 SHA256 = re.compile(r"^(?:0x)?([0-9a-f]{64})$")
 
 
-class DataPlaneError(Exception):
+class DataPlaneError(ComputeError):
     """A URI that cannot be read or written, or an input that is not what its spec pins."""
 
 

@@ -6,7 +6,13 @@ class ComputeError(Exception):
 
 
 class InvalidJob(ComputeError):
-    """A job's parameters are malformed or impossible (checked before any Ray work)."""
+    """A job's parameters are malformed or impossible (checked before any Ray work).
+
+    `field` is the spec field to blame (`params.env`, `inputs.digits`), where one is."""
+
+    def __init__(self, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class ProviderFault(ComputeError):

@@ -33,8 +33,8 @@ LEAVE_TIMEOUT_S = 60.0
 _GCS_TIMEOUT_S = 10.0
 # A head whose nodes all run on this machine: a node that stops answering is declared dead
 # after three health checks a second apart (about 3 s), not Ray's default five, 3 s apart
-# (about 15 s), so a provider whose node dies loses its job in seconds. Passed as the head's
-# `_system_config`.
+# (about 15 s), so a provider whose node dies loses its job in seconds. Passed to the head as
+# Ray's system config (compute.ray_private.system_config_args).
 LOCAL_HEALTH_CHECKS = {"health_check_period_ms": 1000, "health_check_timeout_ms": 2000,
                        "health_check_failure_threshold": 3}
 _ADDRESS = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
@@ -97,7 +97,7 @@ def require_token(home: RayHome) -> Path:
 def auth_env(home: RayHome, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a Ray process: token auth, with the token read from $SWARM_HOME/ray,
     and SWARM_HOME itself, so a lease this machine runs keeps its directory in this machine's
-    home (compute.lease)."""
+    home (provider.lease.launch)."""
     env = dict(os.environ if base is None else base)
     env.pop("RAY_AUTH_TOKEN", None)  # it would take precedence over the token file
     env["RAY_AUTH_MODE"] = "token"
@@ -111,11 +111,10 @@ def use_auth(home: RayHome) -> None:
     env = auth_env(home)
     os.environ.pop("RAY_AUTH_TOKEN", None)
     os.environ.update({k: env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")})
-    if "ray._raylet" in sys.modules:
-        from ray._raylet import AuthenticationTokenLoader, Config
+    if "ray" in sys.modules:
+        from compute.ray_private import reload_auth_settings
 
-        Config.initialize("")
-        AuthenticationTokenLoader.instance().reset_cache()
+        reload_auth_settings()
 
 
 # ── reading the cluster ──────────────────────────────────────────────────────
@@ -166,11 +165,12 @@ def cluster_nodes(home: RayHome, address: str) -> list[RayNode]:
 def _gcs_client(home: RayHome, address: str):
     check_reachable(address)
     use_auth(home)
-    from ray._raylet import GcsClient
     from ray.exceptions import AuthenticationError
 
+    from compute.ray_private import gcs_client
+
     try:
-        return GcsClient(address=address)
+        return gcs_client(address)
     except AuthenticationError:
         raise ComputeError(
             f"The Ray cluster at {address} refused the token in {home.token}; copy the cluster's token there."
@@ -181,25 +181,19 @@ def _read_nodes(gcs, address: str) -> list[RayNode]:
     from ray.exceptions import RpcError
 
     from compute.placement import LABEL
+    from compute.ray_private import gcs_nodes
 
     try:
-        infos = gcs.get_all_node_info(timeout=_GCS_TIMEOUT_S)
+        infos = gcs_nodes(gcs, timeout_s=_GCS_TIMEOUT_S)
     except RpcError:
         raise ComputeError(
             f"The Ray cluster at {address} stopped answering; check that its head is still running."
         ) from None
-    nodes = []
-    for node_id, info in infos.items():
-        resources = dict(info.resources_total)
-        nodes.append(RayNode(
-            node_id=node_id.hex(),
-            provider=dict(info.labels).get(LABEL),
-            alive=info.state == 0,  # GcsNodeInfo.ALIVE
-            head=bool(info.is_head_node),
-            cpus=resources.get("CPU", 0.0),
-            gpus=resources.get("GPU", 0.0),
-            ip=info.node_manager_address,
-        ))
+    nodes = [
+        RayNode(node_id=info.node_id, provider=info.labels.get(LABEL), alive=info.alive, head=info.head,
+                cpus=info.resources.get("CPU", 0.0), gpus=info.resources.get("GPU", 0.0), ip=info.ip)
+        for info in infos
+    ]
     return sorted(nodes, key=lambda n: (not n.head, n.provider or "", n.node_id))
 
 

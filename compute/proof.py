@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from compute.challenge import P, Challenge, step
+from compute.errors import ComputeError
 
 SAMPLES = 16  # checkpoints the oracle opens per challenge (all of them when there are fewer)
 CELLS = 32  # rows the oracle recomputes per challenge, spread over the sampled checkpoints
@@ -43,7 +44,7 @@ LEAF_TAG = b"swarm/challenge-row/v2"
 ROOT_BYTES = 32
 
 
-class ProofError(Exception):
+class ProofError(ComputeError):
     """An answer that does not prove the challenge: a wrong root, opening or row."""
 
 

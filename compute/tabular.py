@@ -55,10 +55,11 @@ def files_of(path: str | Path) -> tuple[str, list[str]]:
     if not files:
         raise InvalidJob(f"dataset {path} is an empty directory; give {KNOWN}")
     formats = {format_of(str(f)) for f in files}
-    if None in formats or len(formats) > 1:
+    fmt = formats.pop() if len(formats) == 1 else None
+    if fmt is None:
         raise InvalidJob(f"dataset {path} holds files of no single known format; give {KNOWN}, "
                          "one format per dataset")
-    return formats.pop(), [str(f) for f in files]
+    return fmt, [str(f) for f in files]
 
 
 def read(path: str | Path) -> ray.data.Dataset:

@@ -23,10 +23,11 @@ from ledger.deploy import Deployment
 from ledger.errors import SwarmError
 from ledger.indexer.models import Cursor, Epoch, Job, Provider, SlashRow
 from ledger.indexer.queries import pick_chain
-from ledger.services import MarketJob, MarketTransition, OracleEpoch, ProbeSample, ProviderScore
 from ledger.specs import load_spec
 from ledger.units import format_amount
+from market.records import MarketJob, MarketTransition
 from market.spec import job_namespace
+from oracle.records import OracleEpoch, ProbeSample, ProviderScore
 
 PROVIDER_STATES = ("active", "jailed", "tombstoned")
 JOB_STATUSES = ("posted", "assigned", "completed", "disputed", "settled", "failed", "cancelled", "reclaimed")

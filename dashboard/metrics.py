@@ -21,7 +21,8 @@ from dashboard.data import (
 )
 from ledger.db import database_errors
 from ledger.indexer.models import Cursor, Job, Provider, SlashRow
-from ledger.services import MARKET_STATES, ORACLE_STATES, MarketJob, MarketTransition, OracleEpoch
+from market.records import MARKET_STATES, MarketJob, MarketTransition
+from oracle.records import ORACLE_STATES, OracleEpoch
 
 # name (a counter's without its _total suffix) → help; docs/dashboard.md's table follows this list.
 METRICS = {

@@ -1,7 +1,8 @@
 """A connection to one EVM chain over JSON-RPC.
 
-Reads go through the light client (`rpc`, ledger/rpc.py); web3, which transactions, deploys
-and the indexer use, is imported the first time `w3` is asked for."""
+Reads go through the one JSON-RPC client (`rpc`, anvil/rpc.py), light enough for commands that
+must answer at once; web3, which transactions and deploys use, is imported the first time `w3` is
+asked for."""
 
 from __future__ import annotations
 
@@ -12,9 +13,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, TypeVar
 
-from anvil.rpc import DEVNET_CHAIN_IDS
-from ledger.errors import ChainUnavailable, SwarmError
-from ledger.rpc import RPC_TIMEOUT, JsonRpc, RpcError
+from anvil.rpc import DEVNET_CHAIN_IDS, RPC_TIMEOUT, JsonRpc
+from ledger.errors import ChainUnavailable, RpcError, SwarmError
 
 TRANSIENT_RETRIES = 3
 T = TypeVar("T")
@@ -63,9 +63,13 @@ def connect(url: str, expected_chain_id: int | None = None) -> Chain:
     try:
         chain_id = int(JsonRpc(url)("eth_chainId"), 16)
     except RpcError as exc:
-        raise ChainUnavailable(f"The node at {url} refused eth_chainId ({exc.message}); check SWARM_RPC_URL.") from exc
+        raise ChainUnavailable(
+            f"The node at {url} refused eth_chainId ({exc.message}); check SWARM_RPC_URL."
+        ) from exc
     except (TypeError, ValueError) as exc:
-        raise ChainUnavailable(f"The node at {url} answered eth_chainId with no chain id; check SWARM_RPC_URL.") from exc
+        raise ChainUnavailable(
+            f"The node at {url} answered eth_chainId with no chain id; check SWARM_RPC_URL."
+        ) from exc
     if expected_chain_id is not None and chain_id != expected_chain_id:
         raise SwarmError(
             f"The chain at {url} has chain id {chain_id}, not {expected_chain_id}; "

@@ -11,8 +11,7 @@ from ledger.artifacts import Artifacts, load_artifacts
 from ledger.chain import Chain, connect
 from ledger.config import Settings
 from ledger.deploy import Deployment
-from ledger.errors import ErrorDecoder, NotDeployed, TransactionFailed
-from ledger.rpc import RpcError
+from ledger.errors import ErrorDecoder, NotDeployed, RpcError, TransactionFailed
 
 if TYPE_CHECKING:
     from web3.contract import Contract

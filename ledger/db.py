@@ -222,11 +222,15 @@ def open_session(settings: Settings) -> Iterator[Session]:
 
 def forget_chain(engine: Engine, chain_id: int) -> None:
     """Deletes every row of chain `chain_id` from every ledger table — for a devnet started
-    afresh under the same chain id, whose old rows would describe contracts that are gone."""
-    import ledger.services  # noqa: F401 -- the services' tables share the metadata
-    from ledger.indexer.models import metadata
+    afresh under the same chain id, whose old rows would describe contracts that are gone.
+
+    The tables are read from the database itself, so those the market and the oracle own
+    (market/records.py, oracle/records.py) go too without the ledger importing either."""
+    from sqlalchemy import MetaData
 
     with engine.begin() as connection:
-        for table in reversed(metadata.sorted_tables):
+        tables = MetaData()
+        tables.reflect(connection)
+        for table in reversed(tables.sorted_tables):
             if "chain_id" in table.c:
                 connection.execute(table.delete().where(table.c.chain_id == chain_id))

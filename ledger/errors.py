@@ -1,19 +1,15 @@
-"""The errors a user can act on, and custom-error reverts decoded into sentences."""
+"""The errors a user can act on, and custom-error reverts decoded into sentences.
+
+The family's root and the JSON-RPC client's errors are anvil's (anvil/errors.py, beside the one
+client), re-exported here: every package above catches them as `ledger.errors`' own."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from anvil.errors import ChainUnavailable, RpcError, SwarmError  # noqa: F401 -- re-exported
 from ledger import abi
-
-
-class SwarmError(Exception):
-    """A problem with the user's input or environment; the message says how to fix it."""
-
-
-class ChainUnavailable(SwarmError):
-    """No JSON-RPC node answers at the configured URL."""
 
 
 class NotDeployed(SwarmError):

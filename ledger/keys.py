@@ -50,18 +50,18 @@ def _eth_account() -> Any:
     return Account
 
 
-def parse_private_key(text: str) -> bytes:
-    """64 hex digits, with or without 0x, into a secp256k1 key; the text is never echoed back."""
+def parse_private_key(text: str, source: str = "The private key",
+                      fix: str = "check what you pasted") -> bytes:
+    """64 hex digits, with or without 0x, into a secp256k1 key; the text is never echoed back.
+    A refusal names `source` (where the text came from, e.g. an environment variable) and `fix`."""
     match = _HEX_KEY.fullmatch(text.strip())
     if match is None:
-        raise InvalidInput(
-            "The private key is not 64 hex digits (with or without 0x); check what you pasted."
-        )
+        raise InvalidInput(f"{source} is not 64 hex digits (with or without 0x); {fix}.")
     key = bytes.fromhex(match.group(1))
     try:
         _eth_account().from_key(key)
     except ValueError:
-        raise InvalidInput("The private key is outside the secp256k1 range; check what you pasted.") from None
+        raise InvalidInput(f"{source} is outside the secp256k1 range; {fix}.") from None
     return key
 
 

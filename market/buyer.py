@@ -8,35 +8,20 @@
     result = buyer.result(job_id, download_to="digits-model")
     print(result.metrics, result.path)              # verified against the chain's resultHash
 
-`post` checks the spec and the buyer's balance before anything is sent, uploads and pins a
-`ray` job's local code and inputs, stores the spec and escrows one job per replica (cancelling
-those already posted if a later one fails); `status` reads the chain and the market's record;
-`result` finds the result where the spec says it goes, downloads it if it is in object storage
-and refuses it unless its files hash to the chain's resultHash; `cancel` refunds a job no
-provider has yet, `reclaim` one past its deadline, and `dispute` holds a result's payment
-for the arbiter. Every refusal is a `SwarmError` with one sentence.
+`post` checks the spec and the buyer's balance before anything is sent, has a job's local
+code and inputs uploaded and pinned, stores the spec and escrows one job per replica
+(cancelling those already posted if a later one fails); `status` reads the chain and the
+market's record; `result` finds where the result went from the spec the chain pins (or the
+market's record) and has it fetched and checked against the chain's resultHash; `cancel`
+refunds a job no provider has yet, `reclaim` one past its deadline, and `dispute` holds a
+result's payment for the arbiter. Every refusal is a `SwarmError` with one sentence.
 
-Pinning: what a buyer does before a job is posted — its code and inputs put in the buyer's
-own storage and pinned by their sha256 (docs/market.md, "Your own program").
-
-`pin(spec, base, upload_to)` turns a spec that names code or inputs by a local path or an
-unpinned URI into one that names each by `{uri, sha256}`:
-
-- a local code directory is packed (`compute.dataplane.pack`) and uploaded as
-  `<upload_to>/code/<sha256>.tar`; a local file or directory input goes to
-  `<upload_to>/inputs/<sha256>/<its name>`. Content-addressed, so posting the same code
-  again uploads nothing new.
-- a URI is read once to compute its digest, and stays where it is.
-
-Relative paths are the spec file's (`base`); `upload_to` defaults to the spec's output
-(`<output>/uploads`). Nothing passes through the market: the buyer's machine writes to the
-buyer's storage, and the site reads from it.
+This module is the chain's side of it. What goes into the buyer's storage and comes out of it
+(code and inputs pinned and uploaded, a result downloaded and verified) is `market.storage`'s.
 """
 
 from __future__ import annotations
 
-import hashlib
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -51,82 +36,13 @@ from ledger.jobs import JobInfo
 from ledger.signer import open_signer
 from ledger.units import duration, format_amount, when
 from market.spec import JobSpec, SpecError, borrowing_refused, validate_spec
+from market.storage import DEFAULT_OUTPUT, fetch_result, pin, result_location
 
 if TYPE_CHECKING:  # the ORM loads in the operations that use it
     from sqlmodel import Session
 
-    from ledger.services import MarketJob, MarketTransition
     from ledger.tx import Receipt, Sender
-
-UPLOADS = "uploads"
-DEFAULT_OUTPUT = "results"  # a built-in job's output when its spec names none: $SWARM_HOME/results
-
-
-def pin(spec: JobSpec, base: Path, upload_to: str | None = None, default_output: str | None = None) -> JobSpec:
-    """The spec with its code and inputs (a built-in kind's model and dataset) uploaded (if local
-    and there is an output or `upload_to`) and pinned; its output made absolute if it is a local
-    path. A built-in job with no output gets `default_output`, whose uploads go nowhere (its
-    local files are pinned where they are). Raises SpecError naming the field that cannot be pinned."""
-    if not spec.unpinned() and spec.output is not None and dataplane.is_uri(spec.output):
-        return spec
-    output = _located(spec.output, base) if spec.output else None
-    upload_to = upload_to or (dataplane.join(output, UPLOADS) if output else None)
-    output = output or (default_output if spec.kind != "ray" else None)
-    data: dict[str, Any] = spec.canonical() | {"output": output}
-    if isinstance(spec.code, str):
-        data["code"] = _pin_code(_located(spec.code, base), upload_to)
-    for name, value in spec.inputs.items():
-        if isinstance(value, str):
-            data["inputs"][name] = _pin_input(f"inputs.{name}", f"input {name}", _located(value, base), upload_to)
-    for field, value in spec.brought().items():  # a built-in kind's model or dataset
-        if isinstance(value, str):
-            data[field] = _pin_input(field, field, _located(value, base), upload_to)
-    return validate_spec(data, now=spec.deadline - 1)
-
-
-def _located(value: str, base: Path) -> str:
-    if dataplane.is_uri(value):
-        return value
-    return str((base / Path(value).expanduser()).resolve())
-
-
-def _pin_code(location: str, upload_to: str | None) -> dict[str, str]:
-    try:
-        if dataplane.is_uri(location):  # an archive the buyer packed and stored already
-            return {"uri": location, "sha256": dataplane.digest(location, "code")}
-        archive = dataplane.pack(Path(location))
-        sha = hashlib.sha256(archive).hexdigest()
-        target = dataplane.join(_upload_place(upload_to, "code"), f"code/{sha}.tar")
-        if not dataplane.exists(target):
-            with tempfile.TemporaryDirectory() as scratch:
-                packed = Path(scratch) / "code.tar"
-                packed.write_bytes(archive)
-                dataplane.upload(packed, target, what="packed code")
-        return {"uri": target, "sha256": sha}
-    except dataplane.DataPlaneError as exc:
-        raise SpecError(f"spec field code cannot be pinned: {exc}.", "code") from None
-
-
-def _pin_input(field: str, what: str, location: str, upload_to: str | None) -> dict[str, str]:
-    """A file or directory pinned by its sha256: uploaded first if it is local and there is a
-    place to upload to; a local one with none stays where it is, which a devnet's sites read."""
-    try:
-        sha = dataplane.digest(location, what)
-        if dataplane.is_uri(location) or not upload_to:
-            return {"uri": location, "sha256": sha}
-        target = dataplane.join(upload_to, f"inputs/{sha}/{Path(location).name}")
-        if not dataplane.exists(target):
-            dataplane.upload(Path(location), target, what=what)
-        return {"uri": target, "sha256": sha}
-    except dataplane.DataPlaneError as exc:
-        raise SpecError(f"spec field {field} cannot be pinned: {exc}.", field) from None
-
-
-def _upload_place(upload_to: str | None, field: str) -> str:
-    if not upload_to:
-        raise SpecError(f"spec field {field} names a local path, which a site cannot read; give an output "
-                        "(the uploads go next to it) or a URI of the buyer's storage.", field)
-    return upload_to
+    from market.records import MarketJob, MarketTransition
 
 
 # ── the buyer's operations ───────────────────────────────────────────────────────────
@@ -357,8 +273,9 @@ class Buyer:
     # ── result ────────────────────────────────────────────────────────────────
     def result(self, job_id: int, download_to: str | Path | None = None) -> Result:
         """The job's result, verified: found where its spec's output says (or where the market
-        service recorded that the site put it), downloaded to `download_to` (default ./job-ID)
-        when it is in object storage, and refused unless its files hash to the chain's resultHash."""
+        service recorded that the site put it), downloaded to `download_to` (default ./job-ID, a new
+        or empty directory) when it is in object storage, and refused unless its files hash to the
+        chain's resultHash (`market.storage.fetch_result`)."""
         from ledger.indexer.models import Job
         from market.spec import job_namespace
 
@@ -374,7 +291,7 @@ class Buyer:
             spec = self.stored_spec(row.spec_hash if row else None)
         if spec and spec.get("output"):  # the buyer's own storage, named by the spec the chain pins
             namespace = job_namespace(self.swarm.chain.chain_id, self.swarm.market.address)
-            location = dataplane.join(spec["output"], namespace + str(job_id))
+            location = result_location(spec["output"], namespace, job_id)
         elif market is not None and market.result_dir:
             location = market.result_dir
         else:
@@ -383,15 +300,7 @@ class Buyer:
                 "run this where the market service keeps its SWARM_HOME and SWARM_DB_URL."
             )
         expected = "0x" + info.result_hash.hex()
-        if dataplane.is_uri(location) or download_to is not None:
-            path = Path(download_to or f"job-{job_id}").resolve()
-            try:
-                dataplane.download(location, path, what=f"the result of job {job_id}")
-            except dataplane.DataPlaneError as exc:
-                raise SwarmError(f"{clause(exc)}; check the output URI and its keys (AWS_* for s3://).") from None
-        else:
-            path = Path(location)
-        verify(job_id, path, expected)
+        path = fetch_result(job_id, location, expected, download_to)
         return Result(job_id, path, dataplane.shown(location), expected,
                       market.units if market else float(info.units_used), market.unit if market else None,
                       info.units_used, market.metrics if market else {}, info)
@@ -541,7 +450,7 @@ def market_record(session: Session, chain_id: int, job_id: int) -> tuple[MarketJ
     """The market service's row for the job and its transitions, detached so they outlive the session."""
     from sqlmodel import col, select
 
-    from ledger.services import MarketJob, MarketTransition
+    from market.records import MarketJob, MarketTransition
 
     market = session.get(MarketJob, (chain_id, job_id))
     transitions = list(session.exec(
@@ -551,39 +460,6 @@ def market_record(session: Session, chain_id: int, job_id: int) -> tuple[MarketJ
     ).all())
     session.expunge_all()
     return market, transitions
-
-
-def verify(job_id: int, result_dir: Path, expected: str) -> None:
-    """Refuses a result whose outputs do not hash to `expected`, naming the files that differ."""
-    from compute.manifest import MANIFEST, build_manifest, manifest_hash
-
-    if not result_dir.is_dir():
-        raise SwarmError(f"The result directory of job {job_id}, {result_dir}, is missing; it cannot be verified.")
-    entries = build_manifest(result_dir)
-    actual = manifest_hash(entries)
-    if actual == expected:
-        return
-    changed = _changed_files(result_dir / MANIFEST, entries, expected)
-    raise SwarmError(
-        f"The result of job {job_id} in {result_dir} does not match its on-chain result hash {expected} "
-        f"(the files hash to {actual}{changed}); do not trust it."
-    )
-
-
-def _changed_files(manifest: Path, entries: list[dict], expected: str) -> str:
-    """Which outputs differ from the manifest the provider wrote, if that manifest is the one on chain."""
-    import json
-
-    try:
-        raw = manifest.read_bytes()
-        if "0x" + hashlib.sha256(raw).hexdigest() != expected:
-            return ""
-        original = {e["path"]: e["sha256"] for e in json.loads(raw)}
-    except (OSError, ValueError, KeyError, TypeError):
-        return ""
-    now = {e["path"]: e["sha256"] for e in entries}
-    differ = sorted(p for p in original.keys() | now.keys() if original.get(p) != now.get(p))
-    return f"; changed, added or removed: {', '.join('outputs/' + p for p in differ)}" if differ else ""
 
 
 def listed(ids: list[int]) -> str:

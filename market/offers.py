@@ -7,7 +7,7 @@ there: the CPUs, GPUs and memory of its live nodes (`market.sites`). What the ma
 jobs hold is taken off, so nothing is oversubscribed between rounds.
 
 Score, measured performance and reliability come from the oracle's latest finalized epoch
-(`ledger.services.ProviderScore`): performance is measured throughput ÷ the reference for
+(its `provider_scores`, oracle/records.py): performance is measured throughput ÷ the reference for
 the declared model, reliability the lower bound of the Beta posterior over job outcomes
 (it ranks providers of equal cost), and the score a job's `min_provider_score` is held
 against is the provider's measured uptime. A provider the oracle has not scored yet is
@@ -16,21 +16,31 @@ offered with the neutral values of `Newcomer`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from sqlalchemy import BigInteger, Float, Integer, String, column, table
 from sqlmodel import Session, select
 
 from ledger.errors import SwarmError
 from ledger.indexer.models import Provider
-from ledger.services import OracleEpoch, ProviderScore
 from ledger.specs import load_spec
 from market.matcher import JobRequest, ProviderOffer
 from market.spec import JobSpec
 
 GB = 1024**3
+
+# The oracle's tables as the market reads them: a read-only view of the columns it needs, since
+# the oracle owns them (oracle/records.py) and the two packages meet only in the database.
+ORACLE_EPOCHS = table("oracle_epochs", column("chain_id", BigInteger), column("epoch", BigInteger),
+                      column("state", String))
+PROVIDER_SCORES = table(
+    "provider_scores", column("chain_id", BigInteger), column("epoch", BigInteger),
+    column("provider", String), column("samples", Integer), column("uptime", Float),
+    column("performance", Float), column("reliability", Float),
+)
 
 
 @dataclass(frozen=True)
@@ -102,13 +112,15 @@ class TrackRecord:
 
 def track_records(session: Session, chain_id: int) -> dict[str, TrackRecord]:
     """Each provider's scores in the oracle's latest finalized epoch."""
-    latest = session.exec(select(OracleEpoch.epoch).where(
-        OracleEpoch.chain_id == chain_id, OracleEpoch.state == "finalized").order_by(OracleEpoch.epoch.desc())).first()
+    epochs, scores = ORACLE_EPOCHS.c, PROVIDER_SCORES.c
+    latest = session.exec(select(epochs.epoch).where(
+        epochs.chain_id == chain_id, epochs.state == "finalized").order_by(epochs.epoch.desc())).first()
     if latest is None:
         return {}
-    rows = session.exec(select(ProviderScore).where(ProviderScore.chain_id == chain_id, ProviderScore.epoch == latest))
-    return {r.provider: TrackRecord(r.uptime, r.performance, r.reliability)
-            for r in rows if r.samples > 0 and r.performance > 0}
+    rows = session.exec(select(scores.provider, scores.uptime, scores.performance, scores.reliability).where(
+        scores.chain_id == chain_id, scores.epoch == latest, scores.samples > 0, scores.performance > 0))
+    return {provider: TrackRecord(uptime, performance, reliability)
+            for provider, uptime, performance, reliability in rows}
 
 
 def build_offers(

@@ -5,7 +5,7 @@ reached over HTTPS with requests signed by the matcher's key (`market.sites`).
 
 It is a reconciliation loop. Each `tick` syncs the ledger, then for every open job
 compares what the chain says (the authority on escrow) with the service's own record
-(`ledger.services.MarketJob`) and takes the one step that brings them together. Every
+(`market.records.MarketJob`) and takes the one step that brings them together. Every
 step is a transaction whose precondition the contract checks — `assignJob` only from
 Posted, `completeJob` only from Assigned, `settleJob` only from Completed — and every
 transition is written to `market_transitions` once its transaction is mined. A service
@@ -55,11 +55,11 @@ from ledger.client import Swarm
 from ledger.errors import SwarmError, TransactionFailed
 from ledger.indexer import Indexer
 from ledger.indexer.models import Job, Provider
-from ledger.services import FINAL_STATES, MarketJob, MarketTransition
 from ledger.specs import canonical, load_spec
 from ledger.tx import Receipt, Sender
 from market.matcher import match
 from market.offers import Capacity, Newcomer, build_offers, job_needs, job_request
+from market.records import FINAL_STATES, MarketJob, MarketTransition
 from market.sites import LeaseResult, Sites, follow_lease
 from market.spec import JobSpec, SpecError, borrowing_refused, job_namespace, validate_spec
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compute.errors import InvalidJob, ProviderFault
-from compute.site_auth import Refused
-from compute.site_client import SiteAddress, SiteClient, SiteUnreachable
+from provider.auth import Refused
+from provider.client import SiteAddress, SiteClient, SiteUnreachable
 from ledger.client import Swarm
 from ledger.tx import Sender
 from market.offers import Capacity, declared

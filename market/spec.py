@@ -22,7 +22,7 @@ packed as one tar, and `inputs`, the datasets and models it reads, are each a UR
 its sha256 (`{uri, sha256}`), so the spec's hash on chain pins exactly what runs; `output` is
 the URI its results go to. `params` holds the `entrypoint` (a shell command run in the code's
 directory), pip `requirements`, `env`, and `ray: false` for a program that uses no Ray. A spec as a buyer writes it may name code and inputs
-by a local path or an unpinned URI; `market.buyer.pin` uploads and hashes them before posting,
+by a local path or an unpinned URI; `market.storage.pin` uploads and hashes them before posting,
 and a site refuses a spec that is not pinned.
 """
 
@@ -44,21 +44,15 @@ from pydantic import (
 from pydantic_core import ErrorDetails
 
 from compute.errors import ComputeError, InvalidJob
-from compute.jobs import KINDS, ComputeJob
+from compute.jobs import KINDS, PARAMS, ComputeJob
+from compute.order import (  # noqa: F401  (job_namespace: the market's name for it too)
+    DATASET_PARAM, JOB_REF, MODEL_PARAM, Order, brought_of, job_namespace, prior_job_of, prior_refused,
+)
 from compute.reference import PEAK_FP32_TFLOPS, normalize_model
 from ledger.errors import InvalidInput
 from ledger.units import DECIMALS, parse_amount
 
-JOB_REF = "job:"
-SPEC_KINDS = (*KINDS, "ray")
-RAY_PARAMS = ("entrypoint", "requirements", "env", "ray")
-MAX_RUN_BYTES = 16 * 1024  # a ray job's entrypoint, requirements and env together: they travel in the lease's plan
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Variables of the lease that a program's env may not replace.
-RESERVED_ENV = ("PATH", "HOME", "PYTHONPATH", "TMPDIR", "RAY_ADDRESS")
-# Where each kind's runner takes the spec's model and dataset.
-MODEL_PARAM = {"train": "model", "tune": "model", "finetune": "base_checkpoint", "infer": "checkpoint"}
-DATASET_PARAM = {"train": "dataset", "tune": "dataset", "finetune": "dataset", "infer": "dataset_path"}
+SPEC_KINDS = KINDS
 DURATION = re.compile(r"(\d+)\s*([smhdw])")
 SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 GPU_MODELS = ", ".join(PEAK_FP32_TFLOPS)
@@ -214,7 +208,7 @@ class Input(BaseModel):
     sha256: Annotated[str, BeforeValidator(_sha256)]
 
 
-Located = Input | NonEmpty  # pinned, or (before `market.buyer.pin`) a local path or URI
+Located = Input | NonEmpty  # pinned, or (before `market.storage.pin`) a local path or URI
 
 
 class JobSpec(BaseModel):
@@ -246,31 +240,19 @@ class JobSpec(BaseModel):
 
     @model_validator(mode="after")
     def _params_suit_the_runner(self, info: ValidationInfo) -> JobSpec:
-        if self.kind == "ray":
-            check_program(self)
-            return self
-        for name in ("model", "dataset"):
-            if getattr(self, name) is None:
-                raise FieldError(name, f"is required for a {self.kind} job; it must be {ALLOWED[name]}")
-        for name in ("code", "inputs"):
-            if getattr(self, name):
-                raise FieldError(name, f"applies only to a ray job, not a {self.kind} job")
-        if self.kind == "tune" and not isinstance(self.model, str):
-            raise FieldError("model", f"must be a model's name for a {self.kind} job (got {_show(self.model)})")
-        if self.kind in ("finetune", "infer") and isinstance(self.model, str) and self.model.startswith(JOB_REF):
-            ref = self.model[len(JOB_REF):]
-            if not (ref.isascii() and ref.isdigit()):
-                raise FieldError("model", f"must name a job by its number, as job:<id> (got {_show(self.model)})")
-        now = (info.context or {}).get("now") or time.time()
-        check_params(self, timeout_s=max(1.0, self.deadline - now))
+        if self.kind != "ray":
+            for name in ("model", "dataset"):
+                if getattr(self, name) is None:
+                    raise FieldError(name, f"is required for a {self.kind} job; it must be {ALLOWED[name]}")
+            if self.kind == "tune" and not isinstance(self.model, str):
+                raise FieldError("model", f"must be a model's name for a {self.kind} job (got {_show(self.model)})")
+        check_params(self, now=(info.context or {}).get("now") or time.time())
         return self
 
     @property
     def prior_job(self) -> int | None:
         """The job whose result this one builds on (`model: job:<id>`), if any."""
-        if isinstance(self.model, str) and self.model.startswith(JOB_REF) and self.kind in ("finetune", "infer"):
-            return int(self.model[len(JOB_REF):])
-        return None
+        return prior_job_of(self.kind, self.model)
 
     @property
     def escrow_wei(self) -> int:
@@ -291,30 +273,13 @@ class JobSpec(BaseModel):
 
     def brought(self) -> dict[str, Input | str]:
         """A built-in kind's model and dataset that the buyer brings (not a name, not job:<id>),
-        by spec field: pinned, or a path or URI until `market.buyer.pin` pins it."""
-        from compute.catalog import MODEL_NAMES
-        from compute.tabular import is_named
+        by spec field: pinned, or a path or URI until `market.storage.pin` pins it."""
+        return brought_of(self.kind, self.model, self.dataset)
 
-        found: dict[str, Input | str] = {}
-        if self.kind in ("finetune", "infer") and self.model is not None and not (
-                isinstance(self.model, str) and self.model.startswith(JOB_REF)):
-            found["model"] = self.model
-        if self.kind == "train" and self.model is not None and self.model not in MODEL_NAMES:
-            found["model"] = self.model  # a transformers checkpoint
-        if self.kind != "ray" and self.dataset is not None and not (
-                isinstance(self.dataset, str) and is_named(self.dataset)):
-            found["dataset"] = self.dataset
-        return found
-
-    def program(self) -> dict[str, Any]:
-        """A pinned `ray` job's program, as a site's lease runs it."""
-        if self.unpinned():
-            raise ValueError(f"{', '.join(self.unpinned())} is not pinned by its sha256; post it with "
-                             "`swarm job post`, which uploads and pins it")
-        return {"entrypoint": self.params["entrypoint"], "requirements": list(self.params.get("requirements", [])),
-                "env": dict(self.params.get("env", {})), "ray": self.params.get("ray", True),
-                "code": self.code.model_dump(),
-                "inputs": {n: i.model_dump() for n, i in self.inputs.items()}, "output": self.output}
+    def order(self, now: float | None = None) -> Order:
+        """The spec as a site reads it from its canonical JSON: the job contract's typed parameters,
+        resources and bounds (`compute.order`)."""
+        return Order.from_spec(self.canonical(), now)
 
     def result_location(self, namespace: str, job_id: int) -> str | None:
         """Where the result of this spec's job `job_id` goes: `<output>/<compute job id>`."""
@@ -322,27 +287,15 @@ class JobSpec(BaseModel):
 
         return join(self.output, namespace + str(job_id)) if self.output else None
 
-    def runner_params(self, prior_result: str = "") -> dict[str, Any]:
-        """The runner's params: the spec's params plus its model and dataset under the runner's names.
-
-        `job:<id>` becomes `prior_result`, the directory that job's result was staged into.
-        """
-        model, dataset = (v.uri if isinstance(v, Input) else v for v in (self.model, self.dataset))
-        if self.prior_job is not None:
-            model = prior_result or model
-        return {**self.params, MODEL_PARAM[self.kind]: model, DATASET_PARAM[self.kind]: dataset}
-
     def to_compute_job(self, job_id: str, provider: str, storage: str = "",
                        now: float | None = None, prior_result: str = "") -> ComputeJob:
         """The job one provider runs as compute job `job_id`, keeping its runs in `storage`; it
-        is stopped at the deadline."""
-        now = time.time() if now is None else now
-        return ComputeJob(
-            job_id=job_id, kind=self.kind, provider=provider, workers=self.resources.workers,
-            seed=self.seed, params=self.runner_params(prior_result), storage=storage,
-            use_gpu=self.resources.gpus_per_worker > 0,
-            timeout_s=max(1.0, self.deadline - now),
-        )
+        is stopped at the deadline. `job:<id>` becomes `prior_result`, the directory that job's
+        result was staged into."""
+        job = self.order(now).job(job_id, provider, storage, now)
+        if self.prior_job is not None and prior_result:
+            job = job.with_params(**{MODEL_PARAM[self.kind]: prior_result})
+        return job
 
 
 def named(value: Any) -> str:
@@ -355,26 +308,10 @@ def named(value: Any) -> str:
 
 def borrowing_refused(spec: JobSpec, buyer: str, prior_buyer: str | None,
                       prior_spec: JobSpec | SpecError | None) -> str | None:
-    """Why `buyer`'s job may not build on the result it names (`job:<id>`), or None if it may:
-    a job builds on its own buyer's results, and on another buyer's only if that job was
-    posted with `publish: true`."""
-    prior = spec.prior_job
-    if prior is None:
-        return None
-    if prior_buyer is None:
-        return f"model job:{prior} names no job of this market; give the number of a job whose result it uses"
-    if prior_buyer.lower() == buyer.lower():
-        return None
-    if isinstance(prior_spec, JobSpec) and prior_spec.publish:
-        return None
-    return (f"model job:{prior} is another buyer's result, which that buyer did not publish; build on your own "
-            "jobs' results, or on a job posted with publish: true")
-
-
-def job_namespace(chain_id: int, market_address: str) -> str:
-    """The prefix of a deployment's compute job ids (`31337-5fbdb231-`), so that results of
-    a redeployed market, or of another chain, never mix with older ones in one SWARM_HOME."""
-    return f"{chain_id}-{market_address.lower().removeprefix('0x')[:8]}-"
+    """Why `buyer`'s job may not build on the result it names (`job:<id>`), or None if it may
+    (`compute.order.prior_refused`, the rule a site applies too)."""
+    published = isinstance(prior_spec, JobSpec) and prior_spec.publish
+    return prior_refused(spec.prior_job, buyer, prior_buyer, published)
 
 
 def tokens(wei: int) -> str:
@@ -387,83 +324,18 @@ def tokens(wei: int) -> str:
 # ── params, checked by the runner's own parsing ────────────────────────────────────────
 
 
-def check_program(spec: JobSpec) -> None:
-    """A `ray` job: its code, entrypoint, requirements, environment, inputs and output."""
-    for name in ("model", "dataset"):
-        if getattr(spec, name) is not None:
-            raise FieldError(name, "does not apply to a ray job; name what the program reads under inputs")
-    for name in ("code", "output"):
-        if getattr(spec, name) is None:
-            raise FieldError(name, f"is required for a ray job; it must be {ALLOWED[name]}")
-    for key in spec.params:
-        if key not in RAY_PARAMS:
-            raise FieldError(f"params.{key}", f"is not a ray parameter; known ones are {', '.join(RAY_PARAMS)}")
-    entrypoint = spec.params.get("entrypoint")
-    if not isinstance(entrypoint, str) or not entrypoint.strip():
-        raise FieldError("params.entrypoint", "must be the command that runs the program, e.g. 'python train.py'")
-    _check_requirements(spec.params.get("requirements", []))
-    if not isinstance(spec.params.get("ray", True), bool):
-        raise FieldError("params.ray", "must be true (the program gets a Ray instance of the lease's own, the "
-                                       "default) or false (a plain program)")
-    env = spec.params.get("env", {})
-    if not isinstance(env, dict) or not all(isinstance(v, str) for v in env.values()):
-        raise FieldError("params.env", "must map variable names to text values")
-    for key in env:
-        if not NAME.match(str(key)) or key in RESERVED_ENV or key.startswith("SWARM_"):
-            raise FieldError("params.env", f"cannot set {_show(key)}; a name is letters, digits and _, and "
-                                           f"{', '.join(RESERVED_ENV)} and SWARM_* belong to the lease")
-    size = len(json.dumps({k: spec.params.get(k) for k in RAY_PARAMS}).encode())
-    if size > MAX_RUN_BYTES:
-        raise FieldError("params", f"holds {size} bytes of entrypoint, requirements and env; a ray job has at most "
-                                   f"{MAX_RUN_BYTES} (put more in its code)")
-    for name in spec.inputs:
-        if not NAME.match(name):
-            raise FieldError(f"inputs.{name}", "must be named with letters, digits and _ (it becomes the "
-                                               "variable SWARM_INPUT_<NAME> of the program)")
-
-
-def _check_requirements(requirements: Any) -> None:
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    if not isinstance(requirements, list) or not all(isinstance(r, str) for r in requirements):
-        raise FieldError("params.requirements", "must be a list of pip requirements, like ['pandas>=2']")
-    for line in requirements:
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            req = None
-        if req is None or req.url:
-            raise FieldError("params.requirements", f"holds {_show(line)}, which is not a requirement from the "
-                                                    "package index (name, extras and version only)")
-
-
-def check_params(spec: JobSpec, timeout_s: float) -> None:
-    """Runs the kind's params parsing (pure: no Ray work) and names the field it refuses."""
-    from compute.runners.params import FinetuneParams, InferParams, TrainParams, TuneParams, parse_tune
-
-    classes = {"train": TrainParams, "finetune": FinetuneParams, "infer": InferParams, "tune": TuneParams}
-    known = [f for f in classes[spec.kind].__dataclass_fields__ if f not in _top_level(spec.kind)]
-    for key in spec.params:
-        if key in _top_level(spec.kind):
-            field = "model" if key == MODEL_PARAM[spec.kind] else "dataset"
-            raise FieldError(f"params.{key}", f"is set by the top-level {field} field; remove it from params")
-        if key not in known:
-            raise FieldError(f"params.{key}",
-                             f"is not a {spec.kind} parameter; known ones are {', '.join(known)}")
-    job = ComputeJob(job_id="spec", kind=spec.kind, provider="", params=spec.runner_params(),
-                     timeout_s=timeout_s)
-    parse = {"train": TrainParams.from_job, "finetune": FinetuneParams.from_job,
-             "infer": InferParams.from_job, "tune": parse_tune}[spec.kind]
+def check_params(spec: JobSpec, now: float) -> None:
+    """Reads the spec as a site will (`compute.order`: the runner's own parsing, no Ray work) and
+    names the field it refuses."""
     try:
-        parse(job)
+        Order.from_spec(spec.model_dump(mode="json"), now=now)
     except InvalidJob as exc:
         text = str(exc).removeprefix("job spec: ")
-        path = _blamed(spec.kind, text, [*known, *_top_level(spec.kind)])
+        if exc.field is not None:
+            raise FieldError(exc.field, text.removeprefix(f"{exc.field} ").rstrip(".")) from None
+        known = [*PARAMS[spec.kind].__dataclass_fields__]
+        path = _blamed(spec.kind, text, known)
         raise FieldError(path, f"is not valid for a {spec.kind} job: {_clause(text)}") from None
-
-
-def _top_level(kind: str) -> tuple[str, str]:
-    return MODEL_PARAM[kind], DATASET_PARAM[kind]
 
 
 def _blamed(kind: str, text: str, names: list[str]) -> str:

@@ -31,9 +31,9 @@ from compute.challenge import Challenge, Declared, as_number, identity_problem, 
 from compute.errors import ComputeError
 from compute.proof import ProofError, check, opening_from_json, root_from_hex, sample
 from compute.reference import precisions
-from compute.site_client import SiteClient, SiteUnreachable
+from provider.client import SiteClient, SiteUnreachable
 from ledger.indexer.models import Provider
-from ledger.services import ChallengeRecord, ProbeSample
+from oracle.records import ChallengeRecord, ProbeSample
 from ledger.specs import load_spec
 
 
@@ -82,7 +82,7 @@ def declared_hardware(home: Path, address: str, spec_hash: str) -> Watched:
 def site_clients(engine: Engine, chain_id: int, home: Path, sign: Callable[[dict], bytes], market: str,
                  timeout_s: float = 30.0) -> Callable[[str], SiteClient | None]:
     """Signed clients for providers' sites, found from their registered hardware specs."""
-    from compute.site_client import SiteAddress
+    from provider.client import SiteAddress
 
     def site_of(provider: str) -> SiteClient | None:
         with Session(engine) as session:

@@ -43,11 +43,11 @@ from ledger.indexer.queries import providers_at
 from ledger.indexer.rewards import store_reward_tree
 from ledger.merkle import RewardTree
 from ledger.reports import EpochReport, Slash, reason_bytes, sign_report, slashes_hash, sorted_slashes
-from ledger.services import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
 from ledger.tx import Sender
 from oracle.collector import declared_model
 from oracle.config import OracleConfig
 from oracle.inputs import Blocks, job_record, replication_losers, staked_providers, units_completed, unstaking
+from oracle.records import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
 from oracle.scoring import EpochInputs, score_epoch
 from oracle.slashing import schedule_slashes
 

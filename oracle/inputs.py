@@ -4,7 +4,10 @@ Every figure here comes from the indexed events of blocks up to the epoch's `to_
 where it is counted per epoch, after its `from_block`), never from the ledger's current-state
 rows, so a committee member who indexes the chain later, further, or into another database
 computes the same report. The oracle's own measurements (probe samples and challenges) are
-keyed by the epoch's time window instead, and are read in `oracle.epoch`.
+keyed by the epoch's time window instead, and are read in `oracle.epoch`. The one row of the
+market's read here, a replica group's evidence, is read through a view of the market's table of
+its own (`MARKET_JOBS`): the market owns it (market/records.py), and the two packages meet only in
+the database.
 """
 
 from __future__ import annotations
@@ -12,16 +15,19 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from sqlalchemy import func
+from sqlalchemy import BigInteger, column, func, table
 from sqlmodel import Session, select
 
-from ledger.indexer.models import EventRow, Provider
+from ledger.indexer.models import EventRow, Json, Provider
 from ledger.indexer.projections import bytes32_text
 from ledger.indexer.queries import events_through, jobs_at, providers_at
-from ledger.services import MarketJob
 
 # Job failures that are the provider's doing (the market's failJob/reassignJob reasons).
 PROVIDER_FAULTS = ("provider-lost",)
+
+# The market's jobs as the oracle reads them: a read-only view of the columns it needs.
+MARKET_JOBS = table("market_jobs", column("chain_id", BigInteger), column("job_id", BigInteger),
+                    column("group_id", BigInteger), column("evidence", Json))
 
 
 @dataclass(frozen=True)
@@ -91,11 +97,11 @@ def replication_losers(session: Session, chain_id: int, blocks: Blocks) -> list[
     if not disputed:
         return []
     groups: dict[int, list[int]] = {}
-    for record in session.exec(select(MarketJob).where(
-            MarketJob.chain_id == chain_id, MarketJob.job_id.in_(sorted(disputed)),
-            MarketJob.evidence.is_not(None))):
-        if record.evidence:
-            groups.setdefault(record.group_id, sorted(int(job_id) for job_id in record.evidence))
+    market = MARKET_JOBS.c
+    for group_id, evidence in session.exec(select(market.group_id, market.evidence).where(
+            market.chain_id == chain_id, market.job_id.in_(sorted(disputed)), market.evidence.is_not(None))):
+        if evidence:
+            groups.setdefault(group_id, sorted(int(job_id) for job_id in evidence))
     losers = []
     for members in groups.values():
         if _first_dispute(session, chain_id, members, blocks.through) <= blocks.after:

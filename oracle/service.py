@@ -2,7 +2,9 @@
 a benchmark challenge of every provider once per epoch (an epoch judges a provider's speed on
 the best of its own challenge and the previous epoch's: oracle/epoch.py), and the epoch step
 often enough to close each epoch on time and finalize the previous one as soon as its
-challenge window ends.
+challenge window ends (`OracleService.run`, `swarm oracle run`).
+
+`OracleService.close_epoch` closes one epoch on demand instead (`swarm oracle close`).
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from sqlmodel import Session
 
 from ledger.client import Swarm
+from ledger.errors import SwarmError
 from ledger.tx import Sender
 from oracle.collector import Collector, site_clients, watched_providers
 from oracle.config import EpochTiming, OracleConfig
-from oracle.epoch import EpochOutcome, EpochRunner
+from oracle.epoch import MIN_CHALLENGES, EpochOutcome, EpochRunner
+
 
 def schedule(config: OracleConfig, devnet: bool, epoch_length_s: float | None = None) -> EpochTiming:
     """The config's clock for this kind of chain (a devnet runs on seconds), its epoch length overridden."""
@@ -77,6 +81,42 @@ class OracleService:
         if outcome is not None and outcome.did:
             self.outcomes.append(outcome)
         return outcome
+
+    def close_epoch(self, probes: int = 3, wait: bool = False, poll_s: float = 1.0) -> EpochOutcome | None:
+        """Closes an epoch now, whatever the schedule's length: finalizes the pending epoch first
+        (one report is pending at a time), takes `probes` probe rounds and enough challenges to
+        judge speed, then aggregates, signs and submits the epoch. With `wait` it waits out the
+        challenge windows, the pending epoch's and this one's, and finalizes this one too.
+
+        Returns what happened to the epoch it closed; None when there was nothing to close (no
+        provider is staked). A pending epoch still in its challenge window without `wait` is a
+        SwarmError naming it, and nothing is probed."""
+        length = self.runner.epoch_length_s
+        self.runner.epoch_length_s = 0  # due now
+        try:
+            self._finalize_pending(wait, poll_s)
+            for i in range(probes):
+                self.probe()
+                if i < probes - 1:  # samples apart in time, as the schedule takes them
+                    time.sleep(min(self.schedule.probe_interval_s, 2.0))
+            for _ in range(MIN_CHALLENGES):  # an epoch on demand has no previous one to judge speed with
+                self.challenge()
+            outcome = self.epoch()
+            while wait and outcome is not None and outcome.state == "submitted":
+                time.sleep(poll_s)  # the chain's clock passing the challenge window
+                outcome = self.epoch()
+            return outcome
+        finally:
+            self.runner.epoch_length_s = length
+
+    def _finalize_pending(self, wait: bool, poll_s: float) -> None:
+        outcome = self.epoch(open_new=False)
+        while outcome is not None and outcome.state == "submitted":
+            if not wait:
+                raise SwarmError(f"Epoch {outcome.epoch} is still in its challenge window; run "
+                                 "`swarm oracle close` again once it ends, or pass --wait.")
+            time.sleep(poll_s)
+            outcome = self.epoch(open_new=False)
 
     def run(self, stop: threading.Event) -> None:
         """Runs the schedule until `stop` is set."""

@@ -20,6 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from compute.errors import ComputeError
+from compute.reference import MODELS, normalize_model
 from ledger import stake
 from ledger.client import Swarm
 from ledger.config import Settings
@@ -157,6 +159,7 @@ class Provider:
 
     def declare(self, spec: HardwareSpec, update: bool = False) -> Registered:
         """`register` with the spec already built (and so validated)."""
+        declarable(spec)
         sender = self._signer()
         info = stake.provider_info(self.swarm, sender.address)
         digest = store_spec(self.settings.home, spec.as_dict())
@@ -174,6 +177,10 @@ class Provider:
         info = stake.provider_info(self.swarm, sender.address)
         return Registered(sender.address, spec, "0x" + digest.hex(), info.min_stake, update, receipt.tx_hash)
 
+    def declare_anew(self, spec: HardwareSpec) -> Registered:
+        """Registers `spec`, or declares it anew for a registered provider (new hardware, price or site)."""
+        return self.declare(spec, update=stake.provider_info(self.swarm, self._signer().address).registered)
+
     # ── stake ─────────────────────────────────────────────────────────────────
     def stake(self, amount: int) -> Staked:
         """Adds `amount` wei from the wallet to the stake, in one transaction (with a permit)."""
@@ -184,6 +191,13 @@ class Provider:
             raise SwarmError(f"{sender.address} is tombstoned and can never stake again.")
         receipt = stake.stake(self.swarm, sender, amount)  # refuses an amount above the wallet's first
         return self._sent(Staked, receipt, amount_wei=amount)
+
+    def stake_to_minimum(self) -> Staked | None:
+        """Stakes what the declared GPUs' minimum still lacks; None when the stake already covers it."""
+        info = self._registered(self._signer())
+        if info.stake >= info.min_stake:
+            return None
+        return self.stake(info.min_stake - info.stake)
 
     def unstake(self, amount: int) -> Unstaking:
         """Starts unbonding `amount` wei of the stake; `withdraw` takes it after the unbonding period."""
@@ -329,6 +343,22 @@ class Provider:
         if self.sender is None:
             raise SwarmError("This provider reads only; open it with an account or a key to sign.")
         return self.sender
+
+
+def declarable(spec: HardwareSpec) -> HardwareSpec:
+    """`spec`, if the oracle can judge its GPU model; InvalidInput naming the models it knows if not.
+
+    The oracle scores a provider's speed against the reference of its declared model
+    (`compute.reference`): a model without one could register and stake, but never earn."""
+    try:
+        normalize_model(spec.gpu_model)
+    except ComputeError:
+        raise InvalidInput(
+            f"gpu model {spec.gpu_model!r} has no reference throughput, so the oracle could not judge it "
+            f"and it would never earn; declare one of {', '.join(m for m in MODELS if m != 'cpu')}, or cpu "
+            "for a machine without a GPU."
+        ) from None
+    return spec
 
 
 def _wei(amount: int, what: str) -> int:

@@ -10,6 +10,7 @@ from anvil import dev_account
 from ledger.chain import connect
 from ledger.deploy import DeployParams, Deployment, deploy, error_decoder
 from ledger.errors import SwarmError
+from ledger.keys import parse_private_key
 from ledger.units import parse_address
 from scripts.common import account_option, console, emit, json_option, local_node, settings, table
 
@@ -128,10 +129,7 @@ def _deployer_key(is_devnet: bool, chain_id: int, account: int | None) -> bytes:
     key = os.environ.get("SWARM_DEPLOYER_KEY")
     if not key:
         raise SwarmError(f"Chain {chain_id} is not a devnet; set SWARM_DEPLOYER_KEY to the deployer's private key.")
-    try:
-        return bytes.fromhex(key.removeprefix("0x"))
-    except ValueError:
-        raise SwarmError("SWARM_DEPLOYER_KEY is not a hex private key; set it to 64 hex digits.") from None
+    return parse_private_key(key, "SWARM_DEPLOYER_KEY", "set it to the deployer's private key")
 
 
 def _params(is_devnet: bool, committee: str | None, threshold: int | None) -> DeployParams | None:

@@ -15,6 +15,9 @@ from anvil import AnvilError
 from compute.errors import ComputeError
 from ledger.errors import SwarmError
 
+# What a user can cause and fix, every package's errors among them: one sentence on stderr, exit 1.
+USER_ERRORS = (SwarmError, AnvilError, ComputeError)
+
 # Each noun's module, imported only when the noun is used (or listed by --help): a command
 # loads what it needs and nothing more, so `swarm token balance` never pays for Ray or torch.
 NOUNS = {
@@ -60,7 +63,7 @@ def run(args: list[str]) -> int:
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
-    except (SwarmError, AnvilError, ComputeError) as exc:
+    except USER_ERRORS as exc:
         click.echo(f"error: {exc}", err=True)
         return 1
     except KeyboardInterrupt:

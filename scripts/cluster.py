@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 
 from compute import cluster as local
-from scripts.common import console, emit, json_option, settings, table
+from scripts.common import console, emit, json_option, open_swarm, settings, table
 
 
 @click.group()
@@ -27,12 +27,16 @@ def up(count: int, register: bool, as_json: bool) -> None:
     Each site is `swarm provider serve` in a SWARM_HOME of its own ($SWARM_HOME/sites/ADDRESS):
     its own Ray cluster and token, its agent on 127.0.0.1 over HTTPS.
     """
-    from provider.network import start_sites
+    from devnet.network import start_sites
+    from devnet.register import check_devnet, register_sites
 
     s = settings()
+    swarm = open_swarm() if register else None
+    if swarm is not None:
+        check_devnet(swarm)  # before any site starts
     sites = start_sites(s.home, {i: 1 for i in range(1, count + 1)}, s.rpc_url)
-    if register:
-        _register(sites)
+    if swarm is not None:
+        register_sites(swarm, s, sites)
     payload = {"sites": [site.as_dict() for site in sites]}
 
     def human() -> None:
@@ -45,34 +49,11 @@ def up(count: int, register: bool, as_json: bool) -> None:
     emit(as_json, payload, human)
 
 
-def _register(sites) -> None:
-    """Registers (or re-declares) each dev provider with its site and stakes its minimum."""
-    from ledger import stake
-    from ledger.errors import SwarmError
-    from ledger.specs import store_spec
-    from ledger.stake import HardwareSpec
-    from scripts.common import dev_sender, open_swarm
-
-    swarm = open_swarm()
-    if not swarm.chain.is_devnet:
-        raise SwarmError("--register uses anvil's dev accounts, which exist only on a devnet; register each "
-                         "provider with `swarm provider register`.")
-    for site in sites:
-        sender = dev_sender(swarm, site.account)
-        spec = HardwareSpec("cpu", 1, 1, None, None, site.url, site.fingerprint)
-        digest = store_spec(settings().home, spec.as_dict())
-        info = stake.provider_info(swarm, sender.address)
-        (stake.update_spec if info.registered else stake.register)(swarm, sender, digest, spec.gpus)
-        info = stake.provider_info(swarm, sender.address)
-        if info.stake < info.min_stake:
-            stake.stake(swarm, sender, info.min_stake - info.stake)
-
-
 @cluster.command()
 @json_option
 def down(as_json: bool) -> None:
     """Stop the local sites, each with its Ray cluster."""
-    from provider.network import stop_sites
+    from devnet.network import stop_sites
 
     stopped = stop_sites(settings().home)
     emit(as_json, {"stopped": [x.provider for x in stopped]}, lambda: console.print(
@@ -84,19 +65,23 @@ def down(as_json: bool) -> None:
 @json_option
 def status(as_json: bool) -> None:
     """The local sites: provider, URL, and what each reports it has."""
-    from compute.site_client import SiteAddress, SiteClient, SiteUnreachable
-    from provider.network import running_sites
+    from compute.errors import ComputeError
+    from devnet.network import running_sites
+    from provider.client import SiteAddress, SiteClient
 
     sites = running_sites(settings().home)
     rows = []
     for site in sites:
-        try:
+        capacity, problem = None, None
+        try:  # a site that is down or answers nonsense is shown as such, beside the others
             info = SiteClient(SiteAddress(site.provider, site.url, site.fingerprint), lambda _: b"", 0, "",
                               timeout_s=5).info()
-            capacity = info["capacity"]
-        except SiteUnreachable:
-            capacity = None
-        rows.append(site.as_dict() | {"answers": capacity is not None, "capacity": capacity})
+            capacity = info.get("capacity") if isinstance(info.get("capacity"), dict) else None
+            problem = None if capacity is not None else f"The site of {site.provider} reports no capacity."
+        except ComputeError as exc:
+            problem = str(exc)
+        rows.append(site.as_dict() | {"answers": capacity is not None, "capacity": capacity,
+                                      "problem": problem})
     if not rows:
         emit(as_json, {"running": False, "sites": []}, lambda: console.print(
             "No local provider sites are running; start them with `swarm cluster up`."))
@@ -105,7 +90,15 @@ def status(as_json: bool) -> None:
     def human() -> None:
         console.print(table("Provider sites", ["provider", "url", "state", "nodes", "CPUs", "GPUs"], [
             (r["provider"], r["url"], "[green]serving[/]" if r["answers"] else "[red]not answering[/]",
-             *(f"{r['capacity'][k]:g}" if r["capacity"] else "-" for k in ("nodes", "cpus", "gpus")))
+             *(_count(r["capacity"], k) for k in ("nodes", "cpus", "gpus")))
             for r in rows]))
+        for r in rows:
+            if r["problem"]:
+                console.print(r["problem"], highlight=False)
 
     emit(as_json, {"running": True, "sites": rows}, human)
+
+
+def _count(capacity: dict | None, key: str) -> str:
+    value = (capacity or {}).get(key)
+    return f"{value:g}" if isinstance(value, (int, float)) else "-"

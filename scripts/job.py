@@ -31,7 +31,7 @@ from scripts.common import (
 
 if TYPE_CHECKING:  # the ORM, the spec schema and web3 load in the commands that use them
     from ledger.indexer.models import Job
-    from ledger.services import MarketJob, MarketTransition
+    from market.records import MarketJob, MarketTransition
     from market.buyer import Buyer
 
 ZERO_ADDRESS = "0x" + "00" * 20
@@ -143,7 +143,7 @@ def list_jobs(buyer: str | None, account: int | None, key_ref: str | None, every
     from sqlmodel import col, select
 
     from ledger.indexer.models import Job
-    from ledger.services import MarketJob
+    from market.records import MarketJob
 
     chosen = [flag for flag, given in (("--buyer", buyer), ("--account", account), ("--key", key_ref),
                                        ("--all", everyone or None)) if given is not None]

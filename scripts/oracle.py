@@ -1,11 +1,11 @@
-"""`swarm oracle run|epoch|show|sign`: scheduled epochs that score providers, slash by the
-matrix, and settle signed cumulative reward roots."""
+"""`swarm oracle run|close|show|sign|fund`: scheduled epochs that score providers, slash by the
+matrix, and settle signed cumulative reward roots; `close` closes one now. The rules are the
+oracle package's (`oracle.service.OracleService`); these commands parse and print."""
 
 from __future__ import annotations
 
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,7 +24,7 @@ from scripts.common import (
 if TYPE_CHECKING:  # the ORM, the scoring (scipy) and Ray load in the commands that use them
     from sqlmodel import Session
 
-    from ledger.services import OracleEpoch
+    from oracle.records import OracleEpoch
 
 config_option = click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
                              help="The oracle's TOML config (default: the packaged oracle/config.toml).")
@@ -94,48 +94,25 @@ def run(config_path, account, key_ref, signer_keys, epoch_length) -> None:
 
 
 @oracle.command()
-@click.option("--once", is_flag=True, required=True, help="Run one epoch now (the only mode; scheduling is "
-              "`swarm oracle run`).")
 @click.option("--wait", is_flag=True, help="Wait out the challenge window and finalize the epoch too.")
 @click.option("--probes", type=click.IntRange(min=1), default=3, show_default=True,
               help="Probe samples to take before closing the epoch.")
 @_signed_options
 @json_option
-def epoch(once, wait, probes, config_path, account, key_ref, signer_keys, epoch_length, as_json) -> None:
-    """Close an epoch now: probe and challenge every provider, score, sign, submit (and with --wait finalize)."""
-    from sqlmodel import Session, select
+def close(wait, probes, config_path, account, key_ref, signer_keys, epoch_length, as_json) -> None:
+    """Close an epoch now: probe and challenge every provider, score, sign, submit (and with --wait finalize).
 
-    from ledger.services import OracleEpoch
-    from oracle.epoch import MIN_CHALLENGES
+    What `swarm oracle run` does at the end of each epoch, on demand; the pending epoch is
+    finalized first, so its challenge window must be over (or --wait waits for it)."""
     from oracle.service import OracleService
 
     config, s, swarm, sender, keys, schedule, engine = _setup(config_path, account, key_ref, signer_keys,
                                                                epoch_length)
     service = OracleService(swarm, engine, s.home, config, sender, keys, schedule,
                             log=(lambda line: None) if as_json else (lambda line: console.print(line, highlight=False)))
-    service.runner.epoch_length_s = 0  # close the epoch now, whatever its configured length
     try:
-        outcome = service.epoch(open_new=False)  # the previous epoch first: one report is pending at a time
-        while outcome is not None and outcome.state == "submitted":
-            if not wait:
-                raise SwarmError(f"Epoch {outcome.epoch} is still in its challenge window; run this again once it "
-                                 "ends, or pass --wait.")
-            time.sleep(1.0)
-            outcome = service.epoch(open_new=False)
-        for i in range(probes):
-            service.probe()
-            if i < probes - 1:
-                time.sleep(min(schedule.probe_interval_s, 2.0))
-        for _ in range(MIN_CHALLENGES):  # an epoch on demand has no previous one to judge speed with
-            service.challenge()
-        outcome = service.epoch()
-        while wait and outcome is not None and outcome.state == "submitted":
-            time.sleep(1.0)
-            outcome = service.epoch()
-        with Session(engine) as session:
-            record = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == swarm.chain.chain_id)
-                                  .order_by(OracleEpoch.epoch.desc())).first()
-            payload = _epoch_payload(session, record) if record is not None else None
+        service.close_epoch(probes, wait)
+        payload = _latest_payload(engine, swarm.chain.chain_id)
     finally:
         engine.dispose()
     if payload is None:
@@ -151,7 +128,7 @@ def show(number: int | None, as_json: bool) -> None:
     from sqlmodel import Session, select
 
     from ledger.db import open_ledger
-    from ledger.services import OracleEpoch
+    from oracle.records import OracleEpoch
 
     s = settings()
     swarm = open_swarm()
@@ -164,7 +141,7 @@ def show(number: int | None, as_json: bool) -> None:
             if record is None:
                 which = f"epoch {number}" if number else "any epoch"
                 raise SwarmError(f"The ledger holds no oracle record of {which} on chain {swarm.chain.chain_id}; "
-                                 "run `swarm oracle epoch --once` or `swarm oracle run`.")
+                                 "run `swarm oracle close` or `swarm oracle run`.")
             payload = _epoch_payload(session, record)
     finally:
         engine.dispose()
@@ -181,7 +158,7 @@ def sign(number: int, config_path, key_ref, as_json) -> None:
     from sqlmodel import Session
 
     from ledger.db import open_ledger
-    from ledger.services import OracleEpoch
+    from oracle.records import OracleEpoch
     from oracle.config import load_config
     from oracle.epoch import EpochRunner
 
@@ -236,10 +213,22 @@ def fund(amount: str, account: int | None, key_ref: str | None, as_json: bool) -
         f"Funded the reward pool with {format_amount(wei)}; {format_amount(funded)} funded in all."))
 
 
+def _latest_payload(engine, chain_id: int) -> dict | None:
+    """The newest epoch the ledger holds for the chain, as `show` prints it; None if there is none."""
+    from sqlmodel import Session, select
+
+    from oracle.records import OracleEpoch
+
+    with Session(engine) as session:
+        record = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == chain_id)
+                              .order_by(OracleEpoch.epoch.desc())).first()
+        return _epoch_payload(session, record) if record is not None else None
+
+
 def _epoch_payload(session: Session, record: OracleEpoch) -> dict:
     from sqlmodel import select
 
-    from ledger.services import ProviderScore
+    from oracle.records import ProviderScore
 
     scores = session.exec(select(ProviderScore).where(ProviderScore.chain_id == record.chain_id,
                                                       ProviderScore.epoch == record.epoch)

@@ -2,7 +2,8 @@
 join/leave a Ray cluster as a provider node.
 
 The on-chain operations are `provider.operator.Provider`'s, which checks what it can before
-signing, so a refused command sends nothing; these commands parse their arguments and print.
+signing, so a refused command sends nothing; joining a machine is `provider.join`'s, which asks
+the chain first. These commands parse their arguments and print.
 """
 
 from __future__ import annotations
@@ -11,13 +12,11 @@ from collections.abc import Callable
 
 import click
 
-from ledger import stake
 from ledger.client import Swarm
-from ledger.errors import SwarmError
 from ledger.keys import Keystore
-from ledger.stake import HardwareSpec, ProviderInfo
+from ledger.stake import HardwareSpec
 from ledger.units import format_amount, parse_address, parse_amount
-from provider.operator import Provider, ProviderStatus, Sent
+from provider.operator import Provider, ProviderStatus, Sent, declarable
 from scripts.common import (
     account_option,
     console,
@@ -72,7 +71,8 @@ def register(
     """Register as a provider, declaring the hardware on offer and, optionally, its price and site."""
     price_wei = None if price is None else parse_amount(price, "price per unit")
     # validated before the chain is opened
-    spec = HardwareSpec(gpu_model, gpus, vram_gb, region, price_wei, site_url, site_fingerprint, tuple(gpu_uuids))
+    spec = declarable(HardwareSpec(gpu_model, gpus, vram_gb, region, price_wei, site_url, site_fingerprint,
+                                   tuple(gpu_uuids)))
     done = _provider(account, key_ref).declare(spec, update)
     payload = {"provider": done.provider, "spec": spec.as_dict(), "spec_hash": done.spec_hash,
                "price_per_unit_wei": None if price_wei is None else str(price_wei),
@@ -232,13 +232,13 @@ def join(ray_address: str, num_cpus: int, num_gpus: int, account: int | None, ke
     The node is labelled provider=<address> and carries the provider:<address> resource; it
     authenticates with the cluster's token in $SWARM_HOME/ray/auth_token.
     """
-    from compute import node
+    from compute.node import NodeSpec, parse_address
+    from provider.join import join_site
 
-    node.parse_address(ray_address)  # a malformed address is refused before anything else
+    parse_address(ray_address)  # a malformed address is refused before the chain is asked
     swarm = open_swarm()
     who = _own_address(swarm, account, key_ref)
-    _may_serve(swarm, stake.provider_info(swarm, who))
-    joined = node.join(node.RayHome.of(settings().home), ray_address, node.NodeSpec(who, num_cpus, num_gpus))
+    joined = join_site(swarm, settings().home, ray_address, NodeSpec(who, num_cpus, num_gpus))
     emit(as_json, joined.as_dict(), lambda: console.print(
         f"Joined {ray_address} as node {joined.node_id} for {who} ({num_cpus} CPU, {num_gpus} GPU); "
         "stop it with `swarm provider leave`."
@@ -326,38 +326,10 @@ def nodes(as_json: bool) -> None:
 @json_option
 def leave(account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Stop the Ray node this machine runs for your provider (running work drains first)."""
-    from compute import node
+    from provider.join import leave_site
 
     who = _own_address(open_swarm(), account, key_ref)
-    left = node.leave(node.RayHome.of(settings().home), who)
+    left = leave_site(settings().home, who)
     emit(as_json, {"provider": who, "stopped": left is not None, "node_id": left and left.node_id},
          lambda: console.print(f"Node {left.node_id} for {who} has left {left.head_address}." if left
                                else f"No Ray node runs here for {who}; nothing to do."))
-
-
-def _may_serve(swarm: Swarm, info: ProviderInfo) -> None:
-    """Refuses, in one sentence, a provider the chain does not let serve work."""
-    who = info.address
-    if not info.registered:
-        raise SwarmError(f"{who} is not registered; run `swarm provider register` first.")
-    if info.tombstoned:
-        raise SwarmError(f"{who} is tombstoned for fraud and can never serve again.")
-    if info.jailed_until:
-        if swarm.chain.timestamp() < info.jailed_until:
-            raise SwarmError(
-                f"{who} is jailed until {when(info.jailed_until)}; "
-                "after that run `swarm provider unjail`, then join."
-            )
-        raise SwarmError(
-            f"{who} was jailed until {when(info.jailed_until)}; run `swarm provider unjail` first."
-        )
-    if info.stake < info.min_stake:
-        raise SwarmError(
-            f"{who} has {format_amount(info.stake)} staked, "
-            f"below its minimum of {format_amount(info.min_stake)}; "
-            f"stake {format_amount(info.min_stake - info.stake)} more with `swarm provider stake`."
-        )
-    if not swarm.read("StakingVault", "isEligible", who):
-        raise SwarmError(
-            f"The staking vault does not list {who} as eligible for work; see `swarm provider status`."
-        )

@@ -151,7 +151,8 @@ _LAST_USER = pytest.StashKey[list[str]]()
 # it is marked `light`, as test_program marks its plain programs, whose leases start no Ray).
 LIGHT = {f"tests.{name}" for name in (
     "test_abi", "test_anvil", "test_bad_input", "test_challenge", "test_contract_gate", "test_dashboard", "test_deploy", "test_econ",
-    "test_indexer", "test_job_cli", "test_jobs", "test_keys", "test_lease", "test_matcher", "test_merkle",
+    "test_indexer", "test_job_cli", "test_jobs", "test_keys", "test_layers", "test_lease", "test_matcher",
+    "test_merkle",
     "test_object_store", "test_oracle_config", "test_oracle_determinism", "test_ownership", "test_provider_api",
     "test_proof", "test_hostile_challenge", "test_provider_cli", "test_report_bounds", "test_results", "test_rewards", "test_scoring",
     "test_site_auth", "test_site_tls", "test_slashing", "test_spec", "test_staking", "test_startup", "test_tx",

@@ -65,10 +65,12 @@ def ray_cluster() -> Iterator[RayCluster]:
     import ray
     from ray.cluster_utils import Cluster
 
+    from compute.ray_private import system_config_args
+
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 0, "include_dashboard": False, "object_store_memory": OBJECT_STORE,
-                        "_system_config": LOCAL_HEALTH_CHECKS},
+                        **system_config_args(LOCAL_HEALTH_CHECKS)},
     )
     rc = RayCluster(cluster=cluster, address=cluster.address)
     for provider, count in ((PROVIDER_A, 2), (PROVIDER_B, 1), (PROVIDER_C, 1)):

@@ -27,7 +27,7 @@ NODES = {1: 2, 2: 1, 3: 1}  # dev account → its site's nodes
 class SiteNetwork:
     home: Path
     rpc_url: str
-    sites: dict = field(default_factory=dict)  # provider address → provider.network.LocalSite
+    sites: dict = field(default_factory=dict)  # provider address → devnet.network.LocalSite
 
     def site_spec(self, provider: str, **declared) -> dict:
         """A hardware spec naming the provider's site: what a provider registers."""
@@ -36,13 +36,13 @@ class SiteNetwork:
         return spec | {"site_url": site.url, "site_fingerprint": site.fingerprint}
 
     def kill(self, provider: str) -> None:
-        from provider.network import kill_site
+        from devnet.network import kill_site
 
         kill_site(self.sites[provider])
 
     def restart(self, provider: str) -> None:
         """A site killed by a test comes back at its own URL, with its own certificate."""
-        from provider.network import restart_site
+        from devnet.network import restart_site
 
         account = next(a for a in NODES if dev_account(a).address == provider)
         self.sites[provider] = restart_site(self.home, self.sites[provider], NODES[account])
@@ -54,7 +54,7 @@ _running: list[Path] = []
 
 def release_site_network() -> None:
     """Stops the session's sites once their last test is done (tests/conftest.py)."""
-    from provider.network import stop_sites
+    from devnet.network import stop_sites
 
     while _running:
         stop_sites(_running.pop())
@@ -65,7 +65,7 @@ def site_network(deployed: DeployResult, anvil_node: AnvilNode, swarm_home: Path
                  tmp_path_factory: pytest.TempPathFactory) -> Iterator[SiteNetwork]:
     import shutil
 
-    from provider.network import start_sites
+    from devnet.network import start_sites
 
     home = tmp_path_factory.mktemp("site-network")
     shutil.copytree(swarm_home / "deployments", home / "deployments")

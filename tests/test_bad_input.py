@@ -146,3 +146,61 @@ def test_cli_not_deployed_says_how_to_deploy(cli, tmp_path) -> None:
 
 def test_cli_usage_error_exits_2(cli) -> None:
     assert cli("chain", "deploy", "--chain-id", "seven").code == 2
+
+
+def test_cli_unknown_gpu_model_is_refused_naming_the_known_ones_and_registers_nothing(
+    cli, swarm: Swarm
+) -> None:
+    sender = dev_account(4).address
+    nonce, block = _marks(swarm, sender)
+    text = one_line_error(cli("provider", "register", "--gpu-model", "B200", "--gpus", "8",
+                              "--vram-gb", "192", "--account", "4"))
+    assert "gpu model 'B200' has no reference throughput" in text and "would never earn" in text
+    assert "declare one of H100, H200, A100, L40S, L4, RTX4090, A10, T4, V100, or cpu" in text
+    assert _nothing_sent(swarm, sender, nonce, block)
+    assert not stake.provider_info(swarm, sender).registered
+
+
+@pytest.fixture(scope="module")
+def other_chain(tmp_path_factory: pytest.TempPathFactory):
+    """An anvil whose chain id (4242) is not a devnet's, so only SWARM_DEPLOYER_KEY may deploy."""
+    from anvil import AnvilConfig, AnvilNode
+
+    home = tmp_path_factory.mktemp("other-chain")
+    node = AnvilNode(AnvilConfig(home=home, port=free_port(), chain_id=4242))
+    node.start()
+    yield node
+    node.stop()
+
+
+@pytest.mark.parametrize("key", ["0x1234", "ab" * 33, "0x" + "00" * 32, "not a key"],
+                         ids=["too-short", "too-long", "zero", "not-hex"])
+def test_cli_deployer_key_of_the_wrong_shape_is_one_sentence_and_deploys_nothing(
+    cli, other_chain, tmp_path, key: str
+) -> None:
+    from ledger.deploy import DEVNET_COMMITTEE_INDICES
+
+    committee = ",".join(dev_account(i).address for i in DEVNET_COMMITTEE_INDICES)
+    env = {"SWARM_HOME": str(tmp_path), "SWARM_RPC_URL": other_chain.config.url, "SWARM_DEPLOYER_KEY": key}
+    block = other_chain.rpc.block_number()
+    done = cli("chain", "deploy", "--committee", committee, "--threshold", "3", env=env)
+    text = one_line_error(done)
+    assert "SWARM_DEPLOYER_KEY is" in text and "set it to the deployer's private key" in text
+    assert ("not 64 hex digits" in text) != ("outside the secp256k1 range" in text)
+    assert key.removeprefix("0x") not in done.stdout + done.stderr  # the key is never echoed
+    assert other_chain.rpc.block_number() == block
+    assert not Deployment.path(tmp_path, 4242).exists()
+
+
+def test_every_error_a_package_raises_for_its_user_is_one_the_command_lines_boundary_shows() -> None:
+    """Each of these is a sentence for a user to act on, never a traceback: the boundary in
+    scripts/cli.py catches their families, so whichever command they escape from exits 1."""
+    from compute.dataplane import DataPlaneError, DigestMismatch
+    from compute.proof import ProofError
+    from ledger.errors import RpcError
+    from provider.client import BadAnswer, SiteUnreachable
+    from provider.lease.inputs import InputError
+    from scripts.cli import USER_ERRORS
+
+    for error in (DataPlaneError, DigestMismatch, ProofError, RpcError, BadAnswer, SiteUnreachable, InputError):
+        assert issubclass(error, USER_ERRORS), error

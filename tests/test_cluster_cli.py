@@ -317,15 +317,25 @@ def test_join_refuses_an_address_where_no_cluster_answers(
 
 # ── down ─────────────────────────────────────────────────────────────────────
 
-def test_down_stops_every_site_and_its_cluster(cli, tmp_path: Path, swarm_home: Path) -> None:
+def test_up_registers_each_site_and_down_stops_every_site_and_its_cluster(
+    cli, swarm: Swarm, tmp_path: Path, swarm_home: Path
+) -> None:
+    from ledger.specs import load_spec
+
     env = {"SWARM_HOME": str(tmp_path)}
     shutil.copytree(swarm_home / "deployments", tmp_path / "deployments")
     assert "No local provider sites are running" in cli("cluster", "status", env=env).stdout
-    up = cli("cluster", "up", "--providers", "2", "--json", env=env)
+    up = cli("cluster", "up", "--providers", "2", "--register", "--json", env=env)
     try:
         assert up.code == 0, up.stderr
         sites = json.loads(up.stdout)["sites"]
         assert [x["provider"] for x in sites] == [dev_account(1).address, dev_account(2).address]
+        for site in sites:  # registered with its site, a CPU spec, and staked to its minimum
+            info = stake.provider_info(swarm, site["provider"])
+            assert info.registered and info.stake == info.min_stake == 1_000 * ONE
+            assert load_spec(tmp_path, info.spec_hash) == {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1,
+                                                           "site_url": site["url"],
+                                                           "site_fingerprint": site["fingerprint"]}
         states = [json.loads((Path(x["home"]) / "ray" / "cluster.json").read_text()) for x in sites]
         assert len({x["url"] for x in sites}) == 2 and len({x["fingerprint"] for x in sites}) == 2
         tokens = {(Path(x["home"]) / "ray" / "auth_token").read_text() for x in sites}
@@ -345,6 +355,57 @@ def test_down_stops_every_site_and_its_cluster(cli, tmp_path: Path, swarm_home: 
     assert json.loads(cli("cluster", "status", "--json", env=env).stdout) == {"running": False, "sites": []}
     again = cli("cluster", "down", env=env)
     assert again.code == 0 and "No local provider sites are running" in again.stdout
+
+
+BAD_SITE = """
+import http.server, ssl, sys
+certificate, key, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"<html>a web page, not the site's API</html>"
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", port), Handler)
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(certificate, key)
+server.socket = context.wrap_socket(server.socket, server_side=True)
+print("ready", flush=True)
+server.serve_forever()
+"""
+
+
+def test_status_lists_a_site_that_answers_with_no_json_as_not_answering_with_the_reason(
+    cli, tmp_path: Path
+) -> None:
+    from provider.tls import make_identity
+
+    identity = make_identity(tmp_path / "site", "127.0.0.1")
+    port = free_port()
+    # "provider" among its arguments: the network's record takes it for a site's `swarm provider serve`.
+    server = subprocess.Popen([sys.executable, "-c", BAD_SITE, str(identity.certificate), str(identity.key),
+                               str(port), "provider"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout.readline().strip() == "ready"
+        url = f"https://127.0.0.1:{port}"
+        (tmp_path / "sites.json").write_text(json.dumps([{
+            "provider": SIMULATED, "account": 1, "url": url, "fingerprint": identity.fingerprint,
+            "pid": server.pid, "home": str(tmp_path / "site")}]))
+        env = {"SWARM_HOME": str(tmp_path)}
+        done = cli("cluster", "status", "--json", env=env)
+        assert done.code == 0 and "Traceback" not in done.stderr, done.stderr
+        (row,) = json.loads(done.stdout)["sites"]
+        assert (row["url"], row["answers"], row["capacity"]) == (url, False, None)
+        assert row["problem"] == (f"The site of {SIMULATED} answered /v1/info with HTTP 200 and no JSON "
+                                  f"object; check that {url} is its site.")
+        human = cli("cluster", "status", env=env)
+        assert human.code == 0 and "not answering" in human.stdout and "and no JSON object" in human.stdout
+    finally:
+        server.kill()
+        server.wait()
 
 
 @pytest.mark.parametrize("count", ["0", "10"])

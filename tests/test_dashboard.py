@@ -29,12 +29,11 @@ from ledger import jobs, stake
 from ledger.client import Swarm
 from ledger.db import open_ledger
 from ledger.indexer import Indexer
-from ledger.services import (
-    MarketJob, MarketTransition, OracleEpoch, ProbeSample, ProviderScore,
-)
 from ledger.specs import store_spec
 from ledger.units import ONE, format_amount
+from market.records import MarketJob, MarketTransition
 from market.spec import job_namespace, validate_spec
+from oracle.records import OracleEpoch, ProbeSample, ProviderScore
 from tests.conftest import one_line_error, provider_signature
 
 PROVIDER_A, PROVIDER_B = dev_account(1).address, dev_account(2).address

@@ -25,8 +25,8 @@ from compute import cluster
 from compute.node import RayHome, stop_session
 from ledger.db import open_ledger
 from ledger.keys import Keystore
-from ledger.services import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
 from oracle.epoch import MIN_CHALLENGES
+from oracle.records import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = ROOT / "docs" / "operations.md"
@@ -219,7 +219,7 @@ def test_the_operations_guide_runs_block_by_block(stage: Stage) -> None:
             # the site served the challenge the aggregator signed with a committee member's key
             challenged = session.exec(select(ChallengeRecord)
                                       .where(ChallengeRecord.chain_id == REAL_CHAIN_ID)).all()
-            assert len(challenged) == MIN_CHALLENGES  # `swarm oracle epoch --once` takes enough to judge speed
+            assert len(challenged) == MIN_CHALLENGES  # `swarm oracle close` takes enough to judge speed
             assert all(c.provider.lower() == provider.address.lower() and c.proof_ok for c in challenged)
             # and its probe: one sample per node of the site, none for a site that did not answer
             probed = session.exec(select(ProbeSample).where(ProbeSample.chain_id == REAL_CHAIN_ID)).all()

@@ -27,16 +27,17 @@ from sqlmodel import Session, select
 from anvil import dev_account
 from compute.challenge import P, Challenge, checkpoints_of
 from compute.proof import Prover, opening_as_json
-from compute.site import Site, listen, make_app
-from compute.site_auth import LEASE_ACTIONS, NonceBook, authorize
-from compute.site_client import SiteAddress, SiteClient
-from compute.site_tls import make_identity
+from provider.agent import Site
+from provider.api import listen, make_app
+from provider.auth import LEASE_ACTIONS, NonceBook, authorize
+from provider.client import SiteAddress, SiteClient
+from provider.tls import make_identity
 from ledger import stake
 from ledger.client import Swarm
 from ledger.db import open_ledger
 from ledger.deploy import devnet_committee_keys
-from ledger.services import ChallengeRecord, ProbeSample
-from ledger.site_authority import ChainAuthority
+from oracle.records import ChallengeRecord, ProbeSample
+from provider.authority import ChainAuthority
 from ledger.specs import store_spec
 from oracle.collector import MAX_DEVICES, Collector, Watched, node_sample
 from oracle.config import load_config

@@ -28,6 +28,8 @@ from sqlalchemy import inspect, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
+import market.records  # noqa: F401 -- the market's and the oracle's tables: the ledger's schema has them
+import oracle.records  # noqa: F401
 from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
 from ledger import jobs, rewards, stake

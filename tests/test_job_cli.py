@@ -28,9 +28,9 @@ from ledger.db import migrate, open_engine, session
 from ledger.errors import SwarmError
 from ledger.indexer.models import Job
 from ledger.jobs import JobStatus
-from ledger.services import MarketJob, MarketTransition
 from ledger.specs import load_spec as load_stored_spec
 from ledger.units import ONE
+from market.records import MarketJob, MarketTransition
 from market.spec import SpecError, job_namespace
 from scripts.cli import cli as swarm_cli
 from tests.conftest import one_line_error, provider_signature
@@ -400,6 +400,44 @@ def test_result_is_verified_against_the_on_chain_hash_and_a_tampered_file_is_ref
 
     shutil.rmtree(result_dir)
     assert "is missing; it cannot be verified" in one_line_error(job("result", str(job_id)))
+
+
+def test_a_download_into_a_directory_that_is_not_empty_is_refused_and_nothing_there_is_lost_or_mixed_in(
+    job, swarm: Swarm, tmp_path: Path, db, provider
+) -> None:
+    output = tmp_path / "my-results"
+    (job_id,) = _post(job, _spec_file(tmp_path, swarm, output=str(output)))["job_ids"]
+    result_dir = _result_dir(output / f"{job_namespace(swarm.chain.chain_id, swarm.market.address)}{job_id}")
+    digest = result_hash(result_dir)
+    _complete(swarm, job_id, provider.address, bytes.fromhex(digest[2:]))
+    _market_row(swarm, db, job_id, result_dir, digest)
+
+    # A file left from an earlier download: mixed in, it would make the provider look guilty.
+    stale = tmp_path / "downloads"
+    (stale / "outputs").mkdir(parents=True)
+    (stale / "outputs" / "old.bin").write_bytes(b"from an earlier job")
+    text = one_line_error(job("result", str(job_id), "--download", str(stale)))
+    assert f"{stale} is not empty, so the result of job {job_id} would mix with the files there" in text
+    assert "give --download a new or empty directory" in text and "do not trust it" not in text
+    assert sorted(p.relative_to(stale).as_posix() for p in stale.rglob("*")) == ["outputs", "outputs/old.bin"]
+    assert (stale / "outputs" / "old.bin").read_bytes() == b"from an earlier job"
+
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = _json(job("result", str(job_id), "--download", str(empty), "--json"))
+    assert done["verified"] is True and done["result_dir"] == str(empty)
+    assert (empty / "outputs" / "checkpoint" / "model.pt").read_bytes() == bytes(range(256)) * 8
+    again = _json(job("result", str(job_id), "--download", str(empty), "--json"))  # holds it already: kept
+    assert again["verified"] is True and again["result_dir"] == str(empty)
+
+    # A result that does not verify leaves nothing where it was to go, and names where it came from.
+    (result_dir / "outputs" / "metrics.json").write_text("{}")
+    broken = tmp_path / "broken"
+    text = one_line_error(job("result", str(job_id), "--download", str(broken)))
+    assert f"The result of job {job_id} in {result_dir} does not match its on-chain result hash" in text
+    assert digest in text and "outputs/metrics.json" in text
+    assert not broken.exists()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".download")) == []  # no staging left
 
 
 # ── malformed specs never reach the chain ────────────────────────────────────

@@ -8,11 +8,17 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compute.lease import HERE, PLAN_ENV, VERDICT, WORK, LeasePlan, Outcome, ray_job, verdict, verdict_line
-from market.spec import MAX_RUN_BYTES
+from compute.errors import InvalidJob
+from compute.jobs import FORMAT, ComputeJob
+from compute.runners.params import MAX_RUN_BYTES
+from provider.lease import WORK
+from provider.lease.launch import PLAN_ENV, ray_job
+from provider.lease.outcome import VERDICT, Outcome, verdict, verdict_line
+from provider.lease.plan import Fetch, LeasePlan
 
 MAX_ENV_BYTES = 128 * 1024  # Linux's limit on one environment string (MAX_ARG_STRLEN)
 
@@ -20,28 +26,35 @@ env_st = st.dictionaries(st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True), 
 PINNED = {"uri": "s3://code/0.tar?endpoint_override=127.0.0.1:9000", "sha256": "ab" * 32}
 
 
-def program(entrypoint: str = "python main.py", env: dict[str, str] | None = None) -> dict:
-    return {"entrypoint": entrypoint, "requirements": ["numpy>=1.26"], "env": env or {}, "code": PINNED,
-            "inputs": {"digits": PINNED}, "output": "s3://results"}
+def program(entrypoint: str = "python main.py", env: dict[str, str] | None = None) -> ComputeJob:
+    return ComputeJob.of("ns-1", "ray", "0xabc", {"entrypoint": entrypoint, "requirements": ["numpy>=1.26"],
+                                                  "env": env or {}, "code": PINNED, "inputs": {"digits": PINNED}})
 
 
-def job_plan(directory_params: dict[str, str]) -> LeasePlan:
-    job = {"job_id": "ns-7", "kind": "infer", "provider": "0xabc", "storage": f"{HERE}/{WORK}/storage",
-           "params": directory_params}
-    return LeasePlan(job_id=7, number=3, job=job, cpus=1, gpus=0, memory_bytes=2**30, wall_seconds=60,
-                     max_units=100, hidden=("/srv/provider",), files=(("/data/in.npy", "ab" * 32, "inputs/dataset_path"),))
+def program_plan(job: ComputeJob, **changes) -> LeasePlan:
+    return LeasePlan(**{"job_id": 1, "number": 2, "job": job, "cpus": 2, "gpus": 0, "memory_bytes": 2**30,
+                        "wall_seconds": 30, "max_units": 10, "result": "s3://results/ns-1"} | changes)
+
+
+def job_plan() -> LeasePlan:
+    """An infer lease whose dataset the launcher fetches into the lease: its params name it there."""
+    job = ComputeJob.of("ns-7", "infer", "0xabc", {"checkpoint": "s3://models/m", "dataset_path": "s3://d/in.npy",
+                                                  "batch_size": 8})
+    fetch = Fetch("/data/in.npy", "ab" * 32, "inputs/dataset_path", "dataset_path", "inputs/dataset_path/in.npy")
+    return LeasePlan(job_id=7, number=3, job=job.with_params(dataset_path=fetch.path), cpus=1, gpus=0,
+                     memory_bytes=2**30, wall_seconds=60, max_units=100, hidden=("/srv/provider",), fetch=(fetch,),
+                     result="s3://results/ns-7")
 
 
 @settings(max_examples=50, deadline=None)
 @given(env_st, st.integers(1, 3))
 def test_a_program_plan_survives_its_ray_job_whole(env: dict[str, str], attempt: int) -> None:
-    plan = LeasePlan(job_id=1, number=2, job=None, cpus=2, gpus=0, memory_bytes=2**30, wall_seconds=30,
-                     max_units=10, attempt=attempt, program=program(env=env))
+    plan = program_plan(program(env=env), attempt=attempt)
     submitted = ray_job(plan, "1-abcdef")
     carried = submitted["runtime_env"]["env_vars"][PLAN_ENV]
     assert LeasePlan.decode(carried) == plan
     assert len(f"{PLAN_ENV}={carried}".encode()) < MAX_ENV_BYTES
-    assert submitted["entrypoint"].endswith("-m compute.lease launch 1-abcdef")
+    assert submitted["entrypoint"].endswith("-m provider.lease.launch 1-abcdef")
     assert submitted["entrypoint_num_cpus"] == 2 and submitted["entrypoint_num_gpus"] is None
 
 
@@ -50,38 +63,54 @@ def test_the_largest_program_fits_in_one_environment_string() -> None:
 
     rng = random.Random(0)  # incompressible text: the worst case for the plan's size
     text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789 \n\"'\\") for _ in range(MAX_RUN_BYTES))
-    plan = LeasePlan(job_id=1, number=1, job=None, cpus=1, gpus=0, memory_bytes=2**30, wall_seconds=30,
-                     max_units=10, program=program(entrypoint=text))
+    while len(json.dumps({"entrypoint": text, "requirements": ["numpy>=1.26"], "env": {}, "ray": True})) > MAX_RUN_BYTES:
+        text = text[:-16]  # as long as a ray job's params may be
+    plan = program_plan(program(entrypoint=text))
     assert len(f"{PLAN_ENV}={plan.encode()}".encode()) < MAX_ENV_BYTES
 
 
 def test_a_plans_paths_become_those_of_the_machine_that_runs_it(tmp_path: Path) -> None:
-    plan = job_plan({"dataset_path": f"{HERE}/{WORK}/inputs/dataset/in.npy", "batch_size": 8})
-    here = tmp_path / "machine b" / "site" / "leases" / "7-00ff"
-    located = LeasePlan.decode(plan.encode()).located(here)
-    assert located.job["storage"] == str(here / WORK / "storage")
-    assert located.job["params"] == {"dataset_path": str(here / WORK / "inputs/dataset/in.npy"), "batch_size": 8}
-    assert located.files == plan.files and located.hidden == plan.hidden
-    assert HERE not in json.dumps(asdict(located))
+    plan = job_plan()
+    here = tmp_path / "machine b" / "site" / "leases" / "7-00ff" / WORK
+    job = LeasePlan.decode(plan.encode()).in_lease(here)
+    assert job.storage == str(here / "storage")
+    assert job.params.dataset_path == str(here / "inputs/dataset_path/in.npy") and job.params.batch_size == 8
+    assert job.params.checkpoint == "s3://models/m", "only what the lease fetched is placed in it"
+    assert plan.job.params.dataset_path == "inputs/dataset_path/in.npy", "the plan itself names no machine's path"
+    assert str(tmp_path) not in json.dumps(plan.to_dict())
 
 
-def test_a_buyers_program_is_carried_as_written_even_where_it_names_the_lease_placeholder(tmp_path: Path) -> None:
-    entrypoint = f"python main.py --out {HERE}/{WORK}"
-    plan = LeasePlan(job_id=1, number=1, job=None, cpus=1, gpus=0, memory_bytes=2**30, wall_seconds=30,
-                     max_units=10, program=program(entrypoint=entrypoint, env={"WHERE": HERE}))
-    located = LeasePlan.decode(plan.encode()).located(tmp_path).program
-    assert located["entrypoint"] == entrypoint and located["env"] == {"WHERE": HERE}
+def test_a_buyers_program_is_carried_as_written_even_where_it_names_lease_paths(tmp_path: Path) -> None:
+    entrypoint = "python main.py --out inputs/x {lease}/work"
+    plan = program_plan(program(entrypoint=entrypoint, env={"WHERE": "{lease}"}))
+    carried = LeasePlan.decode(plan.encode())
+    assert carried.program.entrypoint == entrypoint and carried.program.env == {"WHERE": "{lease}"}
+    assert carried.in_lease(tmp_path).params == plan.job.params, "nothing of a program's params is rewritten"
+
+
+def test_the_job_contract_is_versioned_json_read_as_a_strangers() -> None:
+    job = program()
+    assert ComputeJob.from_json(job.to_json()) == job
+    raw = json.loads(job.to_json())
+    assert raw["format"] == FORMAT and raw["kind"] == "ray"
+    with pytest.raises(InvalidJob, match=f"format 0; this reader reads format {FORMAT}"):
+        ComputeJob.from_dict(raw | {"format": 0})
+    with pytest.raises(InvalidJob, match="params.env cannot set 'PATH'"):
+        ComputeJob.from_dict(raw | {"params": raw["params"] | {"env": {"PATH": "/evil"}}})
+    with pytest.raises(InvalidJob, match="unknown job kind 'mine'"):
+        ComputeJob.from_dict(raw | {"kind": "mine"})
+    with pytest.raises(InvalidJob, match="fields"):
+        ComputeJob.from_dict(raw | {"extra": 1})
 
 
 def test_the_verdict_is_the_last_one_the_launcher_printed_and_a_job_cannot_forge_it() -> None:
-    plan = job_plan({})
-    plan = LeasePlan(**(asdict(plan) | {"verdict_key": "5ec2e7"}))
+    plan = job_plan().but(verdict_key="5ec2e7")
     first = Outcome(state="failed", attempt=1, seconds=1.0, returncode=1, error="boom")
     last = Outcome(state="failed", attempt=1, seconds=2.0, returncode=1, error="the job exited with 1")
     forged = Outcome(state="succeeded", attempt=1, seconds=2.0, returncode=0, result_hash="0x" + "ab" * 32,
                      units=100)
-    log = "\n".join(["── attempt 1 ──", verdict_line(plan, first), "a buyer's line", verdict_line(plan, last),
-                     "lease failed after 2.0 s"])
+    log = "\n".join(["── attempt 1 ──", verdict_line(plan.verdict_key, first), "a buyer's line",
+                     verdict_line(plan.verdict_key, last), "lease failed after 2.0 s"])
     assert verdict(log, plan.verdict_key) == last
     # What the job prints comes first in the log; if the launcher died before its own verdict,
     # the job's would be last: without the key, it is not a verdict at all.
@@ -90,3 +119,4 @@ def test_the_verdict_is_the_last_one_the_launcher_printed_and_a_job_cannot_forge
         assert verdict(f"── attempt 1 ──\n{printed}\n", plan.verdict_key) is None
     assert verdict("the node died before the launcher could say anything\n", plan.verdict_key) is None
     assert verdict(f"{VERDICT}5ec2e7 {{not json", plan.verdict_key) is None
+    assert verdict(f'{VERDICT}5ec2e7 {{"state": "succeeded", "units": 9}}', plan.verdict_key) is None

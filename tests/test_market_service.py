@@ -31,10 +31,10 @@ from ledger.db import open_ledger
 from ledger.errors import SwarmError
 from ledger.indexer.models import EventRow
 from ledger.jobs import JobStatus, job_info
-from ledger.services import MarketJob, MarketTransition
-from ledger.site_authority import ChainAuthority
+from market.records import MarketJob, MarketTransition
+from provider.authority import ChainAuthority
 from ledger.specs import store_spec
-from market.buyer import DEFAULT_OUTPUT, pin
+from market.storage import DEFAULT_OUTPUT, pin
 from market.service import MarketConfig, MarketService
 from market.spec import validate_spec
 from tests.programs import program_spec as buyer_program

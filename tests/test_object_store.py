@@ -9,8 +9,10 @@ import pyarrow.fs as pafs
 import pytest
 
 from compute.dataplane import join
-from compute.lease import LeasePlan, launch
+from compute.jobs import ComputeJob
 from compute.manifest import MANIFEST, build_manifest, canonical, manifest_hash
+from provider.lease.launch import launch
+from provider.lease.plan import LeasePlan
 from tests.object_store import S3Store
 from tests.programs import pinned_code
 
@@ -18,10 +20,10 @@ MAIN = "open('outputs/answer.txt', 'w').write(str(sum(range(10))))\n"
 
 
 def program_lease(store: Path, job_id: int, output: str) -> LeasePlan:
-    program = {"entrypoint": "python3 main.py", "requirements": [], "env": {}, "ray": False,
-               "code": pinned_code(store, {"main.py": MAIN}), "inputs": {}, "output": output}
-    return LeasePlan(job_id=job_id, number=job_id, job=None, cpus=1, gpus=0, memory_bytes=2 * 2**30,
-                     wall_seconds=60, max_units=10, program=program, result=join(output, str(job_id)))
+    program = ComputeJob.of(str(job_id), "ray", "", {"entrypoint": "python3 main.py", "ray": False,
+                                                     "code": pinned_code(store, {"main.py": MAIN})})
+    return LeasePlan(job_id=job_id, number=job_id, job=program, cpus=1, gpus=0, memory_bytes=2 * 2**30,
+                     wall_seconds=60, max_units=10, result=join(output, str(job_id)))
 
 
 def test_a_leases_result_goes_to_the_store_whole_and_its_hash_covers_what_arrived(

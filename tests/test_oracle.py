@@ -25,10 +25,10 @@ from ledger.db import open_ledger
 from ledger.deploy import devnet_committee_keys
 from ledger.errors import TransactionFailed
 from ledger.indexer.rewards import reward_leaf
-from ledger.services import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
 from ledger.specs import store_spec
 from oracle.config import load_config
 from oracle.epoch import MIN_CHALLENGES, EpochRunner
+from oracle.records import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
 from oracle.service import OracleService, schedule as make_schedule
 from tests.conftest import provider_signature
 from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C, SiteNetwork
@@ -339,7 +339,7 @@ def test_a_replica_outvoted_by_the_others_is_tombstoned_for_fraud(
     register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient,
 ) -> None:
     from ledger import jobs
-    from ledger.services import MarketJob
+    from market.records import MarketJob
 
     for i in (1, 2, 3):
         register(i)

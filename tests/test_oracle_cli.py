@@ -1,4 +1,4 @@
-"""`swarm oracle …` through the real command line: one epoch on demand, the schedule, the
+"""`swarm oracle …` through the real command line: one epoch on demand (`close`), the schedule, the
 per-provider report, a committee member signing on its own, and bad input."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from anvil import RpcClient, dev_account
 from ledger import stake
 from ledger.client import Swarm
 from ledger.db import open_ledger
-from ledger.services import OracleEpoch, ProbeSample
 from ledger.specs import store_spec
+from oracle.records import OracleEpoch, ProbeSample
 from tests.conftest import one_line_error
 from tests.sites import PROVIDER_A, PROVIDER_B, SiteNetwork
 
@@ -43,7 +43,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 def test_one_epoch_on_demand_is_shown_per_provider_and_its_rewards_claimed(
     cli, cli_process, staked, env: dict[str, str], swarm: Swarm, rpc: RpcClient,
 ) -> None:
-    done = cli_process("oracle", "epoch", "--once", "--probes", "2", "--json", env=env)  # Ray in its own process
+    done = cli_process("oracle", "close", "--probes", "2", "--json", env=env)  # Ray in its own process
     assert done.code == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["epoch"] == 1 and report["state"] == "submitted"
@@ -51,12 +51,15 @@ def test_one_epoch_on_demand_is_shown_per_provider_and_its_rewards_claimed(
     assert set(rewards) == {PROVIDER_A, PROVIDER_B}
     assert sum(rewards.values()) == int(report["emission_wei"]) > 0
 
-    refused = cli_process("oracle", "epoch", "--once", env=env)  # epoch 1 is still in its challenge window
-    assert "still in its challenge window" in one_line_error(refused)
+    probed = _probe_count(env)
+    refused = cli_process("oracle", "close", env=env)  # epoch 1 is still in its challenge window
+    assert ("Epoch 1 is still in its challenge window; run `swarm oracle close` again once it ends, "
+            "or pass --wait") in one_line_error(refused)
+    assert _probe_count(env) == probed  # refused before any site was asked anything
 
     rpc.increase_time(swarm.distributor.functions.challengeWindow().call() + 1)
     rpc.mine()
-    done = cli_process("oracle", "epoch", "--once", "--probes", "1", "--json", env=env)
+    done = cli_process("oracle", "close", "--probes", "1", "--json", env=env)
     assert done.code == 0, done.stderr
     assert json.loads(done.stdout)["epoch"] == 2
     assert swarm.distributor.functions.lastFinalizedEpoch().call() == 1
@@ -144,9 +147,18 @@ def test_bad_input_gets_one_sentence(cli, cli_process, env: dict[str, str], tmp_
     assert "no oracle record of epoch 99" in one_line_error(cli("oracle", "show", "99", env=env))
     bad = tmp_path / "oracle.toml"
     bad.write_text("[slashing.downtime]\nbps = 20000\n")
-    text = one_line_error(cli_process("oracle", "epoch", "--once", "--config", str(bad), env=env))
+    text = one_line_error(cli_process("oracle", "close", "--config", str(bad), env=env))
     assert "slashing.downtime.bps" in text
     assert "nobody" in one_line_error(cli("oracle", "sign", "5", "--key", "nobody", env=env))
+
+
+def _probe_count(env: dict[str, str]) -> int:
+    engine = open_ledger(env["SWARM_DB_URL"])
+    try:
+        with Session(engine) as session:
+            return len(session.exec(select(ProbeSample)).all())
+    finally:
+        engine.dispose()
 
 
 def _state(engine, epoch: int) -> str | None:

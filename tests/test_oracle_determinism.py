@@ -25,10 +25,11 @@ from ledger.client import Swarm
 from ledger.db import open_ledger
 from ledger.deploy import DEVNET_COMMITTEE_INDICES, devnet_committee_keys
 from ledger.errors import SwarmError
-from ledger.services import ChallengeRecord, MarketJob, OracleEpoch, ProbeSample, ProviderScore
 from ledger.specs import store_spec
+from market.records import MarketJob
 from oracle.config import load_config
 from oracle.epoch import EpochRunner
+from oracle.records import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
 from tests.conftest import one_line_error, provider_signature
 
 ONE = 10**18

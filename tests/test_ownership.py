@@ -14,9 +14,9 @@ from anvil import dev_account
 from ledger.client import Swarm
 from ledger.db import migrate, open_engine
 from ledger.jobs import JobStatus, job_info, post_job
-from ledger.services import MarketJob
 from ledger.specs import store_spec
 from market.buyer import Buyer
+from market.records import MarketJob
 from market.service import MarketConfig, MarketService
 from market.spec import SpecError, validate_spec
 

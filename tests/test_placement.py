@@ -3,8 +3,6 @@ parameters are checked before any Ray work."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 import ray
 
@@ -35,19 +33,19 @@ def test_capacity_counts_each_providers_nodes(ray_cluster) -> None:
 @pytest.mark.parametrize(
     ("job", "message"),
     [
-        (ComputeJob("j1", "mine-bitcoin", PROVIDER_A), "unknown job kind 'mine-bitcoin'"),
-        (ComputeJob("j2", "train", PROVIDER_A, workers=0), "workers must be at least 1"),
-        (ComputeJob("j3", "train", PROVIDER_B, workers=2), "asks for 2 workers but provider"),
-        (ComputeJob("j4", "train", "0x000000000000000000000000000000000000dEaD"), "has no live nodes"),
+        (("j1", "mine-bitcoin", PROVIDER_A, {}), "unknown job kind 'mine-bitcoin'"),
+        (("j2", "train", PROVIDER_A, {"workers": 0}), "workers must be at least 1"),
+        (("j3", "train", PROVIDER_B, {"workers": 2}), "asks for 2 workers but provider"),
+        (("j4", "train", "0x000000000000000000000000000000000000dEaD", {}), "has no live nodes"),
     ],
     ids=["unknown-kind", "zero-workers", "too-many-workers", "unknown-provider"],
 )
-def test_bad_jobs_fail_fast_with_no_ray_work(ray_cluster, tmp_path, job: ComputeJob, message: str) -> None:
-    job = replace(job, storage=str(tmp_path))
-    with pytest.raises(InvalidJob, match=message):
-        run_job(job)
-    assert not job.result_dir().exists()  # no runner started: runners create it first
+def test_bad_jobs_fail_fast_with_no_ray_work(ray_cluster, tmp_path, job: tuple, message: str) -> None:
+    job_id, kind, provider, fields = job
+    with pytest.raises(InvalidJob, match=message):  # refused as the job is read, or before its runner starts
+        run_job(ComputeJob.of(job_id, kind, provider, storage=str(tmp_path), **fields))
+    assert not (tmp_path / job_id).exists()  # no runner started: runners create it first
 
 
 def test_capacity_check_passes_for_a_job_that_fits(ray_cluster) -> None:
-    assert check_capacity(ComputeJob("j5", "train", PROVIDER_A, workers=2)).nodes == 2
+    assert check_capacity(ComputeJob.of("j5", "train", PROVIDER_A, workers=2)).nodes == 2

@@ -19,10 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compute import dataplane
-from compute.lease import LeasePlan, launch
+from compute.jobs import ComputeJob
 from compute.manifest import build_manifest, manifest_hash
-from market.buyer import pin
+from compute.order import Order
+from market.storage import pin
 from market.spec import SpecError, validate_spec
+from provider.lease.launch import launch
+from provider.lease.plan import LeasePlan, plan_lease
 from tests.object_store import S3Store
 from tests.programs import pinned_code
 
@@ -199,11 +202,16 @@ def program_plan(tmp_path: Path, main: str, **changes) -> LeasePlan:
     data.write_text("x,y\n1,2\n")
     program = {"entrypoint": "python main.py", "requirements": [], "env": {}, "ray": False,
                "code": pinned_code(tmp_path, {"main.py": main}),
-               "inputs": {"table": {"uri": str(data), "sha256": dataplane.digest(str(data))}},
-               "output": str(tmp_path / "results"), "result": str(tmp_path / "results" / "job-1")} | changes
-    result = program.pop("result")  # the site's: <output>/<compute job id>
-    return LeasePlan(job_id=1, number=1, job=None, cpus=1, gpus=0, memory_bytes=2 * 2**30, wall_seconds=120,
-                     max_units=100, program=program, result=result)
+               "inputs": {"table": {"uri": str(data), "sha256": dataplane.digest(str(data))}}} | changes
+    return LeasePlan(job_id=1, number=1, job=ComputeJob.of("job-1", "ray", "", program), cpus=1, gpus=0,
+                     memory_bytes=2 * 2**30, wall_seconds=120, max_units=100,
+                     result=str(tmp_path / "results" / "job-1"))  # the site's: <output>/<compute job id>
+
+
+def with_program(plan: LeasePlan, **changes) -> LeasePlan:
+    """The plan with its program's parameters changed, read again as a site reads them."""
+    params = plan.job.to_dict()["params"] | changes
+    return plan.but(job=ComputeJob.of(plan.job.job_id, "ray", plan.job.provider, params))
 
 
 READ_INPUT = """
@@ -223,7 +231,7 @@ ray.init()  # joins the lease's own Ray (RAY_ADDRESS), as under `ray job submit`
 def test_a_program_reads_its_checked_input_uses_its_requirements_on_the_leases_ray_and_its_result_reaches_the_output(
         tmp_path: Path) -> None:
     plan = program_plan(tmp_path, READ_INPUT, requirements=["six"], env={"GREETING": "hello"}, ray=True)
-    plan = LeasePlan(**(plan.__dict__ | {"cpus": 2}))
+    plan = plan.but(cpus=2)
     outcome = launch(tmp_path / "lease", plan)
     assert outcome.state == "succeeded", (outcome.error, (tmp_path / "lease" / "log").read_text()[-3000:])
     stored = tmp_path / "results" / "job-1"
@@ -255,9 +263,9 @@ def test_a_program_that_leaves_a_link_in_its_outputs_is_refused_and_nothing_is_s
 
 BAD_INPUT = {
     "code that is not what the spec pins": (
-        lambda p, plan: {"code": plan.program["code"] | {"sha256": "0" * 64}}, "has sha256"),
+        lambda p, plan: {"code": {"uri": plan.program.code.uri, "sha256": "0" * 64}}, "has sha256"),
     "an input that is not what the spec pins": (
-        lambda p, plan: {"inputs": {"table": plan.program["inputs"]["table"] | {"sha256": "1" * 64}}},
+        lambda p, plan: {"inputs": {"table": {"uri": plan.program.inputs["table"].uri, "sha256": "1" * 64}}},
         "input table"),
     "an input that does not exist": (
         lambda p, plan: {"inputs": {"table": {"uri": str(p / "gone.csv"), "sha256": "1" * 64}}},
@@ -277,7 +285,7 @@ BAD_INPUT = {
 def test_bad_input_fails_the_lease_with_one_sentence_as_the_buyers_fault(tmp_path: Path, case: str) -> None:
     change, says = BAD_INPUT[case]
     plan = program_plan(tmp_path, "print(1 / 0)\n")
-    plan = LeasePlan(**(plan.__dict__ | {"program": plan.program | change(tmp_path, plan)}))
+    plan = with_program(plan, **change(tmp_path, plan))
     outcome = launch(tmp_path / "lease", plan)
     assert outcome.state == "failed" and outcome.fault == "buyer"
     assert says in outcome.error and "\n" not in outcome.error, outcome.error
@@ -299,8 +307,9 @@ def test_the_ray_train_example_learns_the_digits_in_a_lease_from_and_to_s3(
     assert pinned.code.uri.startswith(f"s3://{bucket}/runs/uploads/code/")
     assert pinned.inputs["digits"].uri.startswith(f"s3://{bucket}/runs/uploads/inputs/")
 
-    plan = LeasePlan(job_id=7, number=7, job=None, cpus=1, gpus=0, memory_bytes=4 * 2**30, wall_seconds=600,
-                     max_units=1_000, program=pinned.program(), result=dataplane.join(pinned.output, "job-7"))
+    plan = LeasePlan(job_id=7, number=7, job=pinned.to_compute_job("job-7", ""), cpus=1, gpus=0,
+                     memory_bytes=4 * 2**30, wall_seconds=600, max_units=1_000,
+                     result=dataplane.join(pinned.output, "job-7"))
     outcome = launch(tmp_path / "lease", plan)
     assert outcome.state == "succeeded", (outcome.error, (tmp_path / "lease" / "log").read_text()[-3000:])
 
@@ -319,12 +328,8 @@ def test_the_ray_train_example_learns_the_digits_in_a_lease_from_and_to_s3(
 def builtin_plan(spec: dict, tmp_path: Path, job_id: int = 9) -> LeasePlan:
     """The lease a site plans for a posted built-in spec, in tmp_path/lease; its results go to
     the spec's output, tmp_path/output unless it names one."""
-    from compute.lease import HERE, WORK
-    from provider.site import plan_lease
-
     body = json.dumps({"output": str(tmp_path / "output")} | spec).encode()
-    plan = plan_lease(body, job_id, job_id, "0x" + "ab" * 20, "t-", Path(HERE) / WORK / "storage", now=NOW)
-    return plan.located(tmp_path / "lease")
+    return plan_lease(Order.read(body), job_id, job_id, "0x" + "ab" * 20, "t-", now=NOW)
 
 
 TRAIN = {"kind": "train", "model": "mlp", "resources": {"workers": 1, "memory_gb": 2},
@@ -353,8 +358,9 @@ def test_an_infer_job_on_a_model_and_table_pinned_in_s3_runs_in_a_lease_and_its_
     assert pinned.model.uri.startswith(f"s3://{bucket}/brought/inputs/") and pinned.unpinned() == []
     output = s3_store.uri(f"{bucket}/results")
     plan = builtin_plan(pinned.canonical() | {"output": output}, tmp_path)
-    assert plan.files == ((pinned.model.uri, pinned.model.sha256, "inputs/checkpoint"),
-                          (pinned.dataset.uri, pinned.dataset.sha256, "inputs/dataset_path"))
+    assert [(f.uri, f.sha256, f.target) for f in plan.fetch] == [
+        (pinned.model.uri, pinned.model.sha256, "inputs/checkpoint"),
+        (pinned.dataset.uri, pinned.dataset.sha256, "inputs/dataset_path")]
     assert plan.result == dataplane.join(output, "t-9") and plan.local_result is None
 
     outcome = launch(tmp_path / "lease", plan)

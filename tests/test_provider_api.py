@@ -108,7 +108,31 @@ def test_a_bad_hardware_spec_is_refused_before_anything_is_sent(provider: Provid
                   "price per unit must be from 1 to")
     _sent_nothing(swarm, ADDRESS, lambda: provider.register("H100", 8, 80, site_url="https://203.0.113.7:8443"),
                   InvalidInput, "needs both its url and its certificate's fingerprint")
+    _sent_nothing(swarm, ADDRESS, lambda: provider.register("B200", gpus=8, vram_gb=192), InvalidInput,
+                  "gpu model 'B200' has no reference throughput, so the oracle could not judge it and "
+                  "it would never earn; declare one of H100, H200, A100, L40S, L4, RTX4090, A10, T4, V100, "
+                  "or cpu")
     assert not stake.provider_info(swarm, ADDRESS).registered
+
+
+def test_declare_anew_registers_or_updates_and_stake_to_minimum_tops_the_stake_up(
+    provider: Provider, swarm: Swarm
+) -> None:
+    from ledger.stake import HardwareSpec
+
+    first = provider.declare_anew(HardwareSpec("cpu", 1, 1))
+    assert not first.updated and stake.provider_info(swarm, ADDRESS).registered
+    topped = provider.stake_to_minimum()
+    assert topped is not None and topped.amount_wei == first.min_stake_wei == topped.stake_wei
+    assert provider.stake_to_minimum() is None  # the minimum is met: nothing is sent
+
+    moved = provider.declare_anew(HardwareSpec("cpu", 2, 1, site_url="https://203.0.113.7:8443",
+                                               site_fingerprint="ab" * 32))
+    info = stake.provider_info(swarm, ADDRESS)
+    assert moved.updated and "0x" + info.spec_hash.hex() == moved.spec_hash
+    assert info.min_stake == 2 * 1_000 * ONE
+    topped = provider.stake_to_minimum()
+    assert topped is not None and topped.amount_wei == 1_000 * ONE and topped.stake_wei == info.min_stake
 
 
 # ── stake, unstake, withdraw ─────────────────────────────────────────────────

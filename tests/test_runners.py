@@ -37,7 +37,7 @@ WAIT_S = 240
 
 
 def job(storage: Path, job_id: str, kind: str, provider: str, **fields) -> ComputeJob:
-    return ComputeJob(job_id=job_id, kind=kind, provider=provider, storage=str(storage), timeout_s=WAIT_S,
+    return ComputeJob.of(job_id=job_id, kind=kind, provider=provider, storage=str(storage), timeout_s=WAIT_S,
                       **fields)
 
 
@@ -113,7 +113,7 @@ def test_bf16_precision_runs_under_autocast_and_is_recorded(ray_cluster, storage
 def test_checkpoints_go_to_a_pyarrow_filesystem_uri(ray_cluster, tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("SWARM_HOME", str(tmp_path / "home"))
     remote = tmp_path / "remote"
-    result = run_job(ComputeJob(job_id="uri-on-c", kind="train", provider=PROVIDER_C, storage=f"file://{remote}",
+    result = run_job(ComputeJob.of(job_id="uri-on-c", kind="train", provider=PROVIDER_C, storage=f"file://{remote}",
                                 timeout_s=WAIT_S, params={"model": "mlp", "samples": 256, "epochs": 2}))
     assert len(checkpoints_of(remote / "uri-on-c")) == 2
     assert Path(result.result_dir) == tmp_path / "home" / "results" / "uri-on-c"
@@ -235,7 +235,7 @@ def test_int8_inference_still_returns_one_output_per_input(base, storage, inputs
 
 
 def test_a_job_past_its_timeout_is_stopped(ray_cluster, storage: Path) -> None:
-    slow = ComputeJob("slow-on-b", "train", PROVIDER_B, storage=str(storage), timeout_s=6, params=LONG)
+    slow = ComputeJob.of("slow-on-b", "train", PROVIDER_B, storage=str(storage), timeout_s=6, params=LONG)
     with pytest.raises(ComputeError, match="ran past its timeout of 6 s") as caught:
         run_job(slow)
     assert not isinstance(caught.value, ProviderFault)  # the provider is still there
@@ -261,10 +261,9 @@ def test_a_job_past_its_timeout_is_stopped(ray_cluster, storage: Path) -> None:
 )
 def test_bad_params_fail_before_any_ray_work(ray_cluster, tmp_path: Path, kind: str, params: dict,
                                              message: str) -> None:
-    bad = ComputeJob("bad", kind, PROVIDER_B, storage=str(tmp_path), params=params)
-    with pytest.raises(InvalidJob, match=message):
-        run_job(bad)
-    assert not bad.result_dir().exists()
+    with pytest.raises(InvalidJob, match=message):  # refused as the job is read, or by its runner
+        run_job(ComputeJob.of("bad", kind, PROVIDER_B, storage=str(tmp_path), params=params))
+    assert not (tmp_path / "bad").exists()
 
 
 # ── tables the buyer brings (compute.tabular) ─────────────────────────────────────────
@@ -348,8 +347,7 @@ def test_finetune_tunes_a_table_model_on_its_table(digits_model: JobResult, stor
 def test_a_table_that_cannot_train_is_the_buyers_to_fix(ray_cluster, tmp_path: Path, name: str, content: bytes,
                                                         message: str) -> None:
     (tmp_path / name).write_bytes(content)
-    bad = ComputeJob("bad-table", "train", PROVIDER_B, storage=str(tmp_path), timeout_s=WAIT_S,
-                     params={"model": "mlp", "dataset": str(tmp_path / name)})
     with pytest.raises(InvalidJob, match=message):
-        run_job(bad)
-    assert not (bad.result_dir() / OUTPUT_DIR).exists()
+        run_job(ComputeJob.of("bad-table", "train", PROVIDER_B, storage=str(tmp_path), timeout_s=WAIT_S,
+                              params={"model": "mlp", "dataset": str(tmp_path / name)}))
+    assert not (tmp_path / "bad-table" / OUTPUT_DIR).exists()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from compute.sandbox import Limits, Sandbox, lease_uid
+from provider.lease.sandbox import Limits, Sandbox, lease_uid
 
 PYTHON = "/usr/bin/python3"  # readable by a lease's own user, unlike a venv in a private home
 LIMITS = Limits(memory_bytes=512 * 2**20, max_processes=32, wall_seconds=20)

@@ -23,8 +23,8 @@ from anvil import AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
 from compute.errors import ComputeError
 from compute.manifest import manifest_hash, result_hash
-from compute.site_auth import Refused
-from compute.site_client import SiteAddress, SiteClient
+from provider.auth import Refused
+from provider.client import SiteAddress, SiteClient
 from ledger import jobs, stake
 from ledger.chain import Chain
 from ledger.client import Swarm
@@ -161,7 +161,7 @@ def test_the_site_serves_only_what_the_chain_authorizes(site) -> None:
 
     request = urllib.request.Request(f"{site['url']}/v1/leases/{job_id}", method="POST",
                                      data=json.dumps({"spec": body.decode()}).encode())
-    from compute.site_tls import pinned_context
+    from provider.tls import pinned_context
 
     with pytest.raises(urllib.error.HTTPError) as unsigned:
         urllib.request.urlopen(request, context=pinned_context())

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from anvil import dev_account
-from compute.site_auth import MAX_VALIDITY_S, NonceBook, Refused, SiteRequest, authorize, body_hash, sign_request
+from provider.auth import MAX_VALIDITY_S, NonceBook, Refused, SiteRequest, authorize, body_hash, sign_request
 from ledger import jobs, stake
 from ledger.client import Swarm
 from ledger.deploy import devnet_committee_keys
-from ledger.site_authority import ChainAuthority
+from provider.authority import ChainAuthority
 from ledger.units import ONE
 
 MATCHER, PROVIDER, OTHER_PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 2, 4, 6))

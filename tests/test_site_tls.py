@@ -12,7 +12,7 @@ import pytest
 
 from anvil import dev_account
 from compute.errors import ComputeError
-from compute.site_tls import connect, fingerprint, make_identity
+from provider.tls import connect, fingerprint, make_identity
 from ledger import stake
 from ledger.client import Swarm
 from ledger.errors import InvalidInput

@@ -289,7 +289,7 @@ def test_a_table_the_buyer_brings_is_named_like_an_input_and_pinned() -> None:
     spec = validate_spec(mutated("dataset", "s3://bucket/digits.parquet"))
     assert spec.unpinned() == ["dataset"]
     pinned = validate_spec(mutated("dataset", {"uri": "s3://bucket/digits.parquet", "sha256": sha}))
-    assert pinned.unpinned() == [] and pinned.runner_params()["dataset"] == "s3://bucket/digits.parquet"
+    assert pinned.unpinned() == [] and pinned.order(NOW).params.dataset == "s3://bucket/digits.parquet"
     assert validate_spec(mutated("dataset", "synthetic-classification")).unpinned() == []
     tune = {**VALID, "kind": "tune", "model": {"uri": "s3://bucket/model", "sha256": sha}}
     assert "model's name" in refused(tune, "model")  # tune searches over a built-in model
@@ -301,7 +301,7 @@ def test_a_transformers_checkpoint_the_buyer_brings_trains_on_a_table_of_texts()
     assert spec.unpinned() == ["model", "dataset"] and set(spec.brought()) == {"model", "dataset"}
     pinned = validate_spec({**VALID, "model": {"uri": "s3://bucket/model", "sha256": sha},
                             "dataset": {"uri": "s3://bucket/reviews.parquet", "sha256": sha}}, now=NOW)
-    assert pinned.unpinned() == [] and pinned.runner_params()["model"] == "s3://bucket/model"
+    assert pinned.unpinned() == [] and pinned.order(NOW).params.model == "s3://bucket/model"
     assert "table of texts" in refused({**VALID, "model": "./model"}, "dataset")  # not a built-in dataset
     assert "./model" in refused(mutated("model", "model"), "model")  # a bare word is a model's name
 
@@ -369,7 +369,7 @@ def test_a_finetune_of_a_job_runs_on_that_jobs_result(tmp_path: Path) -> None:
     spec = validate_spec({**VALID, "kind": "finetune", "model": "job:4", "params": {}}, now=NOW)
     assert spec.prior_job == 4
     job = spec.to_compute_job("5", "0x" + "cd" * 20, storage=str(tmp_path), now=NOW, prior_result=str(tmp_path / "4"))
-    assert job.params["base_checkpoint"] == str(tmp_path / "4")
+    assert job.params.base_checkpoint == str(tmp_path / "4")
     assert job.use_gpu and job.timeout_s == 7_200
 
 

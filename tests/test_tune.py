@@ -24,7 +24,7 @@ MAX_EPOCHS = 3
 
 def _job(tmp_path, job_id: str, provider: str = PROVIDER_A, **params) -> ComputeJob:
     base = {"model": "mlp", "samples": 512, "max_epochs_per_trial": MAX_EPOCHS, "time_budget_s": 400}
-    return ComputeJob(job_id, "tune", provider, seed=7, params=base | params, storage=str(tmp_path), timeout_s=600)
+    return ComputeJob.of(job_id, "tune", provider, seed=7, params=base | params, storage=str(tmp_path), timeout_s=600)
 
 
 def _run(job: ComputeJob):
@@ -135,11 +135,10 @@ def test_bayes_search_draws_from_the_space_through_optuna(ray_cluster, tmp_path)
          "budget-over-timeout"],
 )
 def test_a_bad_search_space_fails_fast_with_no_ray_work(ray_cluster, tmp_path, params, message) -> None:
-    job = _job(tmp_path, "tune-bad", **params)
     groups = len(ray.util.placement_group_table())
     with pytest.raises(InvalidJob, match=message):
-        _run(job)
-    assert not job.result_dir().exists()
+        _run(_job(tmp_path, "tune-bad", **params))
+    assert not (tmp_path / "tune-bad").exists()
     assert len(ray.util.placement_group_table()) == groups
 
 
@@ -175,9 +174,8 @@ def test_a_search_on_a_table_sizes_the_mlp_to_it_and_its_best_model_reads_the_ta
 def test_a_table_that_cannot_train_fails_the_search_before_any_ray_work(ray_cluster, tmp_path) -> None:
     rows = tmp_path / "rows.csv"
     rows.write_text("a,b\n" + "1,2\n" * 20)
-    job = _job(tmp_path, "tune-nolabel", dataset=str(rows), samples=0, search_space={"lr": {"grid": [0.01]}})
     groups = len(ray.util.placement_group_table())
     with pytest.raises(InvalidJob, match="has no 'label' column"):
-        _run(job)
-    assert not job.result_dir().exists()
+        _run(_job(tmp_path, "tune-nolabel", dataset=str(rows), samples=0, search_space={"lr": {"grid": [0.01]}}))
+    assert not (tmp_path / "tune-nolabel").exists()
     assert len(ray.util.placement_group_table()) == groups

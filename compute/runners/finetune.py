@@ -1,6 +1,6 @@
 """The `finetune` runner: LoRA adapters (peft) on a base checkpoint the buyer names.
 
-Params (`job.params`):
+Params (`job.params`, a `compute.runners.params` class):
   base_checkpoint  a model checkpoint: a train job's result directory, a directory with
                    model.safetensors and model.json, or a Hugging Face sequence classifier's
                    directory (compute.hf) (required)
@@ -247,7 +247,8 @@ def run_text(job: ComputeJob, params: FinetuneParams) -> JobResult:
 
 def run(job: ComputeJob) -> JobResult:
     """Fine-tunes LoRA adapters on the provider's nodes; the base checkpoint stays as it was."""
-    params = FinetuneParams.from_job(job)
+    params = job.params
+    assert isinstance(params, FinetuneParams)
     if hf.is_checkpoint(params.base_checkpoint):
         return run_text(job, params)
     base_dir = find_checkpoint(params.base_checkpoint)

@@ -1,6 +1,6 @@
 """The `infer` runner: batch inference over a dataset file on the provider's nodes.
 
-Params (`job.params`):
+Params (`job.params`, a `compute.runners.params` class):
   checkpoint        a model checkpoint: a train or finetune job's result directory, a
                     directory with model.safetensors and model.json, or a transformers
                     sequence classifier's directory (compute.hf), which reads a table's
@@ -207,7 +207,8 @@ _infer_text_task = ray.remote(_infer_text)
 
 def run(job: ComputeJob) -> JobResult:
     """Runs the checkpoint's model over every input row on the provider's nodes."""
-    params = InferParams.from_job(job)
+    params = job.params
+    assert isinstance(params, InferParams)
     options = task_options(job.provider, num_gpus=1 if job.use_gpu else 0)
     if hf.is_checkpoint(params.checkpoint):  # a transformers classifier over a table's texts
         directory, model_type = hf.check(params.checkpoint)

@@ -1,19 +1,23 @@
-"""Reading a job's `params` into a runner's typed settings, with errors that name the key.
+"""Each runner's typed parameters, read from a job's raw `params` with errors that name the key.
 
-Every check here is pure (no torch, no Ray), so the market validates a spec with the very
-code its runner will use, without loading either."""
+These classes are the arms of the job contract's tagged union (`compute.jobs.Params`): a
+`ComputeJob` carries one of them, and its kind is that class's `KIND`. Every check here is
+pure (no torch, no Ray), so the market validates a spec with the very code its runner will
+use, and a site parses what it receives with it again, without loading either."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from compute.catalog import DATASET_FOR, MODEL_ARGS, MODEL_NAMES
+from compute.dataplane import normal_sha256
 from compute.errors import InvalidJob
-from compute.jobs import ComputeJob
 from compute.tabular import KNOWN, format_of, is_named
 
 P = TypeVar("P")
@@ -30,38 +34,57 @@ TRAINING_DEFAULTS: dict[str, Any] = {"lr": 1e-2, "weight_decay": 0.0, "batch_siz
 FLOAT_KEYS = {"lr", "weight_decay"}  # the others are whole numbers
 
 
-def parse_params(cls: type[P], job: ComputeJob) -> P:
-    """`cls(**job.params)` after checking every key is known and every value has the
-    type of its default (an int is accepted where a float is expected)."""
+@dataclass(frozen=True)
+class Scope:
+    """Whose parameters are read, for the errors: the job's id and kind, and its timeout."""
+
+    job_id: str
+    kind: str
+    timeout_s: float = math.inf
+
+
+def parse_params(cls: type[P], raw: Mapping[str, Any], scope: Scope) -> P:
+    """`cls(**raw)` after checking every key is known and every value has the type of its
+    default (an int is accepted where a float is expected)."""
+    if not isinstance(raw, Mapping):
+        raise InvalidJob(f"job {scope.job_id}: {scope.kind} parameters must be a mapping, got {_show(raw)}.",
+                         "params")
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    unknown = sorted(set(job.params) - set(fields))
+    unknown = sorted(str(k) for k in set(raw) - set(fields))
     if unknown:
         raise InvalidJob(
-            f"job {job.job_id}: unknown {job.kind} parameter(s) {', '.join(unknown)}; "
+            f"job {scope.job_id}: unknown {scope.kind} parameter(s) {', '.join(unknown)}; "
             f"known ones are {', '.join(fields)}."
         )
-    for key, value in job.params.items():
-        _check_type(job, key, value, fields[key].default)
-    return cls(**job.params)
+    for key, value in raw.items():
+        _check_type(scope, key, value, fields[key].default)
+    return cls(**raw)
 
 
-def _check_type(job: ComputeJob, key: str, value: Any, default: Any) -> None:
+def _check_type(scope: Scope, key: str, value: Any, default: Any) -> None:
     if default is None:  # an optional setting: the runner checks its values
         return
     expected: tuple[type, ...] = (int, float) if isinstance(default, float) else (type(default),)
     if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
         raise InvalidJob(
-            f"job {job.job_id}: {job.kind} parameter {key} must be {KIND_OF[expected[-1]]}, got {value!r}."
+            f"job {scope.job_id}: {scope.kind} parameter {key} must be {KIND_OF[expected[-1]]}, got {value!r}."
         )
 
 
-def require(condition: bool, job: ComputeJob, message: str) -> None:
+class Named(Protocol):
+    """Whatever names the job a message is about: a `Scope`, or the `ComputeJob` itself."""
+
+    @property
+    def job_id(self) -> str: ...
+
+
+def require(condition: bool, job: Named, message: str) -> None:
     """Raises InvalidJob(`job <id>: <message>`) unless `condition` holds."""
     if not condition:
         raise InvalidJob(f"job {job.job_id}: {message}")
 
 
-def require_loop(params: TrainParams | FinetuneParams, job: ComputeJob) -> None:
+def require_loop(params: TrainParams | FinetuneParams, job: Scope) -> None:
     """What every training loop's parameters must hold: samples, epochs, batch size, rate."""
     require(10 <= params.samples <= MAX_SAMPLES or params.samples == 0, job,
             f"samples must be between 10 and {MAX_SAMPLES} (or 0: all of a file), got {params.samples}.")
@@ -72,7 +95,7 @@ def require_loop(params: TrainParams | FinetuneParams, job: ComputeJob) -> None:
 
 # ── train, finetune, infer ──────────────────────────────────────────────────────────
 
-def check_dataset(job: ComputeJob, dataset: str, model: str) -> None:
+def check_dataset(job: Scope, dataset: str, model: str) -> None:
     """A built-in dataset the model trains on, or a table (compute.tabular) for the MLP."""
     if is_named(dataset):
         require(dataset == DATASET_FOR[model], job, f"model {model} trains on {DATASET_FOR[model]}, not {dataset}.")
@@ -99,12 +122,14 @@ def sized(params: P, named: bool, default: int) -> P:
     return params
 
 
-def require_precision(precision: str, job: ComputeJob) -> None:
+def require_precision(precision: str, job: Scope) -> None:
     require(precision in PRECISIONS, job, f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
 
 
 @dataclass(frozen=True)
 class TrainParams:
+    KIND: ClassVar[str] = "train"
+
     model: str = "mlp"
     dataset: str = ""  # a built-in dataset's name, or the path of a table in the lease
     samples: int = 0  # rows: 0 is 1024 of a built-in dataset, or every row of a table
@@ -120,8 +145,8 @@ class TrainParams:
         return self.model not in MODEL_NAMES
 
     @classmethod
-    def from_job(cls, job: ComputeJob) -> TrainParams:
-        params = parse_params(cls, job)
+    def parse(cls, raw: Mapping[str, Any], job: Scope) -> TrainParams:
+        params = parse_params(cls, raw, job)
         require(params.model in MODEL_NAMES or is_location(params.model), job,
                 f"unknown model {params.model!r}; choose one of {', '.join(MODEL_NAMES)}, or give a "
                 "transformers checkpoint's directory as a path or URI (./model, s3://…).")
@@ -144,6 +169,8 @@ class TrainParams:
 
 @dataclass(frozen=True)
 class FinetuneParams:
+    KIND: ClassVar[str] = "finetune"
+
     base_checkpoint: str = ""
     dataset: str = ""  # default: the base model's dataset
     samples: int = 0  # rows: 0 is 512 of a built-in dataset, or every row of a table
@@ -155,8 +182,8 @@ class FinetuneParams:
     precision: str = "fp32"
 
     @classmethod
-    def from_job(cls, job: ComputeJob) -> FinetuneParams:
-        params = parse_params(cls, job)
+    def parse(cls, raw: Mapping[str, Any], job: Scope) -> FinetuneParams:
+        params = parse_params(cls, raw, job)
         require(bool(params.base_checkpoint), job,
                 "base_checkpoint is required; give a train job's result directory.")
         if params.dataset and not is_named(params.dataset):
@@ -170,6 +197,8 @@ class FinetuneParams:
 
 @dataclass(frozen=True)
 class InferParams:
+    KIND: ClassVar[str] = "infer"
+
     checkpoint: str = ""
     dataset_path: str = ""
     quantize: str | None = None
@@ -178,8 +207,8 @@ class InferParams:
     precision: str = "fp32"
 
     @classmethod
-    def from_job(cls, job: ComputeJob) -> InferParams:
-        params = parse_params(cls, job)
+    def parse(cls, raw: Mapping[str, Any], job: Scope) -> InferParams:
+        params = parse_params(cls, raw, job)
         require(bool(params.checkpoint), job, "checkpoint is required; give a train job's result directory.")
         require(bool(params.dataset_path), job, f"dataset_path is required; give a .npy array or a table: {KNOWN}.")
         if not params.dataset_path.endswith(".npy"):
@@ -202,6 +231,8 @@ class InferParams:
 
 @dataclass(frozen=True)
 class TuneParams:
+    KIND: ClassVar[str] = "tune"
+
     model: str = "mlp"
     dataset: str | None = None  # a built-in dataset's name (default: the model's), or a table in the lease
     samples: int = 0  # rows: 0 is 1024 of a built-in dataset, or every row of a table
@@ -211,6 +242,14 @@ class TuneParams:
     max_epochs_per_trial: int = 4
     time_budget_s: float | None = None  # default: the job's timeout
     max_concurrent_trials: int | None = None  # default: as many as the provider has room for
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], job: Scope) -> TuneParams:
+        return parse_tune(raw, job)[0]
+
+    def space(self) -> dict[str, tuple[str, list[Any]]]:
+        """The search space, dimension by dimension: (distribution, its arguments)."""
+        return parse_space(Scope("search", self.KIND), self)
 
 
 def _model_int_keys(model: str) -> set[str]:
@@ -225,7 +264,7 @@ def _is_number(value: Any) -> bool:
     return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
 
 
-def _check_values(job: ComputeJob, name: str, values: list[Any]) -> None:
+def _check_values(job: Scope, name: str, values: list[Any]) -> None:
     """Every value a dimension can take must suit its hyperparameter."""
     if name == "lr":
         require(all(_is_number(v) and v > 0 for v in values), job,
@@ -238,7 +277,7 @@ def _check_values(job: ComputeJob, name: str, values: list[Any]) -> None:
                 f"search_space.{name} values must be whole numbers ≥ 1, got {values}.")
 
 
-def _dimension(job: ComputeJob, name: str, entry: Any, allowed: set[str]) -> tuple[str, list[Any]]:
+def _dimension(job: Scope, name: str, entry: Any, allowed: set[str]) -> tuple[str, list[Any]]:
     require(name in allowed, job,
             f"search_space has unknown hyperparameter {name!r}; searchable ones are {', '.join(sorted(allowed))}.")
     require(isinstance(entry, Mapping) and len(entry) == 1 and next(iter(entry)) in DISTRIBUTIONS, job,
@@ -263,7 +302,7 @@ def _dimension(job: ComputeJob, name: str, entry: Any, allowed: set[str]) -> tup
     return kind, args
 
 
-def parse_space(job: ComputeJob, params: TuneParams) -> dict[str, tuple[str, list[Any]]]:
+def parse_space(job: Scope, params: TuneParams) -> dict[str, tuple[str, list[Any]]]:
     space = params.search_space
     require(isinstance(space, Mapping) and len(space) > 0, job,
             "search_space must be a non-empty mapping of hyperparameter → distribution.")
@@ -279,9 +318,9 @@ def parse_space(job: ComputeJob, params: TuneParams) -> dict[str, tuple[str, lis
     return dims
 
 
-def parse_tune(job: ComputeJob) -> tuple[TuneParams, dict[str, tuple[str, list[Any]]]]:
+def parse_tune(raw: Mapping[str, Any], job: Scope) -> tuple[TuneParams, dict[str, tuple[str, list[Any]]]]:
     """All checks of a tune job; nothing here touches Ray."""
-    params = parse_params(TuneParams, job)
+    params = parse_params(TuneParams, raw, job)
     require(params.model in MODEL_NAMES, job,
             f"unknown model {params.model!r}; choose one of {', '.join(MODEL_NAMES)}.")
     dataset = params.dataset or DATASET_FOR[params.model]
@@ -300,3 +339,135 @@ def parse_tune(job: ComputeJob) -> tuple[TuneParams, dict[str, tuple[str, list[A
     require(concurrent is None or _is_int(concurrent) and concurrent >= 1, job,
             f"max_concurrent_trials must be a whole number ≥ 1, got {concurrent!r}.")
     return params, parse_space(job, params)
+
+
+# ── ray: the buyer's own program ────────────────────────────────────────────────────
+
+RAY_PARAMS = ("entrypoint", "requirements", "env", "ray")
+MAX_RUN_BYTES = 16 * 1024  # a ray job's entrypoint, requirements and env together: they travel in the lease's plan
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Variables of the lease that a program's env may not replace.
+RESERVED_ENV = ("PATH", "HOME", "PYTHONPATH", "TMPDIR", "RAY_ADDRESS")
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """A file or directory at a URI the buyer chose, pinned by its sha256 (`compute.dataplane.digest`)."""
+
+    uri: str
+    sha256: str  # 64 hex digits
+
+    @classmethod
+    def parse(cls, raw: Any, where: str) -> Pinned:
+        """`{uri, sha256}`; InvalidJob blames `where` (`code`, `inputs.digits`)."""
+        if not isinstance(raw, Mapping) or set(raw) != {"uri", "sha256"}:
+            raise InvalidJob(f"{where} must be {{uri, sha256}}, got {_show(raw)}.", where)
+        uri, sha256 = raw["uri"], raw["sha256"]
+        if not isinstance(uri, str) or not uri:
+            raise InvalidJob(f"{where}.uri must be a path or URI, got {_show(uri)}.", f"{where}.uri")
+        try:
+            return cls(uri, normal_sha256(sha256 if isinstance(sha256, str) else ""))
+        except ValueError:
+            raise InvalidJob(f"{where}.sha256 must be 64 hex digits, as sha256sum prints them, got "
+                             f"{_show(sha256)}.", f"{where}.sha256") from None
+
+
+Located = Pinned | str  # pinned, or (before the buyer posts it) a local path or URI
+
+
+def located(raw: Any, where: str) -> Located:
+    """A path or URI, or once pinned `{uri, sha256}`."""
+    if isinstance(raw, str) and raw:
+        return raw
+    return Pinned.parse(raw, where)
+
+
+@dataclass(frozen=True)
+class ProgramParams:
+    """A `ray` job: the buyer's own program, its packed code and its inputs, each pinned."""
+
+    KIND: ClassVar[str] = "ray"
+
+    entrypoint: str  # a shell command, run in the code's directory
+    code: Located
+    requirements: tuple[str, ...] = ()  # from the package index, installed from wheels only
+    env: Mapping[str, str] = field(default_factory=dict)
+    ray: bool = True  # False: a plain program, which gets no Ray instance
+    inputs: Mapping[str, Located] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], job: Scope) -> ProgramParams:
+        """`raw` holds the spec's params (entrypoint, requirements, env, ray) with its `code`
+        and `inputs`; InvalidJob names the field to blame."""
+        if not isinstance(raw, Mapping):
+            raise InvalidJob(f"params must be a mapping, got {_show(raw)}.", "params")
+        for key in raw:
+            if key not in (*RAY_PARAMS, "code", "inputs"):
+                raise InvalidJob(f"params.{key} is not a ray parameter; known ones are {', '.join(RAY_PARAMS)}.",
+                                 f"params.{key}")
+        entrypoint = raw.get("entrypoint")
+        if not isinstance(entrypoint, str) or not entrypoint.strip():
+            raise InvalidJob("params.entrypoint must be the command that runs the program, e.g. 'python train.py'.",
+                             "params.entrypoint")
+        requirements = raw.get("requirements", [])
+        _check_requirements(requirements)
+        ray = raw.get("ray", True)
+        if not isinstance(ray, bool):
+            raise InvalidJob("params.ray must be true (the program gets a Ray instance of the lease's own, the "
+                             "default) or false (a plain program).", "params.ray")
+        env = raw.get("env", {})
+        if not isinstance(env, Mapping) or not all(isinstance(v, str) for v in env.values()):
+            raise InvalidJob("params.env must map variable names to text values.", "params.env")
+        for key in env:
+            if not isinstance(key, str) or not NAME.match(key) or key in RESERVED_ENV or key.startswith("SWARM_"):
+                raise InvalidJob(f"params.env cannot set {_show(key)}; a name is letters, digits and _, and "
+                                 f"{', '.join(RESERVED_ENV)} and SWARM_* belong to the lease.", "params.env")
+        size = len(json.dumps({"entrypoint": entrypoint, "requirements": requirements, "env": env,
+                               "ray": ray}).encode())
+        if size > MAX_RUN_BYTES:
+            raise InvalidJob(f"params holds {size} bytes of entrypoint, requirements and env; a ray job has at "
+                             f"most {MAX_RUN_BYTES} (put more in its code).", "params")
+        inputs = raw.get("inputs", {})
+        if not isinstance(inputs, Mapping):
+            raise InvalidJob(f"inputs must map names to a path or URI, got {_show(inputs)}.", "inputs")
+        for name in inputs:
+            if not isinstance(name, str) or not NAME.match(name):
+                raise InvalidJob(f"inputs.{name} must be named with letters, digits and _ (it becomes the "
+                                 "variable SWARM_INPUT_<NAME> of the program).", f"inputs.{name}")
+        return cls(entrypoint=entrypoint, code=located(raw.get("code"), "code"), requirements=tuple(requirements),
+                   env=dict(env), ray=ray, inputs={n: located(v, f"inputs.{n}") for n, v in sorted(inputs.items())})
+
+    def unpinned(self) -> list[str]:
+        """The fields naming code or an input by a path or URI alone, not yet by its sha256."""
+        named = [("code", self.code), *((f"inputs.{n}", v) for n, v in self.inputs.items())]
+        return [path for path, value in named if isinstance(value, str)]
+
+    def as_json(self) -> dict[str, Any]:
+        return {"entrypoint": self.entrypoint, "code": _pinned_json(self.code),
+                "requirements": list(self.requirements), "env": dict(self.env), "ray": self.ray,
+                "inputs": {n: _pinned_json(v) for n, v in self.inputs.items()}}
+
+
+def _pinned_json(value: Located) -> Any:
+    return asdict(value) if isinstance(value, Pinned) else value
+
+
+def _check_requirements(requirements: Any) -> None:
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    if not isinstance(requirements, list | tuple) or not all(isinstance(r, str) for r in requirements):
+        raise InvalidJob("params.requirements must be a list of pip requirements, like ['pandas>=2'].",
+                         "params.requirements")
+    for line in requirements:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            req = None
+        if req is None or req.url:
+            raise InvalidJob(f"params.requirements holds {_show(line)}, which is not a requirement from the "
+                             "package index (name, extras and version only).", "params.requirements")
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -12,14 +12,11 @@ import time
 from typing import Any
 
 import ray
-from ray._common.utils import hex_to_binary
-from ray._raylet import PlacementGroupID
-from ray.train.v2._internal.execution.callback import ControllerCallback
-from ray.util.placement_group import PlacementGroup
 
 from compute.errors import ComputeError, JobTimedOut, ProviderFault
 from compute.jobs import ComputeJob
 from compute.placement import provider_capacity, provider_resource
+from compute.ray_private import ControllerCallback, abort_train_controller, placement_group
 
 POLL_S = 1.0
 ABORT_GRACE_S = 10.0
@@ -101,7 +98,7 @@ class ProviderWatch(ControllerCallback):
                 return
             if time.time() >= self.deadline:
                 # Training (not placement) is running, so the controller can abort cleanly.
-                stopping = controller.abort.remote()
+                stopping = abort_train_controller(controller)
                 ray.wait([stopping], timeout=ABORT_GRACE_S)
                 ray.kill(controller, no_restart=True)
                 return
@@ -112,7 +109,7 @@ def release_placement_groups(provider: str) -> None:
     resource = provider_resource(provider)
     for pg_id, table in ray.util.placement_group_table().items():
         if table["state"] != "REMOVED" and any(resource in b for b in table["bundles"].values()):
-            ray.util.remove_placement_group(PlacementGroup(PlacementGroupID(hex_to_binary(pg_id))))
+            ray.util.remove_placement_group(placement_group(pg_id))
 
 
 def await_pinned(ref: ray.ObjectRef, job: ComputeJob, started: float) -> Any:

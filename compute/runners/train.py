@@ -1,6 +1,6 @@
 """The `train` runner: Ray Train's TorchTrainer on the provider's nodes only.
 
-Params (`job.params`):
+Params (`job.params`, a `compute.runners.params` class):
   model         "mlp" | "tiny-transformer"                        (default "mlp"), or a Hugging Face
                 sequence classifier's directory the buyer brings (compute.hf)
   dataset       "synthetic-classification" | "synthetic-sequences" (default: the model's own), or a
@@ -209,18 +209,20 @@ def train_loop(config: dict[str, Any]) -> None:
     device = ray.train.torch.get_device()
 
     table = config.get("table")  # a table's {"features", "classes"}; None for a built-in dataset
+    tensors: Tensors | None
     if params.brought:  # a transformers classifier, from its packed checkpoint, on a table of texts
         model, tokenizer = hf.classifier(config["checkpoint"])
         tensors = text_tensors(tokenizer)
     else:
         model = build_model(params.model, **model_config(table))
-        tensors = table and table_tensors(table["features"])
+        tensors = table_tensors(table["features"]) if table else None
     model = model.to(device)
     if table is None:
         train_set, val_set = split(*load_dataset(params.dataset, seed, n=params.samples))
         sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=seed)
         loader = DataLoader(train_set, batch_size=params.batch_size, sampler=sampler)
     else:
+        assert tensors is not None  # a table's, or its texts'
         val_set = table_validation(ray.train.get_dataset_shard("validation"), tensors)
         shard = ray.train.get_dataset_shard("train")
     optimizer = torch.optim.Adam(model.parameters(), lr=params.lr)
@@ -235,6 +237,7 @@ def train_loop(config: dict[str, Any]) -> None:
         if table is None:
             sampler.set_epoch(epoch)
         else:
+            assert tensors is not None
             loader = table_batches(shard, tensors, params.batch_size, seed=seed * 1_000 + epoch)
         with BusyTimer() as timer:
             loss_sum, count, state["compute_dtype"] = train_epoch(ddp, loader, optimizer, device,
@@ -312,7 +315,7 @@ def table_datasets(params: TrainParams, seed: int) -> tuple[dict[str, ray.data.D
         if len(labels):
             low = int(labels.min()) if low is None else min(low, int(labels.min()))
             high = int(labels.max()) if high is None else max(high, int(labels.max()))
-    if dataset.count() < 10 or low is None or low < 0:
+    if dataset.count() < 10 or low is None or high is None or low < 0:
         raise InvalidJob(f"dataset {Path(path).name} needs at least 10 rows with labels that are integers from 0")
     train, validation = dataset.train_test_split(test_size=0.2, shuffle=True, seed=seed)
     return {"train": train, "validation": validation}, {"features": features, "classes": int(high) + 1}
@@ -356,6 +359,7 @@ def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
         checkpoint = hf.pack(directory)
     datasets, table = ({}, None) if tabular.is_named(params.dataset) else table_datasets(params, job.seed)
     if params.brought:
+        assert table is not None  # a transformers checkpoint trains on a table (TrainParams)
         hf.check_classes(directory, table["classes"], params.dataset)
     trainer = TorchTrainer(train_loop, train_loop_config=loop_config(job, params, table, checkpoint),
                            scaling_config=scaling_config(job), run_config=run_config(job, params),
@@ -406,7 +410,8 @@ def write_outputs(job: ComputeJob, params: TrainParams, model: nn.Module, state:
 
 def run(job: ComputeJob) -> JobResult:
     """Trains on the provider's nodes and returns the result with its hash and units."""
-    params = TrainParams.from_job(job)
+    params = job.params
+    assert isinstance(params, TrainParams)
     started = time.time()
     result = fit(job, params)
     with result.checkpoint.as_directory() as directory:

@@ -52,7 +52,7 @@ from compute.manifest import OUTPUT_DIR, result_hash
 from compute.models import build_model
 from compute.placement import LABEL, PIN, label_selector, provider_capacity, provider_resource
 from compute.catalog import DATASET_FOR
-from compute.runners.params import TRAINING_DEFAULTS, TuneParams, parse_tune
+from compute.runners.params import TRAINING_DEFAULTS, TuneParams
 from compute.runners.supervise import lost_provider, provider_gone
 
 METRIC, MODE = "accuracy", "max"
@@ -86,7 +86,7 @@ class TrialSetup:
 def table_setup(path: str, samples: int) -> dict[str, Any]:
     """A table's rows, columns and classes for the trials; a table with too few rows is the buyer's to fix."""
     x, y, features = tabular.tensors(path, limit=samples)
-    if len(y) < 10:
+    if y is None or len(y) < 10:
         raise InvalidJob(f"dataset {Path(path).name} needs at least 10 rows with labels that are integers from 0")
     return {"rows": (x, y), "features": tuple(features), "classes": int(y.max()) + 1}
 
@@ -229,7 +229,9 @@ def _trial_rows(grid, dims: dict) -> list[tuple[dict[str, Any], Any]]:
 
 
 def run(job: ComputeJob) -> JobResult:
-    params, dims = parse_tune(job)
+    params = job.params
+    assert isinstance(params, TuneParams)
+    dims = params.space()
     dataset = params.dataset or DATASET_FOR[params.model]
     table = {} if tabular.is_named(dataset) else table_setup(dataset, params.samples)
     setup = TrialSetup(params.model, dataset, params.samples, job.seed, params.max_epochs_per_trial, job.use_gpu,

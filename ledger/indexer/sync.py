@@ -21,13 +21,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import requests
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from ledger.chain import with_retries
+from anvil.rpc import JsonRpc
+from ledger.chain import TRANSIENT_RETRIES
 from ledger.client import Swarm
-from ledger.errors import SwarmError
+from ledger.errors import RpcError, SwarmError
 from ledger.indexer import DEFAULT_BATCH_BLOCKS
 from ledger.indexer.decode import LogDecoder
 from ledger.indexer.store import (
@@ -47,57 +47,7 @@ DEVNET_CONFIRMATIONS = 0
 DEFAULT_CONFIRMATIONS = 12
 MAX_LOGS_PER_RANGE = 20_000  # above this the next range is halved, to bound memory and transaction size
 WALK_BACK_CHUNK = 32
-RPC_TIMEOUT = 120
-
-
-class RpcError(Exception):
-    """The node answered a JSON-RPC call with an error."""
-
-    def __init__(self, method: str, error: dict[str, Any]) -> None:
-        self.method = method
-        self.code = error.get("code")
-        self.message = str(error.get("message", error))
-        super().__init__(f"{method}: {self.message}")
-
-
-class JsonRpc:
-    """Raw JSON-RPC over one kept-alive HTTP session: no per-log formatting, batches allowed."""
-
-    def __init__(self, url: str, timeout: float = RPC_TIMEOUT) -> None:
-        self.url = url
-        self.timeout = timeout
-        self._session = requests.Session()
-        self._id = 0
-
-    def call(self, method: str, *params: Any) -> Any:
-        (result,) = self.batch([(method, list(params))])
-        return result
-
-    def batch(self, calls: list[tuple[str, list[Any]]]) -> list[Any]:
-        body = []
-        for method, params in calls:
-            self._id += 1
-            body.append({"jsonrpc": "2.0", "id": self._id, "method": method, "params": params})
-        replies = with_retries(lambda: self._post(body if len(body) > 1 else body[0]), self.url)
-        if isinstance(replies, dict):
-            if len(body) > 1:  # a node that takes no batches answers with one error: ask one by one
-                return [self.batch([call])[0] for call in calls]
-            replies = [replies]
-        by_id = {reply.get("id"): reply for reply in replies}
-        results = []
-        for request, (method, _) in zip(body, calls, strict=True):
-            reply = by_id.get(request["id"], {"error": {"message": "no reply"}})
-            if "error" in reply:
-                raise RpcError(method, reply["error"])
-            results.append(reply.get("result"))
-        return results
-
-    def _post(self, body: list[dict[str, Any]] | dict[str, Any]) -> Any:
-        response = self._session.post(self.url, json=body, timeout=self.timeout)
-        if response.status_code >= 400 and not response.content.startswith((b"{", b"[")):
-            method = body["method"] if isinstance(body, dict) else body[0]["method"]
-            raise RpcError(method, {"code": response.status_code, "message": response.text[:200]})
-        return response.json()
+RPC_TIMEOUT = 120  # a wide eth_getLogs range can take a node a while
 
 
 @dataclass(frozen=True)
@@ -158,7 +108,9 @@ class Indexer:
         )
         self.batch_blocks = batch_blocks
         self.start_block = swarm.deployment.block_number
-        self.rpc = JsonRpc(swarm.chain.url)
+        # Its own client (the one JSON-RPC client, anvil/rpc.py): a longer timeout, and a node's
+        # brief absence ridden out, on one connection kept alive for the whole sync.
+        self.rpc = JsonRpc(swarm.chain.url, timeout=RPC_TIMEOUT, attempts=TRANSIENT_RETRIES)
         addresses = {name: swarm.deployment.addresses[name] for name in INDEXED_CONTRACTS}
         self.addresses = [addresses[name] for name in INDEXED_CONTRACTS]
         self.contracts_key = ",".join(a.lower() for a in self.addresses)

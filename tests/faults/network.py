@@ -30,7 +30,7 @@ from ledger.jobs import JobStatus
 from ledger.specs import store_spec
 from ledger.tx import Sender
 from market.spec import validate_spec
-from provider.network import kill_site, restart_site, start_sites, stop_sites
+from devnet.network import kill_site, restart_site, start_sites, stop_sites
 from tests.programs import program_spec
 from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C
 

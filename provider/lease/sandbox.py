@@ -151,7 +151,7 @@ class Sandbox:
         import tempfile
 
         self.workdir.mkdir(parents=True, exist_ok=True)
-        if self.as_root:
+        if self.as_root and self.lease_uid is not None:
             os.chown(self.workdir, self.lease_uid, self.lease_uid)
         limits = self.limits
         with tempfile.TemporaryDirectory(prefix="swarm-sandbox-") as scratch:
@@ -182,7 +182,7 @@ def default_runtime() -> list[Path]:
     environment and the project's source."""
     import sys
 
-    project = Path(__file__).resolve().parent.parent
+    project = Path(__file__).resolve().parents[2]
     return sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), project})
 
 

@@ -1,5 +1,5 @@
 """The chain's answers a provider's site needs to authorize a signed request
-(`compute.site_auth.Authority`): who holds MATCHER_ROLE, who sits on the oracle committee,
+(`provider.auth.Authority`): who holds MATCHER_ROLE, who sits on the oracle committee,
 and what a job is on chain — its provider, its buyer, its status, the spec hash it was
 posted with and its result hash."""
 
@@ -7,20 +7,10 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 
 from ledger.client import Swarm
 from ledger.jobs import job_info
-
-
-@dataclass(frozen=True)
-class SiteJob:
-    provider: str
-    buyer: str
-    status: str
-    spec_hash: bytes
-    posted_in: bytes = b""
-    result_hash: bytes = bytes(32)
+from provider.auth import JobView
 
 
 class ChainAuthority:
@@ -49,13 +39,13 @@ class ChainAuthority:
     def is_committee_member(self, address: str) -> bool:
         return self._cached(("member", address), lambda: bool(self.swarm.read("RewardDistributor", "isSigner", address)))
 
-    def job(self, job_id: int) -> SiteJob | None:
+    def job(self, job_id: int) -> JobView | None:
         """Read afresh each time: a job's status and provider change as the market moves it."""
         info = job_info(self.swarm, job_id)
         if info.status == 0:
             return None
         spec_hash, block = self._posted(job_id)
-        return SiteJob(info.provider, info.buyer, info.status.name.lower(), spec_hash, block, info.result_hash)
+        return JobView(info.provider, info.buyer, info.status.name.lower(), spec_hash, block, info.result_hash)
 
     def _cached(self, key: tuple, read):
         now = time.monotonic()

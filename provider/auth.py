@@ -16,8 +16,8 @@ kept for later. The site recovers the signer and asks the chain, through an `Aut
 
 Anything else is refused with a status and one sentence (`Refused`), before anything runs. No
 secret is shared between the market, the oracle and the sites: a signature and the chain are
-all a site needs. The compute layer knows no chain: `Authority` is implemented over the chain
-by the caller (`ledger.site_authority.ChainAuthority`).
+all a site needs. `Authority` is what a site asks of the chain; `provider.authority.ChainAuthority`
+answers it from a node.
 """
 
 from __future__ import annotations

@@ -128,14 +128,20 @@ def kill_site(site: LocalSite) -> None:
 
 def _ready(account: int, address: str, site_home: Path, process: subprocess.Popen, timeout: float,
            rpc_url: str) -> LocalSite:
+    assert process.stdout is not None
     ready, _, _ = select.select([process.stdout], [], [], timeout)
     line = process.stdout.readline().decode().strip() if ready else ""
     process.stdout.close()
     if not line:
         tail = (site_home / "serve.log").read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
         raise ComputeError(f"The site of {address} did not start: {tail[0]} (see {site_home / 'serve.log'}).")
-    served = json.loads(line)
-    return LocalSite(address, account, served["url"], served["fingerprint"], process.pid, str(site_home), rpc_url)
+    try:
+        served = json.loads(line)
+        url, fingerprint = str(served["url"]), str(served["fingerprint"])
+    except (ValueError, TypeError, KeyError):
+        raise ComputeError(f"The site of {address} said {line[:120]!r} where its URL and fingerprint belong "
+                           f"(see {site_home / 'serve.log'}).") from None
+    return LocalSite(address, account, url, fingerprint, process.pid, str(site_home), rpc_url)
 
 
 def _signal(pid: int, signum: int) -> None:

@@ -1,7 +1,10 @@
-"""State the market service keeps in the ledger database (docs/architecture.md §1: the market and the
-oracle meet there). The chain is the authority on a job's escrow; these rows hold what
-the chain does not: which run is under way, its result and metrics, why a job found no
-provider, replication evidence, and every transition the service made, with its time.
+"""The oracle's tables in the ledger database (docs/architecture.md §3): its measurements
+(`probe_samples`, `challenge_results`) and each epoch's report and scores (`oracle_epochs`,
+`provider_scores`).
+
+The oracle owns them; the ledger's migrations (ledger/migrations) create them, and they share
+its metadata. The market reads the latest finalized scores through a view of its own
+(market/offers.py), so the two packages never import each other.
 """
 
 from __future__ import annotations
@@ -11,62 +14,6 @@ from sqlmodel import Field
 
 from ledger.indexer.models import Json, LedgerModel
 from ledger.indexer.types import Uint256
-
-# The market's view of a job; `settled`, `failed`, `cancelled`, `expired` and
-# `reclaimed` are final, `disputed` waits for the arbiter.
-MARKET_STATES = (
-    "queued", "assigned", "running", "ran", "completed", "disputed",
-    "settled", "failed", "cancelled", "expired", "reclaimed",
-)
-FINAL_STATES = frozenset({"settled", "failed", "cancelled", "expired", "reclaimed"})
-
-
-class MarketJob(LedgerModel, table=True):
-    """One on-chain job as the market service runs it."""
-
-    __tablename__ = "market_jobs"
-    __table_args__ = (Index(None, "chain_id", "state"), Index(None, "chain_id", "group_id"))
-
-    chain_id: int = Field(sa_type=BigInteger, primary_key=True)
-    job_id: int = Field(sa_type=BigInteger, primary_key=True)
-    group_id: int = Field(sa_type=BigInteger)  # the first job of its replica group (itself if alone)
-    replicas: int = 1
-    state: str = Field(max_length=16)
-    provider: str | None = Field(default=None, max_length=42)
-    price_per_unit: int = Field(default=0, sa_type=Uint256)
-    attempts: int = 0  # runs started, over every provider
-    lost_providers: list = Field(default_factory=list, sa_type=Json)  # providers that lost its nodes
-    result_hash: str | None = Field(default=None, max_length=66)
-    result_signature: str | None = Field(default=None, max_length=132)  # the provider's, over jobId, hash, units
-    units: float = 0.0  # measured units (see compute.accounting); the chain gets them rounded up
-    unit: str | None = Field(default=None, max_length=16)
-    result_dir: str | None = None
-    metrics: dict = Field(default_factory=dict, sa_type=Json)
-    error: str | None = None  # the last failure, as a sentence
-    explanation: str | None = None  # why the last matching round found no provider
-    evidence: dict | None = Field(default=None, sa_type=Json)  # replicas' results when they disagree
-    created_at: float = 0.0
-    updated_at: float = 0.0
-
-
-class MarketTransition(LedgerModel, table=True):
-    """One state change of a market job, in the order the service made them."""
-
-    __tablename__ = "market_transitions"
-    __table_args__ = (Index(None, "chain_id", "job_id"),)
-
-    id: int | None = Field(default=None, primary_key=True)
-    chain_id: int = Field(sa_type=BigInteger)
-    job_id: int = Field(sa_type=BigInteger)
-    at: float
-    from_state: str | None = Field(default=None, max_length=16)
-    to_state: str = Field(max_length=16)
-    provider: str | None = Field(default=None, max_length=42)
-    detail: str = ""
-    tx_hash: str | None = Field(default=None, max_length=66)
-
-
-# ── the oracle ───────────────────────────────────────────────────────────────────────
 
 # An epoch's progress; each step is recorded before the next begins (see oracle.epoch).
 ORACLE_STATES = ("aggregated", "signed", "submitted", "finalized")
@@ -144,7 +91,8 @@ class OracleEpoch(LedgerModel, table=True):
     utilization: float = 0.0
     emission_wei: int = Field(default=0, sa_type=Uint256)
     rewards_root: str = Field(max_length=66)
-    slashes: list = Field(default_factory=list, sa_type=Json)  # ledger.reports.Slash fields + row, detail, deferred
+    # ledger.reports.Slash's fields, with row, detail and deferred
+    slashes: list = Field(default_factory=list, sa_type=Json)
     cumulative_total: int = Field(default=0, sa_type=Uint256)  # the sum of the tree's leaves
     expires_at: int = Field(default=0, sa_type=BigInteger)  # chain time after which it may not be submitted
     signatures: list = Field(default_factory=list, sa_type=Json)  # [signer, 0x signature]

@@ -1,5 +1,5 @@
 """Talking to a provider's site: every request signed with the caller's key, every connection
-pinned to the certificate fingerprint the provider registered on chain (`compute.site_tls`).
+pinned to the certificate fingerprint the provider registered on chain (`provider.tls`).
 
 Used by the market (to start, follow and stop leases), the oracle (probes and challenges) and
 a buyer (a lease's status, logs and result). A refusal comes back as `Refused` with the site's
@@ -19,8 +19,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from compute.errors import ComputeError
-from compute.site_auth import MAX_VALIDITY_S, Refused, SiteRequest, body_hash
-from compute.site_tls import check_peer, pinned_context
+from provider.auth import MAX_VALIDITY_S, Refused, SiteRequest, body_hash
+from provider.tls import check_peer, pinned_context
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_ANSWER_BYTES = 64 << 20  # a challenge's openings are under 1 MiB, a lease's log tail 64 KiB
@@ -29,6 +29,10 @@ VALIDITY_S = 60  # how long a request this client signs stays valid (at most MAX
 
 class SiteUnreachable(ComputeError):
     """The site did not answer: down, or not at its registered address."""
+
+
+class BadAnswer(ComputeError, ValueError):
+    """The site answered with something its API never sends (a ValueError too: a parse that failed)."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +101,16 @@ class SiteClient:
         return self._call("POST", "/v1/challenge/open", "challenge", 0, body, timeout_s=timeout_s + self.timeout_s)
 
     def info(self) -> dict[str, Any]:
+        """What the site says of itself, unsigned: its provider, chain, market and capacity."""
         status, payload, _ = self._request("GET", "/v1/info", b"", {})
-        return json.loads(payload)
+        try:
+            answer = json.loads(payload) if status == 200 else None
+        except ValueError:  # UnicodeDecodeError is one too
+            answer = None
+        if not isinstance(answer, dict):
+            raise BadAnswer(f"The site of {self.site.provider} answered /v1/info with HTTP {status} and no "
+                            f"JSON object; check that {self.site.url} is its site.")
+        return answer
 
     def _call(self, method: str, path: str, action: str, job_id: int, body: bytes = b"", text: bool = False,
               timeout_s: float | None = None, timed: bool = False) -> Any:

@@ -1,8 +1,9 @@
 """A provider's site (docs/architecture.md §4): the agent on the provider's head machine
-that owns the provider's Ray cluster and serves it over HTTPS to those the chain allows.
+that owns the provider's Ray cluster; `provider.api` serves it over HTTPS to those the chain
+allows.
 
 `Site` keeps the leases: each is a Ray job of the site's cluster, submitted through Ray's
-job submission API (`compute.lease` is its entrypoint, the plan travels in the job), whose
+job submission API (`provider.lease.launch` is its entrypoint, the plan travels in the job), whose
 work runs in a sandbox on whichever machine of the site Ray places it. The site reads a
 lease's log and its launcher's verdict back through Ray's job API. A lease is started once
 per job: starting it again returns the lease that exists. When the node running a lease is
@@ -13,20 +14,16 @@ When a lease succeeds the site
 signs (jobId, resultHash, units) with the provider's key: the provider's own word on the
 result, which the market must bring to the chain.
 
-`make_app` is the HTTP face. Every request carries a signature (headers `Swarm-Nonce`,
-`Swarm-Expires`, `Swarm-Signature`) over the action its route names, the site, the job, the
-keccak of its body, the nonce and the expiry; the site serves it only if `authorize` — the
-chain's rules in `compute.site_auth` — says so, and before anything runs. This module knows
-no chain and no market: the caller brings the authorization, the planning of a lease from a
-job's spec and the signing of results.
+This module knows no chain and no market: the caller (`provider.site`) brings the planning of
+a lease from a job's spec and the signing of results.
+
+The oracle's measurements run here too: a probe of every live node, and the benchmark
+challenge's worker, readied, committed and opened over three requests.
 """
 
 from __future__ import annotations
 
-import json
 import secrets
-import socket
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -34,11 +31,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from fastapi import Request  # module level: FastAPI resolves the routes' annotations here
-
 from compute.errors import ComputeError
-from compute.lease import HERE, VERDICT, WORK, LeasePlan, Outcome, ray_job, verdict
-from compute.site_auth import JobView, Refused, SiteRequest
+from provider.auth import JobView, Refused
+from provider.lease import PLAN
+from provider.lease.launch import ray_job
+from provider.lease.outcome import Outcome, verdict, without_verdicts
+from provider.lease.plan import LeasePlan
 
 MAX_ATTEMPTS = 3  # a lease whose node is lost runs again, from its checkpoint, this often
 LOG_TAIL_BYTES = 64 * 1024
@@ -47,15 +45,11 @@ CHALLENGE_KEEP_S = 300.0  # a readied challenge's worker ends this long after, i
 MAX_CHALLENGES = 8  # readied challenges a site holds at once
 MAX_CELLS = 4096  # rows one opening request may ask for
 
-# (what the chain says of the job, job_id, spec bytes, lease number, the lease's own storage
-# directory, the spec of the job whose result it builds on or None) -> the lease to run;
-# raises Refused for a spec it cannot run
-Planner = Callable[[JobView, int, bytes, int, Path, "bytes | None"], LeasePlan]
+# (what the chain says of the job, job_id, spec bytes, lease number, the spec of the job whose
+# result it builds on or None) -> the lease to run; raises Refused for a spec it cannot run
+Planner = Callable[[JobView, int, bytes, int, "bytes | None"], LeasePlan]
 # (job_id, result_hash, units) -> the provider's signature
 ResultSigner = Callable[[int, bytes, int], bytes]
-# (request, signature, spec hash or None) -> the signer's address and, for a lease action, what the
-# chain says of the job; raises Refused
-Authorizer = Callable[[SiteRequest, bytes, "bytes | None"], "tuple[str, JobView | None]"]
 
 
 @dataclass(frozen=True)
@@ -102,11 +96,10 @@ class Site:
         the spec of the job whose result this one builds on (`job:<id>`), if any."""
         with self._lock:
             directory = self._dir(job, job_id)
-            if (directory / "lease.json").is_file():
+            if (directory / PLAN).is_file():
                 return self.status(job, job_id)
-            plan = self.planner(job, job_id, spec, self._next_number(), Path(HERE) / WORK / "storage", prior)
-            plan = LeasePlan(**(asdict(plan) | {"hidden": tuple(plan.hidden) + self.hidden,
-                                                 "verdict_key": secrets.token_hex(16)}))
+            plan = self.planner(job, job_id, spec, self._next_number(), prior)
+            plan = plan.but(hidden=tuple(plan.hidden) + self.hidden, verdict_key=secrets.token_hex(16))
             plan.write(directory)
             self._submit(directory, plan)
         return self.status(job, job_id)
@@ -135,7 +128,7 @@ class Site:
             if plan.attempt >= MAX_ATTEMPTS:
                 return LeaseStatus(job_id, "failed", plan.attempt, fault="provider",
                                    error=f"the site lost the node running it {plan.attempt} times")
-            plan = LeasePlan(**(asdict(plan) | {"attempt": plan.attempt + 1}))
+            plan = plan.but(attempt=plan.attempt + 1)
             plan.write(directory)
             self._submit(directory, plan)
         return LeaseStatus(job_id, "pending", plan.attempt)
@@ -145,9 +138,7 @@ class Site:
         directory = self._existing(job, job_id)
         plan = LeasePlan.read(directory)
         text = "".join(self._job_log(_submission(directory, attempt)) for attempt in range(1, plan.attempt + 1))
-        mark = f"{VERDICT}{plan.verdict_key} "
-        text = "".join(line for line in text.splitlines(keepends=True) if not line.startswith(mark))
-        return text.encode()[-LOG_TAIL_BYTES:].decode(errors="replace")
+        return without_verdicts(text, plan.verdict_key).encode()[-LOG_TAIL_BYTES:].decode(errors="replace")
 
     def _job_log(self, submission: str) -> str:
         try:
@@ -170,12 +161,13 @@ class Site:
         status = LeaseStatus(job_id, outcome.state, outcome.attempt, error=outcome.error, broke=outcome.broke,
                              result_hash=outcome.result_hash, units=outcome.units, unit=outcome.unit,
                              metrics=outcome.metrics or None, fault=None if outcome.state == "succeeded" else outcome.fault,
-                             compute_id=plan.job["job_id"] if plan.job else str(job_id),
+                             compute_id=plan.job.job_id,
                              result_uri=plan.result if outcome.state == "succeeded" else None)
         if outcome.state != "succeeded":
             return status
         signed = directory / "signature"
         if not signed.is_file():
+            assert outcome.result_hash is not None  # a lease that succeeded has one
             signature = self.signer(job_id, bytes.fromhex(outcome.result_hash[2:]), outcome.units)
             signed.write_text("0x" + signature.hex())
         return LeaseStatus(**(status.as_dict() | {"signature": signed.read_text().strip()}))
@@ -192,7 +184,7 @@ class Site:
 
     def _existing(self, job: JobView, job_id: int) -> Path:
         directory = self._dir(job, job_id)
-        if not (directory / "lease.json").is_file():
+        if not (directory / PLAN).is_file():
             raise Refused(404, f"This site has no lease for job {job_id}; the market starts one when it is assigned.")
         return directory
 
@@ -321,184 +313,3 @@ class Site:
 
 def _submission(directory: Path, attempt: int) -> str:
     return f"lease-{directory.name}-{attempt}"
-
-
-# ── the HTTP face ────────────────────────────────────────────────────────────
-
-def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
-    """The site's API; every route but /v1/info needs a request the chain authorizes."""
-    from fastapi import FastAPI
-    from fastapi.responses import JSONResponse, PlainTextResponse
-    from starlette.concurrency import run_in_threadpool  # the site's calls block (Ray, the job API)
-
-    app = FastAPI(title="Swarm site", docs_url=None, redoc_url=None, openapi_url=None)
-
-    @app.exception_handler(Refused)
-    async def refused(_request: Request, exc: Refused):
-        return JSONResponse({"error": str(exc)}, status_code=exc.status)
-
-    @app.exception_handler(ComputeError)
-    async def failed(_request: Request, exc: ComputeError):
-        return JSONResponse({"error": str(exc)}, status_code=500)
-
-    @app.exception_handler(Exception)
-    async def crashed(request: Request, exc: Exception):
-        import traceback
-
-        traceback.print_exception(exc, file=sys.stderr)  # the operator's log; the caller gets one sentence
-        return JSONResponse({"error": f"The site failed to serve {request.url.path} ({type(exc).__name__}); "
-                                      "its operator's log has the details."}, status_code=500)
-
-    async def check(request: Request, action: str, job_id: int, spec_hash: bytes | None = None) -> tuple[bytes, Any]:
-        body = await request.body()
-        try:
-            nonce = int(request.headers["swarm-nonce"])
-            expires = int(request.headers["swarm-expires"])
-            signature = bytes.fromhex(request.headers["swarm-signature"].removeprefix("0x"))
-        except (KeyError, ValueError):
-            raise Refused(401, "The request is not signed: send Swarm-Nonce, Swarm-Expires and Swarm-Signature.")
-        from compute.site_auth import body_hash
-
-        signed = SiteRequest(action, site.provider, job_id, body_hash(body), nonce, expires)
-        _signer, job = await run_in_threadpool(authorize, signed, signature,
-                                               spec_hash if action == "lease.start" else None)
-        return body, job
-
-    @app.get("/v1/info")
-    async def info():
-        """Public: whose site this is, for which deployment, and what it has."""
-        return {"provider": site.provider, "chain_id": chain_id, "market": market,
-                "capacity": await run_in_threadpool(site.capacity)}
-
-    @app.post("/v1/leases/{job_id}")
-    async def start(job_id: int, request: Request):
-        """The body: {"spec": the job's spec as posted (its keccak is the chain's spec hash),
-        "prior": the spec of the job whose result it builds on, for a job:<id> model}."""
-        from compute.site_auth import body_hash
-
-        try:
-            raw = json.loads(await request.body())
-            spec = raw["spec"].encode()
-            prior = raw["prior"].encode() if raw.get("prior") is not None else None
-        except (ValueError, KeyError, TypeError, AttributeError):
-            raise Refused(400, 'A lease starts from a JSON body {"spec": "...", "prior": "..." or null}.') from None
-        _, job = await check(request, "lease.start", job_id, spec_hash=body_hash(spec))
-        return (await run_in_threadpool(site.start, job, job_id, spec, prior)).as_dict()
-
-    @app.get("/v1/leases/{job_id}")
-    async def status(job_id: int, request: Request):
-        _, job = await check(request, "lease.status", job_id)
-        return (await run_in_threadpool(site.status, job, job_id)).as_dict()
-
-    @app.get("/v1/leases/{job_id}/logs")
-    async def logs(job_id: int, request: Request):
-        _, job = await check(request, "lease.logs", job_id)
-        return PlainTextResponse(await run_in_threadpool(site.logs, job, job_id))
-
-    @app.get("/v1/leases/{job_id}/result")
-    async def result(job_id: int, request: Request):
-        _, job = await check(request, "lease.result", job_id)
-        status = await run_in_threadpool(site.status, job, job_id)
-        if status.state != "succeeded":
-            raise Refused(409, f"Job {job_id}'s lease is {status.state}; it has no result.")
-        return status.as_dict()
-
-    @app.post("/v1/leases/{job_id}/stop")
-    async def stop(job_id: int, request: Request):
-        _, job = await check(request, "lease.stop", job_id)
-        return (await run_in_threadpool(site.stop, job, job_id)).as_dict()
-
-    @app.post("/v1/probe")
-    async def probe(request: Request):
-        body, _ = await check(request, "probe", 0)
-        try:
-            timeout_s = min(60.0, max(0.1, float(json.loads(body or b"{}").get("timeout_s", PROBE_TIMEOUT_S))))
-        except (ValueError, TypeError, AttributeError):
-            raise Refused(400, 'A probe\'s body is {"timeout_s": SECONDS} or empty.') from None
-        return {"provider": site.provider, "nodes": await run_in_threadpool(site.probe, timeout_s)}
-
-    def timeout_of(raw: dict[str, Any]) -> float:
-        return min(600.0, max(0.1, float(raw.get("timeout_s", 120))))
-
-    async def challenge_body(request: Request, shape: str) -> dict[str, Any]:
-        body, _ = await check(request, "challenge", 0)
-        try:
-            raw = json.loads(body)
-            if not isinstance(raw, dict):
-                raise TypeError
-            timeout_of(raw)
-            return raw
-        except (ValueError, TypeError):
-            raise Refused(400, f"A challenge request's body is {shape}.") from None
-
-    @app.post("/v1/challenge/ready")
-    async def challenge_ready(request: Request):
-        shape = ('{"params": {"size": N, "rounds": N, "stride": N, "precision": "fp32|bf16|fp16"}, '
-                 '"vram_mb": MIB, "timeout_s": SECONDS}')
-        raw = await challenge_body(request, shape)
-        params, vram_mb = raw.get("params"), raw.get("vram_mb", 0)
-        if not isinstance(params, dict) or set(params) != {"size", "rounds", "stride", "precision"} \
-                or not all(type(params[k]) is int for k in ("size", "rounds", "stride")) \
-                or type(vram_mb) not in (int, float) or not 0 <= vram_mb <= 1 << 24:
-            raise Refused(400, f"A challenge request's body is {shape}.")
-        from compute.challenge import Challenge
-
-        try:
-            Challenge(seed=0, **params)
-        except ComputeError as exc:
-            raise Refused(400, f"The challenge cannot be readied: {exc}") from None
-        return await run_in_threadpool(site.challenge_ready, params, timeout_of(raw), float(vram_mb))
-
-    @app.post("/v1/challenge/commit")
-    async def challenge_commit(request: Request):
-        shape = '{"ticket": "...", "seed": N, "timeout_s": SECONDS}'
-        raw = await challenge_body(request, shape)
-        seed = raw.get("seed")
-        if not isinstance(raw.get("ticket"), str) or type(seed) is not int or not 0 <= seed < 1 << 64:
-            raise Refused(400, f"A challenge request's body is {shape}.")
-        return await run_in_threadpool(site.challenge_commit, raw["ticket"], seed, timeout_of(raw))
-
-    @app.post("/v1/challenge/open")
-    async def challenge_open(request: Request):
-        shape = '{"ticket": "...", "cells": [[CHECKPOINT, ROW], ...], "timeout_s": SECONDS}'
-        raw = await challenge_body(request, shape)
-        cells = raw.get("cells")
-        if not isinstance(raw.get("ticket"), str) or not isinstance(cells, list) or not 0 < len(cells) <= MAX_CELLS \
-                or not all(isinstance(c, list) and len(c) == 2 and all(type(v) is int for v in c) for c in cells):
-            raise Refused(400, f"A challenge request's body is {shape}, at most {MAX_CELLS} cells.")
-        try:
-            return await run_in_threadpool(site.challenge_open, raw["ticket"], [tuple(c) for c in cells],
-                                           timeout_of(raw))
-        except ValueError as exc:  # a cell the challenge does not have
-            raise Refused(400, str(exc)) from None
-
-    return app
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """The site's listening socket. A site takes it before it starts its Ray cluster, whose
-    processes bind free ports of their own while they start: the port is the site's from here."""
-    try:
-        return socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
-    except OSError as exc:
-        raise ComputeError(f"The site cannot listen on {host}:{port} ({exc.strerror}); choose another port "
-                           "with --port, or stop the program that holds it.") from None
-
-
-def serve(app, listener: socket.socket, certificate: Path, key: Path, ready: Callable[[], None] | None = None) -> None:
-    """Serves `app` over HTTPS on `listener` (see `listen`) until SIGTERM or SIGINT."""
-    import uvicorn
-
-    host, port = listener.getsockname()[:2]
-    config = uvicorn.Config(app, host=host, port=port, ssl_certfile=str(certificate), ssl_keyfile=str(key),
-                            log_level="warning", access_log=False, lifespan="off")
-    server = uvicorn.Server(config)
-    if ready is not None:
-        original = server.startup
-
-        async def startup(*args, **kwargs):
-            await original(*args, **kwargs)
-            ready()
-
-        server.startup = startup
-    server.run(sockets=[listener])

@@ -1,0 +1,148 @@
+"""The one place Swarm uses Ray's private APIs: `ray._raylet`, `ray._common`, the GCS's protobuf
+messages, Ray Train v2's internals and the underscore keyword arguments of `ray.init` and of a
+`ray.cluster_utils.Cluster` head.
+
+Ray may change any of these in a minor release without notice. So they are named here and
+nowhere else, this module refuses any Ray but the one it was written for (the version
+pyproject.toml pins), and tests/test_ray_private.py pins every name and signature used here:
+an upgrade of Ray fails there, in one place, instead of deep inside a job or a node.
+
+Importing this module imports Ray, which reads its authentication settings as it loads:
+import it where Ray is about to be used, after `compute.node.use_auth`, never at the top of a
+module the command line loads for chain-only work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import ray
+from ray._common.utils import hex_to_binary
+from ray._raylet import (  # type: ignore[attr-defined]  # a Cython module: these names have no stubs
+    AuthenticationTokenLoader, Config, GcsClient, PlacementGroupID,
+)
+from ray.core.generated.gcs_pb2 import GcsNodeInfo
+from ray.util.placement_group import PlacementGroup
+
+from compute.errors import ComputeError
+
+if TYPE_CHECKING:
+    from ray._private.worker import RayContext
+    from ray.train.v2._internal.execution.callback import ControllerCallback
+
+__all__ = [
+    "RAY_VERSION", "ControllerCallback", "GcsNode", "abort_train_controller", "check_version", "gcs_client",
+    "gcs_nodes", "init_local_node", "placement_group", "reload_auth_settings", "system_config_args",
+]
+
+RAY_VERSION = "2.60.0"  # the version pinned in pyproject.toml, and the one every name below was read from
+
+
+def check_version(installed: str) -> None:
+    """Refuses a Ray other than RAY_VERSION, whose private APIs may differ from those used here."""
+    if installed != RAY_VERSION:
+        raise ComputeError(
+            f"Swarm needs Ray {RAY_VERSION} but Ray {installed} is installed; "
+            f"run `pip install 'ray[default,train,tune]=={RAY_VERSION}'`."
+        )
+
+
+check_version(ray.__version__)
+
+
+def __getattr__(name: str) -> Any:
+    """`ControllerCallback`, loaded on first use: Ray Train takes seconds to import, and only the
+    runners need it."""
+    if name == "ControllerCallback":
+        from ray.train.v2._internal.execution.callback import ControllerCallback
+
+        return ControllerCallback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ── authentication ───────────────────────────────────────────────────────────
+
+def reload_auth_settings() -> None:
+    """Makes an already loaded Ray read RAY_AUTH_MODE and RAY_AUTH_TOKEN_PATH again: it reads
+    them once, when it loads, and caches the token."""
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+# ── the GCS ──────────────────────────────────────────────────────────────────
+
+@dataclass(frozen=True)
+class GcsNode:
+    """One node as Ray's GCS records it, copied out of its protobuf message."""
+
+    node_id: str  # hex
+    alive: bool
+    head: bool
+    labels: Mapping[str, str]
+    resources: Mapping[str, float]  # the node's totals: {"CPU": 2.0, "provider:0x…": 1.0, …}
+    ip: str
+
+    @classmethod
+    def of(cls, node_id: str, info: GcsNodeInfo) -> GcsNode:
+        return cls(
+            node_id=node_id,
+            alive=info.state == GcsNodeInfo.ALIVE,
+            head=bool(info.is_head_node),
+            labels=dict(info.labels),
+            resources=dict(info.resources_total),
+            ip=info.node_manager_address,
+        )
+
+
+def gcs_client(address: str) -> GcsClient:
+    """A client of the GCS at HOST:PORT, without joining the cluster as a driver.
+
+    Raises `ray.exceptions.AuthenticationError` when the cluster refuses this process's token."""
+    return GcsClient(address=address)
+
+
+def gcs_nodes(client: GcsClient, timeout_s: float) -> list[GcsNode]:
+    """Every node the GCS knows, alive or dead. Raises `ray.exceptions.RpcError` when the GCS does
+    not answer within `timeout_s`."""
+    return [GcsNode.of(node_id.hex(), info)
+            for node_id, info in client.get_all_node_info(timeout=timeout_s).items()]
+
+
+# ── starting Ray ─────────────────────────────────────────────────────────────
+
+def system_config_args(config: Mapping[str, int]) -> dict[str, Any]:
+    """The keyword argument that overrides Ray's internal settings (RayConfig), for a
+    `ray.cluster_utils.Cluster` head's `head_node_args`."""
+    return {"_system_config": dict(config)}
+
+
+def init_local_node(*, num_cpus: int, num_gpus: int, object_store_memory: int, node_ip_address: str,
+                    temp_dir: str, resources: Mapping[str, float] | None = None,
+                    labels: Mapping[str, str] | None = None, include_dashboard: bool = False,
+                    configure_logging: bool = False) -> RayContext:
+    """Starts a one-node Ray in this process (`ray.init` without an address), bound to
+    `node_ip_address` and keeping its sessions under `temp_dir`: both are underscore arguments
+    of `ray.init`, which Ray documents as unstable."""
+    return ray.init(
+        num_cpus=num_cpus, num_gpus=num_gpus, object_store_memory=object_store_memory,
+        resources=dict(resources) if resources is not None else None,
+        labels=dict(labels) if labels is not None else None,
+        include_dashboard=include_dashboard, configure_logging=configure_logging,
+        _node_ip_address=node_ip_address, _temp_dir=temp_dir,
+    )
+
+
+# ── placement groups and Ray Train ───────────────────────────────────────────
+
+def placement_group(pg_id: str) -> PlacementGroup:
+    """The placement group with this hex id, as `ray.util.placement_group_table()` lists it:
+    Ray has no public way from that id to a handle `ray.util.remove_placement_group` takes."""
+    return PlacementGroup(PlacementGroupID(hex_to_binary(pg_id)))
+
+
+def abort_train_controller(controller: ray.actor.ActorHandle) -> ray.ObjectRef:
+    """Asks Ray Train's controller actor (as a `ControllerCallback` sees it) to stop its workers
+    and end the run; its `abort` method is internal to Ray Train."""
+    return controller.abort.remote()

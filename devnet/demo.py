@@ -1,0 +1,416 @@
+"""The demo: the whole story on the embedded defaults, in under three minutes.
+
+A fresh anvil with the contracts; three providers, each serving its own site — its own Ray
+cluster behind an HTTPS agent that the chain authorizes — fast (two nodes), slow (one node)
+and flaky (one node, the cheapest, whose site is killed while it runs the first job); two
+buyers who bring a table of real data, scikit-learn's handwritten digits, pinned by its sha256,
+and post a `train` job that learns it (the MLP, above 90 % validation accuracy, its curve on
+the dashboard) and publishes its result, an `infer` job by the other buyer that scores the
+trained model on the table, and a `finetune` of it;
+the market service and the oracle, which reach the providers only through their sites,
+running on their schedules; and at the end a summary of stakes, rewards, slashes, job
+outcomes and every balance, checked: every job settled, each epoch's rewards equal its
+emission, the flaky provider slashed, and the token's supply accounted for to the wei.
+
+The devnet's clock is run ten times faster than the wall clock (anvil's evm_increaseTime),
+so the 60 s dispute window and the 30 s challenge window pass in seconds; deadlines are
+hours long, so nothing expires. Running it again starts the devnet afresh: the old chain,
+its ledger rows and the demo's results are replaced.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from anvil import AnvilNode, dev_account
+from ledger.config import Settings
+from ledger.errors import SwarmError
+from ledger.stake import HardwareSpec
+from ledger.units import parse_amount
+
+BUYERS = (5, 6)
+CLOCK_SPEEDUP = 10  # devnet seconds per wall second
+EPOCH_S = 8.0
+EPOCHS_AFTER_LOSS = 2  # finalized epochs after the flaky node is lost before the demo ends
+TIMEOUT_S = 420.0
+
+
+@dataclass(frozen=True)
+class DemoProvider:
+    name: str
+    account: int
+    nodes: int
+    hardware: HardwareSpec
+
+
+PROVIDERS = (
+    DemoProvider("fast", 1, 2, HardwareSpec("cpu", 2, 1, "eu-west", parse_amount("0.0008"))),
+    DemoProvider("slow", 2, 1, HardwareSpec("cpu", 1, 1, "us-east", parse_amount("0.0006"))),
+    DemoProvider("flaky", 3, 1, HardwareSpec("cpu", 1, 1, "ap-south", parse_amount("0.0004"))),
+)
+STAKE_HEADROOM = 3  # providers stake 1.5× their minimum: minimum × 3 / 2
+
+
+def job_specs(table: Path, train_id: int | None = None) -> dict[str, dict]:
+    base = {"resources": {"workers": 1, "cpus_per_worker": 1}, "max_units": 1_200, "deadline": "6h",
+            "max_price_per_unit": "0.001"}
+    return {
+        # Published, so the second buyer's infer job may build on its result.
+        "train": base | {"kind": "train", "model": "mlp", "dataset": str(table), "seed": 7, "publish": True,
+                         "params": {"epochs": 6, "batch_size": 32, "lr": 0.003}},
+        "infer": base | {"kind": "infer", "model": f"job:{train_id}", "dataset": str(table), "priority": 8,
+                         "params": {"batch_size": 256}},
+        "finetune": base | {"kind": "finetune", "model": f"job:{train_id}", "dataset": str(table),
+                            "seed": 11, "params": {"samples": 600, "epochs": 2}},
+    }
+
+
+class Progress(Protocol):
+    """What the demo tells of its steps: rich's Progress, or `Silent`."""
+
+    def add_task(self, description: str, total: float | None = ...) -> Any: ...
+
+    def advance(self, task: Any, advance: float = ...) -> None: ...
+
+    def update(self, task: Any, **changes: Any) -> None: ...
+
+
+class Silent:
+    """A progress that shows nothing (the demo's `--json`)."""
+
+    def add_task(self, description: str, total: float | None = None) -> int:
+        return 0
+
+    def advance(self, task: Any, advance: float = 1) -> None:
+        pass
+
+    def update(self, task: Any, **changes: Any) -> None:
+        pass
+
+
+class Demo:
+    """The demo's story on a fresh devnet in `settings.home`, its chain served by `node`; `progress`
+    hears of each step (rich's Progress is one)."""
+
+    def __init__(self, settings: Settings, node: AnvilNode, progress: Progress | None = None) -> None:
+        self.settings = settings
+        self.home = settings.home
+        self.node = node
+        self.progress = progress or Silent()
+        self.stop = threading.Event()
+
+    # ── the story ────────────────────────────────────────────────────────────
+    def run(self) -> dict[str, Any]:
+        """Runs the story and returns its summary: providers, jobs, epochs, balances and the checks."""
+        started = time.monotonic()
+        chain = self.progress.add_task("Devnet: anvil and the contracts", total=2)
+        self._chain()
+        self.progress.advance(chain)
+        self._deploy()
+        self.progress.advance(chain)
+        sites_task = self.progress.add_task("Provider sites: 3 sites, 4 nodes", total=1)
+        self._sites()
+        self.progress.advance(sites_task)
+        staking = self.progress.add_task("Providers register and stake", total=len(PROVIDERS))
+        for p in PROVIDERS:
+            self._stake(p)
+            self.progress.advance(staking)
+        try:
+            self._services()
+            self._jobs()
+        finally:
+            self.stop.set()
+            for thread in self.threads:
+                thread.join(timeout=60)
+            self.market.close(wait=False)
+            self.log_file.close()
+            self._shutdown_sites()
+        summary = self._summary()
+        summary["seconds"] = round(time.monotonic() - started, 1)
+        return summary
+
+    def _chain(self) -> None:
+        from anvil import RpcClient
+
+        node = self.node
+        node.stop()
+        node.state_file.unlink(missing_ok=True)  # a fresh devnet every run
+        self.url = node.start().url
+        self.rpc = RpcClient(self.url)
+
+    def _deploy(self) -> None:
+        from ledger.chain import connect
+        from ledger.client import Swarm
+        from ledger.db import database_url, forget_chain, open_ledger
+        from ledger.deploy import deploy, error_decoder
+        from ledger.tx import Sender
+
+        chain = connect(self.url)
+        result = deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), self.home, force=True)
+        self.swarm = Swarm(chain, result.deployment)
+        self.engine = open_ledger(database_url(self.home))
+        forget_chain(self.engine, chain.chain_id)  # rows of an earlier demo's devnet
+        self.supply_at_start = self.swarm.token.functions.totalSupply().call()
+
+    def _sites(self) -> None:
+        """A site per provider, as `swarm cluster up` starts them: each its own Ray cluster and agent."""
+        from devnet.network import start_sites, stop_sites
+
+        stop_sites(self.home)  # an earlier demo's, if it was interrupted
+        self.sites = {dev_account(s.account).address: s
+                      for s in start_sites(self.home, {p.account: p.nodes for p in PROVIDERS}, self.url)}
+
+    def _shutdown_sites(self) -> None:
+        from devnet.network import stop_sites
+
+        stop_sites(self.home)
+
+    def _stake(self, p: DemoProvider) -> None:
+        """What `swarm provider register` and `stake` do, through the provider's API."""
+        from provider.operator import Provider
+
+        provider = Provider(self.swarm, self.swarm.sender(dev_account(p.account).key), self.settings)
+        site = self.sites[provider.address]
+        registered = provider.declare(replace(p.hardware, site_url=site.url, site_fingerprint=site.fingerprint))
+        provider.stake(registered.min_stake_wei * STAKE_HEADROOM // 2)
+
+    def _services(self) -> None:
+        from market.service import MarketConfig, MarketService
+        from oracle.config import load_config
+        from oracle.service import OracleService, schedule
+        from ledger.deploy import devnet_committee_keys
+
+        self.storage = self.home / "results"  # the buyers' output: a directory the devnet's sites write
+        log_file = self.home / "demo" / "services.log"
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        self.log_file = open(log_file, "w", encoding="utf-8")  # noqa: SIM115 -- closed when the demo ends
+        lock = threading.Lock()
+
+        def log(line: str) -> None:
+            with lock:
+                self.log_file.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+                self.log_file.flush()
+
+        self.market = MarketService(self.swarm, self.swarm.sender(dev_account(0).key), self.engine, self.home,
+                                    MarketConfig(interval_s=0.5), log=log)
+        config = load_config()
+        self.oracle = OracleService(self.swarm, self.engine, self.home, config, self.swarm.sender(dev_account(0).key),
+                                    devnet_committee_keys(), schedule(config, devnet=True, epoch_length_s=EPOCH_S),
+                                    log=log)
+        self.threads = [
+            threading.Thread(target=self.market.run, args=(self.stop,), daemon=True, name="demo-market"),
+            threading.Thread(target=self.oracle.run, args=(self.stop,), daemon=True, name="demo-oracle"),
+            threading.Thread(target=self._clock, daemon=True, name="demo-clock"),
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _clock(self) -> None:
+        """The devnet's clock at CLOCK_SPEEDUP× the wall clock."""
+        while not self.stop.wait(1.0):
+            self.rpc.increase_time(CLOCK_SPEEDUP - 1)
+            self.rpc.mine()
+
+    def _jobs(self) -> None:
+        from compute.checkpoints import registered_checkpoint
+        from compute.data import write_digits
+
+        inputs = write_digits(self.home / "demo" / "digits.parquet")
+        inputs.chmod(0o644)  # a site copies in only what every user of its machine may read
+        steps = ("posted", "assigned", "running", "completed", "settled")
+        train_task = self.progress.add_task("Buyer 1: train (the flaky provider)", total=len(steps))
+        (train_id,) = self._post(BUYERS[0], job_specs(inputs)["train"])
+        self._follow(train_id, train_task, steps, until="running")
+        flaky = dev_account(PROVIDERS[2].account).address
+        if self._provider_of(train_id) == flaky:
+            from devnet.network import kill_site
+
+            run_dir = self.storage / f"{self.market.namespace}{train_id}"
+            self._wait(lambda: self._still_open(train_id) and registered_checkpoint(run_dir) is not None)
+            kill_site(self.sites[flaky])
+            self.progress.update(train_task, description="Buyer 1: train (flaky site killed)")
+        self._follow(train_id, train_task, steps, until="completed")
+        specs = job_specs(inputs, train_id)
+        infer_task = self.progress.add_task("Buyer 2: infer on the trained model", total=len(steps))
+        finetune_task = self.progress.add_task("Buyer 1: finetune of the trained model", total=len(steps))
+        (infer_id,) = self._post(BUYERS[1], specs["infer"])
+        (finetune_id,) = self._post(BUYERS[0], specs["finetune"])
+        self.job_ids = {"train": train_id, "infer": infer_id, "finetune": finetune_id}
+        for job_id, task in ((train_id, train_task), (infer_id, infer_task), (finetune_id, finetune_task)):
+            self._follow(job_id, task, steps, until="settled")
+        epochs = self.progress.add_task("Oracle epochs finalized", total=EPOCHS_AFTER_LOSS + 1)
+        self._wait(lambda: self.progress.update(epochs, completed=self._finalized_epochs()) or
+                   self._finalized_epochs() >= EPOCHS_AFTER_LOSS + 1 and self._flaky_slashed())
+        self.stop.set()  # the services rest; the providers claim what they earned
+        for thread in self.threads:
+            thread.join(timeout=60)
+        claims = self.progress.add_task("Providers claim their rewards", total=len(PROVIDERS))
+        for p in PROVIDERS:
+            self._claim(p)
+            self.progress.advance(claims)
+
+    def _claim(self, p: DemoProvider) -> None:
+        """What `swarm provider claim` does: one proof from the ledger for every epoch so far."""
+        from sqlmodel import Session
+
+        from ledger import rewards
+        from ledger.indexer import Indexer
+        from ledger.indexer.rewards import reward_leaf
+
+        Indexer(self.swarm, self.engine, confirmations=0).sync()
+        address = dev_account(p.account).address
+        with Session(self.engine) as session:
+            leaf = reward_leaf(session, self.swarm.chain.chain_id, address)
+        if leaf is not None and leaf.cumulative > 0:
+            rewards.claim(self.swarm, self.swarm.sender(dev_account(p.account).key), address, leaf.cumulative,
+                          list(leaf.proof))
+
+    def _post(self, buyer: int, spec: dict) -> list[int]:
+        from ledger.jobs import post_job
+        from ledger.specs import store_spec
+        from market.storage import pin
+        from market.spec import validate_spec
+
+        # The table stays where it is, pinned by its sha256: the devnet's sites read this machine's
+        # files, and write the results to the buyers' output here.
+        parsed = pin(validate_spec(spec, now=self.swarm.chain.timestamp()), self.home,
+                     default_output=str(self.storage))
+        digest = store_spec(self.home, parsed.canonical())
+        sender = self.swarm.sender(dev_account(buyer).key)
+        return [post_job(self.swarm, sender, digest, parsed.max_price_per_unit, parsed.max_units, parsed.deadline)[0]
+                for _ in range(parsed.replicas)]
+
+    def _still_open(self, job_id: int) -> bool:
+        """True while the job is open; a job that ended otherwise than settled ends the demo."""
+        state = self._state(job_id)
+        if state in ("failed", "expired", "cancelled", "reclaimed"):
+            raise SwarmError(f"Demo job {job_id} ended {state}: {self._record(job_id).error}")
+        return True
+
+    def _follow(self, job_id: int, task, steps: tuple[str, ...], until: str) -> None:
+        def reached() -> bool:
+            self._still_open(job_id)
+            state = self._state(job_id)
+            order = {"queued": 0, "assigned": 1, "running": 2, "ran": 2, "completed": 3, "disputed": 3,
+                     "settled": 4}
+            self.progress.update(task, completed=order.get(state, 0) + 1)
+            return order.get(state, -1) >= steps.index(until)
+        self._wait(reached)
+
+    def _wait(self, check) -> None:
+        end = time.monotonic() + TIMEOUT_S
+        while time.monotonic() < end:
+            if check():
+                return
+            time.sleep(0.5)
+        raise SwarmError(f"The demo did not finish within {TIMEOUT_S:g} s; see `swarm job list --all` and "
+                         "`swarm oracle show`.")
+
+    def _record(self, job_id: int):
+        from sqlmodel import Session
+
+        from market.records import MarketJob
+
+        with Session(self.engine) as session:
+            return session.get(MarketJob, (self.swarm.chain.chain_id, job_id))
+
+    def _state(self, job_id: int) -> str:
+        record = self._record(job_id)
+        return record.state if record is not None else "posted"
+
+    def _provider_of(self, job_id: int) -> str | None:
+        record = self._record(job_id)
+        return record.provider if record is not None else None
+
+    def _finalized_epochs(self) -> int:
+        return int(self.swarm.distributor.functions.lastFinalizedEpoch().call())
+
+    def _flaky_slashed(self) -> bool:
+        from ledger import stake
+
+        return stake.provider_info(self.swarm, dev_account(PROVIDERS[2].account).address).jailed_until > 0
+
+    # ── the summary ──────────────────────────────────────────────────────────
+    def _summary(self) -> dict:
+        from sqlmodel import Session, col, select
+
+        from ledger import stake
+        from ledger.indexer import Indexer
+        from ledger.indexer.models import Job, SlashRow
+        from ledger.jobs import job_info
+        from oracle.records import OracleEpoch, ProviderScore
+
+        Indexer(self.swarm, self.engine, confirmations=0).sync()
+        chain_id = self.swarm.chain.chain_id
+        with Session(self.engine) as session:
+            epochs = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == chain_id, OracleEpoch.state
+                                                            == "finalized").order_by(col(OracleEpoch.epoch))).all()
+            scores = session.exec(select(ProviderScore).where(ProviderScore.chain_id == chain_id)).all()
+            slashes = session.exec(select(SlashRow).where(SlashRow.chain_id == chain_id)).all()
+            jobs = {j.job_id: j for j in session.exec(select(Job).where(Job.chain_id == chain_id))}
+        last = epochs[-1].epoch if epochs else 0
+        cumulative = {s.provider: s.cumulative_wei for s in scores if s.epoch == last}
+        providers = []
+        for p in PROVIDERS:
+            address = dev_account(p.account).address
+            info = stake.provider_info(self.swarm, address)
+            providers.append({
+                "name": p.name, "address": address, "nodes": p.nodes, "stake_wei": str(info.stake),
+                "jailed": info.jailed_until > 0, "tombstoned": info.tombstoned,
+                "rewards_wei": str(cumulative.get(address, 0)), "balance_wei": str(self.swarm.balance_of(address)),
+                "claimed_wei": str(self.swarm.distributor.functions.claimed(address).call()),
+            })
+        job_rows = []
+        for kind, job_id in self.job_ids.items():
+            on_chain, row = job_info(self.swarm, job_id), jobs.get(job_id)
+            record = self._record(job_id)
+            job_rows.append({
+                "kind": kind, "id": job_id, "status": on_chain.status.name.lower(), "provider": on_chain.provider,
+                "units": on_chain.units_used, "payment_wei": str(row.payment if row else 0),
+                "fee_wei": str(row.fee if row else 0), "refund_wei": str(row.refund if row else 0),
+                "escrow_wei": str(on_chain.escrow), "result_dir": record.result_dir if record else None,
+                "attempts": record.attempts if record else 0,
+                "accuracy": _accuracy(record.metrics if record else None),
+            })
+        per_epoch = []
+        for e in epochs:
+            paid = sum(s.reward_wei for s in scores if s.epoch == e.epoch)
+            per_epoch.append({"epoch": e.epoch, "emission_wei": str(e.emission_wei), "paid_wei": str(paid),
+                              "slashes": [{"provider": s["provider"], "row": s["row"], "bps": s["bps"]}
+                                          for s in e.slashes]})
+        holders = {f"account {i}": dev_account(i).address for i in range(10)}
+        holders |= {name: address for name, address in self.swarm.deployment.addresses.items()}
+        balances = {name: str(self.swarm.balance_of(address)) for name, address in holders.items()}
+        supply = self.swarm.token.functions.totalSupply().call()
+        return {
+            "chain_id": chain_id,
+            "providers": providers,
+            "jobs": job_rows,
+            "epochs": per_epoch,
+            "slashes": [{"provider": s.provider, "reason": s.reason, "amount_wei": str(s.from_stake + s.from_unbonding),
+                         "epoch": s.epoch, "job": s.job_id} for s in slashes],
+            "balances": balances,
+            "checks": {
+                "every_job_settled": all(j["status"] == "settled" for j in job_rows),
+                "rewards_equal_emission": all(e["paid_wei"] == e["emission_wei"] for e in per_epoch),
+                "flaky_slashed": any(s.provider == dev_account(PROVIDERS[2].account).address for s in slashes),
+                "supply_accounted": sum(int(b) for b in balances.values()) == supply,
+                "rewards_claimed": all(p["claimed_wei"] == p["rewards_wei"] for p in providers),
+            },
+            "supply_wei": str(supply),
+            "supply_at_start_wei": str(self.supply_at_start),
+            "results": str(self.home / "results"),
+            "log": str(self.home / "demo" / "services.log"),
+            "dashboard": "swarm dashboard  →  http://127.0.0.1:8600",
+            "rpc_url": self.url,
+        }
+
+
+def _accuracy(metrics: dict | None) -> float | None:
+    """A job's accuracy on the digits: held-out (train, finetune) or over the table (infer)."""
+    metrics = metrics or {}
+    return metrics.get("val_accuracy", metrics.get("accuracy"))

@@ -1,0 +1,208 @@
+"""The buyer's storage: what goes into it before a job is posted, and what comes out of it after.
+
+Before: a job's code and inputs are put in the buyer's own storage and pinned by their sha256
+(docs/market.md, "Your own program"). `pin(spec, base, upload_to)` turns a spec that names
+code or inputs by a local path or an unpinned URI into one that names each by `{uri, sha256}`:
+
+- a local code directory is packed (`compute.dataplane.pack`) and uploaded as
+  `<upload_to>/code/<sha256>.tar`; a local file or directory input goes to
+  `<upload_to>/inputs/<sha256>/<its name>`. Content-addressed, so posting the same code
+  again uploads nothing new.
+- a URI is read once to compute its digest, and stays where it is.
+
+Relative paths are the spec file's (`base`); `upload_to` defaults to the spec's output
+(`<output>/uploads`). Nothing passes through the market: the buyer's machine writes to the
+buyer's storage, and the site reads from it.
+
+After: a result is found under the spec's output (`result_location`) and refused unless its
+files hash to the chain's resultHash (`fetch_result`); one in object storage is downloaded
+beside its destination and moved in only once verified (`download_verified`). What the chain
+says (that resultHash among it) this module never asks: `market.buyer` reads it and hands it in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from compute import dataplane
+from ledger.errors import SwarmError
+from market.spec import JobSpec, SpecError, validate_spec
+
+UPLOADS = "uploads"
+DEFAULT_OUTPUT = "results"  # a built-in job's output when its spec names none: $SWARM_HOME/results
+
+
+# ── before a job is posted: pinning ─────────────────────────────────────────────────
+def pin(
+    spec: JobSpec, base: Path, upload_to: str | None = None, default_output: str | None = None
+) -> JobSpec:
+    """The spec with its code and inputs (a built-in kind's model and dataset) uploaded (if local
+    and there is an output or `upload_to`) and pinned; its output made absolute if it is a local
+    path. A built-in job with no output gets `default_output`, whose uploads go nowhere (its
+    local files are pinned where they are). Raises SpecError naming the field that cannot be pinned."""
+    if not spec.unpinned() and spec.output is not None and dataplane.is_uri(spec.output):
+        return spec
+    output = _located(spec.output, base) if spec.output else None
+    upload_to = upload_to or (dataplane.join(output, UPLOADS) if output else None)
+    output = output or (default_output if spec.kind != "ray" else None)
+    data: dict[str, Any] = spec.canonical() | {"output": output}
+    if isinstance(spec.code, str):
+        data["code"] = _pin_code(_located(spec.code, base), upload_to)
+    for name, value in spec.inputs.items():
+        if isinstance(value, str):
+            located = _located(value, base)
+            data["inputs"][name] = _pin_input(f"inputs.{name}", f"input {name}", located, upload_to)
+    for field, value in spec.brought().items():  # a built-in kind's model or dataset
+        if isinstance(value, str):
+            data[field] = _pin_input(field, field, _located(value, base), upload_to)
+    return validate_spec(data, now=spec.deadline - 1)
+
+
+def _located(value: str, base: Path) -> str:
+    if dataplane.is_uri(value):
+        return value
+    return str((base / Path(value).expanduser()).resolve())
+
+
+def _pin_code(location: str, upload_to: str | None) -> dict[str, str]:
+    try:
+        if dataplane.is_uri(location):  # an archive the buyer packed and stored already
+            return {"uri": location, "sha256": dataplane.digest(location, "code")}
+        archive = dataplane.pack(Path(location))
+        sha = hashlib.sha256(archive).hexdigest()
+        target = dataplane.join(_upload_place(upload_to, "code"), f"code/{sha}.tar")
+        if not dataplane.exists(target):
+            with tempfile.TemporaryDirectory() as scratch:
+                packed = Path(scratch) / "code.tar"
+                packed.write_bytes(archive)
+                dataplane.upload(packed, target, what="packed code")
+        return {"uri": target, "sha256": sha}
+    except dataplane.DataPlaneError as exc:
+        raise SpecError(f"spec field code cannot be pinned: {exc}.", "code") from None
+
+
+def _pin_input(field: str, what: str, location: str, upload_to: str | None) -> dict[str, str]:
+    """A file or directory pinned by its sha256: uploaded first if it is local and there is a
+    place to upload to; a local one with none stays where it is, which a devnet's sites read."""
+    try:
+        sha = dataplane.digest(location, what)
+        if dataplane.is_uri(location) or not upload_to:
+            return {"uri": location, "sha256": sha}
+        target = dataplane.join(upload_to, f"inputs/{sha}/{Path(location).name}")
+        if not dataplane.exists(target):
+            dataplane.upload(Path(location), target, what=what)
+        return {"uri": target, "sha256": sha}
+    except dataplane.DataPlaneError as exc:
+        raise SpecError(f"spec field {field} cannot be pinned: {exc}.", field) from None
+
+
+def _upload_place(upload_to: str | None, field: str) -> str:
+    if not upload_to:
+        raise SpecError(f"spec field {field} names a local path, which a site cannot read; give an output "
+                        "(the uploads go next to it) or a URI of the buyer's storage.", field)
+    return upload_to
+
+
+# ── after a job ran: its result ─────────────────────────────────────────────────────
+def result_location(output: str, namespace: str, job_id: int) -> str:
+    """Where a site puts job `job_id`'s result under a spec's `output` (`namespace`: the market's,
+    `market.spec.job_namespace`)."""
+    return dataplane.join(output, namespace + str(job_id))
+
+
+def fetch_result(job_id: int, location: str, expected: str, download_to: str | Path | None = None) -> Path:
+    """Job `job_id`'s result directory, verified against `expected` (the chain's resultHash): read
+    where it is when that is a local directory and no `download_to` is asked for, else downloaded
+    into `download_to` (default ./job-ID), a new or empty directory (`download_verified`)."""
+    if dataplane.is_uri(location) or download_to is not None:
+        return download_verified(job_id, location, Path(download_to or f"job-{job_id}"), expected)
+    path = Path(location)
+    verify(job_id, path, expected)
+    return path
+
+
+def verify(job_id: int, result_dir: Path, expected: str, where: str | None = None) -> None:
+    """Refuses a result whose outputs do not hash to `expected`, naming the files that differ
+    (and `where` the result came from, when it is not `result_dir` itself)."""
+    from compute.manifest import MANIFEST, build_manifest, manifest_hash
+
+    if not result_dir.is_dir():
+        raise SwarmError(f"The result directory of job {job_id}, {where or result_dir}, is missing; it "
+                         "cannot be verified.")
+    entries = build_manifest(result_dir)
+    actual = manifest_hash(entries)
+    if actual == expected:
+        return
+    changed = _changed_files(result_dir / MANIFEST, entries, expected)
+    raise SwarmError(
+        f"The result of job {job_id} in {where or result_dir} does not match its on-chain result hash "
+        f"{expected} (the files hash to {actual}{changed}); do not trust it."
+    )
+
+
+def download_verified(job_id: int, location: str, target: Path, expected: str) -> Path:
+    """Downloads a job's result from `location` into `target`, a new or empty directory, once its
+    files hash to the chain's resultHash `expected`; returns where it is.
+
+    The result lands in a directory of its own beside `target` and is moved into place only once
+    verified, so no file that was in `target` before mixes in (and makes the provider look
+    guilty), and a result that does not verify leaves nothing there. A `target` that already
+    holds exactly this result is kept as it is, with nothing downloaded; one that holds anything
+    else is refused."""
+    import shutil
+
+    target = target.resolve()
+    if target.exists() and not target.is_dir():
+        raise SwarmError(f"{target} is a file; give --download a directory for the result of job {job_id}.")
+    if target.is_dir() and any(target.iterdir()):
+        if _holds(target, expected):
+            return target
+        raise SwarmError(f"{target} is not empty, so the result of job {job_id} would mix with the files "
+                         "there; give --download a new or empty directory.")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".download", dir=target.parent))
+    except OSError as exc:
+        raise SwarmError(f"The result of job {job_id} cannot be downloaded beside {target} ({exc.strerror}); "
+                         "give --download a directory you may write.") from None
+    try:
+        landed = staging / "result"
+        try:
+            dataplane.download(location, landed, what=f"the result of job {job_id}")
+        except dataplane.DataPlaneError as exc:
+            reason = str(exc).strip().rstrip(".") or type(exc).__name__
+            raise SwarmError(f"{reason}; check the output URI and its keys (AWS_* for s3://).") from None
+        verify(job_id, landed, expected, where=dataplane.shown(location))
+        try:
+            landed.rename(target)  # replaces an empty directory at once
+        except OSError as exc:
+            raise SwarmError(f"The verified result of job {job_id} cannot be moved into {target} "
+                             f"({exc.strerror}); give --download a new or empty directory.") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _holds(result_dir: Path, expected: str) -> bool:
+    """Whether `result_dir`'s outputs hash to `expected`: the result is there already."""
+    from compute.manifest import OUTPUT_DIR, build_manifest, manifest_hash
+
+    return (result_dir / OUTPUT_DIR).is_dir() and manifest_hash(build_manifest(result_dir)) == expected
+
+
+def _changed_files(manifest: Path, entries: list[dict], expected: str) -> str:
+    """Which outputs differ from the manifest the provider wrote, if that manifest is the one on chain."""
+    try:
+        raw = manifest.read_bytes()
+        if "0x" + hashlib.sha256(raw).hexdigest() != expected:
+            return ""
+        original = {e["path"]: e["sha256"] for e in json.loads(raw)}
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    now = {e["path"]: e["sha256"] for e in entries}
+    differ = sorted(p for p in original.keys() | now.keys() if original.get(p) != now.get(p))
+    return f"; changed, added or removed: {', '.join('outputs/' + p for p in differ)}" if differ else ""

@@ -1,0 +1,227 @@
+"""What goes into a lease before its work starts, and what comes out of it after, outside the sandbox.
+
+In: the launcher fetches what the job names from the buyer's URIs and checks each against the
+sha256 its spec pins (`compute.dataplane.stage`) — a `ray` job's packed code, unpacked into the
+lease's directory, and its inputs; a built-in job's model and dataset; an earlier job's result,
+checked against the chain's resultHash — and installs a program's pip requirements into the
+lease from wheels only, so installing runs none of the buyer's code with the site's rights.
+A local path is read only if every user of the machine may read it and it lies outside what
+the site keeps from its leases. Out: a program's outputs, refused if they hold a link, and
+every result, written to the buyer's output.
+
+Anything that does not match, cannot be read or cannot be written raises `InputError` with one
+sentence: the buyer's to fix.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from compute import dataplane
+from compute.dataplane import join, shown
+from compute.errors import ComputeError
+from compute.manifest import MANIFEST, OUTPUT_DIR
+from compute.runners.program import CODE, INPUTS, INTERNAL, OUTPUTS, PACKAGES, RESERVED_NAMES, STAGED
+from provider.lease.plan import LeasePlan
+from provider.lease.sandbox import lease_uid
+
+PIP_TIMEOUT_S = 600.0
+
+
+class InputError(ComputeError):
+    """What a job names cannot be staged, read or written as its spec says: the buyer's to fix."""
+
+
+def fetch_inputs(plan: LeasePlan, work: Path) -> None:
+    """Copies into the lease the earlier result the job builds on, checked against the chain's
+    resultHash of it, and the model or dataset the buyer brings, checked against its pin."""
+    for item in plan.fetch:
+        target = work / item.target
+        if item.prior:
+            target = target / OUTPUT_DIR
+            if target.exists():
+                continue
+            what = f"the result of {item.prior}"
+            try:
+                readable(item.uri, plan.hidden, what, verified=True)
+                # The outputs' digest is their manifest's hash: what the chain holds as resultHash.
+                dataplane.stage(join(item.uri, OUTPUT_DIR), item.sha256, target, what=what)
+            except dataplane.DigestMismatch:
+                raise InputError(f"{what} in {shown(item.uri)} is not the one the chain holds (its files do not "
+                                 f"hash to the resultHash {item.sha256}); restore it there, or build on "
+                                 "another job") from None
+            except dataplane.DataPlaneError as exc:
+                raise InputError(str(exc)) from None
+        elif not target.exists():
+            what = Path(item.target).name.replace("_", " ")
+            try:
+                readable(item.uri, plan.hidden, what)
+                dataplane.stage(item.uri, item.sha256, target, what=what)
+            except dataplane.DataPlaneError as exc:
+                raise InputError(str(exc)) from None
+    if os.geteuid() == 0:
+        chown(work, lease_uid(plan.number))
+
+
+def stage_program(plan: LeasePlan, work: Path, log: Path) -> None:
+    """Fetches, checks and unpacks a program's code and inputs and installs its requirements,
+    once per lease directory."""
+    program = plan.program
+    assert program is not None
+    internal = work / INTERNAL
+    if (internal / STAGED).exists():
+        return
+    internal.mkdir(parents=True, exist_ok=True)
+    try:
+        code = program.code
+        assert not isinstance(code, str)  # a site plans only pinned programs
+        readable(code.uri, plan.hidden, "code")
+        archive = dataplane.stage(code.uri, code.sha256, internal / CODE, what="code")
+        if archive.is_dir():
+            raise InputError(f"code {code.uri} is a directory; it must be the program's directory packed as one "
+                             "tar, as `swarm job post` packs it")
+        _unpack(archive, work)
+        for name, pinned in sorted(program.inputs.items()):
+            assert not isinstance(pinned, str)
+            readable(pinned.uri, plan.hidden, f"input {name}")
+            dataplane.stage(pinned.uri, pinned.sha256, work / INPUTS / name, what=f"input {name}")
+    except dataplane.DataPlaneError as exc:
+        raise InputError(str(exc)) from None
+    if program.requirements:
+        _install(list(program.requirements), internal / PACKAGES, log,
+                 timeout_s=min(PIP_TIMEOUT_S, plan.wall_seconds))
+    (work / OUTPUTS).mkdir(exist_ok=True)
+    (internal / STAGED).touch()
+    if os.geteuid() == 0:
+        chown(work, lease_uid(plan.number))
+
+
+def _unpack(archive: Path, work: Path) -> None:
+    import tarfile
+
+    with tarfile.open(archive) as tar:
+        tops = {Path(m.name).parts[0] for m in tar.getmembers() if Path(m.name).parts}
+    clash = sorted(tops & set(RESERVED_NAMES))
+    if clash:
+        raise InputError(f"the code holds {', '.join(clash)} at its top, which the lease keeps for its own "
+                         f"({', '.join(RESERVED_NAMES)}); rename or move it")
+    dataplane.unpack(archive, work)
+
+
+def readable(location: str, hidden: tuple[str, ...], what: str, verified: bool = False) -> None:
+    """A local path is read only if it is not in what the site keeps from its leases (a
+    keystore, the cluster's token) and every user of the site's machine may read it — unless
+    it is `verified`: an earlier job's result, kept only if it hashes to the chain's resultHash,
+    which a lease wrote with its own user's rights."""
+    if dataplane.is_uri(location) and not location.startswith("file://"):
+        return
+    path = Path(location.removeprefix("file://")).expanduser().resolve()
+    if any(path.is_relative_to(Path(h).resolve()) for h in hidden):
+        raise InputError(f"{what} {location} lies in what the site keeps from its leases")
+    if path.exists() and not verified:
+        for item in [path, *(path.rglob("*") if path.is_dir() else ())]:
+            if item.stat().st_mode & 0o004 == 0:
+                raise InputError(f"{what} {location} is not readable by every user of the site; "
+                                 "make it world-readable or put it in object storage")
+
+
+def writable_output(location: str, hidden: tuple[str, ...]) -> None:
+    """A local output directory may not lie in what the site keeps from its leases."""
+    if dataplane.is_uri(location) and not location.startswith("file://"):
+        return
+    path = Path(location.removeprefix("file://")).expanduser().resolve()
+    if any(path.is_relative_to(Path(h).resolve()) or Path(h).resolve().is_relative_to(path) for h in hidden):
+        raise InputError(f"output {location} lies in (or holds) what the site keeps from its leases; "
+                         "choose another output")
+
+
+def result_binds(plan: LeasePlan) -> tuple[tuple[Path, bool], ...]:
+    """A built-in job's own directory of the buyer's output, when that is a directory here:
+    writable and owned by the lease's user. One in what the site keeps from its leases is refused."""
+    own = plan.local_result
+    if own is None:
+        return ()
+    writable_output(str(own.parent), plan.hidden)
+    own.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0:  # a job taken over from another lease is this lease's now
+        chown(own, lease_uid(plan.number))
+    return ((own, True),)
+
+
+def _install(requirements: list[str], target: Path, log: Path, timeout_s: float) -> None:
+    """pip, from wheels only (installing a wheel runs none of its code), into the lease."""
+    argv = [sys.executable, "-m", "pip", "install", "--only-binary=:all:", "--no-input", "--disable-pip-version-check",
+            "--no-warn-script-location", "--quiet", "--target", str(target), *requirements]
+    with open(log, "a") as out:
+        out.write(f"installing {' '.join(requirements)}\n")
+        out.flush()
+        try:
+            done = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True, timeout=timeout_s, check=False,
+                                  env=_pip_env())
+        except subprocess.TimeoutExpired:
+            raise InputError(f"the requirements ({', '.join(requirements)}) took more than {timeout_s:.0f} s to "
+                             "install") from None
+        out.write(done.stderr)
+    if done.returncode != 0:
+        errors = [line.strip() for line in done.stderr.splitlines() if line.strip().startswith("ERROR")]
+        reason = (errors[0].removeprefix("ERROR:").strip() if errors else f"pip exited with {done.returncode}")
+        raise InputError(f"the requirements ({', '.join(requirements)}) could not be installed: {reason[:300]}")
+
+
+def _pip_env() -> dict[str, str]:
+    """The site's own pip settings (its index, proxy, certificates), nothing else of its environment."""
+    keep = ("PATH", "HOME", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy",
+            "SSL_CERT_FILE")
+    return {k: v for k, v in os.environ.items() if k in keep or k.startswith("PIP_")}
+
+
+def chown(root: Path, uid: int) -> None:
+    """`root` and everything under it to the lease's user, links themselves and not what they name."""
+    for path in [root, *root.rglob("*")]:
+        os.chown(path, uid, uid, follow_symlinks=False)
+
+
+# ── out of the lease ──────────────────────────────────────────────────────────────
+
+
+def check_outputs(work: Path) -> None:
+    """A program's outputs are regular files and directories: a link the lease left there would
+    have the site, outside the sandbox, hash and store what it points to."""
+    outputs = work / OUTPUTS
+    if outputs.is_symlink() or not outputs.is_dir():
+        raise InputError(f"the job replaced its {OUTPUTS} directory with something else; write results into it")
+    for path in outputs.rglob("*"):
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            raise InputError(f"the job's outputs hold {path.relative_to(work)}, a link or a special file; "
+                             "outputs are regular files only")
+
+
+def publish(work: Path, result: str, hidden: tuple[str, ...]) -> None:
+    """A program's outputs and their manifest, to the buyer's output URI (`<output>/<compute job id>`)."""
+    try:
+        writable_output(result, hidden)
+        dataplane.upload(work / OUTPUTS, join(result, OUTPUTS), what="result")
+        dataplane.upload(work / MANIFEST, join(result, MANIFEST), what="result's manifest")
+    except dataplane.DataPlaneError as exc:
+        raise InputError(str(exc)) from None
+
+
+def copy_result(source: str, destination: str, hidden: tuple[str, ...]) -> None:
+    """A built-in job's result directory to the buyer's output: a local path or a pyarrow URI."""
+    import pyarrow.fs as pafs
+
+    writable_output(destination, hidden)  # a file:// one, checked as a directory
+    if "://" not in source and "://" not in destination:
+        import shutil
+
+        shutil.copytree(source, destination, dirs_exist_ok=True, symlinks=False)
+        return
+    import pyarrow as pa
+
+    try:
+        pafs.copy_files(source, destination)
+    except (pa.ArrowException, ValueError) as exc:
+        raise OSError(str(exc)) from exc

@@ -1,0 +1,257 @@
+"""The lease's launcher: the entrypoint of the lease's Ray job, on whichever machine runs it.
+
+The site submits `python -m provider.lease.launch <lease name>` through Ray's job submission
+API (`ray_job`), reserving the lease's CPUs and GPUs on one node of the site, with the lease's
+plan in the Ray job's environment: Ray runs it on whichever machine of the site has room, and
+that machine needs nothing from the head but the plan. The launcher is the site's own code:
+it keeps the lease's directory in its own machine's `$SWARM_HOME/site/leases/<name>`, stages
+what the job names (`provider.lease.inputs`), builds the lease's sandbox and runs the worker
+inside it (`provider.lease.worker`), then hashes the outputs, meters the units and stores the
+result in the buyer's output. What the sandbox prints and the launcher's verdict (its last
+line, `provider.lease.outcome`) are the Ray job's log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from compute.dataplane import shown
+from provider.lease import LEASES, LOG, OUTCOME, PROJECT, RUN, WORK
+from provider.lease.inputs import InputError, check_outputs, copy_result, fetch_inputs, publish, result_binds, \
+    stage_program
+from provider.lease.outcome import Outcome, verdict_line
+from provider.lease.plan import LeasePlan
+from provider.lease.sandbox import Sandbox, lease_uid
+
+PLAN_ENV = "SWARM_LEASE_PLAN"  # the plan, in the lease's Ray job, to whichever machine runs it
+
+
+def ray_job(plan: LeasePlan, name: str) -> dict[str, Any]:
+    """What the site submits to Ray's job API for lease `name`: the launcher, with the plan in
+    its environment and the lease's CPUs and GPUs reserved for it on one node. Every machine
+    of a site runs Swarm from the same path, as Ray runs its own."""
+    return {"entrypoint": f"exec {sys.executable} -m provider.lease.launch {name}",
+            "entrypoint_num_cpus": plan.cpus, "entrypoint_num_gpus": plan.gpus or None,
+            "runtime_env": {"env_vars": {"PYTHONPATH": str(PROJECT), PLAN_ENV: plan.encode()}}}
+
+
+def leases_root(env: Mapping[str, str] | None = None) -> Path:
+    """Where this machine keeps the leases it runs: `$SWARM_HOME/site/leases`. Ray's processes
+    on a site's machines carry the SWARM_HOME they were started in (compute.node.auth_env)."""
+    env = os.environ if env is None else env
+    return Path(env.get("SWARM_HOME", ".swarm")).expanduser().resolve() / LEASES
+
+
+def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, bool], ...] = ()) -> Sandbox:
+    work = directory / WORK
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "SWARM_OUTPUT_DIR": str(work / "outputs"),
+        "PYTHONPATH": str(PROJECT),
+        "SWARM_HOME": str(work / "home"),
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # the lease's own Ray: one node on its loopback
+        "RAY_AUTH_MODE": "disabled",  # nothing but the lease shares that loopback
+        "RAY_USAGE_STATS_ENABLED": "0",
+        # Ray Train's helpers that a one-node instance of its own has no use for, each an actor
+        # process to start: the preemption watcher and the metrics no one scrapes.
+        "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
+        "RAY_TRAIN_METRICS_ENABLED": "0",
+    }
+    return Sandbox(work, plan.limits(), hidden=[Path(p) for p in plan.hidden], lease_uid=lease_uid(plan.number),
+                   env=env, binds=binds)
+
+
+def launch(directory: Path, plan: LeasePlan) -> Outcome:
+    """Runs the lease's current attempt in its sandbox, in `directory` on this machine, and
+    writes its outcome."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / OUTCOME).unlink(missing_ok=True)
+    work = directory / WORK
+    work.mkdir(parents=True, exist_ok=True)
+    (work / RUN).unlink(missing_ok=True)
+    try:
+        sandbox = lease_sandbox(directory, plan, result_binds(plan))
+        if plan.program is not None:
+            stage_program(plan, work, directory / LOG)
+        else:
+            fetch_inputs(plan, work)
+    except (InputError, OSError) as exc:
+        outcome = Outcome(state="failed", attempt=plan.attempt, seconds=0.0, returncode=-1,
+                          error=_sentence(str(exc)))
+        outcome.write(directory)
+        return outcome
+    # The sandbox's copy, without the verdict's key: the lease's own directory is all the sandbox shows.
+    plan.but(verdict_key="").write(work)
+    with open(directory / LOG, "a") as log:
+        echo = _Echo(directory / LOG, log.tell())
+        log.write(f"── attempt {plan.attempt} ──\n")
+    echo.start()
+    try:
+        done = sandbox.run([sys.executable, "-m", "provider.lease.worker", str(work)], log=directory / LOG)
+    finally:
+        echo.finish()
+    outcome = _meter(plan, directory, done)
+    outcome.write(directory)
+    return outcome
+
+
+def _meter(plan: LeasePlan, directory: Path, done: Any) -> Outcome:
+    """The attempt's verdict: what broke, or the result's hash and the units it used, and the
+    result stored in the buyer's output."""
+    from compute.accounting import unit_name
+    from compute.manifest import result_hash
+
+    work = directory / WORK
+    use_gpu = plan.gpus > 0
+    reserved = (plan.gpus if use_gpu else plan.cpus) * done.seconds
+    outcome = Outcome(state="failed", attempt=plan.attempt, seconds=done.seconds, returncode=done.returncode,
+                      broke=done.broke, unit=unit_name(use_gpu), peak_memory_bytes=done.peak_memory_bytes)
+    run = _read_run(plan, work) if plan.program is None else _program_run(work, done.returncode, reserved)
+    if done.broke:
+        return replace(outcome, error=_broke_message(done.broke, plan))
+    if done.returncode != 0 or run is None:
+        return replace(outcome, error=_last_error(directory / LOG, work) or f"the job exited with {done.returncode}")
+    if plan.program is not None:
+        try:
+            check_outputs(work)
+        except InputError as exc:
+            return replace(outcome, error=_sentence(str(exc)))
+    measured = float(run.get("units", 0.0))
+    units = min(plan.max_units, math.ceil(min(measured, reserved)))  # never more than it held
+    outcome = replace(outcome, state="succeeded", result_hash=result_hash(Path(run["result_dir"])), units=units,
+                      metrics=run.get("metrics", {}))
+    try:
+        if plan.program is not None:
+            publish(work, plan.result, plan.hidden)
+        elif plan.local_result is None:
+            copy_result(run["result_dir"], plan.result, plan.hidden)
+    except (InputError, OSError) as exc:
+        return replace(outcome, state="failed", error=f"the site could not store the result in "
+                                                      f"{shown(plan.result)}: {exc}")
+    return outcome
+
+
+def _program_run(work: Path, returncode: int, reserved: float) -> dict[str, Any] | None:
+    """A buyer's program is metered by what it reserved for as long as it ran."""
+    if returncode != 0 or not (work / "outputs").is_dir():
+        return None
+    return {"result_dir": str(work.resolve()), "units": reserved, "metrics": {}}
+
+
+def _read_run(plan: LeasePlan, work: Path) -> dict[str, Any] | None:
+    """The worker's report, read as the lease's: outputs outside its own directories are not its outputs."""
+    try:
+        raw = json.loads((work / RUN).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    result_dir = Path(str(raw.get("result_dir", ""))).resolve()
+    own = [work.resolve()] + ([plan.local_result.resolve()] if plan.local_result else [])
+    if not any(result_dir.is_relative_to(d) for d in own) or not (result_dir / "outputs").is_dir():
+        return None
+    metrics = raw.get("metrics", {})
+    units = raw.get("units", 0.0)
+    return {"result_dir": str(result_dir), "units": units if isinstance(units, int | float) else 0.0,
+            "metrics": metrics if isinstance(metrics, dict) else {}}
+
+
+def _sentence(text: str) -> str:
+    text = text.strip()
+    return text if text.endswith(".") else text + "."
+
+
+def _broke_message(limit: str, plan: LeasePlan) -> str:
+    if limit == "memory":
+        return f"the job used more than the {plan.memory_bytes // 2**20} MiB of memory it reserved and was stopped."
+    if limit == "processes":
+        return f"the job started more than the {plan.max_processes} processes it may and was stopped."
+    return f"the job ran past its {plan.wall_seconds:.0f} s and was stopped."
+
+
+def _last_error(log: Path, work: Path | None = None) -> str | None:
+    """The log's last line: a built-in runner's refusal is its sentence alone, the lease's own
+    paths in it relative to the lease (inputs/dataset/rows.csv), as the buyer named them."""
+    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    if not lines:
+        return None
+    last = re.sub(r"^compute\.errors\.\w+: (job [^:]+: )?", "", lines[-1])
+    return (last.replace(f"{work}/", "") if work else last)[:500]
+
+
+class _Echo(threading.Thread):
+    """Copies what the sandbox writes to the lease's log to the launcher's standard output,
+    which Ray keeps as the lease's job log: the site reads it from the head, wherever the
+    lease runs."""
+
+    def __init__(self, path: Path, offset: int) -> None:
+        super().__init__(daemon=True, name="lease-log")
+        self.path, self.offset = path, offset
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        with open(self.path, "rb") as log:
+            log.seek(self.offset)
+            while True:
+                finished = self.done.wait(0.2)
+                while chunk := log.read(1 << 16):
+                    sys.stdout.buffer.write(chunk)
+                sys.stdout.flush()
+                if finished:
+                    return
+
+    def finish(self) -> None:
+        self.done.set()
+        self.join()
+
+
+def _die_with_parent() -> None:
+    """The launcher is the child of the Ray worker that supervises the lease's Ray job: when
+    that worker dies with its node, the launcher is killed, and the sandbox with it (bwrap
+    dies with its parent), so a lease the site runs again never runs beside its old self."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() == 1:  # the parent died before the signal was armed
+        sys.exit(1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m provider.lease.launch NAME", file=sys.stderr)
+        return 2
+    _die_with_parent()
+    started = time.monotonic()
+    directory = leases_root() / argv[0]
+    plan = LeasePlan.decode(os.environ[PLAN_ENV])
+    # This machine's own SWARM_HOME (its copy of the cluster token, its other leases) is hidden too.
+    plan = plan.but(hidden=(*plan.hidden, str(leases_root().parent.parent)))
+    try:
+        outcome = launch(directory, plan)
+    except Exception as exc:  # the site's own failure, not the job's: recorded so the site knows whose
+        outcome = Outcome(state="failed", attempt=plan.attempt, seconds=time.monotonic() - started, returncode=-1,
+                          error=f"the site could not run the lease: {type(exc).__name__}: {exc}", fault="provider")
+        outcome.write(directory)
+        print(verdict_line(plan.verdict_key, outcome), flush=True)
+        raise
+    print(f"lease {outcome.state} after {time.monotonic() - started:.1f} s"
+          + (f": {outcome.error}" if outcome.error else ""))
+    print(verdict_line(plan.verdict_key, outcome), flush=True)
+    return 0 if outcome.state == "succeeded" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,167 @@
+"""Ray's private APIs, as compute/ray_private.py uses them. Every name and signature that
+module relies on is pinned here against the installed Ray, without starting a cluster, so an
+upgrade of Ray that moves one of them fails here by name rather than inside a job or a node."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import signal
+import tomllib
+from pathlib import Path
+
+import pytest
+import ray
+
+from compute import ray_private
+from compute.errors import ComputeError
+from compute.node import LOCAL_HEALTH_CHECKS
+
+pytestmark = pytest.mark.light
+
+ROOT = Path(__file__).resolve().parents[1]
+AUTH_VARS = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_AUTH_TOKEN")
+
+
+# ── the version it was written for ───────────────────────────────────────────
+
+def test_the_seam_is_written_for_the_ray_that_pyproject_pins_and_that_is_installed() -> None:
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pins = [d.split("==")[1] for d in dependencies if d.startswith("ray[")]
+    assert pins == [ray_private.RAY_VERSION]
+    assert ray.__version__ == ray_private.RAY_VERSION
+
+
+def test_another_ray_version_is_refused_in_one_sentence_naming_both() -> None:
+    with pytest.raises(ComputeError) as refused:
+        ray_private.check_version("2.61.0")
+    message = str(refused.value)
+    assert "Ray 2.61.0 is installed" in message and f"Ray {ray_private.RAY_VERSION}" in message
+    assert "\n" not in message and message.endswith(".") and message.count(". ") == 0
+
+
+def test_importing_the_seam_under_another_ray_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ray, "__version__", "3.0.0")
+    source = ROOT / "compute" / "ray_private.py"
+    spec = importlib.util.spec_from_file_location("ray_private_under_test", source)
+    assert spec is not None and spec.loader is not None
+    with pytest.raises(ComputeError, match=r"Ray 3\.0\.0 is installed"):
+        spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+# ── starting Ray: the underscore keyword arguments ───────────────────────────
+
+def test_ray_init_still_takes_the_underscore_arguments_swarm_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ray.init takes them through **kwargs and refuses, before starting anything, any it does
+    not know: an unknown one beside them is named alone."""
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    sigterm = signal.getsignal(signal.SIGTERM)  # ray.init installs its own before checking
+    try:
+        with pytest.raises(RuntimeError, match=r"^Unknown keyword argument\(s\): _not_a_ray_argument$"):
+            ray.init(_node_ip_address="127.0.0.1", _temp_dir="/tmp/ray", _not_a_ray_argument=1,
+                     **ray_private.system_config_args(LOCAL_HEALTH_CHECKS))
+    finally:
+        signal.signal(signal.SIGTERM, sigterm)
+    assert not ray.is_initialized()
+
+
+def test_init_local_node_passes_only_arguments_ray_init_names() -> None:
+    from ray._private.worker import RayContext
+
+    ray_init = inspect.signature(ray.init).parameters
+    passed = set(inspect.signature(ray_private.init_local_node).parameters) - {"node_ip_address", "temp_dir"}
+    assert passed <= set(ray_init), passed - set(ray_init)
+    # What a local ray.init returns; the lease reads the GCS address from its address_info.
+    assert "address_info" in inspect.signature(RayContext.__init__).parameters
+
+
+def test_a_cluster_head_takes_the_system_config_and_knows_every_health_check_setting() -> None:
+    from ray._private.parameter import RayParams
+    from ray._raylet import Config
+
+    params = RayParams(**ray_private.system_config_args(LOCAL_HEALTH_CHECKS))
+    assert params._system_config == LOCAL_HEALTH_CHECKS
+    for name in LOCAL_HEALTH_CHECKS:  # each a RayConfig entry: the raylet refuses an unknown one at start
+        assert isinstance(getattr(Config, name)(), int), name
+
+
+# ── authentication ───────────────────────────────────────────────────────────
+
+def test_a_loaded_ray_reads_a_new_token_file_once_its_auth_settings_are_reloaded(tmp_path: Path) -> None:
+    from ray._raylet import AuthenticationTokenLoader
+
+    token = tmp_path / "auth_token"
+    token.write_text("ab" * 32)
+    token.chmod(0o600)
+    saved = {name: os.environ.get(name) for name in AUTH_VARS}
+    try:
+        os.environ.pop("RAY_AUTH_TOKEN", None)
+        os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(token))
+        ray_private.reload_auth_settings()
+        assert AuthenticationTokenLoader.instance().get_raw_token() == "ab" * 32
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        ray_private.reload_auth_settings()
+
+
+# ── the GCS ──────────────────────────────────────────────────────────────────
+
+def test_the_gcs_client_still_lists_nodes_with_a_timeout() -> None:
+    """Its constructor cannot be pinned here (it waits 40 s for a GCS that is not there);
+    tests/test_cluster_cli.py reads a real cluster's nodes through it."""
+    from ray._raylet import GcsClient, InnerGcsClient
+
+    assert "__getattr__" in vars(GcsClient)  # it forwards every call to an InnerGcsClient
+    listing = inspect.signature(InnerGcsClient.get_all_node_info)
+    assert "timeout" in listing.parameters
+    assert "GcsNodeInfo" in str(listing.return_annotation)
+
+
+def test_a_gcs_node_message_reads_as_alive_or_dead_with_its_labels_and_resources() -> None:
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo
+
+    assert GcsNodeInfo.ALIVE == 0 and GcsNodeInfo.DEAD == 1
+    info = GcsNodeInfo(state=GcsNodeInfo.ALIVE, is_head_node=False, node_manager_address="10.0.0.7",
+                       labels={"provider": "0xabc"}, resources_total={"CPU": 2.0, "provider:0xabc": 1.0})
+    node = ray_private.GcsNode.of("ff" * 28, info)
+    assert node == ray_private.GcsNode(node_id="ff" * 28, alive=True, head=False,
+                                       labels={"provider": "0xabc"},
+                                       resources={"CPU": 2.0, "provider:0xabc": 1.0}, ip="10.0.0.7")
+    info.state = GcsNodeInfo.DEAD
+    assert not ray_private.GcsNode.of("ff" * 28, info).alive
+
+
+# ── placement groups and Ray Train ───────────────────────────────────────────
+
+def test_a_placement_group_id_from_the_table_becomes_a_handle_with_that_id() -> None:
+    from ray._raylet import PlacementGroupID
+    from ray.util.placement_group import PlacementGroup
+
+    pg_id = PlacementGroupID.from_random().hex()
+    handle = ray_private.placement_group(pg_id)
+    assert isinstance(handle, PlacementGroup)
+    assert handle.id.hex() == pg_id
+
+
+def test_ray_trains_controller_still_calls_and_aborts_for_a_controller_callback() -> None:
+    from ray.train.v2._internal.execution.callback import ControllerCallback
+    from ray.train.v2._internal.execution.controller import controller
+
+    assert ray_private.ControllerCallback is ControllerCallback
+    # The controller picks its callbacks by this very class, so a subclass of it is called.
+    assert controller.ControllerCallback is ControllerCallback
+    for hook, arguments in (("after_controller_start", ["self", "train_run_context"]),
+                            ("after_controller_finish", ["self", "result"])):
+        assert list(inspect.signature(getattr(ControllerCallback, hook)).parameters) == arguments, hook
+    assert list(inspect.signature(controller.TrainController.abort).parameters) == ["self"]
+
+
+def test_the_provider_watch_is_a_controller_callback() -> None:
+    from compute.runners.supervise import ProviderWatch
+
+    assert issubclass(ProviderWatch, ray_private.ControllerCallback)
