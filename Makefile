@@ -15,7 +15,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres browser sandbox system-packages demo test slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
+.PHONY: install postgres browser sandbox system-packages demo test lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -68,11 +68,17 @@ demo: install sandbox
 	$(VENV)/bin/swarm demo
 
 # What the tests need is fetched side by side (Debian's packages one apt at a time, node_modules,
-# both venvs), slither and forge run as soon as theirs are in, then pytest alone.
+# both venvs), slither, forge and the linters run as soon as theirs are in, then pytest alone.
 test:
 	@mkdir -p $(VENV)  # before the two venvs inside it are made at once
-	$(MAKE) --no-print-directory --output-sync=target -j3 system-packages install slither test-contracts
+	$(MAKE) --no-print-directory --output-sync=target -j3 system-packages install slither test-contracts lint
 	$(MAKE) --no-print-directory test-python
+
+# Style that is checked: ruff (pyproject's [tool.ruff]: the pinned ruff's default rules, lines of
+# at most 110 characters) over the whole tree, and mypy (pyproject's [tool.mypy]) over the packages.
+lint: $(VENV_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # -j1: dpkg takes one apt at a time, and a sub-make would otherwise share the caller's -j.
 system-packages:

@@ -87,7 +87,7 @@ def main() -> None:
                 stake.register(swarm, sender, store_spec(home, {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1}), 1)
                 stake.stake(swarm, sender, 1_500 * 10**18)
             base = run_job(ComputeJob.of("base", "train", dev_account(1).address, storage=str(home / "results"),
-                                      params={"model": "tiny-transformer", "samples": 256, "epochs": 1}))
+                                         params={"model": "tiny-transformer", "samples": 256, "epochs": 1}))
             inputs = home / "inputs.npy"
             np.save(inputs, synthetic_sequences(5, n=16)[0].numpy())
             engine = open_ledger(f"sqlite:///{home / 'ledger.db'}")

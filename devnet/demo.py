@@ -72,23 +72,23 @@ def job_specs(table: Path, train_id: int | None = None) -> dict[str, dict]:
 class Progress(Protocol):
     """What the demo tells of its steps: rich's Progress, or `Silent`."""
 
-    def add_task(self, description: str, total: float | None = ...) -> Any: ...
+    def add_task(self, description: str, *, total: float | None = ...) -> Any: ...
 
-    def advance(self, task: Any, advance: float = ...) -> None: ...
+    def advance(self, task: Any, /) -> None: ...
 
-    def update(self, task: Any, **changes: Any) -> None: ...
+    def update(self, task: Any, /, *, completed: float | None = ..., description: str | None = ...) -> None: ...
 
 
 class Silent:
     """A progress that shows nothing (the demo's `--json`)."""
 
-    def add_task(self, description: str, total: float | None = None) -> int:
+    def add_task(self, description: str, *, total: float | None = None) -> int:
         return 0
 
-    def advance(self, task: Any, advance: float = 1) -> None:
+    def advance(self, task: Any, /) -> None:
         pass
 
-    def update(self, task: Any, **changes: Any) -> None:
+    def update(self, task: Any, /, *, completed: float | None = None, description: str | None = None) -> None:
         pass
 
 

@@ -108,7 +108,7 @@ def test_train_finetune_and_infer_run_on_cuda_in_bf16(gpu_node, tmp_path: Path) 
 
     def job(job_id: str, kind: str, **params) -> ComputeJob:
         return ComputeJob.of(job_id=job_id, kind=kind, provider=GPU_PROVIDER, storage=str(tmp_path), timeout_s=600,
-                          use_gpu=True, seed=3, params=params | {"precision": "bf16"})
+                             use_gpu=True, seed=3, params=params | {"precision": "bf16"})
 
     trained = run_job(job("gpu-train", "train", model="mlp", samples=512, epochs=2))
     assert trained.unit == "gpu-seconds" and trained.metrics["compute_dtype"] == "bfloat16"

@@ -30,7 +30,7 @@ def corpus(table: Path) -> list[str]:
 
 def infer_job(storage: Path, job_id: str, provider: str, checkpoint: Path, table: Path) -> ComputeJob:
     return ComputeJob.of(job_id=job_id, kind="infer", provider=provider, storage=str(storage), timeout_s=240, seed=1,
-                      params={"checkpoint": str(checkpoint), "dataset_path": str(table), "batch_size": 32})
+                         params={"checkpoint": str(checkpoint), "dataset_path": str(table), "batch_size": 32})
 
 
 @pytest.mark.parametrize(("architecture", "provider"), [("gpt2", PROVIDER_B), ("bert", PROVIDER_C)])
@@ -72,8 +72,8 @@ def test_a_checkpoint_that_cannot_load_or_a_table_without_texts_is_the_buyers_to
 
 def train_job(storage: Path, job_id: str, provider: str, model: Path, table: Path, epochs: int) -> ComputeJob:
     return ComputeJob.of(job_id=job_id, kind="train", provider=provider, storage=str(storage), timeout_s=300, seed=2,
-                      params={"model": str(model), "dataset": str(table), "epochs": epochs, "batch_size": 16,
-                              "lr": 0.003})
+                         params={"model": str(model), "dataset": str(table), "epochs": epochs, "batch_size": 16,
+                                 "lr": 0.003})
 
 
 def test_a_transformers_classifier_trains_on_a_table_of_texts_and_serves_what_it_learned(
@@ -97,8 +97,8 @@ def test_a_transformers_classifier_trains_on_a_table_of_texts_and_serves_what_it
 
 def finetune_job(storage: Path, job_id: str, provider: str, base: Path, table: Path) -> ComputeJob:
     return ComputeJob.of(job_id=job_id, kind="finetune", provider=provider, storage=str(storage), timeout_s=240,
-                      seed=1, params={"base_checkpoint": str(base), "dataset": str(table), "epochs": 4,
-                                      "batch_size": 16, "lr": 0.01})
+                         seed=1, params={"base_checkpoint": str(base), "dataset": str(table), "epochs": 4,
+                                         "batch_size": 16, "lr": 0.01})
 
 
 def test_lora_tunes_a_transformers_classifier_whose_adapter_loads_with_peft_on_the_same_base(

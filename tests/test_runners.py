@@ -38,7 +38,7 @@ WAIT_S = 240
 
 def job(storage: Path, job_id: str, kind: str, provider: str, **fields) -> ComputeJob:
     return ComputeJob.of(job_id=job_id, kind=kind, provider=provider, storage=str(storage), timeout_s=WAIT_S,
-                      **fields)
+                         **fields)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_train_writes_a_checkpoint_every_epoch_that_restores_to_the_same_accurac
 
     model, meta = load_model(result_dir)
     assert meta["model"] == "tiny-transformer" and meta["seed"] == 7
-    params = train.TrainParams.from_job(job(result_dir.parent, "x", "train", PROVIDER_B, params=SMALL))
+    params = job(result_dir.parent, "x", "train", PROVIDER_B, params=SMALL).params
     restored = train.evaluate(model, train.validation_set(params, seed=7))
     assert round(restored["accuracy"], 6) == base.metrics["val_accuracy"]
     assert round(restored["loss"], 6) == base.metrics["val_loss"]
@@ -114,7 +114,7 @@ def test_checkpoints_go_to_a_pyarrow_filesystem_uri(ray_cluster, tmp_path: Path,
     monkeypatch.setenv("SWARM_HOME", str(tmp_path / "home"))
     remote = tmp_path / "remote"
     result = run_job(ComputeJob.of(job_id="uri-on-c", kind="train", provider=PROVIDER_C, storage=f"file://{remote}",
-                                timeout_s=WAIT_S, params={"model": "mlp", "samples": 256, "epochs": 2}))
+                                   timeout_s=WAIT_S, params={"model": "mlp", "samples": 256, "epochs": 2}))
     assert len(checkpoints_of(remote / "uri-on-c")) == 2
     assert Path(result.result_dir) == tmp_path / "home" / "results" / "uri-on-c"
     assert result.result_hash == result_hash(Path(result.result_dir))
