@@ -8,8 +8,8 @@ from anvil.node import AnvilConfig, AnvilNode, AnvilStatus
 from anvil.rpc import DEVNET_CHAIN_IDS, JsonRpc, RpcClient
 
 __all__ = [
-    "DEV_MNEMONIC",
     "DEVNET_CHAIN_IDS",
+    "DEV_MNEMONIC",
     "AnvilConfig",
     "AnvilError",
     "AnvilNode",

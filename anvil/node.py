@@ -59,7 +59,9 @@ def anvil_binary() -> Path:
     override = os.environ.get("SWARM_ANVIL_BIN")
     if override:
         return Path(override)
-    arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine().lower())
+    arch = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}.get(
+        platform.machine().lower()
+    )
     system = platform.system().lower()
     candidate = REPO_ROOT / "node_modules" / "@foundry-rs" / f"anvil-{system}-{arch}" / "bin" / "anvil"
     if not candidate.exists():
@@ -192,7 +194,9 @@ class AnvilNode:
                 time.sleep(0.05)
         process.kill()
         self.pid_file.unlink(missing_ok=True)
-        raise AnvilError(f"anvil did not start within {self.config.startup_timeout:.0f} s; see {self.log_file}.")
+        raise AnvilError(
+            f"anvil did not start within {self.config.startup_timeout:.0f} s; see {self.log_file}."
+        )
 
     def _write_settings(self) -> None:
         settings = {"url": self.config.url, "port": self.config.port, "chain_id": self.config.chain_id}

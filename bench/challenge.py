@@ -32,15 +32,15 @@ os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import ray  # noqa: E402
-import torch  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
+import ray
+import torch
+from ray.cluster_utils import Cluster
 
-from anvil import dev_account  # noqa: E402
-from compute import challenge as ch  # noqa: E402
-from compute.placement import node_labels, node_resources  # noqa: E402
-from compute.proof import Prover, check, opening_from_json, root_from_hex, sample  # noqa: E402
-from compute.reference import CPU_REFERENCE_GFLOPS  # noqa: E402
+from anvil import dev_account
+from compute import challenge as ch
+from compute.placement import node_labels, node_resources
+from compute.proof import Prover, check, opening_from_json, root_from_hex, sample
+from compute.reference import CPU_REFERENCE_GFLOPS
 
 RESULTS = REPO / "bench" / "results" / "challenge.json"
 TARGET_SECONDS = 5.0
@@ -67,8 +67,13 @@ def bench_node(runs: int) -> dict:
             gflops.append(challenge.flops / node_s[-1] / 1e9)
     finally:
         torch.set_num_threads(threads)
-    return {"node_s": _median(node_s), "commit_s": _median(commit_s), "gflops": round(statistics.median(gflops), 1),
-            "gflops_all": [round(g, 1) for g in gflops], "device_name": ch.device_name("cpu")}
+    return {
+        "node_s": _median(node_s),
+        "commit_s": _median(commit_s),
+        "gflops": round(statistics.median(gflops), 1),
+        "gflops_all": [round(g, 1) for g in gflops],
+        "device_name": ch.device_name("cpu"),
+    }
 
 
 def bench_round_trip(runs: int) -> dict:
@@ -94,9 +99,13 @@ def bench_round_trip(runs: int) -> dict:
             ray.kill(worker)
             check(challenge, root_from_hex(root), cells, [opening_from_json(o) for o in openings])
             verified.append(True)
-        return {"ready_s": _median(ready_s), "round_trip_s": _median(round_trip),
-                "round_trip_all": [round(s, 3) for s in round_trip], "oracle_gflops": round(statistics.median(gflops), 1),
-                "all_verified": len(verified) == runs}
+        return {
+            "ready_s": _median(ready_s),
+            "round_trip_s": _median(round_trip),
+            "round_trip_all": [round(s, 3) for s in round_trip],
+            "oracle_gflops": round(statistics.median(gflops), 1),
+            "all_verified": len(verified) == runs,
+        }
     finally:
         ray.shutdown()
         cluster.shutdown()

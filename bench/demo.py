@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from anvil.node import free_port  # noqa: E402
+from anvil.node import free_port
 
 RESULTS = Path(__file__).resolve().parent / "results" / "demo.json"
 
@@ -44,7 +44,12 @@ def main() -> None:
                 demo_s.append(summary["seconds"])
                 checks.append(all(summary["checks"].values()))
         finally:
-            subprocess.run([sys.executable, "-m", "scripts.cli", "chain", "down"], env=env, capture_output=True)
+            subprocess.run(
+                [sys.executable, "-m", "scripts.cli", "chain", "down"],
+                check=False,
+                env=env,
+                capture_output=True,
+            )
     figures = {
         "runs": args.runs,
         "demo_s": demo_s,

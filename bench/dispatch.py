@@ -26,15 +26,15 @@ os.environ["RAY_AUTH_MODE"] = "token"
 os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import ray  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
-from ray.train import RunConfig, ScalingConfig  # noqa: E402
-from ray.train.torch import TorchTrainer  # noqa: E402
+import ray
+from ray.cluster_utils import Cluster
+from ray.train import RunConfig, ScalingConfig
+from ray.train.torch import TorchTrainer
 
-from anvil import dev_account  # noqa: E402
-from compute.jobs import ComputeJob, run_job  # noqa: E402
-from compute.placement import node_labels, node_resources  # noqa: E402
-from compute.runners.train import STATE, TrainParams, loop_config, train_loop  # noqa: E402
+from anvil import dev_account
+from compute.jobs import ComputeJob, run_job
+from compute.placement import node_labels, node_resources
+from compute.runners.train import STATE, TrainParams, loop_config, train_loop
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dispatch.json"
 PROVIDER = dev_account(1).address

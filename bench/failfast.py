@@ -29,18 +29,18 @@ os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import ray  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
+import ray
+from ray.cluster_utils import Cluster
 
-from anvil import dev_address  # noqa: E402
-from compute.challenge import ready_worker  # noqa: E402
-from compute.checkpoints import registered_checkpoint  # noqa: E402
-from compute.errors import ComputeError, InvalidJob, ProviderFault  # noqa: E402
-from compute.jobs import ComputeJob, run_job  # noqa: E402
-from compute.node import LOCAL_HEALTH_CHECKS  # noqa: E402
-from compute.placement import node_labels, node_resources  # noqa: E402
-from compute.ray_private import system_config_args  # noqa: E402
-from compute.telemetry import probe, probe_all  # noqa: E402
+from anvil import dev_address
+from compute.challenge import ready_worker
+from compute.checkpoints import registered_checkpoint
+from compute.errors import ComputeError, InvalidJob, ProviderFault
+from compute.jobs import ComputeJob, run_job
+from compute.node import LOCAL_HEALTH_CHECKS
+from compute.placement import node_labels, node_resources
+from compute.ray_private import system_config_args
+from compute.telemetry import probe, probe_all
 
 RESULTS = REPO / "bench" / "results" / "failfast.json"
 OBJECT_STORE = 80 * 1024 * 1024
@@ -75,8 +75,12 @@ class Bench:
         ray.init(address=self.cluster.address, log_to_driver=False)
 
     def add_node(self, provider: str):
-        node = self.cluster.add_node(num_cpus=1, labels=node_labels(provider), resources=node_resources(provider),
-                                     object_store_memory=OBJECT_STORE)
+        node = self.cluster.add_node(
+            num_cpus=1,
+            labels=node_labels(provider),
+            resources=node_resources(provider),
+            object_store_memory=OBJECT_STORE,
+        )
         self.cluster.wait_for_nodes()
         return node
 
@@ -142,8 +146,14 @@ def main() -> None:
         bench = Bench(Path(tmp))
         try:
             for run in range(args.runs):
-                measured = [bench.challenge_of_no_node(), bench.probe_of_never_joined(), bench.probe_of_dead_node(),
-                            bench.bad_job(), bench.provider_loss(run), bench.job_timeout(run)]
+                measured = [
+                    bench.challenge_of_no_node(),
+                    bench.probe_of_never_joined(),
+                    bench.probe_of_dead_node(),
+                    bench.bad_job(),
+                    bench.provider_loss(run),
+                    bench.job_timeout(run),
+                ]
                 for (name, _), seconds in zip(CASES, measured, strict=True):
                     figures[name].append(round(seconds, 2))
         finally:

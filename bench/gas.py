@@ -19,16 +19,16 @@ from eth_utils import to_checksum_address
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from anvil import AnvilConfig, AnvilNode, dev_account  # noqa: E402
-from anvil.node import free_port  # noqa: E402
-from ledger import jobs, rewards, stake  # noqa: E402
-from ledger.chain import connect  # noqa: E402
-from ledger.client import Swarm  # noqa: E402
-from ledger.deploy import deploy, devnet_committee_keys, error_decoder  # noqa: E402
-from ledger.merkle import RewardTree  # noqa: E402
-from ledger.permit import Allowance  # noqa: E402
-from ledger.tx import Sender  # noqa: E402
-from ledger.units import ONE  # noqa: E402
+from anvil import AnvilConfig, AnvilNode, dev_account
+from anvil.node import free_port
+from ledger import jobs, rewards, stake
+from ledger.chain import connect
+from ledger.client import Swarm
+from ledger.deploy import deploy, devnet_committee_keys, error_decoder
+from ledger.merkle import RewardTree
+from ledger.permit import Allowance
+from ledger.tx import Sender
+from ledger.units import ONE
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gas.json"
 TREE_SIZE = 100_000
@@ -89,7 +89,9 @@ def measure(node: AnvilNode, home: Path) -> dict[str, int]:
         return rewards.submit_epoch(swarm, keeper, report, [], rewards.sign(swarm, report, keys)).gas_used
 
     # The distributor's first report ever creates its storage; measure the steady state after it.
-    figures["submitEpoch, 3 signatures, first report ever"] = submit(1, RewardTree.build({random_address(): ONE}), ONE)
+    figures["submitEpoch, 3 signatures, first report ever"] = submit(
+        1, RewardTree.build({random_address(): ONE}), ONE
+    )
     rewards.veto_epoch(swarm, guardian, 1)
     small = RewardTree.build({random_address(): ONE for _ in range(10)})
     figures["submitEpoch, 3 signatures, 10 providers"] = submit(1, small, 10 * ONE)
@@ -111,14 +113,18 @@ def measure(node: AnvilNode, home: Path) -> dict[str, int]:
     figures["claim, 100,000-leaf tree (new holder)"] = rewards.claim(
         swarm, keeper, newcomer, ONE, big.proof(newcomer)
     ).gas_used
-    figures["claim, 100,000-leaf tree (holder)"] = rewards.claim(swarm, keeper, holder, ONE, big.proof(holder)).gas_used
+    figures["claim, 100,000-leaf tree (holder)"] = rewards.claim(
+        swarm, keeper, holder, ONE, big.proof(holder)
+    ).gas_used
     figures["proof length, 100,000-leaf tree"] = len(big.proof(holder))
 
     buyer = swarm.sender(dev_account(4).key)
     buyer.send(swarm.token.functions.approve(swarm.market.address, 2**256 - 1))
     deadline = chain.timestamp() + 86_400
     jobs.post_job(swarm, swarm.sender(dev_account(5).key), secrets.token_bytes(32), ONE, 100, deadline)
-    job_id, receipt = jobs.post_job(swarm, buyer, secrets.token_bytes(32), ONE, 100, deadline, Allowance.APPROVED)
+    _, receipt = jobs.post_job(
+        swarm, buyer, secrets.token_bytes(32), ONE, 100, deadline, Allowance.APPROVED
+    )
     figures["postJob"] = receipt.gas_used
     return figures
 

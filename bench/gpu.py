@@ -31,12 +31,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import torch  # noqa: E402
+import torch
 
-from compute.challenge import Challenge, checkpoints_of, gpu_identity  # noqa: E402
-from compute.errors import ComputeError  # noqa: E402
-from compute.proof import Prover, check, sample  # noqa: E402
-from compute.reference import normalize_model, precisions, reference_gflops  # noqa: E402
+from compute.challenge import Challenge, checkpoints_of, gpu_identity
+from compute.errors import ComputeError
+from compute.proof import Prover, check, sample
+from compute.reference import normalize_model, precisions, reference_gflops
 
 RESULTS = REPO / "bench" / "results" / "gpu.json"
 PROVIDERS = 100_000
@@ -53,7 +53,9 @@ def bench_shape(model: str, precision: str, shape: tuple[int, int, int], runs: i
     size, rounds, stride = shape
     rounds_s, commit_s, verify_s = [], [], []
     for _ in range(runs):
-        challenge = Challenge(seed=secrets.randbits(63), size=size, rounds=rounds, stride=stride, precision=precision)
+        challenge = Challenge(
+            seed=secrets.randbits(63), size=size, rounds=rounds, stride=stride, precision=precision
+        )
         torch.cuda.synchronize()
         started = time.perf_counter()
         checkpoints = checkpoints_of(challenge, "cuda")
@@ -74,15 +76,24 @@ def bench_shape(model: str, precision: str, shape: tuple[int, int, int], runs: i
         reference = reference_gflops(model, precision) * 1e9
     except ComputeError:
         reference = float("nan")
-    return {"precision": precision, "size": size, "rounds": rounds, "stride": stride,
-            "rounds_s": round(rounds_med, 5), "commit_s": round(commit_med, 5), "node_s": round(node_med, 5),
-            "commit_share_of_node": round(commit_med / node_med, 4),
-            "rounds_tflops": round(flops / rounds_med / 1e12, 2), "node_tflops": round(flops / node_med / 1e12, 2),
-            "reference_tflops": round(reference / 1e12, 2),
-            "rounds_ratio": round(flops / rounds_med / reference, 4),
-            "node_ratio": round(flops / node_med / reference, 4),
-            "verify_s": round(verify_med, 4), "verify_share_of_node": round(verify_med / node_med, 5),
-            "oracle_minutes_for_100k": round(verify_med * PROVIDERS / (os.cpu_count() or 1) / 60, 1)}
+    return {
+        "precision": precision,
+        "size": size,
+        "rounds": rounds,
+        "stride": stride,
+        "rounds_s": round(rounds_med, 5),
+        "commit_s": round(commit_med, 5),
+        "node_s": round(node_med, 5),
+        "commit_share_of_node": round(commit_med / node_med, 4),
+        "rounds_tflops": round(flops / rounds_med / 1e12, 2),
+        "node_tflops": round(flops / node_med / 1e12, 2),
+        "reference_tflops": round(reference / 1e12, 2),
+        "rounds_ratio": round(flops / rounds_med / reference, 4),
+        "node_ratio": round(flops / node_med / reference, 4),
+        "verify_s": round(verify_med, 4),
+        "verify_share_of_node": round(verify_med / node_med, 5),
+        "oracle_minutes_for_100k": round(verify_med * PROVIDERS / (os.cpu_count() or 1) / 60, 1),
+    }
 
 
 def main() -> int:
@@ -94,8 +105,11 @@ def main() -> int:
     shapes = [parse_shape(s) for s in args.shapes.split(",")]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     if not torch.cuda.is_available():
-        result = {"ran": False, "reason": f"no CUDA device: torch {torch.__version__}"
-                                          f"{' was built without CUDA' if torch.version.cuda is None else ''}"}
+        result = {
+            "ran": False,
+            "reason": f"no CUDA device: torch {torch.__version__}"
+            f"{' was built without CUDA' if torch.version.cuda is None else ''}",
+        }
         RESULTS.write_text(json.dumps(result, indent=2) + "\n")
         print(f"bench/gpu.py measured nothing: {result['reason']}.")
         return 0
@@ -104,8 +118,14 @@ def main() -> int:
     model = normalize_model(identity["name"])
     for precision in precisions(model):  # warm-up: cuBLAS handles and kernels of every precision
         checkpoints_of(Challenge(seed=1, size=256, rounds=1, precision=precision), "cuda")
-    result = {"ran": True, "gpu": identity, "model": model, "runs": args.runs, "cpus": os.cpu_count(),
-              "shapes": [bench_shape(model, p, shape, args.runs) for shape in shapes for p in precisions(model)]}
+    result = {
+        "ran": True,
+        "gpu": identity,
+        "model": model,
+        "runs": args.runs,
+        "cpus": os.cpu_count(),
+        "shapes": [bench_shape(model, p, shape, args.runs) for shape in shapes for p in precisions(model)],
+    }
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0

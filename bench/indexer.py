@@ -33,22 +33,24 @@ from eth_utils import keccak, to_checksum_address
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from anvil import AnvilConfig, AnvilNode, dev_account  # noqa: E402
-from anvil.node import free_port  # noqa: E402
-from anvil.rpc import RpcClient  # noqa: E402
-from ledger.chain import connect  # noqa: E402
-from ledger.client import Swarm  # noqa: E402
-from ledger.db import open_ledger  # noqa: E402
-from ledger.deploy import deploy, devnet_committee_keys, error_decoder  # noqa: E402
-from ledger.indexer import Indexer  # noqa: E402
-from ledger.indexer.store import count_rows  # noqa: E402
-from ledger.indexer import DEFAULT_BATCH_BLOCKS  # noqa: E402
-from ledger.merkle import RewardTree  # noqa: E402
-from ledger.reports import SLASH_TUPLE, EpochReport, Slash, reason_bytes, slashes_hash, sorted_slashes  # noqa: E402
-from ledger.results import sign_result  # noqa: E402
-from ledger.rewards import sign  # noqa: E402
-from ledger.tx import Sender  # noqa: E402
-from ledger.units import ONE  # noqa: E402
+from anvil import AnvilConfig, AnvilNode, dev_account
+from anvil.node import free_port
+from anvil.rpc import RpcClient
+from ledger.chain import connect
+from ledger.client import Swarm
+from ledger.db import open_ledger
+from ledger.deploy import deploy, devnet_committee_keys, error_decoder
+from ledger.indexer import (
+    DEFAULT_BATCH_BLOCKS,
+    Indexer,
+)
+from ledger.indexer.store import count_rows
+from ledger.merkle import RewardTree
+from ledger.reports import SLASH_TUPLE, EpochReport, Slash, reason_bytes, slashes_hash, sorted_slashes
+from ledger.results import sign_result
+from ledger.rewards import sign
+from ledger.tx import Sender
+from ledger.units import ONE
 
 RESULTS = REPO / "bench" / "results" / "indexer.json"
 TARGET_EVENTS_PER_SECOND = 5_000
@@ -316,7 +318,8 @@ def measure(backend: str, swarm: Swarm, runs: int, new_url, batch_blocks: int) -
 
 
 def phases(swarm: Swarm) -> dict[str, float]:
-    """Where the time goes: the node's eth_getLogs (JSON-RPC and parsing) and decoding, without the database."""
+    """Where the time goes: the node's eth_getLogs (JSON-RPC and parsing) and decoding, without the
+    database."""
     indexer = Indexer(swarm, open_ledger("sqlite://"))  # only its RPC client and decoder are used
     began = time.perf_counter()
     raw = indexer.rpc.call(
@@ -383,7 +386,8 @@ def main() -> None:
     print(json.dumps({k: result[k] for k in ("events", "blocks", "setup_seconds")}))
     print(
         f"sqlite median {sqlite['median_events_per_second']:,} events/s; "
-        f"postgresql median {pg['median_events_per_second']:,} events/s (target ≥ {TARGET_EVENTS_PER_SECOND:,})"
+        f"postgresql median {pg['median_events_per_second']:,} events/s (target ≥ "
+        f"{TARGET_EVENTS_PER_SECOND:,})"
     )
 
 

@@ -29,27 +29,27 @@ os.environ["RAY_AUTH_MODE"] = "token"
 os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
-import ray  # noqa: E402
-from ray.cluster_utils import Cluster  # noqa: E402
-from sqlmodel import Session, func, select  # noqa: E402
+import numpy as np
+import ray
+from ray.cluster_utils import Cluster
+from sqlmodel import Session, func, select
 
-from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account  # noqa: E402
-from anvil.node import free_port  # noqa: E402
-from compute.data import synthetic_sequences  # noqa: E402
-from compute.jobs import ComputeJob, run_job  # noqa: E402
-from compute.placement import node_labels, node_resources  # noqa: E402
-from ledger import jobs, stake  # noqa: E402
-from ledger.chain import connect  # noqa: E402
-from ledger.client import Swarm  # noqa: E402
-from ledger.db import open_ledger  # noqa: E402
-from ledger.deploy import deploy, error_decoder  # noqa: E402
-from ledger.specs import store_spec  # noqa: E402
-from ledger.tx import Sender  # noqa: E402
-from market.records import MarketJob  # noqa: E402
-from market.service import MarketConfig, MarketService  # noqa: E402
-from market.spec import validate_spec  # noqa: E402
-from market.storage import pin  # noqa: E402
+from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account
+from anvil.node import free_port
+from compute.data import synthetic_sequences
+from compute.jobs import ComputeJob, run_job
+from compute.placement import node_labels, node_resources
+from ledger import jobs, stake
+from ledger.chain import connect
+from ledger.client import Swarm
+from ledger.db import open_ledger
+from ledger.deploy import deploy, error_decoder
+from ledger.specs import store_spec
+from ledger.tx import Sender
+from market.records import MarketJob
+from market.service import MarketConfig, MarketService
+from market.spec import validate_spec
+from market.storage import pin
 
 RESULTS = Path(__file__).resolve().parent / "results" / "load.json"
 PROVIDERS = (1, 2, 3, 4)
@@ -81,21 +81,36 @@ def main() -> None:
         rpc = RpcClient(node.config.url)
         try:
             chain = connect(node.config.url)
-            swarm = Swarm(chain, deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), home).deployment)
+            swarm = Swarm(
+                chain, deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), home).deployment
+            )
             for i in PROVIDERS:
                 sender = swarm.sender(dev_account(i).key)
-                stake.register(swarm, sender, store_spec(home, {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1}), 1)
+                stake.register(
+                    swarm, sender, store_spec(home, {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1}), 1
+                )
                 stake.stake(swarm, sender, 1_500 * 10**18)
-            base = run_job(ComputeJob.of("base", "train", dev_account(1).address, storage=str(home / "results"),
-                                         params={"model": "tiny-transformer", "samples": 256, "epochs": 1}))
+            base = run_job(
+                ComputeJob.of(
+                    "base",
+                    "train",
+                    dev_account(1).address,
+                    storage=str(home / "results"),
+                    params={"model": "tiny-transformer", "samples": 256, "epochs": 1},
+                )
+            )
             inputs = home / "inputs.npy"
             np.save(inputs, synthetic_sequences(5, n=16)[0].numpy())
             engine = open_ledger(f"sqlite:///{home / 'ledger.db'}")
             service = MarketService(swarm, swarm.sender(dev_account(0).key), engine, home,
                                     MarketConfig(interval_s=0.5))
             passes = []
-            loop = threading.Thread(target=service.run, args=(stop,),
-                                    kwargs={"on_tick": lambda r: passes.append(time.monotonic())}, daemon=True)
+            loop = threading.Thread(
+                target=service.run,
+                args=(stop,),
+                kwargs={"on_tick": lambda r: passes.append(time.monotonic())},
+                daemon=True,
+            )
 
             def clock() -> None:  # the 60 s dispute window passes in 6 s
                 while not stop.wait(1.0):
@@ -109,16 +124,30 @@ def main() -> None:
                 sender = swarm.sender(dev_account(buyer).key)
                 posted = []
                 for k in range(n):
-                    parsed = pin(validate_spec(spec | {"seed": buyer * 100_000 + k}, now=swarm.chain.timestamp()),
-                                 home, default_output=str(home / "results"))
+                    parsed = pin(
+                        validate_spec(spec | {"seed": buyer * 100_000 + k}, now=swarm.chain.timestamp()),
+                        home,
+                        default_output=str(home / "results"),
+                    )
                     digest = store_spec(home, parsed.canonical())
-                    posted.append(jobs.post_job(swarm, sender, digest, parsed.max_price_per_unit, parsed.max_units,
-                                                parsed.deadline)[0])
+                    posted.append(
+                        jobs.post_job(
+                            swarm,
+                            sender,
+                            digest,
+                            parsed.max_price_per_unit,
+                            parsed.max_units,
+                            parsed.deadline,
+                        )[0]
+                    )
                 return posted
 
             loop.start()
             threading.Thread(target=clock, daemon=True).start()
-            shares = [args.jobs // len(BUYERS) + (1 if i < args.jobs % len(BUYERS) else 0) for i in range(len(BUYERS))]
+            shares = [
+                args.jobs // len(BUYERS) + (1 if i < args.jobs % len(BUYERS) else 0)
+                for i in range(len(BUYERS))
+            ]
             began = time.monotonic()
             with ThreadPoolExecutor(len(BUYERS)) as pool:
                 job_ids = [j for ids in pool.map(burst, BUYERS, shares) for j in ids]

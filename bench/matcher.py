@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from market.matcher import JobRequest, ProviderOffer, match  # noqa: E402
+from market.matcher import JobRequest, ProviderOffer, match
 
 RESULTS = REPO / "bench" / "results" / "matcher.json"
 SEED = 20261122
@@ -126,10 +126,10 @@ def market(n_jobs: int, n_providers: int) -> tuple[list[JobRequest], list[Provid
 def peak_rss_mb(n_jobs: int, n_providers: int) -> float:
     """Maximum resident set of a fresh process that builds the market and matches it once."""
     code = (
-        "import resource, sys; sys.path.insert(0, %r); from bench.matcher import market; "
-        "from market.matcher import match; match(*market(%d, %d)); "
+        f"import resource, sys; sys.path.insert(0, {str(REPO)!r}); from bench.matcher import market; "
+        f"from market.matcher import match; match(*market({n_jobs}, {n_providers})); "
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
-    ) % (str(REPO), n_jobs, n_providers)
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     return int(out.stdout.strip()) / 1024  # Linux reports KiB
 

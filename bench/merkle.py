@@ -22,9 +22,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from eth_utils import to_checksum_address  # noqa: E402
+from eth_utils import to_checksum_address
 
-from ledger.merkle import RewardTree, verify  # noqa: E402
+from ledger.merkle import RewardTree, verify
 
 RESULTS = REPO / "bench" / "results" / "merkle.json"
 SEED = 20261206

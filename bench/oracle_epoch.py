@@ -34,9 +34,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from compute.reference import REFERENCE_GFLOPS  # noqa: E402
-from oracle.config import load_config  # noqa: E402
-from oracle.scoring import EpochInputs, score_epoch  # noqa: E402
+from compute.reference import REFERENCE_GFLOPS
+from oracle.config import load_config
+from oracle.scoring import EpochInputs, score_epoch
 
 RESULTS = REPO / "bench" / "results" / "oracle_epoch.json"
 SEED = 20261205
@@ -91,11 +91,12 @@ def make_epoch(n: int, samples: int, seed: int = SEED) -> EpochInputs:
 def peak_rss_mb(n: int, samples: int) -> float:
     """Maximum resident set of a fresh process that builds the epoch and scores it once."""
     code = (
-        "import resource, sys; sys.path.insert(0, %r); from bench.oracle_epoch import make_epoch; "
+        f"import resource, sys; sys.path.insert(0, {str(REPO)!r}); "
+        "from bench.oracle_epoch import make_epoch; "
         "from oracle.config import load_config; from oracle.scoring import score_epoch; "
-        "score_epoch(make_epoch(%d, %d), load_config()); "
+        f"score_epoch(make_epoch({n}, {samples}), load_config()); "
         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
-    ) % (str(REPO), n, samples)
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     return int(out.stdout.strip()) / 1024  # Linux reports KiB
 

@@ -30,21 +30,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sqlmodel import Session, select  # noqa: E402
+from sqlmodel import Session, select
 
-from anvil import AnvilConfig, AnvilNode, dev_account  # noqa: E402
-from anvil.node import free_port  # noqa: E402
-from ledger import jobs, stake  # noqa: E402
-from ledger.chain import connect  # noqa: E402
-from ledger.client import Swarm  # noqa: E402
-from ledger.db import open_ledger  # noqa: E402
-from ledger.deploy import deploy, error_decoder  # noqa: E402
-from market.records import MarketJob, MarketTransition  # noqa: E402
-from ledger.specs import store_spec  # noqa: E402
-from ledger.tx import Sender  # noqa: E402
-from market.service import MarketConfig, MarketService  # noqa: E402
-from market.spec import validate_spec  # noqa: E402
-from devnet.network import start_sites, stop_sites  # noqa: E402
+from anvil import AnvilConfig, AnvilNode, dev_account
+from anvil.node import free_port
+from devnet.network import start_sites, stop_sites
+from ledger import jobs, stake
+from ledger.chain import connect
+from ledger.client import Swarm
+from ledger.db import open_ledger
+from ledger.deploy import deploy, error_decoder
+from ledger.specs import store_spec
+from ledger.tx import Sender
+from market.records import MarketJob, MarketTransition
+from market.service import MarketConfig, MarketService
+from market.spec import validate_spec
 
 RESULTS = Path(__file__).resolve().parent / "results" / "post_to_step.json"
 PROVIDER = dev_account(1)

@@ -29,8 +29,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from anvil import dev_account  # noqa: E402
-from sites import staked_sites, wait_until  # noqa: E402  (bench/sites.py)
+from sites import staked_sites, wait_until
+
+from anvil import dev_account
 
 RESULTS = Path(__file__).resolve().parent / "results" / "program.json"
 EXAMPLE = ROOT / "examples" / "digits"
@@ -60,25 +61,38 @@ def bench_first_step(swarm, home: Path, site, runs: int) -> dict:
     from ray.job_submission import JobSubmissionClient
 
     from compute.node import RayHome, use_auth
-    from provider.client import SiteAddress, SiteClient
     from ledger import jobs
     from ledger.specs import canonical, store_spec
-    from market.storage import pin
     from market.spec import validate_spec
+    from market.storage import pin
+    from provider.client import SiteAddress, SiteClient
 
     data = digits(home / "buyer" / "digits.parquet")
     entry = f"python train.py --data {{data}} --workers 1 --epochs {EPOCHS}"
-    spec = validate_spec({
-        "kind": "ray", "code": str(EXAMPLE / "code"), "inputs": {"digits": str(data)},
-        "output": str(home / "buyer" / "runs"), "resources": {"workers": 1, "cpus_per_worker": 1, "memory_gb": 2},
-        "max_price_per_unit": "0.001", "max_units": 3_000, "deadline": swarm.chain.timestamp() + 7_200,
-        "params": {"entrypoint": entry.format(data="inputs/digits")}}, now=swarm.chain.timestamp())
+    spec = validate_spec(
+        {
+            "kind": "ray",
+            "code": str(EXAMPLE / "code"),
+            "inputs": {"digits": str(data)},
+            "output": str(home / "buyer" / "runs"),
+            "resources": {"workers": 1, "cpus_per_worker": 1, "memory_gb": 2},
+            "max_price_per_unit": "0.001",
+            "max_units": 3_000,
+            "deadline": swarm.chain.timestamp() + 7_200,
+            "params": {"entrypoint": entry.format(data="inputs/digits")},
+        },
+        now=swarm.chain.timestamp(),
+    )
     spec = pin(spec, home)
     matcher = swarm.sender(dev_account(0).key)
     client = SiteClient(SiteAddress(site.provider, site.url, site.fingerprint), matcher.sign_typed_data,
                         swarm.chain.chain_id, swarm.market.address)
-    buyer_client = SiteClient(SiteAddress(site.provider, site.url, site.fingerprint),
-                              swarm.sender(BUYER.key).sign_typed_data, swarm.chain.chain_id, swarm.market.address)
+    buyer_client = SiteClient(
+        SiteAddress(site.provider, site.url, site.fingerprint),
+        swarm.sender(BUYER.key).sign_typed_data,
+        swarm.chain.chain_id,
+        swarm.market.address,
+    )
     site_home = Path(site.home)
     use_auth(RayHome.of(site_home))  # the bench holds the site's token, as its provider does
     direct = JobSubmissionClient(json.loads((site_home / "ray" / "cluster.json").read_text())["dashboard"])
@@ -87,26 +101,34 @@ def bench_first_step(swarm, home: Path, site, runs: int) -> dict:
     for run in range(runs + 1):  # the first of each is a warm-up
         body = canonical(spec.canonical() | {"seed": run})
         digest = store_spec(home, json.loads(body))
-        job_id, _ = jobs.post_job(swarm, swarm.sender(BUYER.key), digest, spec.max_price_per_unit, spec.max_units,
-                                  spec.deadline)
+        job_id, _ = jobs.post_job(
+            swarm, swarm.sender(BUYER.key), digest, spec.max_price_per_unit, spec.max_units, spec.deadline
+        )
         jobs.assign_job(swarm, matcher, job_id, site.provider, 10**15)
         started = time.monotonic()
         client.start_lease(job_id, body)
-        wait_until(lambda: FIRST_RESULT in buyer_client.logs(job_id)
+        wait_until(lambda job_id=job_id: FIRST_RESULT in buyer_client.logs(job_id)
                    or client.status(job_id)["state"] in ("failed", "stopped"), poll=POLL_S)
         through_swarm = time.monotonic() - started
-        final = wait_until(lambda: (s := client.status(job_id))["state"] in ("succeeded", "failed") and s, poll=POLL_S)
+        final = wait_until(
+            lambda job_id=job_id: (s := client.status(job_id))["state"] in ("succeeded", "failed") and s,
+            poll=POLL_S,
+        )
         assert final["state"] == "succeeded", (final, buyer_client.logs(job_id)[-3000:])
 
         started = time.monotonic()
         # The site's Python, as a lease's PATH finds it first.
-        submission = direct.submit_job(entrypoint=entry.format(data=str(data)).replace("python", sys.executable, 1),
-                                       runtime_env={"working_dir": str(EXAMPLE / "code"),
-                                                    "env_vars": {"SWARM_OUTPUT_DIR": str(home / f"direct-{run}")}})
-        wait_until(lambda: FIRST_RESULT in direct.get_job_logs(submission)
+        submission = direct.submit_job(
+            entrypoint=entry.format(data=str(data)).replace("python", sys.executable, 1),
+            runtime_env={
+                "working_dir": str(EXAMPLE / "code"),
+                "env_vars": {"SWARM_OUTPUT_DIR": str(home / f"direct-{run}")},
+            },
+        )
+        wait_until(lambda submission=submission: FIRST_RESULT in direct.get_job_logs(submission)
                    or direct.get_job_status(submission).is_terminal(), poll=POLL_S)
         submitted = time.monotonic() - started
-        wait_until(lambda: direct.get_job_status(submission).is_terminal(), poll=POLL_S)
+        wait_until(lambda submission=submission: direct.get_job_status(submission).is_terminal(), poll=POLL_S)
         assert direct.get_job_status(submission).value == "SUCCEEDED", direct.get_job_logs(submission)[-3000:]
         print(f"run {run}: through Swarm {through_swarm:.2f} s, ray job submit {submitted:.2f} s", flush=True)
         if run:
@@ -140,7 +162,8 @@ def bench_ingest(runs: int) -> dict:
             pafs.copy_files(str(local), "bench/digits.parquet", source_filesystem=pafs.LocalFileSystem(),
                             destination_filesystem=s3.filesystem())
             uri = s3.uri("bench/digits.parquet")
-            # One CPU, and the object store of a lease that asked for 4 GB (provider.lease.worker.object_store_bytes).
+            # One CPU, and the object store of a lease that asked for 4 GB
+            # (provider.lease.worker.object_store_bytes).
             ray.init(num_cpus=1, object_store_memory=OBJECT_STORE_BYTES, include_dashboard=False,
                      configure_logging=False)
             ray.data.DataContext.get_current().enable_progress_bars = False

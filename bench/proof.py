@@ -28,11 +28,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-import torch  # noqa: E402
+import torch
 
-from compute.challenge import Challenge, checkpoints_of  # noqa: E402
-from compute.proof import (  # noqa: E402
-    CELLS, SAMPLES, Prover, check, opening_as_json, opening_from_json, pass_probability, sample,
+from compute.challenge import Challenge, checkpoints_of
+from compute.proof import (
+    CELLS,
+    SAMPLES,
+    Prover,
+    check,
+    opening_as_json,
+    opening_from_json,
+    pass_probability,
+    sample,
 )
 
 RESULTS = REPO / "bench" / "results" / "proof.json"

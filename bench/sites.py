@@ -33,8 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from anvil import AnvilConfig, AnvilNode, dev_account  # noqa: E402
-from anvil.node import free_port  # noqa: E402
+from anvil import AnvilConfig, AnvilNode, dev_account
+from anvil.node import free_port
 
 RESULTS = Path(__file__).resolve().parent / "results" / "sites.json"
 BUYER = dev_account(5)
@@ -57,8 +57,9 @@ def post(swarm, home: Path, spec: dict) -> tuple[int, bytes]:
 
     parsed = validate_spec(spec, now=swarm.chain.timestamp())
     digest = store_spec(home, parsed.canonical())
-    job_id, _ = jobs.post_job(swarm, swarm.sender(BUYER.key), digest, parsed.max_price_per_unit, parsed.max_units,
-                              parsed.deadline)
+    job_id, _ = jobs.post_job(
+        swarm, swarm.sender(BUYER.key), digest, parsed.max_price_per_unit, parsed.max_units, parsed.deadline
+    )
     return job_id, canonical(parsed.canonical())
 
 
@@ -98,7 +99,7 @@ def bench_start(swarm, home: Path, site, runs: int) -> dict:
         jobs.assign_job(swarm, matcher, job_id, site.provider, 10**15)
         started = time.monotonic()
         client.start_lease(job_id, body)
-        wait_until(lambda: client.status(job_id)["state"] in ("succeeded", "failed"))
+        wait_until(lambda job_id=job_id: client.status(job_id)["state"] in ("succeeded", "failed"))
         agent = time.monotonic() - started
         assert client.status(job_id)["state"] == "succeeded"
 
@@ -106,9 +107,12 @@ def bench_start(swarm, home: Path, site, runs: int) -> dict:
         plan = plan.but(hidden=(str(site_home),))
         started = time.monotonic()
         submission = direct.submit_job(**ray_job(plan, f"direct-{run}"))
-        wait_until(lambda: direct.get_job_status(submission) in (JobStatus.SUCCEEDED, JobStatus.FAILED))
+        wait_until(lambda submission=submission: direct.get_job_status(submission)
+                   in (JobStatus.SUCCEEDED, JobStatus.FAILED))
         elapsed = time.monotonic() - started
-        assert direct.get_job_status(submission) == JobStatus.SUCCEEDED, direct.get_job_logs(submission)[-2000:]
+        assert direct.get_job_status(submission) == JobStatus.SUCCEEDED, direct.get_job_logs(submission)[
+            -2000:
+        ]
         assert plan.job_id == job_id
         if run:
             agent_s.append(agent)
@@ -134,7 +138,9 @@ def bench_drain(swarm, home: Path, sites, leases: int) -> dict:
     stop = threading.Event()
     loop = threading.Thread(target=market.run, args=(stop,), daemon=True)
     started = time.monotonic()
-    ids = [post(swarm, home, program_spec(home, swarm.chain.timestamp(), 5_000 + i))[0] for i in range(leases)]
+    ids = [
+        post(swarm, home, program_spec(home, swarm.chain.timestamp(), 5_000 + i))[0] for i in range(leases)
+    ]
     posted = time.monotonic() - started
     loop.start()
 
@@ -162,8 +168,15 @@ def bench_drain(swarm, home: Path, sites, leases: int) -> dict:
     twice = {j: r for j, r in ran.items() if len(r) > 1 or r[0][1] > 1}
     per_site = {s.provider: sum(1 for r in ran.values() if r[0][0] == s.provider) for s in sites}
     engine.dispose()
-    return {"leases": leases, "completed": len(completed), "lost": leases - len(completed), "run_twice": len(twice),
-            "drain_s": round(seconds, 1), "post_s": round(posted, 1), "per_site": per_site}
+    return {
+        "leases": leases,
+        "completed": len(completed),
+        "lost": leases - len(completed),
+        "run_twice": len(twice),
+        "drain_s": round(seconds, 1),
+        "post_s": round(posted, 1),
+        "per_site": per_site,
+    }
 
 
 def idle_memory(sites) -> dict:
@@ -194,11 +207,11 @@ def idle_memory(sites) -> dict:
 @contextmanager
 def devnet():
     """A throwaway devnet with the contracts deployed: (swarm, home, rpc url); its sites stop with it."""
+    from devnet.network import stop_sites
     from ledger.chain import connect
     from ledger.client import Swarm
     from ledger.deploy import deploy, error_decoder
     from ledger.tx import Sender
-    from devnet.network import stop_sites
 
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
         home = Path(tmp)
@@ -217,9 +230,9 @@ def devnet():
 def staked_sites(accounts: dict[int, int]):
     """A throwaway devnet with the contracts and a registered, staked site of each dev account
     (account → its nodes), as `swarm cluster up --register` starts them: (swarm, home, sites)."""
+    from devnet.network import start_sites
     from ledger import stake
     from ledger.specs import store_spec
-    from devnet.network import start_sites
 
     with devnet() as (swarm, home, url):
         sites = start_sites(home, accounts, url)
@@ -257,7 +270,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--leases", type=int, default=50)
-    parser.add_argument("--only", choices=["stop"], help="run one measurement, keeping the others' last figures")
+    parser.add_argument(
+        "--only", choices=["stop"], help="run one measurement, keeping the others' last figures"
+    )
     args = parser.parse_args()
 
     figures = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}

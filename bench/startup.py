@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from anvil import AnvilConfig, AnvilNode, dev_address  # noqa: E402
-from anvil.node import free_port  # noqa: E402
+from anvil import AnvilConfig, AnvilNode, dev_address
+from anvil.node import free_port
 
 RESULTS = ROOT / "bench" / "results" / "startup.json"
 PROVIDER, BUYER = 7, 5
@@ -72,11 +72,17 @@ def main() -> None:
         home = Path(tmp) / "swarm"
         node = AnvilNode(AnvilConfig(home=home, port=free_port()))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "SWARM_"))}
-        env |= {"SWARM_HOME": str(home), "SWARM_ANVIL_PORT": str(node.config.port), "SWARM_RPC_URL": node.config.url}
+        env |= {
+            "SWARM_HOME": str(home),
+            "SWARM_ANVIL_PORT": str(node.config.port),
+            "SWARM_RPC_URL": node.config.url,
+        }
 
         def swarm(argv: list[str]) -> float:
             began = time.perf_counter()
-            done = subprocess.run([args.swarm, *argv], env=env, capture_output=True, text=True, timeout=300)
+            done = subprocess.run(
+                [args.swarm, *argv], check=False, env=env, capture_output=True, text=True, timeout=300
+            )
             elapsed = time.perf_counter() - began
             if done.returncode != 0:
                 raise SystemExit(f"swarm {' '.join(argv)} failed: {done.stderr.strip()}")
@@ -102,8 +108,12 @@ def main() -> None:
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     name = RESULTS.with_name(f"startup-{args.label}.json") if args.label else RESULTS
     name.write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: report[k] for k in ("label", "median_s", "targets_met", "slowest_startup_s") if k in report},
-                     indent=2))
+    print(
+        json.dumps(
+            {k: report[k] for k in ("label", "median_s", "targets_met", "slowest_startup_s") if k in report},
+            indent=2,
+        )
+    )
 
 
 def setup(swarm) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Self
 
 GPU_SECONDS = "gpu-seconds"
 CPU_SECONDS = "cpu-seconds"
@@ -38,7 +39,7 @@ class BusyTimer:
         self.seconds = already
         self._started: float | None = None
 
-    def __enter__(self) -> BusyTimer:
+    def __enter__(self) -> Self:
         self._started = time.perf_counter()
         return self
 

@@ -57,7 +57,9 @@ class Challenge:
         if not 0 <= self.seed < 1 << 64:
             raise ComputeError(f"challenge seed must be in 0..2^64-1, got {self.seed}.")
         if self.precision not in PRECISIONS:
-            raise ComputeError(f"challenge precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}.")
+            raise ComputeError(
+                f"challenge precision must be one of {', '.join(PRECISIONS)}, got {self.precision!r}."
+            )
 
     @property
     def flops(self) -> int:
@@ -254,7 +256,9 @@ def ready_worker(provider: str, timeout_s: float, vram_mb: float = 0.0) -> tuple
         return worker, ray.get(ref)
     except ray.exceptions.RayError as exc:
         ray.kill(worker)
-        raise ProviderFault(provider, f"the challenge's worker failed to start: {str(exc).splitlines()[0]}") from exc
+        raise ProviderFault(
+            provider, f"the challenge's worker failed to start: {str(exc).splitlines()[0]}"
+        ) from exc
     except ProviderFault:
         ray.kill(worker)
         raise
@@ -281,8 +285,10 @@ def judge(challenge: Challenge, seconds: float, declared_model: str) -> Verdict:
     misdeclared = ratio < MISDECLARED_RATIO
     p = challenge.precision
     if misdeclared:
-        reason = (f"measured {measured:,.1f} {p} GFLOPS is {ratio:.2f}× the {reference:,.0f} GFLOPS reference "
-                  f"for {declared_model}; below {MISDECLARED_RATIO}× the declared model is misdeclared")
+        reason = (
+            f"measured {measured:,.1f} {p} GFLOPS is {ratio:.2f}× the {reference:,.0f} GFLOPS reference "
+            f"for {declared_model}; below {MISDECLARED_RATIO}× the declared model is misdeclared"
+        )
     else:
         reason = f"ok: {measured:,.1f} {p} GFLOPS, {ratio:.2f}× the reference for {declared_model}"
     return Verdict(measured, reference, ratio, misdeclared, reason)

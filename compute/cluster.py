@@ -23,8 +23,16 @@ from pathlib import Path
 
 from compute.errors import ComputeError
 from compute.node import (
-    LOCAL_HEALTH_CHECKS, RayHome, RayNode, auth_env, check_reachable, cluster_nodes, ensure_token, free_port,
-    stop_session, use_auth,
+    LOCAL_HEALTH_CHECKS,
+    RayHome,
+    RayNode,
+    auth_env,
+    check_reachable,
+    cluster_nodes,
+    ensure_token,
+    free_port,
+    stop_session,
+    use_auth,
 )
 
 MAX_PROVIDERS = 9
@@ -144,8 +152,10 @@ def connect(home: RayHome, address: str | None = None) -> str:
     if not address:
         state = running(home)
         if state is None:
-            raise ComputeError("No Ray cluster to run jobs on: start one with `swarm cluster up`, or give its "
-                               "head's address with --ray-address or RAY_ADDRESS.")
+            raise ComputeError(
+                "No Ray cluster to run jobs on: start one with `swarm cluster up`, or give its "
+                "head's address with --ray-address or RAY_ADDRESS."
+            )
         address = state.address
     check_reachable(address)
     if os.environ.get("RAY_AUTH_TOKEN"):
@@ -277,7 +287,7 @@ def main(argv: list[str] | None = None) -> None:
     spec = ClusterSpec(**(raw | {"providers": tuple(raw["providers"])}))
     try:
         supervise(RayHome(args.home), spec)
-    except Exception as exc:  # the CLI shows the reason; the log keeps the traceback
+    except Exception as exc:  # noqa: BLE001 -- the CLI shows the reason; the log keeps the traceback
         import traceback
 
         traceback.print_exc()

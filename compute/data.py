@@ -59,13 +59,17 @@ def load_dataset(name: str, seed: int, n: int = 2048):
     return inputs, labels
 
 
-def read_inputs(path: str | Path, features: list[str] | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+def read_inputs(
+    path: str | Path, features: list[str] | None = None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(inputs, labels or None) for batch inference: a .npy array, one row per input, or a table
     (compute.tabular) whose `features` columns are the inputs and whose `label`, if it has one,
     the expected classes."""
     path = Path(path)
     if not path.exists():
-        raise InvalidJob(f"dataset file {path} does not exist; give a .npy array or a table: {tabular.KNOWN}.")
+        raise InvalidJob(
+            f"dataset file {path} does not exist; give a .npy array or a table: {tabular.KNOWN}."
+        )
     if path.suffix != ".npy":
         inputs, labels, _ = tabular.tensors(path, labelled=False, features=features)
         return inputs, labels
@@ -77,8 +81,24 @@ REVIEW_WORDS = (
     ("awful", "dull", "poor", "boring", "weak", "dreadful", "clumsy", "tedious"),  # label 0
     ("great", "lovely", "superb", "moving", "sharp", "brilliant", "warm", "gripping"),  # label 1
 )
-REVIEW_FILLER = ("the", "film", "plot", "was", "and", "acting", "story", "a", "really", "quite", "music", "ending",
-                 "cast", "script", "felt", "very")
+REVIEW_FILLER = (
+    "the",
+    "film",
+    "plot",
+    "was",
+    "and",
+    "acting",
+    "story",
+    "a",
+    "really",
+    "quite",
+    "music",
+    "ending",
+    "cast",
+    "script",
+    "felt",
+    "very",
+)
 
 
 def write_reviews(path: Path, seed: int = 0, n: int = 400) -> Path:

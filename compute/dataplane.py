@@ -37,7 +37,16 @@ from compute.manifest import manifest_hash
 CHUNK = 1 << 20
 MAX_CODE_BYTES = 256 * 2**20
 # Left out of a packed code directory: caches and version control, never part of a program.
-SKIPPED = {"__pycache__", ".git", ".hg", ".svn", ".ipynb_checkpoints", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
+SKIPPED = {
+    "__pycache__",
+    ".git",
+    ".hg",
+    ".svn",
+    ".ipynb_checkpoints",
+    ".pytest_cache",
+    ".mypy_cache",
+    ".ruff_cache",
+}
 SKIPPED_SUFFIXES = (".pyc", ".pyo")
 SHA256 = re.compile(r"^(?:0x)?([0-9a-f]{64})$")
 
@@ -71,7 +80,9 @@ def shown(location: str) -> str:
     if parts.password is None:
         return location
     host = parts.hostname or ""
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")))
+    return urlunsplit(
+        parts._replace(netloc=f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else ""))
+    )
 
 
 def filesystem(location: str):
@@ -84,8 +95,10 @@ def filesystem(location: str):
     try:
         return pafs.FileSystem.from_uri(location)
     except (pa.ArrowException, ValueError, OSError) as exc:
-        raise DataPlaneError(f"{shown(location)} cannot be opened ({_reason(exc)}); give a local path or a URI "
-                             "pyarrow opens (s3://bucket/key?endpoint_override=HOST:PORT, gs://, hdfs://)") from None
+        raise DataPlaneError(
+            f"{shown(location)} cannot be opened ({_reason(exc)}); give a local path or a URI "
+            "pyarrow opens (s3://bucket/key?endpoint_override=HOST:PORT, gs://, hdfs://)"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -95,7 +108,8 @@ class Entry:
 
 
 def _listing(location: str, what: str):
-    """(fs, root path, is_dir, files under it) — a missing or unreadable location is an error naming `what`."""
+    """(fs, root path, is_dir, files under it) — a missing or unreadable location is an error naming
+    `what`."""
     import pyarrow as pa
     import pyarrow.fs as pafs
 
@@ -138,13 +152,17 @@ def stage(location: str, sha256: str, target: Path, what: str = "input") -> Path
             local = partial / e.path
             local.parent.mkdir(parents=True, exist_ok=True)
             source = f"{root.rstrip('/')}/{e.path}" if is_dir else root
-            entries.append({"path": e.path, "size": e.size, "sha256": _stream(fs, source, local, location, what)})
+            entries.append(
+                {"path": e.path, "size": e.size, "sha256": _stream(fs, source, local, location, what)}
+            )
         partial.mkdir(parents=True, exist_ok=True)
         actual = manifest_hash(entries).removeprefix("0x") if is_dir else entries[0]["sha256"]
         if actual != normal_sha256(sha256):
-            raise DigestMismatch(f"{what} {shown(location)} has sha256 {actual}, not the {normal_sha256(sha256)} "
-                                 "its spec pins; post the spec again to pin what is there now, or restore "
-                                 "what it pinned")
+            raise DigestMismatch(
+                f"{what} {shown(location)} has sha256 {actual}, not the {normal_sha256(sha256)} "
+                "its spec pins; post the spec again to pin what is there now, or restore "
+                "what it pinned"
+            )
         _remove(target)
         os.replace(partial, target)
     finally:
@@ -190,7 +208,9 @@ def upload(source: Path, location: str, what: str = "file") -> None:
             if isinstance(fs, pafs.LocalFileSystem):
                 shutil.copytree(source, root, dirs_exist_ok=True, symlinks=False)
             else:
-                pafs.copy_files(str(source), root, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+                pafs.copy_files(
+                    str(source), root, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs
+                )
         else:
             parent = str(PurePosixPath(root).parent)
             fs.create_dir(parent, recursive=True)
@@ -251,8 +271,10 @@ def pack(directory: Path) -> bytes:
             info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
             total += info.size
             if total > MAX_CODE_BYTES:
-                raise DataPlaneError(f"code directory {directory} holds more than {MAX_CODE_BYTES // 2**20} MiB; "
-                                     "keep data and models out of it and name them as inputs")
+                raise DataPlaneError(
+                    f"code directory {directory} holds more than {MAX_CODE_BYTES // 2**20} MiB; "
+                    "keep data and models out of it and name them as inputs"
+                )
             with open(path, "rb") as f:
                 tar.addfile(info, f)
     return buffer.getvalue()
@@ -263,8 +285,10 @@ def _walk(directory: Path):
         if path.name in SKIPPED or path.name.endswith(SKIPPED_SUFFIXES):
             continue
         if path.is_symlink() or not (path.is_file() or path.is_dir()):
-            raise DataPlaneError(f"code directory {directory} holds {path.name}, which is a link or a special "
-                                 "file; a program's code is regular files only")
+            raise DataPlaneError(
+                f"code directory {directory} holds {path.name}, which is a link or a special "
+                "file; a program's code is regular files only"
+            )
         yield path
         if path.is_dir():
             yield from _walk(path)
@@ -278,10 +302,14 @@ def unpack(archive: Path, target: Path) -> None:
         with tarfile.open(archive, mode="r:") as tar:
             for member in tar.getmembers():
                 if not (member.isfile() or member.isdir()):
-                    raise DataPlaneError(f"the code holds {member.name}, which is not a regular file or directory")
+                    raise DataPlaneError(
+                        f"the code holds {member.name}, which is not a regular file or directory"
+                    )
             tar.extractall(target, filter="data")
     except (tarfile.TarError, OSError) as exc:
-        raise DataPlaneError(f"the code cannot be unpacked ({_reason(exc)}); pack it with `swarm job post`") from None
+        raise DataPlaneError(
+            f"the code cannot be unpacked ({_reason(exc)}); pack it with `swarm job post`"
+        ) from None
 
 
 def _remove(path: Path) -> None:

@@ -110,8 +110,10 @@ def texts(path: str | Path, limit: int = 0) -> tuple[list[str], torch.Tensor | N
     if limit:
         table = table.slice(0, limit)
     if TEXT not in table.column_names:
-        raise InvalidJob(f"dataset {Path(path).name} has no {TEXT!r} column; a text model reads one text per row "
-                         f"from {TEXT!r} (and its class from {tabular.LABEL!r})")
+        raise InvalidJob(
+            f"dataset {Path(path).name} has no {TEXT!r} column; a text model reads one text per row "
+            f"from {TEXT!r} (and its class from {tabular.LABEL!r})"
+        )
     values = table.column(TEXT).to_pylist()
     if not values or not all(isinstance(v, str) for v in values):
         raise InvalidJob(f"dataset {Path(path).name}: every row needs a {TEXT!r} that is text")
@@ -120,9 +122,13 @@ def texts(path: str | Path, limit: int = 0) -> tuple[list[str], torch.Tensor | N
     try:
         labels = np.asarray(table.column(tabular.LABEL).to_numpy(), dtype=np.int64)
     except (TypeError, ValueError):
-        raise InvalidJob(f"dataset {Path(path).name}: {tabular.LABEL!r} must be an integer class from 0") from None
+        raise InvalidJob(
+            f"dataset {Path(path).name}: {tabular.LABEL!r} must be an integer class from 0"
+        ) from None
     if len(labels) and int(labels.min()) < 0:
-        raise InvalidJob(f"dataset {Path(path).name} has a negative {tabular.LABEL}; classes are integers from 0")
+        raise InvalidJob(
+            f"dataset {Path(path).name} has a negative {tabular.LABEL}; classes are integers from 0"
+        )
     return values, torch.from_numpy(labels.copy())
 
 
@@ -286,8 +292,13 @@ def make_tiny(directory: Path, corpus: list[str], classes: int, architecture: st
     words.pre_tokenizer = pre_tokenizers.Whitespace()
     words.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=list(SPECIAL.values())))
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, model_max_length=MAX_LENGTH, **SPECIAL)
-    shape = {"vocab_size": words.get_vocab_size(), "num_labels": classes, "pad_token_id": tokenizer.pad_token_id,
-             "bos_token_id": tokenizer.cls_token_id, "eos_token_id": tokenizer.sep_token_id}
+    shape = {
+        "vocab_size": words.get_vocab_size(),
+        "num_labels": classes,
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.cls_token_id,
+        "eos_token_id": tokenizer.sep_token_id,
+    }
     if architecture == "gpt2":
         config = GPT2Config(n_positions=MAX_LENGTH, n_embd=width, n_layer=layers, n_head=2, **shape)
     else:

@@ -23,7 +23,12 @@ from typing import Any
 from compute.errors import InvalidJob
 from compute.placement import ProviderCapacity, provider_capacity
 from compute.runners.params import (
-    FinetuneParams, InferParams, ProgramParams, Scope, TrainParams, TuneParams,
+    FinetuneParams,
+    InferParams,
+    ProgramParams,
+    Scope,
+    TrainParams,
+    TuneParams,
 )
 
 FORMAT = 1  # the contract's version: a reader refuses any other
@@ -32,7 +37,18 @@ PARAMS: dict[str, type[Params]] = {c.KIND: c for c in (TrainParams, FinetunePara
                                                       ProgramParams)}
 KINDS = tuple(PARAMS)
 BUILT_IN = tuple(k for k in KINDS if k != ProgramParams.KIND)  # the kinds Swarm's own runners run
-FIELDS = ("format", "kind", "job_id", "provider", "workers", "seed", "storage", "use_gpu", "timeout_s", "params")
+FIELDS = (
+    "format",
+    "kind",
+    "job_id",
+    "provider",
+    "workers",
+    "seed",
+    "storage",
+    "use_gpu",
+    "timeout_s",
+    "params",
+)
 
 
 @dataclass(frozen=True)
@@ -93,9 +109,13 @@ class ComputeJob:
         if not isinstance(raw, Mapping):
             raise InvalidJob(f"a job must be a JSON object, got {type(raw).__name__}.")
         if raw.get("format") != FORMAT:
-            raise InvalidJob(f"the job is in format {raw.get('format')!r}; this reader reads format {FORMAT}.")
+            raise InvalidJob(
+                f"the job is in format {raw.get('format')!r}; this reader reads format {FORMAT}."
+            )
         if set(raw) != set(FIELDS):
-            raise InvalidJob(f"a job has the fields {', '.join(FIELDS)}; got {', '.join(sorted(map(str, raw)))}.")
+            raise InvalidJob(
+                f"a job has the fields {', '.join(FIELDS)}; got {', '.join(sorted(map(str, raw)))}."
+            )
         for name, kind in (("job_id", str), ("provider", str), ("storage", str), ("use_gpu", bool)):
             if not isinstance(raw[name], kind):
                 raise InvalidJob(f"the job's {name} must be a {kind.__name__}, got {raw[name]!r}.")
@@ -165,7 +185,9 @@ def run_job(job: ComputeJob) -> JobResult:
     import importlib
 
     if job.kind not in BUILT_IN:
-        raise InvalidJob(f"job {job.job_id} is a {job.kind} job, which runs in a lease, not on a cluster's nodes.")
+        raise InvalidJob(
+            f"job {job.job_id} is a {job.kind} job, which runs in a lease, not on a cluster's nodes."
+        )
     validate(job)
     check_capacity(job)
     run: Runner = importlib.import_module(f"compute.runners.{job.kind}").run

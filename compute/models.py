@@ -18,7 +18,11 @@ class MLP(nn.Module):
     def __init__(self, in_features: int = 16, hidden: int = 64, classes: int = 4) -> None:
         super().__init__()
         self.net = nn.Sequential(
-            nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, classes)
+            nn.Linear(in_features, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, classes),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -65,7 +65,8 @@ class Order:
     seed: int = 0
     output: str | None = None  # where results go: <output>/<compute job id>
     publish: bool = False  # others' jobs may build on this one's result
-    brought: Mapping[str, Located] = field(default_factory=dict)  # a built-in kind's model and dataset, by field
+    # a built-in kind's model and dataset, by field
+    brought: Mapping[str, Located] = field(default_factory=dict)
     prior_job: int | None = None  # the job whose result it builds on (model: job:<id>)
 
     @property
@@ -94,9 +95,14 @@ class Order:
             raise InvalidJob(f"kind must be one of {', '.join(PARAMS)}, got {kind!r}.", "kind")
         deadline = _whole(raw, "deadline", 0, None)
         scope = Scope("spec", kind, math.inf if now is None else max(1.0, deadline - now))
-        base: dict[str, Any] = {"resources": _resources(raw.get("resources")), "max_units": _whole(raw, "max_units", 1, None),
-                "deadline": deadline, "seed": _whole(raw, "seed", 0, 0), "output": _output(raw.get("output")),
-                "publish": _flag(raw, "publish")}
+        base: dict[str, Any] = {
+            "resources": _resources(raw.get("resources")),
+            "max_units": _whole(raw, "max_units", 1, None),
+            "deadline": deadline,
+            "seed": _whole(raw, "seed", 0, 0),
+            "output": _output(raw.get("output")),
+            "publish": _flag(raw, "publish"),
+        }
         params = raw.get("params", {})
         if not isinstance(params, Mapping):
             raise InvalidJob(f"params must be a mapping, got {type(params).__name__}.", "params")
@@ -123,7 +129,11 @@ class Order:
         now = time.time() if now is None else now
         timeout = max(1.0, self.deadline - now)
         params = self.params
-        if isinstance(params, TuneParams) and params.time_budget_s is not None and params.time_budget_s > timeout:
+        if (
+            isinstance(params, TuneParams)
+            and params.time_budget_s is not None
+            and params.time_budget_s > timeout
+        ):
             params = replace(params, time_budget_s=timeout)
         return ComputeJob(job_id=job_id, provider=provider, params=params, workers=self.resources.workers,
                           seed=self.seed, storage=storage, use_gpu=self.resources.gpus_per_worker > 0,
@@ -147,11 +157,14 @@ def prior_refused(prior_job: int | None, buyer: str, prior_buyer: str | None, pu
     if prior_job is None:
         return None
     if prior_buyer is None:
-        return f"model job:{prior_job} names no job of this market; give the number of a job whose result it uses"
+        return (f"model job:{prior_job} names no job of this market; give the number of a job whose result "
+                "it uses")
     if prior_buyer.lower() == buyer.lower() or published:
         return None
-    return (f"model job:{prior_job} is another buyer's result, which that buyer did not publish; build on your "
-            "own jobs' results, or on a job posted with publish: true")
+    return (
+        f"model job:{prior_job} is another buyer's result, which that buyer did not publish; build on your "
+        "own jobs' results, or on a job posted with publish: true"
+    )
 
 
 def job_namespace(chain_id: int, market_address: str) -> str:
@@ -169,7 +182,11 @@ def brought_of(kind: str, model: Any, dataset: Any) -> dict[str, Any]:
         found["model"] = model
     if kind == "train" and model is not None and model not in MODEL_NAMES:
         found["model"] = model  # a transformers checkpoint
-    if kind != ProgramParams.KIND and dataset is not None and not (isinstance(dataset, str) and is_named(dataset)):
+    if (
+        kind != ProgramParams.KIND
+        and dataset is not None
+        and not (isinstance(dataset, str) and is_named(dataset))
+    ):
         found["dataset"] = dataset
     return found
 
@@ -182,8 +199,10 @@ def _built_in(kind: str, raw: Mapping[str, Any], params: Mapping[str, Any], scop
     known = [f for f in PARAMS[kind].__dataclass_fields__ if f not in names]
     for key in params:
         if key in names:
-            raise InvalidJob(f"params.{key} is set by the top-level {names[key]} field; remove it from params.",
-                             f"params.{key}")
+            raise InvalidJob(
+                f"params.{key} is set by the top-level {names[key]} field; remove it from params.",
+                f"params.{key}",
+            )
         if key not in known:
             raise InvalidJob(f"params.{key} is not a {kind} parameter; known ones are {', '.join(known)}.",
                              f"params.{key}")
@@ -207,7 +226,9 @@ def _brought(kind: str, raw: Mapping[str, Any]) -> dict[str, Located]:
 def _program(raw: Mapping[str, Any], params: Mapping[str, Any], scope: Scope) -> ProgramParams:
     for name in ("model", "dataset"):
         if raw.get(name) is not None:
-            raise InvalidJob(f"{name} does not apply to a ray job; name what the program reads under inputs.", name)
+            raise InvalidJob(
+                f"{name} does not apply to a ray job; name what the program reads under inputs.", name
+            )
     for name in ("code", "output"):
         if raw.get(name) is None:
             raise InvalidJob(f"{name} is required for a ray job.", name)
@@ -220,8 +241,10 @@ def _program(raw: Mapping[str, Any], params: Mapping[str, Any], scope: Scope) ->
 
 def _resources(raw: Any) -> Resources:
     if not isinstance(raw, Mapping):
-        raise InvalidJob("resources must be a mapping of workers, cpus_per_worker, gpus_per_worker and memory_gb.",
-                         "resources")
+        raise InvalidJob(
+            "resources must be a mapping of workers, cpus_per_worker, gpus_per_worker and memory_gb.",
+            "resources",
+        )
     return Resources(workers=_whole(raw, "workers", 1, None, "resources."),
                      cpus_per_worker=_number(raw, "cpus_per_worker", 1.0, positive=True),
                      gpus_per_worker=_whole(raw, "gpus_per_worker", 0, 0, "resources."),
@@ -231,7 +254,9 @@ def _resources(raw: Any) -> Resources:
 def _whole(raw: Mapping[str, Any], name: str, minimum: int, default: int | None, prefix: str = "") -> int:
     value = raw.get(name, default)
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InvalidJob(f"{prefix}{name} must be an integer of at least {minimum}, got {value!r}.", prefix + name)
+        raise InvalidJob(
+            f"{prefix}{name} must be an integer of at least {minimum}, got {value!r}.", prefix + name
+        )
     return value
 
 

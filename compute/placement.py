@@ -74,4 +74,6 @@ def providers_in_cluster() -> list[str]:
     """Every provider address with at least one alive node."""
     import ray
 
-    return sorted({label for n in ray.nodes() if n.get("Alive") and (label := (n.get("Labels") or {}).get(LABEL))})
+    return sorted(
+        {label for n in ray.nodes() if n.get("Alive") and (label := (n.get("Labels") or {}).get(LABEL))}
+    )

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from compute.challenge import P, Challenge, step
+from compute.challenge import Challenge, P, step
 from compute.errors import ComputeError
 
 SAMPLES = 16  # checkpoints the oracle opens per challenge (all of them when there are fewer)
@@ -128,7 +128,9 @@ class Prover:
     def __init__(self, challenge: Challenge, checkpoints: list[np.ndarray]) -> None:
         n = challenge.size
         if len(checkpoints) != challenge.checkpoints or any(c.shape != (n, n) for c in checkpoints):
-            raise ValueError(f"a proof of this challenge needs {challenge.checkpoints} checkpoints of {n}×{n}")
+            raise ValueError(
+                f"a proof of this challenge needs {challenge.checkpoints} checkpoints of {n}×{n}"
+            )
         self.challenge = challenge
         self.checkpoints = [np.ascontiguousarray(c, dtype=np.uint8) for c in checkpoints]
         self.levels = _levels([leaf(challenge, k, i, self.checkpoints[k - 1][i].tobytes())
@@ -144,8 +146,16 @@ class Prover:
             if not (1 <= k <= self.challenge.checkpoints and 0 <= i < n):
                 raise ValueError(f"there is no row {i} of checkpoint {k} to open")
             previous = self.checkpoints[k - 2][i].tobytes() if k > 1 else None
-            opened.append(Opening(k, i, previous, tuple(_path(self.levels, (k - 2) * n + i)) if k > 1 else (),
-                                  self.checkpoints[k - 1][i].tobytes(), tuple(_path(self.levels, (k - 1) * n + i))))
+            opened.append(
+                Opening(
+                    k,
+                    i,
+                    previous,
+                    tuple(_path(self.levels, (k - 2) * n + i)) if k > 1 else (),
+                    self.checkpoints[k - 1][i].tobytes(),
+                    tuple(_path(self.levels, (k - 1) * n + i)),
+                )
+            )
         return opened
 
 
@@ -163,12 +173,18 @@ def opening_from_json(raw: Any) -> Opening:
     """An opening as a node sent it, or ProofError for anything that is not one."""
     try:
         previous = raw["previous"]
-        return Opening(int(raw["checkpoint"]), int(raw["row"]),
-                       None if previous is None else base64.b64decode(previous, validate=True),
-                       tuple(bytes.fromhex(h) for h in raw["previous_path"]),
-                       base64.b64decode(raw["data"], validate=True), tuple(bytes.fromhex(h) for h in raw["path"]))
+        return Opening(
+            int(raw["checkpoint"]),
+            int(raw["row"]),
+            None if previous is None else base64.b64decode(previous, validate=True),
+            tuple(bytes.fromhex(h) for h in raw["previous_path"]),
+            base64.b64decode(raw["data"], validate=True),
+            tuple(bytes.fromhex(h) for h in raw["path"]),
+        )
     except (KeyError, TypeError, ValueError, OverflowError, AttributeError, binascii.Error):
-        raise ProofError("the node's opening is not an opening (checkpoint, row, previous, data and paths)") from None
+        raise ProofError(
+            "the node's opening is not an opening (checkpoint, row, previous, data and paths)"
+        ) from None
 
 
 def root_from_hex(raw: Any) -> bytes:
@@ -201,7 +217,9 @@ def _distinct(population: int, count: int) -> set[int]:
     return chosen
 
 
-def check(challenge: Challenge, root: bytes, requested: list[tuple[int, int]], openings: list[Opening]) -> None:
+def check(
+    challenge: Challenge, root: bytes, requested: list[tuple[int, int]], openings: list[Opening]
+) -> None:
     """Raises ProofError naming the first cell whose opening does not prove it."""
     n, count = challenge.size, challenge.checkpoints * challenge.size
     got = [(o.checkpoint, o.row) for o in openings]

@@ -21,7 +21,10 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray._common.utils import hex_to_binary
 from ray._raylet import (  # type: ignore[attr-defined]  # a Cython module: these names have no stubs
-    AuthenticationTokenLoader, Config, GcsClient, PlacementGroupID,
+    AuthenticationTokenLoader,
+    Config,
+    GcsClient,
+    PlacementGroupID,
 )
 from ray.core.generated.gcs_pb2 import GcsNodeInfo
 from ray.util.placement_group import PlacementGroup

@@ -12,6 +12,7 @@ precision is flagged as misdeclared.
 
 from __future__ import annotations
 
+import itertools
 import re
 
 from compute.errors import ComputeError
@@ -62,7 +63,7 @@ def normalize_model(name: str) -> str:
     """The table key for a model name as NVML or a provider writes it ("NVIDIA H100 80GB HBM3" → "H100")."""
     tokens = re.findall(r"[A-Z0-9]+", name.upper())
     # Whole tokens only ("NVIDIA L40" is not an L4), and adjacent pairs for "RTX 4090".
-    for candidate in tokens + [a + b for a, b in zip(tokens, tokens[1:])]:
+    for candidate in tokens + [a + b for a, b in itertools.pairwise(tokens)]:
         if candidate == "CPU":
             return "cpu"
         if candidate in PEAK_FP32_TFLOPS:
@@ -77,7 +78,9 @@ def reference_gflops(declared_model: str, precision: str = "fp32") -> float:
         return REFERENCE_GFLOPS[model]
     if model in PEAK_TENSOR_TFLOPS and PEAK_TENSOR_TFLOPS[model][0] == precision:
         return TENSOR_REFERENCE_GFLOPS[model]
-    raise ComputeError(f"{model} has no {precision} reference; its precisions are {', '.join(precisions(model))}.")
+    raise ComputeError(
+        f"{model} has no {precision} reference; its precisions are {', '.join(precisions(model))}."
+    )
 
 
 def precisions(declared_model: str) -> tuple[str, ...]:

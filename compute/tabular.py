@@ -80,7 +80,11 @@ def read_table(path: str | Path) -> pa.Table:
     import pyarrow.parquet
 
     kind, files = files_of(path)
-    reader = {"parquet": pyarrow.parquet.read_table, "csv": pyarrow.csv.read_csv, "json": pyarrow.json.read_json}[kind]
+    reader = {
+        "parquet": pyarrow.parquet.read_table,
+        "csv": pyarrow.csv.read_csv,
+        "json": pyarrow.json.read_json,
+    }[kind]
     try:
         return pa.concat_tables([reader(f) for f in files], promote_options="default")
     except (pa.ArrowException, OSError) as exc:
@@ -124,7 +128,9 @@ def tensors(path: str | Path, limit: int = 0, labelled: bool = True,
     if features is not None:
         missing = [c for c in features if c not in table.column_names]
         if missing:
-            raise InvalidJob(f"dataset {path} lacks the column(s) {', '.join(missing)} the model was trained on")
+            raise InvalidJob(
+                f"dataset {path} lacks the column(s) {', '.join(missing)} the model was trained on"
+            )
         columns = features
     wanted = [*columns, LABEL] if LABEL in table.column_names else columns
     x, y = arrays({c: table.column(c).to_numpy() for c in wanted}, columns, path)

@@ -72,7 +72,13 @@ def open_source(home: Path, db_url: str, chain_id: int | None = None) -> Source:
     shown = redact(db_url)
     with database_errors(db_url), Session(engine) as session:
         cursor = pick_chain(session, chain_id, shown)
-    return Source(engine=engine, database=shown, home=home, chain_id=cursor.chain_id, market=_market_address(home, cursor))
+    return Source(
+        engine=engine,
+        database=shown,
+        home=home,
+        chain_id=cursor.chain_id,
+        market=_market_address(home, cursor),
+    )
 
 
 def _require_sqlite_file(db_url: str) -> None:
@@ -116,7 +122,8 @@ def tokens(wei: int) -> float:
 
 
 def provider_state(provider: Provider) -> str:
-    """Tombstoned for ever, jailed until it unjails (the vault keeps jailed_until set till then), else active."""
+    """Tombstoned for ever, jailed until it unjails (the vault keeps jailed_until set till then), else
+    active."""
     if provider.tombstoned:
         return "tombstoned"
     return "jailed" if provider.jailed_until else "active"
@@ -132,7 +139,9 @@ def latest_scores(session: Session, chain_id: int) -> dict[str, ProviderScore]:
     scored = _newest(session, chain_id, measured)
     for provider, row in _newest(session, chain_id, None).items():
         known = scored.get(provider)
-        scored[provider] = row if known is None else known.model_copy(update={"cumulative_wei": row.cumulative_wei})
+        scored[provider] = (
+            row if known is None else known.model_copy(update={"cumulative_wei": row.cumulative_wei})
+        )
     return scored
 
 
@@ -140,7 +149,9 @@ def _newest(session: Session, chain_id: int, where: Any) -> dict[str, ProviderSc
     """Per provider, its score row of the newest epoch (among rows matching `where`)."""
     newest = select(ProviderScore.provider, func.max(ProviderScore.epoch).label("epoch")).where(
         ProviderScore.chain_id == chain_id)
-    newest = (newest.where(where) if where is not None else newest).group_by(ProviderScore.provider).subquery()
+    newest = (
+        (newest.where(where) if where is not None else newest).group_by(ProviderScore.provider).subquery()
+    )
     rows = session.exec(select(ProviderScore).join(newest, and_(
         ProviderScore.provider == newest.c.provider, ProviderScore.epoch == newest.c.epoch))
         .where(ProviderScore.chain_id == chain_id)).all()
@@ -207,7 +218,8 @@ def jobs(session: Session, src: Source, limit: int = 100) -> list[dict[str, Any]
 
 
 def job_detail(session: Session, src: Source, job_id: int) -> dict[str, Any] | None:
-    """One job with its spec, every scalar metric and the market's transitions; None if the ledger lacks it."""
+    """One job with its spec, every scalar metric and the market's transitions; None if the ledger lacks
+    it."""
     row = session.get(Job, (src.chain_id, job_id))
     if row is None:
         return None
@@ -222,8 +234,17 @@ def job_detail(session: Session, src: Source, job_id: int) -> dict[str, Any] | N
         "result_dir": record.result_dir if record else None,
         "evidence": record.evidence if record else None,
         "lost_providers": record.lost_providers if record else [],
-        "transitions": [{"at": t.at, "from_state": t.from_state, "to_state": t.to_state, "provider": t.provider,
-                         "detail": t.detail, "tx_hash": t.tx_hash} for t in transitions],
+        "transitions": [
+            {
+                "at": t.at,
+                "from_state": t.from_state,
+                "to_state": t.to_state,
+                "provider": t.provider,
+                "detail": t.detail,
+                "tx_hash": t.tx_hash,
+            }
+            for t in transitions
+        ],
     }
 
 
@@ -237,26 +258,44 @@ def _job(src: Source, job: Job, record: MarketJob | None) -> dict[str, Any]:
     resources = spec.get("resources") or {}
     history, source = training_history(src, job, record, spec)
     return {
-        "job_id": job.job_id, "kind": spec.get("kind"), "model": _named(spec.get("model")),
+        "job_id": job.job_id,
+        "kind": spec.get("kind"),
+        "model": _named(spec.get("model")),
         "dataset": _named(spec.get("dataset")),
-        "workers": resources.get("workers"), "replicas": spec.get("replicas", 1),
+        "workers": resources.get("workers"),
+        "replicas": spec.get("replicas", 1),
         "epochs_planned": (spec.get("params") or {}).get("epochs"),
-        "status": job.status, "market_state": record.state if record else None,
-        "buyer": job.buyer, "provider": job.provider, "spec_hash": job.spec_hash,
-        **amount("price_per_unit", job.price_per_unit), **amount("max_price_per_unit", job.max_price_per_unit),
-        "units_used": job.units_used, "max_units": job.max_units,
-        "measured_units": record.units if record else None, "unit": record.unit if record else None,
-        **amount("escrow", job.escrow), "escrow_open": job.status in OPEN_STATUSES,
-        **amount("payment", job.payment), **amount("refund", job.refund),
-        "deadline": job.deadline, "dispute_end": job.dispute_end or None, "result_hash": job.result_hash,
-        "fail_reason": job.fail_reason, "attempts": record.attempts if record else 0,
-        "error": record.error if record else None, "explanation": record.explanation if record else None,
-        "history": history, "history_source": source,
+        "status": job.status,
+        "market_state": record.state if record else None,
+        "buyer": job.buyer,
+        "provider": job.provider,
+        "spec_hash": job.spec_hash,
+        **amount("price_per_unit", job.price_per_unit),
+        **amount("max_price_per_unit", job.max_price_per_unit),
+        "units_used": job.units_used,
+        "max_units": job.max_units,
+        "measured_units": record.units if record else None,
+        "unit": record.unit if record else None,
+        **amount("escrow", job.escrow),
+        "escrow_open": job.status in OPEN_STATUSES,
+        **amount("payment", job.payment),
+        **amount("refund", job.refund),
+        "deadline": job.deadline,
+        "dispute_end": job.dispute_end or None,
+        "result_hash": job.result_hash,
+        "fail_reason": job.fail_reason,
+        "attempts": record.attempts if record else 0,
+        "error": record.error if record else None,
+        "explanation": record.explanation if record else None,
+        "history": history,
+        "history_source": source,
         "updated_at": record.updated_at if record else None,
     }
 
 
-def training_history(src: Source, job: Job, record: MarketJob | None, spec: dict) -> tuple[list[dict], str | None]:
+def training_history(
+    src: Source, job: Job, record: MarketJob | None, spec: dict
+) -> tuple[list[dict], str | None]:
     """Per-epoch loss and accuracy: the finished run's metrics, else the newest checkpoint of a train run."""
     finished = ((record.metrics or {}) if record else {}).get("history")
     if isinstance(finished, list) and finished:
@@ -293,8 +332,22 @@ def running_jobs(session: Session, src: Source) -> list[dict[str, Any]]:
     for job_id in ids:
         detail = job_detail(session, src, job_id)
         if detail is not None:
-            out.append({k: detail[k] for k in ("job_id", "kind", "model", "provider", "workers", "epochs_planned",
-                                                "attempts", "history", "history_source")})
+            out.append(
+                {
+                    k: detail[k]
+                    for k in (
+                        "job_id",
+                        "kind",
+                        "model",
+                        "provider",
+                        "workers",
+                        "epochs_planned",
+                        "attempts",
+                        "history",
+                        "history_source",
+                    )
+                }
+            )
     return out
 
 
@@ -328,7 +381,8 @@ def epochs(session: Session, src: Source, limit: int = EPOCHS_SHOWN) -> list[dic
 
 
 def slashes(session: Session, src: Source, limit: int = 100) -> dict[str, list[dict[str, Any]]]:
-    """Slashes the vault applied (chain), and the slashing decisions of the oracle's epochs with their reasons."""
+    """Slashes the vault applied (chain), and the slashing decisions of the oracle's epochs with their
+    reasons."""
     rows = session.exec(select(SlashRow).where(SlashRow.chain_id == src.chain_id)
                         .order_by(col(SlashRow.block_number).desc(), col(SlashRow.log_index).desc())
                         .limit(limit)).all()
@@ -363,17 +417,25 @@ def summary(session: Session, src: Source) -> dict[str, Any]:
     latest = oracle_rows[-1] if oracle_rows else None
     slash_amounts = session.exec(select(SlashRow.amount).where(SlashRow.chain_id == src.chain_id)).all()
     return {
-        "chain_id": src.chain_id, "market": src.market, "database": src.database,
+        "chain_id": src.chain_id,
+        "market": src.market,
+        "database": src.database,
         "indexed_block": cursor.block_number if cursor else None,
         "indexed_at": cursor.updated_at if cursor else None,
-        "providers": {state: states.get(state, 0) for state in PROVIDER_STATES} | {"total": len(provider_rows)},
+        "providers": {state: states.get(state, 0) for state in PROVIDER_STATES}
+        | {"total": len(provider_rows)},
         **amount("stake_total", sum(p.stake for p in provider_rows)),
         "jobs": {status: statuses.get(status, 0) for status in JOB_STATUSES} | {"total": len(job_rows)},
         "market_jobs": dict(sorted(market.items())),
         **amount("escrow_held", sum(e for s, e in job_rows if s in OPEN_STATUSES)),
-        "latest_epoch": None if latest is None else {
-            "epoch": latest.epoch, "state": latest.state, "utilization": latest.utilization,
-            **amount("emission", latest.emission_wei)},
+        "latest_epoch": None
+        if latest is None
+        else {
+            "epoch": latest.epoch,
+            "state": latest.state,
+            "utilization": latest.utilization,
+            **amount("emission", latest.emission_wei),
+        },
         **amount("emission_total", sum(r.emission_wei for r in oracle_rows)),
         "slashes": {"count": len(slash_amounts), **amount("amount", sum(slash_amounts))},
         "running": running_jobs(session, src),

@@ -16,8 +16,15 @@ from prometheus_client.registry import Collector
 from sqlmodel import Session, func, select
 
 from dashboard.data import (
-    JOB_STATUSES, OPEN_STATUSES, PROVIDER_STATES, Source, latest_gpu_telemetry, latest_scores, probe_counts,
-    provider_state, tokens,
+    JOB_STATUSES,
+    OPEN_STATUSES,
+    PROVIDER_STATES,
+    Source,
+    latest_gpu_telemetry,
+    latest_scores,
+    probe_counts,
+    provider_state,
+    tokens,
 )
 from ledger.db import database_errors
 from ledger.indexer.models import Cursor, Job, Provider, SlashRow
@@ -80,7 +87,11 @@ class LedgerCollector(Collector):
         yield _by("swarm_providers", "state", {s: states.get(s, 0) for s in PROVIDER_STATES})
         yield _by("swarm_provider_stake_tokens", "provider", {p.address: tokens(p.stake) for p in rows})
         scores = latest_scores(session, chain_id)
-        for name, field in (("uptime", "uptime"), ("performance", "performance"), ("reliability", "reliability")):
+        for name, field in (
+            ("uptime", "uptime"),
+            ("performance", "performance"),
+            ("reliability", "reliability"),
+        ):
             yield _by(f"swarm_provider_{name}", "provider", {a: getattr(s, field) for a, s in scores.items()})
         yield _by("swarm_provider_reward_tokens", "provider",
                   {a: tokens(s.cumulative_wei) for a, s in scores.items()}, counter=True)
@@ -95,7 +106,9 @@ class LedgerCollector(Collector):
         moves = dict(session.exec(select(MarketTransition.to_state, func.count())
                                   .where(MarketTransition.chain_id == chain_id)
                                   .group_by(MarketTransition.to_state)).all())
-        yield _by("swarm_market_transitions", "to_state", {s: moves.get(s, 0) for s in MARKET_STATES}, counter=True)
+        yield _by(
+            "swarm_market_transitions", "to_state", {s: moves.get(s, 0) for s in MARKET_STATES}, counter=True
+        )
 
     def _oracle(self, session: Session, chain_id: int) -> Iterator[Metric]:
         epochs = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == chain_id)
@@ -106,7 +119,9 @@ class LedgerCollector(Collector):
         yield _by("swarm_oracle_epochs", "state", {s: states.get(s, 0) for s in ORACLE_STATES})
         yield _counter("swarm_oracle_emission_tokens", tokens(sum(e.emission_wei for e in epochs)))
         yield _gauge("swarm_network_utilization", value=latest.utilization if latest else 0.0)
-        slashes = session.exec(select(SlashRow.reason, SlashRow.amount).where(SlashRow.chain_id == chain_id)).all()
+        slashes = session.exec(
+            select(SlashRow.reason, SlashRow.amount).where(SlashRow.chain_id == chain_id)
+        ).all()
         counts, taken = Counter(), Counter()
         for reason, amount in slashes:
             counts[reason] += 1

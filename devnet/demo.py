@@ -76,7 +76,9 @@ class Progress(Protocol):
 
     def advance(self, task: Any, /) -> None: ...
 
-    def update(self, task: Any, /, *, completed: float | None = ..., description: str | None = ...) -> None: ...
+    def update(
+        self, task: Any, /, *, completed: float | None = ..., description: str | None = ...
+    ) -> None: ...
 
 
 class Silent:
@@ -175,14 +177,16 @@ class Demo:
 
         provider = Provider(self.swarm, self.swarm.sender(dev_account(p.account).key), self.settings)
         site = self.sites[provider.address]
-        registered = provider.declare(replace(p.hardware, site_url=site.url, site_fingerprint=site.fingerprint))
+        registered = provider.declare(
+            replace(p.hardware, site_url=site.url, site_fingerprint=site.fingerprint)
+        )
         provider.stake(registered.min_stake_wei * STAKE_HEADROOM // 2)
 
     def _services(self) -> None:
+        from ledger.deploy import devnet_committee_keys
         from market.service import MarketConfig, MarketService
         from oracle.config import load_config
         from oracle.service import OracleService, schedule
-        from ledger.deploy import devnet_committee_keys
 
         self.storage = self.home / "results"  # the buyers' output: a directory the devnet's sites write
         log_file = self.home / "demo" / "services.log"
@@ -198,9 +202,16 @@ class Demo:
         self.market = MarketService(self.swarm, self.swarm.sender(dev_account(0).key), self.engine, self.home,
                                     MarketConfig(interval_s=0.5), log=log)
         config = load_config()
-        self.oracle = OracleService(self.swarm, self.engine, self.home, config, self.swarm.sender(dev_account(0).key),
-                                    devnet_committee_keys(), schedule(config, devnet=True, epoch_length_s=EPOCH_S),
-                                    log=log)
+        self.oracle = OracleService(
+            self.swarm,
+            self.engine,
+            self.home,
+            config,
+            self.swarm.sender(dev_account(0).key),
+            devnet_committee_keys(),
+            schedule(config, devnet=True, epoch_length_s=EPOCH_S),
+            log=log,
+        )
         self.threads = [
             threading.Thread(target=self.market.run, args=(self.stop,), daemon=True, name="demo-market"),
             threading.Thread(target=self.oracle.run, args=(self.stop,), daemon=True, name="demo-oracle"),
@@ -272,8 +283,8 @@ class Demo:
     def _post(self, buyer: int, spec: dict) -> list[int]:
         from ledger.jobs import post_job
         from ledger.specs import store_spec
-        from market.storage import pin
         from market.spec import validate_spec
+        from market.storage import pin
 
         # The table stays where it is, pinned by its sha256: the devnet's sites read this machine's
         # files, and write the results to the buyers' output here.
@@ -281,8 +292,12 @@ class Demo:
                      default_output=str(self.storage))
         digest = store_spec(self.home, parsed.canonical())
         sender = self.swarm.sender(dev_account(buyer).key)
-        return [post_job(self.swarm, sender, digest, parsed.max_price_per_unit, parsed.max_units, parsed.deadline)[0]
-                for _ in range(parsed.replicas)]
+        return [
+            post_job(
+                self.swarm, sender, digest, parsed.max_price_per_unit, parsed.max_units, parsed.deadline
+            )[0]
+            for _ in range(parsed.replicas)
+        ]
 
     def _still_open(self, job_id: int) -> bool:
         """True while the job is open; a job that ended otherwise than settled ends the demo."""
@@ -347,8 +362,11 @@ class Demo:
         Indexer(self.swarm, self.engine, confirmations=0).sync()
         chain_id = self.swarm.chain.chain_id
         with Session(self.engine) as session:
-            epochs = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == chain_id, OracleEpoch.state
-                                                            == "finalized").order_by(col(OracleEpoch.epoch))).all()
+            epochs = session.exec(
+                select(OracleEpoch)
+                .where(OracleEpoch.chain_id == chain_id, OracleEpoch.state == "finalized")
+                .order_by(col(OracleEpoch.epoch))
+            ).all()
             scores = session.exec(select(ProviderScore).where(ProviderScore.chain_id == chain_id)).all()
             slashes = session.exec(select(SlashRow).where(SlashRow.chain_id == chain_id)).all()
             jobs = {j.job_id: j for j in session.exec(select(Job).where(Job.chain_id == chain_id))}
@@ -358,24 +376,39 @@ class Demo:
         for p in PROVIDERS:
             address = dev_account(p.account).address
             info = stake.provider_info(self.swarm, address)
-            providers.append({
-                "name": p.name, "address": address, "nodes": p.nodes, "stake_wei": str(info.stake),
-                "jailed": info.jailed_until > 0, "tombstoned": info.tombstoned,
-                "rewards_wei": str(cumulative.get(address, 0)), "balance_wei": str(self.swarm.balance_of(address)),
-                "claimed_wei": str(self.swarm.distributor.functions.claimed(address).call()),
-            })
+            providers.append(
+                {
+                    "name": p.name,
+                    "address": address,
+                    "nodes": p.nodes,
+                    "stake_wei": str(info.stake),
+                    "jailed": info.jailed_until > 0,
+                    "tombstoned": info.tombstoned,
+                    "rewards_wei": str(cumulative.get(address, 0)),
+                    "balance_wei": str(self.swarm.balance_of(address)),
+                    "claimed_wei": str(self.swarm.distributor.functions.claimed(address).call()),
+                }
+            )
         job_rows = []
         for kind, job_id in self.job_ids.items():
             on_chain, row = job_info(self.swarm, job_id), jobs.get(job_id)
             record = self._record(job_id)
-            job_rows.append({
-                "kind": kind, "id": job_id, "status": on_chain.status.name.lower(), "provider": on_chain.provider,
-                "units": on_chain.units_used, "payment_wei": str(row.payment if row else 0),
-                "fee_wei": str(row.fee if row else 0), "refund_wei": str(row.refund if row else 0),
-                "escrow_wei": str(on_chain.escrow), "result_dir": record.result_dir if record else None,
-                "attempts": record.attempts if record else 0,
-                "accuracy": _accuracy(record.metrics if record else None),
-            })
+            job_rows.append(
+                {
+                    "kind": kind,
+                    "id": job_id,
+                    "status": on_chain.status.name.lower(),
+                    "provider": on_chain.provider,
+                    "units": on_chain.units_used,
+                    "payment_wei": str(row.payment if row else 0),
+                    "fee_wei": str(row.fee if row else 0),
+                    "refund_wei": str(row.refund if row else 0),
+                    "escrow_wei": str(on_chain.escrow),
+                    "result_dir": record.result_dir if record else None,
+                    "attempts": record.attempts if record else 0,
+                    "accuracy": _accuracy(record.metrics if record else None),
+                }
+            )
         per_epoch = []
         for e in epochs:
             paid = sum(s.reward_wei for s in scores if s.epoch == e.epoch)
@@ -391,13 +424,23 @@ class Demo:
             "providers": providers,
             "jobs": job_rows,
             "epochs": per_epoch,
-            "slashes": [{"provider": s.provider, "reason": s.reason, "amount_wei": str(s.from_stake + s.from_unbonding),
-                         "epoch": s.epoch, "job": s.job_id} for s in slashes],
+            "slashes": [
+                {
+                    "provider": s.provider,
+                    "reason": s.reason,
+                    "amount_wei": str(s.from_stake + s.from_unbonding),
+                    "epoch": s.epoch,
+                    "job": s.job_id,
+                }
+                for s in slashes
+            ],
             "balances": balances,
             "checks": {
                 "every_job_settled": all(j["status"] == "settled" for j in job_rows),
                 "rewards_equal_emission": all(e["paid_wei"] == e["emission_wei"] for e in per_epoch),
-                "flaky_slashed": any(s.provider == dev_account(PROVIDERS[2].account).address for s in slashes),
+                "flaky_slashed": any(
+                    s.provider == dev_account(PROVIDERS[2].account).address for s in slashes
+                ),
                 "supply_accounted": sum(int(b) for b in balances.values()) == supply,
                 "rewards_claimed": all(p["claimed_wei"] == p["rewards_wei"] for p in providers),
             },

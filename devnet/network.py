@@ -60,7 +60,9 @@ def start_sites(home: Path, accounts: dict[int, int], rpc_url: str, timeout: flo
                            "`swarm cluster down`.")
     deployments = home / "deployments"
     if not deployments.is_dir():
-        raise ComputeError("Sites serve one deployment: deploy the contracts first with `swarm chain deploy`.")
+        raise ComputeError(
+            "Sites serve one deployment: deploy the contracts first with `swarm chain deploy`."
+        )
     started: list[tuple[int, str, Path, subprocess.Popen]] = []
     try:
         for account, nodes in accounts.items():
@@ -72,9 +74,25 @@ def start_sites(home: Path, accounts: dict[int, int], rpc_url: str, timeout: flo
                 "SWARM_HOME": str(site_home), "SWARM_RPC_URL": rpc_url}
             with open(site_home / "serve.log", "ab") as log:
                 process = subprocess.Popen(
-                    [sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", str(account),
-                     "--port", str(ports.get(account) or free_port()), "--nodes", str(nodes), "--json"],
-                    env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, start_new_session=True,
+                    [
+                        sys.executable,
+                        "-m",
+                        "scripts.cli",
+                        "provider",
+                        "serve",
+                        "--account",
+                        str(account),
+                        "--port",
+                        str(ports.get(account) or free_port()),
+                        "--nodes",
+                        str(nodes),
+                        "--json",
+                    ],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=log,
+                    start_new_session=True,
                     cwd=Path(__file__).resolve().parent.parent,
                 )
             started.append((account, address, site_home, process))
@@ -133,7 +151,9 @@ def _ready(account: int, address: str, site_home: Path, process: subprocess.Pope
     line = process.stdout.readline().decode().strip() if ready else ""
     process.stdout.close()
     if not line:
-        tail = (site_home / "serve.log").read_text(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        tail = (site_home / "serve.log").read_text(errors="replace").strip().splitlines()[-1:] or [
+            "no output"
+        ]
         raise ComputeError(f"The site of {address} did not start: {tail[0]} (see {site_home / 'serve.log'}).")
     try:
         served = json.loads(line)

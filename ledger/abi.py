@@ -39,7 +39,9 @@ def to_checksum_address(address: str | bytes) -> str:
             raise AbiError(f"{address!r} is not an address")
         lower = address[2:].lower()
     digest = keccak256(lower.encode()).hex()
-    return "0x" + "".join(c.upper() if int(d, 16) >= 8 else c for c, d in zip(lower, digest[:40], strict=True))
+    return "0x" + "".join(
+        c.upper() if int(d, 16) >= 8 else c for c, d in zip(lower, digest[:40], strict=True)
+    )
 
 
 _HEX_ADDRESS = re.compile(r"^0[xX][0-9a-fA-F]{40}$")
@@ -105,9 +107,8 @@ def parse_type(text: str) -> AbiType:
         if bits % 8 or not 8 <= bits <= 256:
             raise AbiError(f"bad integer width in {text!r}")
         return AbiType(base=f"{match.group(1)}{bits}")
-    if match.group(3):
-        if not 1 <= int(match.group(3)) <= 32:
-            raise AbiError(f"bad bytes width in {text!r}")
+    if match.group(3) and not 1 <= int(match.group(3)) <= 32:
+        raise AbiError(f"bad bytes width in {text!r}")
     return AbiType(base=text)
 
 

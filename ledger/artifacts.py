@@ -57,7 +57,10 @@ class Artifacts:
 
 
 def _sources() -> dict[str, Path]:
-    return {f"contracts/src/{p.relative_to(SOURCES_DIR).as_posix()}": p for p in sorted(SOURCES_DIR.rglob("*.sol"))}
+    return {
+        f"contracts/src/{p.relative_to(SOURCES_DIR).as_posix()}": p
+        for p in sorted(SOURCES_DIR.rglob("*.sol"))
+    }
 
 
 def _fingerprint(sources: dict[str, Path]) -> str:

@@ -82,7 +82,10 @@ def with_retries(action: Callable[[], T], url: str, attempts: int = TRANSIENT_RE
     """Runs an RPC action, retrying connection drops and timeouts with backoff."""
     import requests
 
-    transient: tuple[type[BaseException], ...] = (requests.exceptions.ConnectionError, requests.exceptions.Timeout)
+    transient: tuple[type[BaseException], ...] = (
+        requests.exceptions.ConnectionError,
+        requests.exceptions.Timeout,
+    )
     web3_errors = sys.modules.get("web3.exceptions")  # only an action that uses web3 raises its errors
     if web3_errors is not None:
         transient += (web3_errors.ProviderConnectionError,)

@@ -34,7 +34,9 @@ class Settings:
         except ValueError:
             port = -1
         if not 0 < port < 65536:
-            raise SwarmError(f"SWARM_ANVIL_PORT={port_text!r} is not a TCP port; set it to a number from 1 to 65535.")
+            raise SwarmError(
+                f"SWARM_ANVIL_PORT={port_text!r} is not a TCP port; set it to a number from 1 to 65535."
+            )
         rpc_url = env.get("SWARM_RPC_URL")
         return cls(
             home=home,

@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import URL, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
-from ledger.config import Settings, database_url  # noqa: F401 -- database_url is part of this API
+from ledger.config import Settings, database_url
 from ledger.errors import SwarmError
 from ledger.reader import VERSION_TABLE
 

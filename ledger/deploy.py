@@ -91,7 +91,9 @@ class Deployment:
         try:
             return cls(**json.loads(path.read_text()))
         except (json.JSONDecodeError, TypeError) as exc:
-            raise SwarmError(f"{path} is not a Swarm deployment file ({exc}); remove it and deploy again.") from exc
+            raise SwarmError(
+                f"{path} is not a Swarm deployment file ({exc}); remove it and deploy again."
+            ) from exc
 
     def save(self, home: Path) -> Path:
         path = self.path(home, self.chain_id)
@@ -193,7 +195,13 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
         ),
     )
     distributor = create(
-        "RewardDistributor", token, vault, admin, list(params.committee), params.threshold, params.challenge_window,
+        "RewardDistributor",
+        token,
+        vault,
+        admin,
+        list(params.committee),
+        params.threshold,
+        params.challenge_window,
         params.min_challenge_window,
     )
     market = create(
@@ -219,15 +227,23 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
 
     return Deployment(
         chain_id=chain.chain_id,
-        addresses={"SwarmToken": token, "StakingVault": vault, "RewardDistributor": distributor, "JobMarket": market},
+        addresses={
+            "SwarmToken": token,
+            "StakingVault": vault,
+            "RewardDistributor": distributor,
+            "JobMarket": market,
+        },
         deployer=admin,
         block_number=start_block + 1,
         source_hash=artifacts.source_hash,
-        params={k: v for k, v in asdict(params).items() if k != "committee"} | {"committee": list(params.committee)},
+        params={k: v for k, v in asdict(params).items() if k != "committee"}
+        | {"committee": list(params.committee)},
     )
 
 
-def _fund_devnet(chain: Chain, sender: Sender, artifacts: Artifacts, deployment: Deployment) -> tuple[str, ...]:
+def _fund_devnet(
+    chain: Chain, sender: Sender, artifacts: Artifacts, deployment: Deployment
+) -> tuple[str, ...]:
     """Gives each of anvil's ten dev accounts tokens and fills the reward pool."""
     w3 = chain.w3
     token = w3.eth.contract(address=deployment.addresses["SwarmToken"], abi=artifacts["SwarmToken"].abi)

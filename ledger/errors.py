@@ -54,7 +54,8 @@ HINTS = {
     "ProviderJailed": "wait until the jail time is served, then unjail.",
     "ProviderTombstoned": "a tombstoned provider can never take work again.",
     "ERC20InsufficientAllowance": "approve the contract to spend at least the amount first.",
-    "ERC20InsufficientBalance": "the sender holds fewer tokens than the amount; lower it or fund the account.",
+    "ERC20InsufficientBalance": "the sender holds fewer tokens than the amount; lower it or fund the "
+                                "account.",
     "EnforcedPause": "the contract is paused by its operators; try again after it is unpaused.",
     "AccessControlUnauthorizedAccount": "the sender lacks the role this call needs.",
     "DeadlineNotInFuture": "choose a deadline after the current chain time.",
@@ -63,10 +64,13 @@ HINTS = {
     "NotBuyer": "only the job's buyer may do this.",
     "WrongStatus": "the job is not in a state that allows this.",
     "PriceAboveCap": "the price per unit exceeds the buyer's cap.",
-    "BadResultSignature": "the result of job {jobId} is not signed by its provider; send the result hash, units "
+    "BadResultSignature": "the result of job {jobId} is not signed by its provider; send the result hash, "
+                          "units "
     "and signature exactly as the provider gave them.",
-    "AlreadySlashed": "the matcher has slashed a provider of this job already; send it again with a slash of 0.",
-    "SlashWindowClosed": "the job's deadline has passed, so it can no longer slash; fail it with a slash of 0.",
+    "AlreadySlashed": "the matcher has slashed a provider of this job already; send it again with a slash of "
+                      "0.",
+    "SlashWindowClosed": "the job's deadline has passed, so it can no longer slash; fail it with a slash of "
+                         "0.",
     "ArbitrationClosed": "the arbitration period is over; settle the dispute with `swarm job reclaim`.",
     "ArbitrationPending": "the arbiter may still rule; settle the dispute after the arbitration period ends.",
     "DisputeWindowTooShort": "choose a dispute window of at least the market's minDisputeWindow.",
@@ -78,7 +82,8 @@ HINTS = {
     "InvalidProof": "the proof does not match the current rewards root; fetch a fresh one.",
     "ClaimNotIncreasing": "everything proven for this provider has been claimed already.",
     "StakeOnHold": "a job or an epoch report can still slash this stake; withdraw after the hold ends.",
-    "SlashDebtOutstanding": "this provider owes a slash the rate limit deferred; withdraw once it is collected.",
+    "SlashDebtOutstanding": "this provider owes a slash the rate limit deferred; withdraw once it is "
+                            "collected.",
     "OutOfRange": "the value is outside the parameter's safe range; choose one within it.",
     "ReportExpired": "the signed report expired; aggregate and sign the epoch again.",
     "WrongEpoch": "a report must be for the epoch after the last finalized one.",
@@ -126,7 +131,9 @@ class ErrorDecoder:
             panic = _decode(["uint256"], payload)
             if panic is None:
                 return None
-            return DecodedRevert(None, "Panic", {"code": hex(panic[0]), "meaning": PANICS.get(panic[0], "unknown")})
+            return DecodedRevert(
+                None, "Panic", {"code": hex(panic[0]), "meaning": PANICS.get(panic[0], "unknown")}
+            )
         found = self._errors.get(selector)
         if found is None:
             return None

@@ -58,7 +58,19 @@ class JobInfo:
 def job_info(swarm: Swarm, job_id: int) -> JobInfo:
     j = swarm.read("JobMarket", "getJob", job_id)
     return JobInfo(
-        job_id, j[0], j[1], JobStatus(j[2]), j[3], j[4], j[5], j[6], j[7], bool(j[8]), j[9], j[10], bytes(j[11])
+        job_id,
+        j[0],
+        j[1],
+        JobStatus(j[2]),
+        j[3],
+        j[4],
+        j[5],
+        j[6],
+        j[7],
+        bool(j[8]),
+        j[9],
+        j[10],
+        bytes(j[11]),
     )
 
 
@@ -80,7 +92,9 @@ def post_job(
         raise InvalidInput(f"max units must be a whole number from 1 to {MAX_UINT64}, got {max_units}.")
     now = swarm.chain.timestamp()
     if deadline <= now:
-        raise InvalidInput(f"deadline {deadline} is not after the chain's current time {now}; choose a later one.")
+        raise InvalidInput(
+            f"deadline {deadline} is not after the chain's current time {now}; choose a later one."
+        )
     escrow = max_price_per_unit * max_units
     if escrow > MAX_UINT128:
         raise InvalidInput("price × units is too large to escrow; lower the price or the units.")
@@ -125,7 +139,8 @@ def _approve_bond(swarm: Swarm, sender: Sender, bond: int) -> None:
     balance = swarm.balance_of(sender.address)
     if balance < bond:
         raise InvalidInput(
-            f"{sender.address} holds {format_amount(balance)}, less than the {format_amount(bond)} dispute bond; "
+            f"{sender.address} holds {format_amount(balance)}, less than the {format_amount(bond)} dispute "
+            "bond; "
             "fund the account before disputing."
         )
     market = swarm.market.address
@@ -169,5 +184,7 @@ def settle_job(swarm: Swarm, sender: Sender, job_id: int) -> Receipt:
     return sender.send(swarm.market.functions.settleJob(job_id))
 
 
-def resolve_dispute(swarm: Swarm, sender: Sender, job_id: int, buyer_upheld: bool, slash_bps: int = 0) -> Receipt:
+def resolve_dispute(
+    swarm: Swarm, sender: Sender, job_id: int, buyer_upheld: bool, slash_bps: int = 0
+) -> Receipt:
     return sender.send(swarm.market.functions.resolveDispute(job_id, buyer_upheld, slash_bps))

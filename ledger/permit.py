@@ -54,7 +54,9 @@ class Allowance(Enum):
     APPROVED = "approved"  # use an allowance the user granted beforehand
 
 
-def prepare_spend(swarm: Swarm, owner: Sender, spender: str, amount: int, purpose: str, mode: Allowance) -> Permit | None:
+def prepare_spend(
+    swarm: Swarm, owner: Sender, spender: str, amount: int, purpose: str, mode: Allowance
+) -> Permit | None:
     """Checks that `owner` can pay `amount` to `spender` before anything is sent.
 
     Returns the permit to send along, or None when an existing allowance covers it.
@@ -62,7 +64,8 @@ def prepare_spend(swarm: Swarm, owner: Sender, spender: str, amount: int, purpos
     balance = swarm.balance_of(owner.address)
     if balance < amount:
         raise InvalidInput(
-            f"{owner.address} holds {format_amount(balance)}, less than the {format_amount(amount)} to {purpose}; "
+            f"{owner.address} holds {format_amount(balance)}, less than the {format_amount(amount)} to "
+            f"{purpose}; "
             "lower the amount or fund the account."
         )
     if mode is Allowance.PERMIT:

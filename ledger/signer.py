@@ -26,8 +26,10 @@ def open_signer(swarm: Swarm, home: Path, account: int | None = None, key: str |
         raise SwarmError("Give either an account or a key, not both.")
     if account is not None:
         if not swarm.chain.is_devnet:
-            raise SwarmError(f"Dev account {account} is refused on chain {swarm.chain.chain_id}, which is not a "
-                             "devnet; sign with a keystore instead.")
+            raise SwarmError(
+                f"Dev account {account} is refused on chain {swarm.chain.chain_id}, which is not a "
+                "devnet; sign with a keystore instead."
+            )
         return swarm.sender(dev_account(account).key)
     if key is None:
         return None
@@ -35,5 +37,7 @@ def open_signer(swarm: Swarm, home: Path, account: int | None = None, key: str |
     info = store.find(key)
     password = password if password is not None else os.environ.get("SWARM_KEY_PASSWORD")
     if password is None:
-        raise SwarmError(f"The keystore {info.address} needs its password; pass it or set SWARM_KEY_PASSWORD.")
+        raise SwarmError(
+            f"The keystore {info.address} needs its password; pass it or set SWARM_KEY_PASSWORD."
+        )
     return swarm.sender(store.unlock(info, password))

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from ledger.abi import keccak256 as keccak
-
 from ledger.errors import SwarmError
 
 

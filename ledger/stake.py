@@ -42,20 +42,27 @@ class HardwareSpec:
     def __post_init__(self) -> None:
         if not _MODEL.match(self.gpu_model):
             raise InvalidInput(
-                f"gpu model {self.gpu_model!r} is not a model name; use letters, digits, '.', '_' or '-' (e.g. H100)."
+                f"gpu model {self.gpu_model!r} is not a model name; use letters, digits, '.', '_' or '-' "
+                "(e.g. H100)."
             )
         if not 0 < self.gpus <= MAX_GPUS_PER_NODE:
             raise InvalidInput(f"gpus must be from 1 to {MAX_GPUS_PER_NODE}, got {self.gpus}.")
         if not 0 < self.vram_gb <= MAX_VRAM_GB:
             raise InvalidInput(f"vram must be from 1 to {MAX_VRAM_GB} GB per GPU, got {self.vram_gb}.")
         if self.region is not None and not _REGION.match(self.region):
-            raise InvalidInput(f"region {self.region!r} must be lower-case letters, digits and '-' (e.g. eu-west).")
+            raise InvalidInput(
+                f"region {self.region!r} must be lower-case letters, digits and '-' (e.g. eu-west)."
+            )
         if self.site_url is not None and not _SITE_URL.match(self.site_url):
             raise InvalidInput(f"site url {self.site_url!r} must be https://HOST[:PORT] (e.g. https://203.0.113.7:8443).")
         if self.site_fingerprint is not None and not _FINGERPRINT.match(self.site_fingerprint):
-            raise InvalidInput("site fingerprint must be the sha256 of the site's certificate: 64 lower-case hex digits.")
+            raise InvalidInput(
+                "site fingerprint must be the sha256 of the site's certificate: 64 lower-case hex digits."
+            )
         if (self.site_url is None) != (self.site_fingerprint is None):
-            raise InvalidInput("a site needs both its url and its certificate's fingerprint, so the chain authenticates it.")
+            raise InvalidInput(
+                "a site needs both its url and its certificate's fingerprint, so the chain authenticates it."
+            )
         if len(self.gpu_uuids) > self.gpus or len(set(self.gpu_uuids)) != len(self.gpu_uuids):
             raise InvalidInput(f"give at most {self.gpus} distinct GPU UUIDs, one per GPU declared.")
         for uuid in self.gpu_uuids:
@@ -66,16 +73,21 @@ class HardwareSpec:
         if price is not None and (isinstance(price, bool) or not isinstance(price, int)
                                   or not 0 < price <= MAX_PRICE_PER_UNIT):
             raise InvalidInput(
-                f"price per unit must be from 1 to {MAX_PRICE_PER_UNIT} wei, got {price!r}; give a positive price."
+                f"price per unit must be from 1 to {MAX_PRICE_PER_UNIT} wei, got {price!r}; give a positive "
+                "price."
             )
 
     def as_dict(self) -> dict:
         """The stored JSON; the price as a decimal wei string, since it outgrows JavaScript's numbers."""
         spec = {"gpu_model": self.gpu_model, "gpus": self.gpus, "vram_gb": self.vram_gb}
         spec |= {"region": self.region} if self.region else {}
-        spec |= {"site_url": self.site_url, "site_fingerprint": self.site_fingerprint} if self.site_url else {}
+        spec |= (
+            {"site_url": self.site_url, "site_fingerprint": self.site_fingerprint} if self.site_url else {}
+        )
         spec |= {"gpu_uuids": list(self.gpu_uuids)} if self.gpu_uuids else {}
-        return spec | ({"price_per_unit": str(self.price_per_unit)} if self.price_per_unit is not None else {})
+        return spec | (
+            {"price_per_unit": str(self.price_per_unit)} if self.price_per_unit is not None else {}
+        )
 
 
 @dataclass(frozen=True)
@@ -157,7 +169,9 @@ def unjail(swarm: Swarm, sender: Sender) -> Receipt:
     return sender.send(swarm.vault.functions.unjail())
 
 
-def slash(swarm: Swarm, sender: Sender, provider: str, bps: int, reason: str, evidence_hash: bytes) -> Receipt:
+def slash(
+    swarm: Swarm, sender: Sender, provider: str, bps: int, reason: str, evidence_hash: bytes
+) -> Receipt:
     """Slashes `provider` by `bps` basis points; `sender` needs SLASHER_ROLE."""
     provider = parse_address(provider, "provider address")
     if not 0 < bps <= 10_000:

@@ -104,7 +104,10 @@ class Sender:
             tx["nonce"] = self._next_nonce()
             signed = self._account.sign_transaction(fn.build_transaction(tx))
             try:
-                with_retries(lambda: self.chain.w3.eth.send_raw_transaction(signed.raw_transaction), self.chain.url)
+                with_retries(
+                    lambda signed=signed: self.chain.w3.eth.send_raw_transaction(signed.raw_transaction),
+                    self.chain.url,
+                )
             except Web3RPCError as exc:
                 message = _rpc_message(exc).lower()
                 if _already_known(exc):
@@ -151,8 +154,10 @@ class Sender:
             now = time.monotonic()
             if now - start > RECEIPT_TIMEOUT:
                 raise SwarmError(
-                    f"{_name(fn)} ({signed.hash.to_0x_hex()}) was sent but not mined within {RECEIPT_TIMEOUT} s; "
-                    "check the node, then look the transaction up before retrying.")
+                    f"{_name(fn)} ({signed.hash.to_0x_hex()}) was sent but not mined within "
+                    f"{RECEIPT_TIMEOUT} s; "
+                    "check the node, then look the transaction up before retrying."
+                )
             if now - checked >= LOST_CHECK_S:
                 checked = now
                 self._resend_if_lost(fn, signed)
@@ -192,20 +197,26 @@ class Sender:
                 pass
         if held is not None or expected < signed.nonce:
             self._nonce = None
-            raise SwarmError(f"{_name(fn)} ({signed.hash.to_0x_hex()}) comes after transactions of {self.address} "
-                             f"that the node no longer has (it expects nonce {expected}, not {signed.nonce}: a node "
-                             "restarted from older state?); check the chain before sending it again.")
+            raise SwarmError(
+                f"{_name(fn)} ({signed.hash.to_0x_hex()}) comes after transactions of {self.address} "
+                f"that the node no longer has (it expects nonce {expected}, not {signed.nonce}: a node "
+                "restarted from older state?); check the chain before sending it again."
+            )
         if expected > signed.nonce:
             self._nonce = None
-            raise SwarmError(f"The node lost {_name(fn)} ({signed.hash.to_0x_hex()}) and another transaction of "
-                             "this key has taken its nonce; check the chain before sending it again.")
+            raise SwarmError(
+                f"The node lost {_name(fn)} ({signed.hash.to_0x_hex()}) and another transaction of "
+                "this key has taken its nonce; check the chain before sending it again."
+            )
         try:
             with_retries(lambda: eth.send_raw_transaction(signed.raw), self.chain.url)
         except Web3RPCError as exc:
             if not _already_known(exc):
                 self._nonce = None
-                raise SwarmError(f"The node lost {_name(fn)} ({signed.hash.to_0x_hex()}) and refused it again: "
-                                 f"{_rpc_message(exc)}.") from exc
+                raise SwarmError(
+                    f"The node lost {_name(fn)} ({signed.hash.to_0x_hex()}) and refused it again: "
+                    f"{_rpc_message(exc)}."
+                ) from exc
 
     def _replay_failure(self, fn: ContractFunction | ContractConstructor, receipt: Any) -> TransactionFailed:
         """Re-runs a mined, reverted call at its block to learn why it reverted."""
@@ -217,7 +228,9 @@ class Sender:
             return self._failure(fn, exc)
         return TransactionFailed(f"{_name(fn)} reverted in block {receipt['blockNumber']} (out of gas?).")
 
-    def _failure(self, fn: ContractFunction | ContractConstructor, exc: ContractLogicError) -> TransactionFailed:
+    def _failure(
+        self, fn: ContractFunction | ContractConstructor, exc: ContractLogicError
+    ) -> TransactionFailed:
         data = exc.data if isinstance(exc.data, str) else None
         decoded = self.decoder.decode(bytes.fromhex(data[2:])) if data and data.startswith("0x") else None
         if decoded is not None:

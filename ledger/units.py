@@ -12,7 +12,7 @@ ONE = 10**DECIMALS
 SYMBOL = "SWARM"
 
 
-def parse_amount(text: str | int | float | Decimal, what: str = "amount") -> int:
+def parse_amount(text: str | float | Decimal, what: str = "amount") -> int:
     """'1000', '0.5' or '2e3' tokens (or '123wei') into wei; must be positive."""
     raw = str(text).strip().replace("_", "").replace(",", "")
     try:

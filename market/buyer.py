@@ -173,19 +173,23 @@ class Buyer:
                       [receipt.tx_hash for _, receipt in posted])
 
     def _check_postable(self, buyer: str, spec: JobSpec, total: int) -> None:
-        """Refuses, before anything is sent, a post the buyer cannot fund or whose deadline the chain has passed."""
+        """Refuses, before anything is sent, a post the buyer cannot fund or whose deadline the chain has
+        passed."""
         now = self.next_block_time()
         if spec.deadline <= now:
             raise SwarmError(
-                f"spec field deadline ({when(spec.deadline)}) is not after the chain's current time ({when(now)}); "
+                f"spec field deadline ({when(spec.deadline)}) is not after the chain's current time "
+                f"({when(now)}); "
                 "choose a later deadline."
             )
         balance = self.swarm.balance_of(buyer)
         if balance < total:
             times = f" × {spec.replicas} replicas" if spec.replicas > 1 else ""
             raise SwarmError(
-                f"{buyer} holds {format_amount(balance)}, less than the {format_amount(total)} this job escrows "
-                f"(max_price_per_unit × max_units{times}); fund the account or lower the price, units or replicas."
+                f"{buyer} holds {format_amount(balance)}, less than the {format_amount(total)} this job "
+                "escrows "
+                f"(max_price_per_unit × max_units{times}); fund the account or lower the price, units or "
+                "replicas."
             )
 
     def _check_borrowing(self, buyer: str, spec: JobSpec) -> None:
@@ -204,7 +208,8 @@ class Buyer:
             raise SpecError(f"spec field {why}.", "model")
 
     def _post_replicas(self, sender: Sender, spec: JobSpec, digest: bytes) -> list[tuple[int, Receipt]]:
-        """One job per replica; if one fails, those already posted are cancelled, so nothing is left half done."""
+        """One job per replica; if one fails, those already posted are cancelled, so nothing is left half
+        done."""
         from ledger.jobs import post_job
 
         posted: list[tuple[int, Receipt]] = []
@@ -296,7 +301,8 @@ class Buyer:
             location = market.result_dir
         else:
             raise SwarmError(
-                f"Job {job_id} is {name} on chain, but this ledger holds no market record of where its result is; "
+                f"Job {job_id} is {name} on chain, but this ledger holds no market record of where its "
+                "result is; "
                 "run this where the market service keeps its SWARM_HOME and SWARM_DB_URL."
             )
         expected = "0x" + info.result_hash.hex()
@@ -313,12 +319,16 @@ class Buyer:
         sender = self._signer()
         info = self.existing(job_id)
         if sender.address != info.buyer:
-            raise SwarmError(f"Only the buyer of job {job_id}, {info.buyer}, may cancel it; you are {sender.address}.")
+            raise SwarmError(
+                f"Only the buyer of job {job_id}, {info.buyer}, may cancel it; you are {sender.address}."
+            )
         if info.status is not JobStatus.POSTED:
             later = (f"; after its deadline ({when(info.deadline)}) `swarm job reclaim {job_id}` refunds it"
                      if info.status is JobStatus.ASSIGNED else "")
-            raise SwarmError(f"Job {job_id} is {info.status.name.lower()}; only a posted job (not yet assigned) can "
-                             f"be cancelled{later}.")
+            raise SwarmError(
+                f"Job {job_id} is {info.status.name.lower()}; only a posted job (not yet assigned) can "
+                f"be cancelled{later}."
+            )
         receipt = cancel_job(self.swarm, sender, job_id)
         (refund,) = (int(e.args["refund"]) for e in self.swarm.events(receipt, "JobCancelled"))
         return Refund(job_id, refund, receipt.tx_hash)
@@ -340,9 +350,11 @@ class Buyer:
         elif info.status is JobStatus.DISPUTED:
             end = info.dispute_end + int(self.swarm.read("JobMarket", "ARBITRATION_PERIOD"))
             if now <= end:
-                raise SwarmError(f"Job {job_id} is disputed and awaits the arbiter until {when(end)} "
-                                 f"({duration(end - now + 1)} from now); reclaim it after that if it is still "
-                                 "undecided.")
+                raise SwarmError(
+                    f"Job {job_id} is disputed and awaits the arbiter until {when(end)} "
+                    f"({duration(end - now + 1)} from now); reclaim it after that if it is still "
+                    "undecided."
+                )
             receipt = reclaim_expired(self.swarm, sender, job_id)
             (settled,) = self.swarm.events(receipt, "JobSettled")
             (expired,) = self.swarm.events(receipt, "DisputeExpired")
@@ -364,20 +376,29 @@ class Buyer:
         sender = self._signer()
         info = self.existing(job_id)
         matcher = self.swarm.read("JobMarket", "MATCHER_ROLE")
-        if sender.address != info.buyer and not self.swarm.read("JobMarket", "hasRole", matcher, sender.address):
-            raise SwarmError(f"Only the buyer of job {job_id}, {info.buyer}, may dispute it; you are {sender.address}.")
+        if sender.address != info.buyer and not self.swarm.read(
+            "JobMarket", "hasRole", matcher, sender.address
+        ):
+            raise SwarmError(
+                f"Only the buyer of job {job_id}, {info.buyer}, may dispute it; you are {sender.address}."
+            )
         if info.status is not JobStatus.COMPLETED:
-            raise SwarmError(f"Job {job_id} is {info.status.name.lower()}; only a completed job can be disputed, "
-                             "during its dispute window.")
+            raise SwarmError(
+                f"Job {job_id} is {info.status.name.lower()}; only a completed job can be disputed, "
+                "during its dispute window."
+            )
         if self.next_block_time() >= info.dispute_end:
             raise SwarmError(f"The dispute window of job {job_id} closed at {when(info.dispute_end)}; "
                              "its result can no longer be disputed.")
         bond = dispute_bond(self.swarm, sender.address, job_id)
         balance = self.swarm.balance_of(sender.address)
         if balance < bond:
-            raise SwarmError(f"Disputing job {job_id} takes a bond of {format_amount(bond)} and {sender.address} "
-                             f"holds {format_amount(balance)}; fund the account first.")
-        receipt = dispute_job(self.swarm, sender, job_id)  # approves the bond first where the allowance is short
+            raise SwarmError(
+                f"Disputing job {job_id} takes a bond of {format_amount(bond)} and {sender.address} "
+                f"holds {format_amount(balance)}; fund the account first."
+            )
+        # approves the bond first where the allowance is short
+        receipt = dispute_job(self.swarm, sender, job_id)
         return Disputed(job_id, sender.address, bond, receipt.tx_hash)
 
     # ── shared ────────────────────────────────────────────────────────────────
@@ -446,7 +467,9 @@ class Buyer:
         return self.sender
 
 
-def market_record(session: Session, chain_id: int, job_id: int) -> tuple[MarketJob | None, list[MarketTransition]]:
+def market_record(
+    session: Session, chain_id: int, job_id: int
+) -> tuple[MarketJob | None, list[MarketTransition]]:
     """The market service's row for the job and its transitions, detached so they outlive the session."""
     from sqlmodel import col, select
 

@@ -26,8 +26,8 @@ without a scan — valid because capacity never grows within a round.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -41,7 +41,8 @@ _HINTS = {
     "vram": "their GPUs have less VRAM than each worker needs",
     "score": "their score is below the job's min_score",
     "price": "they ask more than the job's max_price_per_unit",
-    "capacity": "they lack free capacity for the whole gang of workers on one provider, or a machine that holds it",
+    "capacity": "they lack free capacity for the whole gang of workers on one provider, or a machine that "
+                "holds it",
 }
 
 # A scan that steps over more exhausted providers than this (plus 1/16 of the list, so that

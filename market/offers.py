@@ -150,7 +150,9 @@ def build_offers(
         spec = declared(home, row.spec_hash) if row is not None else {}
         free = capacity.get(address, Capacity()) - busy.get(address, Capacity())
         staked = row is not None and row.stake >= min_stake_per_gpu * row.gpus and row.stake > 0
-        known = records.get(address) or TrackRecord(newcomer.score, newcomer.measured_perf, newcomer.reliability)
+        known = records.get(address) or TrackRecord(
+            newcomer.score, newcomer.measured_perf, newcomer.reliability
+        )
         offers.append(ProviderOffer(
             address=address,
             gpu_model=str(spec.get("gpu_model", "")),

@@ -17,10 +17,10 @@ Each lease is followed on a thread of a pool; it holds its provider's capacity u
 ends, and its outcome is handled on the loop's thread, where all transactions are sent:
   - done: the record keeps the result and the provider's signature over (jobId, resultHash,
     units); the job is completed with exactly those, which the contract checks;
-  - the provider's site stopped answering, or lost the lease's node too often: the job is reassigned to another provider (the escrow
-    stays; the oracle counts the abandonment, and `fault_slash_bps` can slash at once —
-    once per job, and only before its deadline, as the market allows), or failed with a
-    full refund when no other provider can take it;
+  - the provider's site stopped answering, or lost the lease's node too often: the job is
+    reassigned to another provider (the escrow stays; the oracle counts the abandonment, and
+    `fault_slash_bps` can slash at once — once per job, and only before its deadline, as the
+    market allows), or failed with a full refund when no other provider can take it;
   - the job itself is at fault (a checkpoint it names is missing, say): failed, refunded,
     no one slashed; the deadline passed: failed and refunded.
 A job still posted at its deadline is expired: its escrow goes back to the buyer. A
@@ -76,7 +76,7 @@ class MarketConfig:
     # matrix (job abandonment) charges it at the epoch's end, from the chain's events.
     fault_slash_bps: int = 0
     default_price_per_unit: int = 10**15  # 0.001 SWARM per unit, for providers that declared no price
-    newcomer: Newcomer = Newcomer()
+    newcomer: Newcomer = field(default_factory=Newcomer)
 
     def __post_init__(self) -> None:
         if self.interval_s <= 0:
@@ -143,8 +143,12 @@ class MarketService:
             )
 
     # ── the loop ─────────────────────────────────────────────────────────────
-    def run(self, stop: threading.Event, once: bool = False, on_tick: Callable[[TickReport], None] | None = None,
-            ) -> TickReport:
+    def run(
+        self,
+        stop: threading.Event,
+        once: bool = False,
+        on_tick: Callable[[TickReport], None] | None = None,
+    ) -> TickReport:
         """Ticks until `stop` is set; with `once`, until the jobs this pass took have run and completed."""
         while True:
             try:
@@ -219,8 +223,15 @@ class MarketService:
                 spec = self.spec(job.spec_hash)
                 replicas = spec.replicas if isinstance(spec, JobSpec) else 1
                 now = time.time()
-                record = MarketJob(chain_id=self.chain_id, job_id=job_id, group_id=self._group_of(session, job, replicas),
-                                   replicas=replicas, state="queued", created_at=now, updated_at=now)
+                record = MarketJob(
+                    chain_id=self.chain_id,
+                    job_id=job_id,
+                    group_id=self._group_of(session, job, replicas),
+                    replicas=replicas,
+                    state="queued",
+                    created_at=now,
+                    updated_at=now,
+                )
                 session.add(record)
                 self._log_transition(session, record, None, "queued", "seen posted on chain")
                 held[job_id] = record
@@ -247,8 +258,10 @@ class MarketService:
             except SpecError as exc:
                 cached = exc
             except (SwarmError, ValueError, TypeError, AttributeError):
-                cached = SpecError(f"the job spec {spec_hash} is not in {self.home / 'specs'} or is not valid; "
-                                   "the buyer must post it with `swarm job post`.")
+                cached = SpecError(
+                    f"the job spec {spec_hash} is not in {self.home / 'specs'} or is not valid; "
+                    "the buyer must post it with `swarm job post`."
+                )
             self._specs[spec_hash] = cached
         return cached
 
@@ -274,8 +287,13 @@ class MarketService:
                     record.result_hash = None
                 self._move(session, record, "assigned", "assigned on chain", provider=job.provider)
             elif record.state == "running" and run is None:
-                self._move(session, record, "assigned", "its run was interrupted; it runs again from its last "
-                           "checkpoint", provider=job.provider)
+                self._move(
+                    session,
+                    record,
+                    "assigned",
+                    "its run was interrupted; it runs again from its last checkpoint",
+                    provider=job.provider,
+                )
             elif record.state == "queued":
                 self._move(session, record, "assigned", "assigned on chain", provider=job.provider)
             elif record.state in ("completed", "disputed") or record.state in FINAL_STATES:
@@ -327,8 +345,12 @@ class MarketService:
                     and r.job_id != record.job_id and r.provider and r.state not in FINAL_STATES}
         assignment = None
         if isinstance(spec, JobSpec) and self.swarm.chain.timestamp() < job.deadline:
-            request = replace(job_request(job.job_id, spec, replicas=1), max_price_per_unit=job.max_price_per_unit)
-            result = match([request], self._offers(session, records, exclude={*record.lost_providers, *siblings}))
+            request = replace(
+                job_request(job.job_id, spec, replicas=1), max_price_per_unit=job.max_price_per_unit
+            )
+            result = match(
+                [request], self._offers(session, records, exclude={*record.lost_providers, *siblings})
+            )
             assignment = result.assignments[0] if result.assignments else None
         slash_bps = self._fault_slash(job)
         if assignment is not None:
@@ -346,7 +368,8 @@ class MarketService:
                        f"{error} No other provider can take it, so the buyer is refunded.", report)
 
     def _fault_slash(self, job: Job) -> int:
-        """The slash for a lost provider: none once the job's one matcher slash is spent, or past its deadline."""
+        """The slash for a lost provider: none once the job's one matcher slash is spent, or past its
+        deadline."""
         if self.config.fault_slash_bps == 0 or self.swarm.chain.timestamp() >= job.deadline:
             return 0  # the transaction lands after this block, so at the deadline it is already too late
         if chain_jobs.job_info(self.swarm, job.job_id).slashed:
@@ -372,12 +395,23 @@ class MarketService:
             if job.status == "posted":
                 receipt = self._send(chain_jobs.reclaim_expired, job_id)
                 if receipt is not None:
-                    self._move(session, record, "expired", "no provider took it by its deadline; the buyer is "
-                               "refunded", receipt)
+                    self._move(
+                        session,
+                        record,
+                        "expired",
+                        "no provider took it by its deadline; the buyer is refunded",
+                        receipt,
+                    )
                     report.count("expired")
             elif job.status == "assigned":
-                self._fail(session, record, "deadline", 0, f"job {job_id} did not finish by its deadline.", report)
-            elif job.status == "disputed" and job.dispute_end and now > job.dispute_end + self._arbitration_period():
+                self._fail(
+                    session, record, "deadline", 0, f"job {job_id} did not finish by its deadline.", report
+                )
+            elif (
+                job.status == "disputed"
+                and job.dispute_end
+                and now > job.dispute_end + self._arbitration_period()
+            ):
                 receipt = self._send(chain_jobs.reclaim_expired, job_id)
                 if receipt is not None:
                     self._move(session, record, "settled", "the arbiter did not rule in time; the payment is "
@@ -425,10 +459,20 @@ class MarketService:
                 if receipt is None:
                     continue
                 record = records[job_id]
-                record.provider, record.price_per_unit, record.explanation = a.provider, a.price_per_unit, None
+                record.provider, record.price_per_unit, record.explanation = (
+                    a.provider,
+                    a.price_per_unit,
+                    None,
+                )
                 jobs[job_id].status, jobs[job_id].provider = "assigned", a.provider
-                self._move(session, record, "assigned", f"matched at {a.price_per_unit} wei per unit", receipt,
-                           provider=a.provider)
+                self._move(
+                    session,
+                    record,
+                    "assigned",
+                    f"matched at {a.price_per_unit} wei per unit",
+                    receipt,
+                    provider=a.provider,
+                )
                 report.count("assigned")
         for group_id, why in result.unmatched.items():
             self._explain(session, records, groups[group_id], why.text, report)
@@ -489,8 +533,15 @@ class MarketService:
             row = session.get(Provider, (self.chain_id, job.provider))
             address = self.sites.address(job.provider, row.spec_hash) if row is not None else None
             if address is None:
-                self._provider_lost(session, jobs, records, job, record,
-                                    f"provider {job.provider} registered no site to run job {job_id} on.", report)
+                self._provider_lost(
+                    session,
+                    jobs,
+                    records,
+                    job,
+                    record,
+                    f"provider {job.provider} registered no site to run job {job_id} on.",
+                    report,
+                )
                 continue
             body = self._spec_body(job.spec_hash)
             # A job built on another's result: the site checks that result itself, from its spec.
@@ -500,12 +551,20 @@ class MarketService:
             future.add_done_callback(lambda _: self.wake.set())
             self._runs[job_id] = _Run(job_id, job.provider, job_needs(spec), future)
             record.attempts += 1
-            self._move(session, record, "running", f"lease {record.attempts} started on {job.provider}'s site")
+            self._move(
+                session, record, "running", f"lease {record.attempts} started on {job.provider}'s site"
+            )
             report.count("started")
 
     # ── completing, disputing, settling ──────────────────────────────────────
-    def _complete(self, session: Session, jobs: dict[int, Job], records: dict[int, MarketJob], ready: set[int],
-                  report: TickReport) -> None:
+    def _complete(
+        self,
+        session: Session,
+        jobs: dict[int, Job],
+        records: dict[int, MarketJob],
+        ready: set[int],
+        report: TickReport,
+    ) -> None:
         groups: dict[int, list[MarketJob]] = {}
         for record in records.values():
             groups.setdefault(record.group_id, []).append(record)
@@ -527,8 +586,9 @@ class MarketService:
             for r in ran:
                 units = int(r.units)  # exactly what the provider signed
                 signature = bytes.fromhex((r.result_signature or "0x").removeprefix("0x"))
-                receipt = self._send(chain_jobs.complete_job, r.job_id, bytes.fromhex(r.result_hash[2:]), units,
-                                     signature)
+                receipt = self._send(
+                    chain_jobs.complete_job, r.job_id, bytes.fromhex(r.result_hash[2:]), units, signature
+                )
                 if receipt is None:
                     continue
                 jobs[r.job_id].status = "completed"
@@ -541,14 +601,15 @@ class MarketService:
             job = jobs[job_id]
             if record.state != "completed" or job.status != "completed":
                 continue
-            if record.evidence:
-                if now < job.dispute_end or job.dispute_end == 0:
-                    receipt = self._send(chain_jobs.dispute_job, job_id)
-                    if receipt is not None:
-                        hashes = ", ".join(f"{e['provider']}: {e['result_hash']}" for e in record.evidence.values())
-                        self._move(session, record, "disputed", f"replicas disagree ({hashes})", receipt)
-                        report.count("disputed")
-                    continue
+            if record.evidence and (now < job.dispute_end or job.dispute_end == 0):
+                receipt = self._send(chain_jobs.dispute_job, job_id)
+                if receipt is not None:
+                    hashes = ", ".join(
+                        f"{e['provider']}: {e['result_hash']}" for e in record.evidence.values()
+                    )
+                    self._move(session, record, "disputed", f"replicas disagree ({hashes})", receipt)
+                    report.count("disputed")
+                continue
             if job.dispute_end and now >= job.dispute_end:
                 receipt = self._send(chain_jobs.settle_job, job_id)
                 if receipt is not None:
@@ -564,8 +625,15 @@ class MarketService:
             self.log(f"job {args[0]}: {call.__name__} refused: {exc}")
             return None
 
-    def _move(self, session: Session, record: MarketJob, state: str, detail: str, receipt: Receipt | None = None,
-              provider: str | None = None) -> None:
+    def _move(
+        self,
+        session: Session,
+        record: MarketJob,
+        state: str,
+        detail: str,
+        receipt: Receipt | None = None,
+        provider: str | None = None,
+    ) -> None:
         before = record.state
         record.state = state
         record.updated_at = time.time()
@@ -574,8 +642,16 @@ class MarketService:
         session.commit()
         self.log(f"job {record.job_id}: {before} → {state}: {detail}")
 
-    def _log_transition(self, session: Session, record: MarketJob, before: str | None, after: str, detail: str,
-                        receipt: Receipt | None = None, provider: str | None = None) -> None:
+    def _log_transition(
+        self,
+        session: Session,
+        record: MarketJob,
+        before: str | None,
+        after: str,
+        detail: str,
+        receipt: Receipt | None = None,
+        provider: str | None = None,
+    ) -> None:
         session.add(MarketTransition(
             chain_id=self.chain_id, job_id=record.job_id, at=time.time(), from_state=before, to_state=after,
             provider=provider, detail=detail, tx_hash=receipt.tx_hash if receipt else None,

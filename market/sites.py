@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compute.errors import InvalidJob, ProviderFault
-from provider.auth import Refused
-from provider.client import SiteAddress, SiteClient, SiteUnreachable
 from ledger.client import Swarm
 from ledger.tx import Sender
 from market.offers import Capacity, declared
+from provider.auth import Refused
+from provider.client import SiteAddress, SiteClient, SiteUnreachable
 
 INFO_TIMEOUT_S = 3.0
 CAPACITY_TTL_S = 2.0  # how long a site's reported capacity is trusted before it is asked again
@@ -61,8 +61,13 @@ class Sites:
         return SiteAddress(provider, spec["site_url"], spec["site_fingerprint"])
 
     def client(self, address: SiteAddress, timeout_s: float = 30.0) -> SiteClient:
-        return SiteClient(address, self.sender.sign_typed_data, self.swarm.chain.chain_id, self.swarm.market.address,
-                          timeout_s=timeout_s)
+        return SiteClient(
+            address,
+            self.sender.sign_typed_data,
+            self.swarm.chain.chain_id,
+            self.swarm.market.address,
+            timeout_s=timeout_s,
+        )
 
     def capacities(self, providers: Iterable[tuple[str, str]]) -> dict[str, Capacity]:
         """What each provider's site reports it has, asked at most every CAPACITY_TTL_S; a site
@@ -111,7 +116,9 @@ def follow_lease(client: SiteClient, job_id: int, spec: bytes, prior: bytes | No
         except SiteUnreachable as exc:
             silent_since = silent_since or time.monotonic()
             if time.monotonic() - silent_since > lost_after_s:
-                raise ProviderFault(provider, f"job {job_id}: the site of {provider} stopped answering ({exc})")
+                raise ProviderFault(
+                    provider, f"job {job_id}: the site of {provider} stopped answering ({exc})"
+                )
             stop.wait(POLL_S)
             continue
         except Refused as exc:
@@ -120,8 +127,15 @@ def follow_lease(client: SiteClient, job_id: int, spec: bytes, prior: bytes | No
             raise ProviderFault(provider, f"job {job_id}: the site of {provider} failed: {exc}") from None
         state = status["state"]
         if state == "succeeded":
-            return LeaseResult(provider, status["result_hash"], int(status["units"]), status["unit"],
-                               status["signature"], status.get("metrics") or {}, status.get("result_uri") or "")
+            return LeaseResult(
+                provider,
+                status["result_hash"],
+                int(status["units"]),
+                status["unit"],
+                status["signature"],
+                status.get("metrics") or {},
+                status.get("result_uri") or "",
+            )
         if state in ("failed", "stopped"):
             if status.get("fault") == "provider":
                 raise ProviderFault(provider, f"job {job_id}: {status.get('error')}")

@@ -21,9 +21,11 @@ A `ray` job is the buyer's own program (docs/market.md): `code`, the program's d
 packed as one tar, and `inputs`, the datasets and models it reads, are each a URI pinned by
 its sha256 (`{uri, sha256}`), so the spec's hash on chain pins exactly what runs; `output` is
 the URI its results go to. `params` holds the `entrypoint` (a shell command run in the code's
-directory), pip `requirements`, `env`, and `ray: false` for a program that uses no Ray. A spec as a buyer writes it may name code and inputs
-by a local path or an unpinned URI; `market.storage.pin` uploads and hashes them before posting,
-and a site refuses a spec that is not pinned.
+directory), pip `requirements`, `env`, and `ray: false` for a program that uses no Ray. A
+spec as a buyer writes it may name code and inputs by a local path or an unpinned URI;
+`market.storage.pin` uploads and hashes them before posting, and a site refuses a spec that
+is not pinned. Each kind's parameters are the job contract's (`compute.jobs`), and a spec is
+checked by reading it as a site will (`compute.order`).
 """
 
 from __future__ import annotations
@@ -38,7 +40,13 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic_core import ErrorDetails
@@ -46,7 +54,14 @@ from pydantic_core import ErrorDetails
 from compute.errors import ComputeError, InvalidJob
 from compute.jobs import KINDS, PARAMS, ComputeJob
 from compute.order import (  # noqa: F401  (job_namespace: the market's name for it too)
-    DATASET_PARAM, JOB_REF, MODEL_PARAM, Order, brought_of, job_namespace, prior_job_of, prior_refused,
+    DATASET_PARAM,
+    JOB_REF,
+    MODEL_PARAM,
+    Order,
+    brought_of,
+    job_namespace,
+    prior_job_of,
+    prior_refused,
 )
 from compute.reference import PEAK_FP32_TFLOPS, normalize_model
 from ledger.errors import InvalidInput
@@ -61,23 +76,23 @@ GPU_MODELS = ", ".join(PEAK_FP32_TFLOPS)
 ALLOWED = {
     "kind": f"one of {', '.join(SPEC_KINDS)}",
     "model": "a model name for train and tune; for train also a Hugging Face checkpoint directory's path or "
-             "URI; for finetune and infer, job:<id> or a checkpoint directory's path or URI (or {uri, sha256} "
-             "once pinned)",
-    "dataset": "a built-in dataset's name, or a table's path or URI (Parquet, CSV or JSON Lines; for infer also "
-               "a .npy array), or {uri, sha256} once pinned",
+    "URI; for finetune and infer, job:<id> or a checkpoint directory's path or URI (or {uri, sha256} "
+    "once pinned)",
+    "dataset": "a built-in dataset's name, or a table's path or URI (Parquet, CSV or JSON Lines; for infer "
+               "also "
+    "a .npy array), or {uri, sha256} once pinned",
     "resources": "a mapping of workers, gpus_per_worker, gpu_model, vram_gb_per_worker, cpus_per_worker "
-                 "and memory_gb",
+    "and memory_gb",
     "resources.workers": "an integer of at least 1",
     "resources.gpus_per_worker": "an integer of at least 0",
     "resources.gpu_model": f"one of {GPU_MODELS}, in any case",
     "resources.vram_gb_per_worker": "a number of at least 0",
     "resources.cpus_per_worker": "a number greater than 0",
     "resources.memory_gb": "a number of at least 0",
-    "max_price_per_unit": f"a token amount greater than 0 with at most {DECIMALS} decimals, "
-                          "like 0.5 or \"2\"",
+    "max_price_per_unit": f'a token amount greater than 0 with at most {DECIMALS} decimals, like 0.5 or "2"',
     "max_units": "an integer of at least 1",
     "deadline": "a future time: ISO-8601 with a timezone (2026-12-01T12:00:00Z), a duration from now "
-                "(30m, 2h, 1d12h) or unix seconds",
+    "(30m, 2h, 1d12h) or unix seconds",
     "min_provider_score": "a number from 0 to 1",
     "priority": "an integer from 0 to 10",
     "replicas": "an integer from 1 to 3",
@@ -88,7 +103,7 @@ ALLOWED = {
     "inputs": "a mapping of names (letters, digits, _) to a local path or URI, or {uri, sha256} once pinned",
     "output": "the URI (or, on a devnet, the directory) the job's results go to, under its compute job id",
     "sha256": "the input's sha256, 64 hex digits as sha256sum prints them (or give the path or URI alone, "
-              "and `swarm job post` pins it)",
+    "and `swarm job post` pins it)",
     "uri": "where the input is: a local path or a URI pyarrow opens",
 }
 
@@ -129,7 +144,7 @@ def parse_deadline(value: Any, now: float | None = None) -> int:
     now = time.time() if now is None else now
     if isinstance(value, str) and DURATION.sub("", value).strip() == "" and DURATION.search(value):
         at = int(now) + sum(int(n) * SECONDS[u] for n, u in DURATION.findall(value))
-    elif isinstance(value, str) or isinstance(value, datetime):
+    elif isinstance(value, (str, datetime)):
         at = _iso_seconds(value)
     elif isinstance(value, int) and not isinstance(value, bool):
         at = value
@@ -196,7 +211,9 @@ def _sha256(value: Any) -> str:
     try:
         return normal_sha256(value) if isinstance(value, str) else normal_sha256("")
     except ValueError:
-        raise FieldError("sha256", f"must be 64 hex digits, as sha256sum prints them (got {_show(value)})") from None
+        raise FieldError(
+            "sha256", f"must be 64 hex digits, as sha256sum prints them (got {_show(value)})"
+        ) from None
 
 
 class Input(BaseModel):
@@ -224,7 +241,8 @@ class JobSpec(BaseModel):
     min_provider_score: float = Field(default=0.0, ge=0, le=1)
     priority: int = Field(default=5, ge=0, le=10)
     replicas: int = Field(default=1, ge=1, le=3)
-    publish: bool = False  # others' jobs may build on this one's result (job:<id>); by default only its buyer's
+    # others' jobs may build on this one's result (job:<id>); by default only its buyer's
+    publish: bool = False
     seed: int = Field(default=0, ge=0)
     params: dict[str, Any] = Field(default_factory=dict)
     code: Located | None = None  # a ray job's program directory, packed (compute.dataplane.pack)
@@ -245,7 +263,9 @@ class JobSpec(BaseModel):
                 if getattr(self, name) is None:
                     raise FieldError(name, f"is required for a {self.kind} job; it must be {ALLOWED[name]}")
             if self.kind == "tune" and not isinstance(self.model, str):
-                raise FieldError("model", f"must be a model's name for a {self.kind} job (got {_show(self.model)})")
+                raise FieldError(
+                    "model", f"must be a model's name for a {self.kind} job (got {_show(self.model)})"
+                )
         check_params(self, now=(info.context or {}).get("now") or time.time())
         return self
 
@@ -419,8 +439,8 @@ def _sentence(error: ErrorDetails) -> tuple[str, str]:
     if error["type"] == "extra_forbidden":
         parent, _, _ = path.rpartition(".")
         known = JobSpec.model_fields if not parent else Resources.model_fields
-        return path, f"spec field {path} is not allowed; known fields{' of ' + parent if parent else ''} " \
-                     f"are {', '.join(known)}."
+        of = f" of {parent}" if parent else ""
+        return path, f"spec field {path} is not allowed; known fields{of} are {', '.join(known)}."
     top = path if path in ALLOWED else path.split(".")[0]
     return top, f"spec field {top} must be {ALLOWED.get(top, 'valid')} (got {_show(error['input'])})."
 

@@ -31,10 +31,10 @@ from compute.challenge import Challenge, Declared, as_number, identity_problem, 
 from compute.errors import ComputeError
 from compute.proof import ProofError, check, opening_from_json, root_from_hex, sample
 from compute.reference import precisions
-from provider.client import SiteClient, SiteUnreachable
 from ledger.indexer.models import Provider
-from oracle.records import ChallengeRecord, ProbeSample
 from ledger.specs import load_spec
+from oracle.records import ChallengeRecord, ProbeSample
+from provider.client import SiteClient, SiteUnreachable
 
 
 @dataclass(frozen=True)
@@ -75,7 +75,7 @@ def declared_hardware(home: Path, address: str, spec_hash: str) -> Watched:
         uuids = spec.get("gpu_uuids") or ()
         return Watched(address, str(spec.get("gpu_model", "")), float(spec.get("vram_gb") or 0.0),
                        tuple(str(u) for u in uuids) if isinstance(uuids, list) else ())
-    except Exception:  # a spec this home does not hold, or not a hardware spec
+    except Exception:  # noqa: BLE001 -- a spec this home does not hold, or not a hardware spec
         return Watched(address, "")
 
 
@@ -91,12 +91,17 @@ def site_clients(engine: Engine, chain_id: int, home: Path, sign: Callable[[dict
             return None
         try:
             spec = load_spec(home, bytes.fromhex(row.spec_hash.removeprefix("0x")))
-        except Exception:  # a spec this home does not hold
+        except Exception:  # noqa: BLE001 -- a spec this home does not hold
             return None
         if not spec.get("site_url") or not spec.get("site_fingerprint"):
             return None
-        return SiteClient(SiteAddress(provider, spec["site_url"], spec["site_fingerprint"]), sign, chain_id, market,
-                          timeout_s=timeout_s)
+        return SiteClient(
+            SiteAddress(provider, spec["site_url"], spec["site_fingerprint"]),
+            sign,
+            chain_id,
+            market,
+            timeout_s=timeout_s,
+        )
 
     return site_of
 
@@ -117,13 +122,21 @@ def node_sample(chain_id: int, provider: str, at: float, node: Any,
     gpu = node.get("gpu") if isinstance(node.get("gpu"), dict) else {}
     gpus = gpu.get("gpus")
     latency = reading(node.get("latency_s"), 0.0, timeout_s)
-    row = ProbeSample(chain_id=chain_id, provider=provider, at=at, ok=node["alive"], node_id=node["node_id"][:64],
-                      latency_s=round(timeout_s if latency is None else latency, 6),
-                      gpus=gpus if type(gpus) is int and 0 <= gpus <= MAX_DEVICES else 0,
-                      **gpu_telemetry(gpu.get("devices")))
+    row = ProbeSample(
+        chain_id=chain_id,
+        provider=provider,
+        at=at,
+        ok=node["alive"],
+        node_id=node["node_id"][:64],
+        latency_s=round(timeout_s if latency is None else latency, 6),
+        gpus=gpus if type(gpus) is int and 0 <= gpus <= MAX_DEVICES else 0,
+        **gpu_telemetry(gpu.get("devices")),
+    )
     if not node["alive"]:
         return row, 0.0
-    declared = reading(node.get("gpus_declared"), 0.0, MAX_DEVICES) or reading(node.get("cpus"), 0.0, MAX_DEVICES)
+    declared = reading(node.get("gpus_declared"), 0.0, MAX_DEVICES) or reading(
+        node.get("cpus"), 0.0, MAX_DEVICES
+    )
     return row, declared or 0.0
 
 
@@ -221,11 +234,17 @@ class Collector:
         self._save(rows)
         return rows
 
-    def _challenge_site(self, client: SiteClient, watched: Watched, precision: str = "fp32") -> ChallengeRecord | None:
+    def _challenge_site(
+        self, client: SiteClient, watched: Watched, precision: str = "fp32"
+    ) -> ChallengeRecord | None:
         """Readies a worker, times seed → root, samples the cells, checks the openings, and holds
         the worker's account of its GPU to the declared spec."""
-        challenge = Challenge(seed=secrets.randbits(63), size=self.challenge_size, rounds=self.challenge_rounds,
-                              precision=precision)
+        challenge = Challenge(
+            seed=secrets.randbits(63),
+            size=self.challenge_size,
+            rounds=self.challenge_rounds,
+            precision=precision,
+        )
         declared = watched.declared
         vram_mb = declared.vram_gb * 1e9 / (1 << 20) if declared.gpu else 0.0
         try:
@@ -236,12 +255,22 @@ class Collector:
         device, gpus = str(worker.get("device", ""))[:16], worker.get("gpus", 0)  # a dict: it had a ticket
         problem = identity_problem(declared, worker)
         found = worker.get("identity") if isinstance(worker.get("identity"), dict) else {}
-        record = partial(ChallengeRecord, chain_id=self.chain_id, provider=watched.address, at=time.time(),
-                         declared_model=(watched.declared_model or "unknown")[:32], seed=challenge.seed,
-                         precision=precision, device=device, gpus=gpus if type(gpus) is int else 0,
-                         identity_ok=problem is None, gpu_name=str(found.get("name", ""))[:96],
-                         gpu_uuid=str(found.get("uuid", ""))[:96], gpu_memory_mb=as_number(found.get("memory_total_mb")),
-                         vram_touched_mb=as_number(worker.get("vram_touched_mb")))
+        record = partial(
+            ChallengeRecord,
+            chain_id=self.chain_id,
+            provider=watched.address,
+            at=time.time(),
+            declared_model=(watched.declared_model or "unknown")[:32],
+            seed=challenge.seed,
+            precision=precision,
+            device=device,
+            gpus=gpus if type(gpus) is int else 0,
+            identity_ok=problem is None,
+            gpu_name=str(found.get("name", ""))[:96],
+            gpu_uuid=str(found.get("uuid", ""))[:96],
+            gpu_memory_mb=as_number(found.get("memory_total_mb")),
+            vram_touched_mb=as_number(worker.get("vram_touched_mb")),
+        )
         said = f"{problem}; " if problem else ""
         answer, seconds = None, self.challenge_timeout_s
         try:
@@ -251,9 +280,15 @@ class Collector:
         except (ComputeError, ValueError) as exc:  # a refusal or a garbled answer instead of a root
             answer = {"error": str(exc)}
         if answer is None or seconds > self.challenge_timeout_s:
-            return record(proof_ok=True, outcome="late", seconds=seconds, measured_gflops=0.0, reference_gflops=0.0,
-                          ratio=0.0,
-                          reason=f"{said}no commitment within {self.challenge_timeout_s:g} s: measured as 0 GFLOPS")
+            return record(
+                proof_ok=True,
+                outcome="late",
+                seconds=seconds,
+                measured_gflops=0.0,
+                reference_gflops=0.0,
+                ratio=0.0,
+                reason=f"{said}no commitment within {self.challenge_timeout_s:g} s: measured as 0 GFLOPS",
+            )
         try:
             root = root_from_hex(answer.get("root") if isinstance(answer, dict) else None)
             cells = sample(challenge)
@@ -268,8 +303,12 @@ class Collector:
                           reference_gflops=0.0, ratio=0.0, reason=f"{said}proof refuted: {exc}"[:500])
         try:
             verdict = judge(challenge, seconds, watched.declared_model or "unknown")
-            measured, reference, ratio, reason = (verdict.measured_gflops, verdict.reference_gflops, verdict.ratio,
-                                                  verdict.reason)
+            measured, reference, ratio, reason = (
+                verdict.measured_gflops,
+                verdict.reference_gflops,
+                verdict.ratio,
+                verdict.reason,
+            )
         except ComputeError as exc:  # a model the reference table does not know
             measured, reference, ratio, reason = challenge.flops / seconds / 1e9, 0.0, 0.0, str(exc)
         return record(proof_ok=True, outcome="passed", seconds=seconds, measured_gflops=measured,

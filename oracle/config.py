@@ -15,8 +15,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
-                      model_validator)
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ledger.errors import InvalidInput
 from ledger.units import parse_amount
@@ -116,7 +123,8 @@ class EmissionConfig(_Section):
     @classmethod
     def _tokens(cls, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, (str, int)):
-            raise ValueError('it must be a token amount written as a string, such as "1000" or "0.5"')
+            # pydantic turns a ValueError, not a TypeError, into the field's error sentence
+            raise ValueError('it must be a token amount written as a string, such as "1000" or "0.5"')  # noqa: TRY004
         try:
             return parse_amount(value, "emission.per_epoch")
         except InvalidInput:

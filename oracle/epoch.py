@@ -222,7 +222,9 @@ class EpochRunner:
         deferred = [] if previous is None else [s for s in previous.slashes if s.get("deferred")]
         if not deferred:
             return []
-        tombstoned = {p.address.lower() for p in providers_at(session, self.chain_id, to_block) if p.tombstoned}
+        tombstoned = {
+            p.address.lower() for p in providers_at(session, self.chain_id, to_block) if p.tombstoned
+        }
         return [s for s in deferred if s["provider"].lower() not in tombstoned]
 
     def verify(self, session: Session, record: OracleEpoch) -> None:
@@ -238,15 +240,27 @@ class EpochRunner:
                 f"Epoch {record.epoch} runs to block {record.to_block}, further than this member's ledger is "
                 f"indexed ({indexed}); sync it (`swarm ledger sync`) and verify again."
             )
-        computed = self._compute(session, record.epoch, record.window_start, record.window_end, record.from_block,
-                                 record.to_block, record.utilization)
+        computed = self._compute(
+            session,
+            record.epoch,
+            record.window_start,
+            record.window_end,
+            record.from_block,
+            record.to_block,
+            record.utilization,
+        )
         if computed is None:
             raise SwarmError(f"Epoch {record.epoch} has nothing to report in this ledger; not signing it.")
         _, scores, _, slashes, tree = computed
         root = "0x" + tree.root.hex()
-        if root != record.rewards_root or slashes != record.slashes or int(scores.emission_wei) != record.emission_wei:
+        if (
+            root != record.rewards_root
+            or slashes != record.slashes
+            or int(scores.emission_wei) != record.emission_wei
+        ):
             raise SwarmError(
-                f"Epoch {record.epoch}'s stored report (root {record.rewards_root}) differs from this member's own "
+                f"Epoch {record.epoch}'s stored report (root {record.rewards_root}) differs from this "
+                "member's own "
                 f"computation from the ledger (root {root}); not signing it."
             )
 
@@ -297,7 +311,9 @@ class EpochRunner:
         return measured, challenge_ok
 
     def _first_sample(self, session: Session, now: float) -> float:
-        first = session.exec(select(func.min(ProbeSample.at)).where(ProbeSample.chain_id == self.chain_id)).one()
+        first = session.exec(
+            select(func.min(ProbeSample.at)).where(ProbeSample.chain_id == self.chain_id)
+        ).one()
         return float(first) - 1e-3 if first is not None else now  # the first sample belongs to it
 
     def _inputs(self, session: Session, start: float, end: float, from_block: int, to_block: int,
@@ -324,8 +340,11 @@ class EpochRunner:
         unstaked = unstaking(session, chain, blocks)
 
         previous_scores = {}
-        last = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == chain, OracleEpoch.window_end <= start)
-                            .order_by(OracleEpoch.epoch.desc())).first()
+        last = session.exec(
+            select(OracleEpoch)
+            .where(OracleEpoch.chain_id == chain, OracleEpoch.window_end <= start)
+            .order_by(OracleEpoch.epoch.desc())
+        ).first()
         if last is not None:
             previous_scores = {s.provider: s for s in session.exec(select(ProviderScore).where(
                 ProviderScore.chain_id == chain, ProviderScore.epoch == last.epoch))}
@@ -351,7 +370,9 @@ class EpochRunner:
             epochs_staked=epochs_staked,
             jailed=np.array([p.tombstoned or p.jailed_until != 0 for p in staked], dtype=bool),
             tombstoned=np.array([p.tombstoned for p in staked], dtype=bool),
-            utilization=utilization if utilization is not None else self._utilization(session, start, end, blocks),
+            utilization=utilization
+            if utilization is not None
+            else self._utilization(session, start, end, blocks),
             previous_performance=previous_perf,
         )
         extra = {"samples": np.bincount(probe_provider, minlength=n) if n else np.zeros(0, dtype=np.int64)}
@@ -406,8 +427,13 @@ class EpochRunner:
     def _submit(self, session: Session, record: OracleEpoch, outcome: EpochOutcome) -> None:
         report, slashes = self.report(record)
         pending = chain_rewards.pending_report(self.swarm)
-        if pending is not None and pending.epoch == record.epoch and not pending.vetoed \
-                and pending.rewards_root == report.rewards_root and pending.slashes_hash == report.slashes_hash:
+        if (
+            pending is not None
+            and pending.epoch == record.epoch
+            and not pending.vetoed
+            and pending.rewards_root == report.rewards_root
+            and pending.slashes_hash == report.slashes_hash
+        ):
             self._move(session, record, "submitted")  # sent before a crash, not recorded then
             return
         if int(self.swarm.distributor.functions.lastFinalizedEpoch().call()) >= record.epoch:
@@ -489,8 +515,14 @@ def _slash_json(decision, evidence: str, epoch: int) -> dict:
 
 
 def _slash(data: dict) -> Slash:
-    return Slash(data["provider"], data["bps"], reason_bytes(data["reason"]), bytes.fromhex(data["evidence_hash"][2:]),
-                 data["jail_seconds"], data["tombstone"])
+    return Slash(
+        data["provider"],
+        data["bps"],
+        reason_bytes(data["reason"]),
+        bytes.fromhex(data["evidence_hash"][2:]),
+        data["jail_seconds"],
+        data["tombstone"],
+    )
 
 
 def _as_fp32(c: ChallengeRecord) -> float:

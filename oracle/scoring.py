@@ -41,7 +41,8 @@ class EpochInputs:
     declared_model: list[str]  # a compute.reference model name (or one nobody knows)
     probe_provider: np.ndarray  # int: provider index of each probe sample
     probe_ok: np.ndarray  # bool: that probe got an answer
-    measured_gflops: np.ndarray  # float64: challenge throughput (oracle/epoch.py judges it); NaN: none to judge
+    # float64: challenge throughput (oracle/epoch.py judges it); NaN: none to judge
+    measured_gflops: np.ndarray
     challenge_ok: np.ndarray  # bool: no challenge proof refuted; True when no challenge ran
     job_successes: np.ndarray  # int: over the provider's whole history (reliability)
     job_failures: np.ndarray  # int: likewise

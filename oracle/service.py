@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC
 from pathlib import Path
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -36,8 +37,17 @@ def schedule(config: OracleConfig, devnet: bool, epoch_length_s: float | None = 
 class OracleService:
     """Probes, challenges and epochs for one deployment."""
 
-    def __init__(self, swarm: Swarm, engine, home: Path, config: OracleConfig, sender: Sender,
-                 signers: list[bytes], schedule: EpochTiming, log: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        swarm: Swarm,
+        engine,
+        home: Path,
+        config: OracleConfig,
+        sender: Sender,
+        signers: list[bytes],
+        schedule: EpochTiming,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
         self.swarm = swarm
         self.engine = engine
         self.home = home
@@ -47,15 +57,26 @@ class OracleService:
         # Sites serve probes and challenges to committee members: sign with the first member's key held here.
         sign = _typed_signer(signers[0]) if signers else sender.sign_typed_data
         site_of = site_clients(engine, swarm.chain.chain_id, home, sign, swarm.market.address, timeout_s=5.0)
-        self.collector = Collector(engine, swarm.chain.chain_id, site_of, schedule.probe_timeout_s,
-                                   schedule.challenge_size, schedule.challenge_rounds, schedule.challenge_timeout_s)
+        self.collector = Collector(
+            engine,
+            swarm.chain.chain_id,
+            site_of,
+            schedule.probe_timeout_s,
+            schedule.challenge_size,
+            schedule.challenge_rounds,
+            schedule.challenge_timeout_s,
+        )
         self.runner = EpochRunner(swarm, engine, home, config, sender, signers, schedule.length_s,
                                   utilization=lambda: self.collector.devices, log=self.log)
         self.runner.check_epoch_length()
         self.outcomes: list[EpochOutcome] = []
         # Probes, challenges and epoch steps each run one at a time, beside one another: a long
         # challenge never delays a probe or an epoch. They share only the ledger's indexer.
-        self._probing, self._challenging, self._stepping = threading.Lock(), threading.Lock(), threading.Lock()
+        self._probing, self._challenging, self._stepping = (
+            threading.Lock(),
+            threading.Lock(),
+            threading.Lock(),
+        )
         self._ledger = threading.Lock()  # one ledger sync at a time
 
     def watched(self):
@@ -144,15 +165,15 @@ class OracleService:
         def run() -> None:
             try:
                 job()
-            except Exception as exc:  # the next run tries again; the error is reported, not lost
+            except Exception as exc:  # noqa: BLE001 -- the next run tries again; the error is reported
                 self.log(f"{job.__name__} failed: {type(exc).__name__}: {exc}")
         return run
 
 
 def _at(timestamp: float):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(timestamp, tz=timezone.utc)
+    return datetime.fromtimestamp(timestamp, tz=UTC)
 
 
 def _typed_signer(key: bytes) -> Callable[[dict], bytes]:

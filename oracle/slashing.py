@@ -201,13 +201,14 @@ def matrix_rows(config: OracleConfig, *, devnet: bool = False) -> list[MatrixRow
     c = s.correlation
     epoch_s = config.epoch.timing(devnet).length_s
     detection = {
-        "fraud": "the benchmark challenge's proof is refuted (a wrong commitment or opening, garbage, another "
-                 "seed's answer), or a replicated job's result differs from its replicas'",
+        "fraud": "the benchmark challenge's proof is refuted (a wrong commitment or opening, garbage, "
+                 "another "
+        "seed's answer), or a replicated job's result differs from its replicas'",
         "misrepresentation": f"challenge throughput, timed by the oracle (a late answer counts as 0), under "
-                             f"{s.misrepresentation.below_ratio:g}× the reference of the declared GPU model",
+        f"{s.misrepresentation.below_ratio:g}× the reference of the declared GPU model",
         "abandonment": "a job lost through the provider's own fault this epoch",
         "downtime": f"uptime under {s.downtime.below_uptime:.0%} of the epoch's probes (at least "
-                    f"{s.downtime.min_samples} sent)",
+        f"{s.downtime.min_samples} sent)",
     }
     correlated = (f"; ×min({c.max_multiplier:g}, 1 + {c.factor:g} × f) when a fraction f > {c.threshold:g} "
                   "of providers is hit at once")
@@ -255,13 +256,22 @@ def schedule_slashes(carried: list[dict], decided: list[dict]) -> list[dict]:
         key = entry["provider"].lower()
         earlier = by_provider.get(key)
         by_provider[key] = entry if earlier is None else _merge(earlier, entry)
-    queue = sorted(by_provider.values(), key=lambda e: (not e["tombstone"], e["decided_epoch"],
-                                                        SEVERITY.get(e["row"], len(ROWS)), int(e["provider"], 16)))
+    queue = sorted(
+        by_provider.values(),
+        key=lambda e: (
+            not e["tombstone"],
+            e["decided_epoch"],
+            SEVERITY.get(e["row"], len(ROWS)),
+            int(e["provider"], 16),
+        ),
+    )
     now: list[dict] = []
     later: list[dict] = []
     tombstones = 0
     for entry in queue:
-        fits = len(now) < MAX_SLASHES_PER_REPORT and (not entry["tombstone"] or tombstones < MAX_TOMBSTONES_PER_REPORT)
+        fits = len(now) < MAX_SLASHES_PER_REPORT and (
+            not entry["tombstone"] or tombstones < MAX_TOMBSTONES_PER_REPORT
+        )
         if fits:
             tombstones += entry["tombstone"]
             now.append({**entry, "deferred": False})
@@ -272,8 +282,15 @@ def schedule_slashes(carried: list[dict], decided: list[dict]) -> list[dict]:
 
 def _merge(earlier: dict, later: dict) -> dict:
     """One slash for a provider with two pending decisions; nothing of either is lost."""
-    severest = earlier if SEVERITY.get(earlier["row"], len(ROWS)) <= SEVERITY.get(later["row"], len(ROWS)) else later
-    evidence = "0x" + keccak(bytes.fromhex(earlier["evidence_hash"][2:]) + bytes.fromhex(later["evidence_hash"][2:])).hex()
+    severest = (
+        earlier if SEVERITY.get(earlier["row"], len(ROWS)) <= SEVERITY.get(later["row"], len(ROWS)) else later
+    )
+    evidence = (
+        "0x"
+        + keccak(
+            bytes.fromhex(earlier["evidence_hash"][2:]) + bytes.fromhex(later["evidence_hash"][2:])
+        ).hex()
+    )
     return {
         **severest,
         "bps": min(10_000, int(earlier["bps"]) + int(later["bps"])),

@@ -1,1 +1,2 @@
-"""A provider's site put together: its Ray cluster, its agent, the chain's authorization (docs/architecture.md §4)."""
+"""The provider's side: its on-chain operations and its site — the agent over its Ray cluster,
+the site's API and who may ask it what, and its leases (docs/architecture.md §4)."""

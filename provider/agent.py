@@ -88,7 +88,8 @@ class Site:
         self.hidden = tuple(hidden) + (str(self.leases),)
         self.jobs = JobSubmissionClient(dashboard_url)
         self._lock = threading.Lock()
-        self._challenges: dict[str, tuple[Any, dict[str, Any], float]] = {}  # ticket → (worker, params, until)
+        # ticket → (worker, params, until)
+        self._challenges: dict[str, tuple[Any, dict[str, Any], float]] = {}
 
     # ── leases ───────────────────────────────────────────────────────────────
     def start(self, job: JobView, job_id: int, spec: bytes, prior: bytes | None = None) -> LeaseStatus:
@@ -137,7 +138,9 @@ class Site:
         """What the lease's attempts printed, the last LOG_TAIL_BYTES of it, from Ray's job logs."""
         directory = self._existing(job, job_id)
         plan = LeasePlan.read(directory)
-        text = "".join(self._job_log(_submission(directory, attempt)) for attempt in range(1, plan.attempt + 1))
+        text = "".join(
+            self._job_log(_submission(directory, attempt)) for attempt in range(1, plan.attempt + 1)
+        )
         return without_verdicts(text, plan.verdict_key).encode()[-LOG_TAIL_BYTES:].decode(errors="replace")
 
     def _job_log(self, submission: str) -> str:
@@ -158,11 +161,20 @@ class Site:
 
     def _finished(self, job_id: int, directory: Path, outcome: Outcome) -> LeaseStatus:
         plan = LeasePlan.read(directory)
-        status = LeaseStatus(job_id, outcome.state, outcome.attempt, error=outcome.error, broke=outcome.broke,
-                             result_hash=outcome.result_hash, units=outcome.units, unit=outcome.unit,
-                             metrics=outcome.metrics or None, fault=None if outcome.state == "succeeded" else outcome.fault,
-                             compute_id=plan.job.job_id,
-                             result_uri=plan.result if outcome.state == "succeeded" else None)
+        status = LeaseStatus(
+            job_id,
+            outcome.state,
+            outcome.attempt,
+            error=outcome.error,
+            broke=outcome.broke,
+            result_hash=outcome.result_hash,
+            units=outcome.units,
+            unit=outcome.unit,
+            metrics=outcome.metrics or None,
+            fault=None if outcome.state == "succeeded" else outcome.fault,
+            compute_id=plan.job.job_id,
+            result_uri=plan.result if outcome.state == "succeeded" else None,
+        )
         if outcome.state != "succeeded":
             return status
         signed = directory / "signature"
@@ -185,7 +197,9 @@ class Site:
     def _existing(self, job: JobView, job_id: int) -> Path:
         directory = self._dir(job, job_id)
         if not (directory / PLAN).is_file():
-            raise Refused(404, f"This site has no lease for job {job_id}; the market starts one when it is assigned.")
+            raise Refused(
+                404, f"This site has no lease for job {job_id}; the market starts one when it is assigned."
+            )
         return directory
 
     def _next_number(self) -> int:
@@ -221,16 +235,22 @@ class Site:
 
         nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
         sent = time.time()
-        refs = {n["NodeID"]: _probe_task.options(
-                    num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote()
-                for n in nodes}
+        refs = {
+            n["NodeID"]: _probe_task.options(
+                num_cpus=0, scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)
+            ).remote()
+            for n in nodes
+        }
         ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout_s)
         answers = []
         resources = {n["NodeID"]: n.get("Resources", {}) for n in nodes}
         for node_id, ref in refs.items():
-            devices = {"cpus": resources[node_id].get("CPU", 0.0), "gpus_declared": resources[node_id].get("GPU", 0.0)}
+            devices = {
+                "cpus": resources[node_id].get("CPU", 0.0),
+                "gpus_declared": resources[node_id].get("GPU", 0.0),
+            }
             if ref in ready:
-                answered, stamp, gpus = ray.get(ref)
+                _, stamp, gpus = ray.get(ref)
                 answers.append({"node_id": node_id, "alive": True, "stamp": stamp, "sent": sent,
                                 "latency_s": time.time() - sent, "gpu": asdict(gpus), **devices})
             else:
@@ -244,7 +264,9 @@ class Site:
     # clock starts; `challenge_commit` gives it the seed and answers with its Merkle root — what
     # the oracle times; `challenge_open` opens the rows the oracle then asks for and ends it. A
     # worker the oracle never asks to open is ended CHALLENGE_KEEP_S after it was readied.
-    def challenge_ready(self, params: dict[str, Any], timeout_s: float, vram_mb: float = 0.0) -> dict[str, Any]:
+    def challenge_ready(
+        self, params: dict[str, Any], timeout_s: float, vram_mb: float = 0.0
+    ) -> dict[str, Any]:
         from compute.challenge import Challenge, ready_worker
         from compute.errors import ProviderFault
 
@@ -252,7 +274,9 @@ class Site:
         self._expire_challenges()
         with self._lock:
             if len(self._challenges) >= MAX_CHALLENGES:
-                raise Refused(429, f"This site holds {MAX_CHALLENGES} challenges already; open or let them expire.")
+                raise Refused(
+                    429, f"This site holds {MAX_CHALLENGES} challenges already; open or let them expire."
+                )
         try:
             worker, answer = ready_worker(self.provider, timeout_s, vram_mb)
         except ProviderFault as exc:
@@ -291,8 +315,11 @@ class Site:
         with self._lock:
             held = self._challenges.get(ticket)
         if held is None:
-            raise Refused(404, f"This site holds no challenge {ticket[:32]!r}: ready one first (they end when opened "
-                               f"or {CHALLENGE_KEEP_S:g} s after).")
+            raise Refused(
+                404,
+                f"This site holds no challenge {ticket[:32]!r}: ready one first (they end when opened "
+                f"or {CHALLENGE_KEEP_S:g} s after).",
+            )
         return held
 
     def _end_challenge(self, ticket: str) -> None:

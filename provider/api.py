@@ -50,14 +50,18 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
         return JSONResponse({"error": f"The site failed to serve {request.url.path} ({type(exc).__name__}); "
                                       "its operator's log has the details."}, status_code=500)
 
-    async def check(request: Request, action: str, job_id: int, spec_hash: bytes | None = None) -> tuple[bytes, Any]:
+    async def check(
+        request: Request, action: str, job_id: int, spec_hash: bytes | None = None
+    ) -> tuple[bytes, Any]:
         body = await request.body()
         try:
             nonce = int(request.headers["swarm-nonce"])
             expires = int(request.headers["swarm-expires"])
             signature = bytes.fromhex(request.headers["swarm-signature"].removeprefix("0x"))
         except (KeyError, ValueError):
-            raise Refused(401, "The request is not signed: send Swarm-Nonce, Swarm-Expires and Swarm-Signature.")
+            raise Refused(
+                401, "The request is not signed: send Swarm-Nonce, Swarm-Expires and Swarm-Signature."
+            )
         from provider.auth import body_hash
 
         signed = SiteRequest(action, site.provider, job_id, body_hash(body), nonce, expires)
@@ -82,7 +86,9 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
             spec = raw["spec"].encode()
             prior = raw["prior"].encode() if raw.get("prior") is not None else None
         except (ValueError, KeyError, TypeError, AttributeError):
-            raise Refused(400, 'A lease starts from a JSON body {"spec": "...", "prior": "..." or null}.') from None
+            raise Refused(
+                400, 'A lease starts from a JSON body {"spec": "...", "prior": "..." or null}.'
+            ) from None
         _, job = await check(request, "lease.start", job_id, spec_hash=body_hash(spec))
         return (await run_in_threadpool(site.start, job, job_id, spec, prior)).as_dict()
 
@@ -113,7 +119,9 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
     async def probe(request: Request):
         body, _ = await check(request, "probe", 0)
         try:
-            timeout_s = min(60.0, max(0.1, float(json.loads(body or b"{}").get("timeout_s", PROBE_TIMEOUT_S))))
+            timeout_s = min(
+                60.0, max(0.1, float(json.loads(body or b"{}").get("timeout_s", PROBE_TIMEOUT_S)))
+            )
         except (ValueError, TypeError, AttributeError):
             raise Refused(400, 'A probe\'s body is {"timeout_s": SECONDS} or empty.') from None
         return {"provider": site.provider, "nodes": await run_in_threadpool(site.probe, timeout_s)}
@@ -164,8 +172,12 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
         shape = '{"ticket": "...", "cells": [[CHECKPOINT, ROW], ...], "timeout_s": SECONDS}'
         raw = await challenge_body(request, shape)
         cells = raw.get("cells")
-        if not isinstance(raw.get("ticket"), str) or not isinstance(cells, list) or not 0 < len(cells) <= MAX_CELLS \
-                or not all(isinstance(c, list) and len(c) == 2 and all(type(v) is int for v in c) for c in cells):
+        if (
+            not isinstance(raw.get("ticket"), str)
+            or not isinstance(cells, list)
+            or not 0 < len(cells) <= MAX_CELLS
+            or not all(isinstance(c, list) and len(c) == 2 and all(type(v) is int for v in c) for c in cells)
+        ):
             raise Refused(400, f"A challenge request's body is {shape}, at most {MAX_CELLS} cells.")
         try:
             return await run_in_threadpool(site.challenge_open, raw["ticket"], [tuple(c) for c in cells],
@@ -186,7 +198,9 @@ def listen(host: str, port: int) -> socket.socket:
                            "with --port, or stop the program that holds it.") from None
 
 
-def serve(app, listener: socket.socket, certificate: Path, key: Path, ready: Callable[[], None] | None = None) -> None:
+def serve(
+    app, listener: socket.socket, certificate: Path, key: Path, ready: Callable[[], None] | None = None
+) -> None:
     """Serves `app` over HTTPS on `listener` (see `listen`) until SIGTERM or SIGINT."""
     import uvicorn
 

@@ -63,16 +63,29 @@ class SiteRequest:
     def typed_data(self, chain_id: int, market: str) -> dict:
         return {
             "types": {
-                "EIP712Domain": [{"name": "name", "type": "string"}, {"name": "version", "type": "string"},
-                                 {"name": "chainId", "type": "uint256"},
-                                 {"name": "verifyingContract", "type": "address"}],
+                "EIP712Domain": [
+                    {"name": "name", "type": "string"},
+                    {"name": "version", "type": "string"},
+                    {"name": "chainId", "type": "uint256"},
+                    {"name": "verifyingContract", "type": "address"},
+                ],
                 "SiteRequest": [{"name": n, "type": t} for n, t in REQUEST_FIELDS],
             },
             "primaryType": "SiteRequest",
-            "domain": {"name": DOMAIN_NAME, "version": DOMAIN_VERSION, "chainId": chain_id,
-                       "verifyingContract": market},
-            "message": {"action": self.action, "site": self.site, "jobId": self.job_id, "bodyHash": self.body_hash,
-                        "nonce": self.nonce, "expiresAt": self.expires_at},
+            "domain": {
+                "name": DOMAIN_NAME,
+                "version": DOMAIN_VERSION,
+                "chainId": chain_id,
+                "verifyingContract": market,
+            },
+            "message": {
+                "action": self.action,
+                "site": self.site,
+                "jobId": self.job_id,
+                "bodyHash": self.body_hash,
+                "nonce": self.nonce,
+                "expiresAt": self.expires_at,
+            },
         }
 
 
@@ -101,7 +114,9 @@ class Authority(Protocol):
 def sign_request(request: SiteRequest, key: bytes, chain_id: int, market: str) -> bytes:
     from eth_account import Account
 
-    return bytes(Account.from_key(key).sign_typed_data(full_message=request.typed_data(chain_id, market)).signature)
+    return bytes(
+        Account.from_key(key).sign_typed_data(full_message=request.typed_data(chain_id, market)).signature
+    )
 
 
 def body_hash(body: bytes) -> bytes:
@@ -126,7 +141,9 @@ class NonceBook:
         with self._lock:
             self._db.execute("DELETE FROM nonces WHERE expires_at < ?", (now,))
             try:
-                self._db.execute("INSERT INTO nonces VALUES (?, ?, ?)", (signer.lower(), str(nonce), expires_at))
+                self._db.execute(
+                    "INSERT INTO nonces VALUES (?, ?, ?)", (signer.lower(), str(nonce), expires_at)
+                )
             except sqlite3.IntegrityError:
                 return False
             return True
@@ -145,14 +162,18 @@ def authorize(request: SiteRequest, signature: bytes, *, site: str, chain_id: in
     if request.expires_at < now:
         raise Refused(401, f"The request expired at {request.expires_at} (now {now}); sign a fresh one.")
     if request.expires_at > now + MAX_VALIDITY_S:
-        raise Refused(401, f"The request is valid for longer than {MAX_VALIDITY_S} s; sign one that expires sooner.")
+        raise Refused(
+            401, f"The request is valid for longer than {MAX_VALIDITY_S} s; sign one that expires sooner."
+        )
     if request.site.lower() != site.lower():
         raise Refused(403, f"The request is for the site of {request.site}, not this one ({site}).")
     signer = _recover(request, signature, chain_id, market)
 
     if request.action in ORACLE_ACTIONS:
         if not authority.is_committee_member(signer):
-            raise Refused(403, f"{signer} is not on the oracle committee; only its members may {request.action}.")
+            raise Refused(
+                403, f"{signer} is not on the oracle committee; only its members may {request.action}."
+            )
     else:
         job = authority.job(request.job_id)
         if job is None:
@@ -167,7 +188,9 @@ def authorize(request: SiteRequest, signature: bytes, *, site: str, chain_id: in
             raise Refused(403, f"{signer} is neither the matcher nor the buyer of job {request.job_id}.")
         if request.action == "lease.start":
             if job.status != "assigned":
-                raise Refused(409, f"Job {request.job_id} is {job.status} on chain, not assigned; nothing to start.")
+                raise Refused(
+                    409, f"Job {request.job_id} is {job.status} on chain, not assigned; nothing to start."
+                )
             if spec_hash is None or spec_hash != job.spec_hash:
                 raise Refused(403, f"The spec does not hash to the one job {request.job_id} holds on chain.")
     if not nonces.use(signer, request.nonce, request.expires_at, now):

@@ -37,7 +37,9 @@ class ChainAuthority:
             self.swarm.read("JobMarket", "hasRole", self._matcher_role, address)))
 
     def is_committee_member(self, address: str) -> bool:
-        return self._cached(("member", address), lambda: bool(self.swarm.read("RewardDistributor", "isSigner", address)))
+        return self._cached(
+            ("member", address), lambda: bool(self.swarm.read("RewardDistributor", "isSigner", address))
+        )
 
     def job(self, job_id: int) -> JobView | None:
         """Read afresh each time: a job's status and provider change as the market moves it."""
@@ -45,7 +47,9 @@ class ChainAuthority:
         if info.status == 0:
             return None
         spec_hash, block = self._posted(job_id)
-        return JobView(info.provider, info.buyer, info.status.name.lower(), spec_hash, block, info.result_hash)
+        return JobView(
+            info.provider, info.buyer, info.status.name.lower(), spec_hash, block, info.result_hash
+        )
 
     def _cached(self, key: tuple, read):
         now = time.monotonic()
@@ -61,7 +65,8 @@ class ChainAuthority:
         return value
 
     def _posted(self, job_id: int) -> tuple[bytes, bytes]:
-        """The spec hash of the job's JobPosted event (the job's record does not keep it) and its block's hash."""
+        """The spec hash of the job's JobPosted event (the job's record does not keep it) and its block's
+        hash."""
         logs = self.swarm.chain.rpc("eth_getLogs", {
             "address": self.swarm.market.address,
             "fromBlock": hex(self.swarm.deployment.block_number),

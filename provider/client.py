@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.client
 import json
 import secrets
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -63,7 +62,9 @@ class SiteClient:
     def start_lease(self, job_id: int, spec: bytes, prior: bytes | None = None) -> dict[str, Any]:
         """Starts job `job_id`'s lease from its spec as posted (canonical JSON), with the spec of
         the job whose result it builds on (`job:<id>`), if any."""
-        body = json.dumps({"spec": spec.decode(), "prior": prior.decode() if prior is not None else None}).encode()
+        body = json.dumps(
+            {"spec": spec.decode(), "prior": prior.decode() if prior is not None else None}
+        ).encode()
         return self._call("POST", f"/v1/leases/{job_id}", "lease.start", job_id, body)
 
     def status(self, job_id: int) -> dict[str, Any]:
@@ -83,22 +84,32 @@ class SiteClient:
         body = json.dumps({"timeout_s": timeout_s}).encode()
         return self._call("POST", "/v1/probe", "probe", 0, body, timeout_s=timeout_s + self.timeout_s)
 
-    def challenge_ready(self, params: dict[str, Any], timeout_s: float, vram_mb: float = 0.0) -> dict[str, Any]:
+    def challenge_ready(
+        self, params: dict[str, Any], timeout_s: float, vram_mb: float = 0.0
+    ) -> dict[str, Any]:
         """Readies a challenge's worker on one of the site's nodes: its ticket, node and device
         and, on a GPU, its NVML identity and how much of `vram_mb` it allocated and wrote."""
         body = json.dumps({"params": params, "vram_mb": vram_mb, "timeout_s": timeout_s}).encode()
-        return self._call("POST", "/v1/challenge/ready", "challenge", 0, body, timeout_s=timeout_s + self.timeout_s)
+        return self._call(
+            "POST", "/v1/challenge/ready", "challenge", 0, body, timeout_s=timeout_s + self.timeout_s
+        )
 
     def challenge_commit(self, ticket: str, seed: int, timeout_s: float) -> tuple[dict[str, Any], float]:
         """Sends the seed; the site's answer (its root) and the seconds from sending the request
         to reading the answer, timed here. Raises SiteUnreachable if no answer came within
         `timeout_s`."""
         body = json.dumps({"ticket": ticket, "seed": seed, "timeout_s": timeout_s}).encode()
-        return self._call("POST", "/v1/challenge/commit", "challenge", 0, body, timeout_s=timeout_s, timed=True)
+        return self._call(
+            "POST", "/v1/challenge/commit", "challenge", 0, body, timeout_s=timeout_s, timed=True
+        )
 
     def challenge_open(self, ticket: str, cells: list[tuple[int, int]], timeout_s: float) -> dict[str, Any]:
-        body = json.dumps({"ticket": ticket, "cells": [list(c) for c in cells], "timeout_s": timeout_s}).encode()
-        return self._call("POST", "/v1/challenge/open", "challenge", 0, body, timeout_s=timeout_s + self.timeout_s)
+        body = json.dumps(
+            {"ticket": ticket, "cells": [list(c) for c in cells], "timeout_s": timeout_s}
+        ).encode()
+        return self._call(
+            "POST", "/v1/challenge/open", "challenge", 0, body, timeout_s=timeout_s + self.timeout_s
+        )
 
     def info(self) -> dict[str, Any]:
         """What the site says of itself, unsigned: its provider, chain, market and capacity."""
@@ -115,7 +126,9 @@ class SiteClient:
     def _call(self, method: str, path: str, action: str, job_id: int, body: bytes = b"", text: bool = False,
               timeout_s: float | None = None, timed: bool = False) -> Any:
         expires = int(time.time()) + min(VALIDITY_S, MAX_VALIDITY_S)
-        request = SiteRequest(action, self.site.provider, job_id, body_hash(body), secrets.randbits(128), expires)
+        request = SiteRequest(
+            action, self.site.provider, job_id, body_hash(body), secrets.randbits(128), expires
+        )
         signature = self.sign(request.typed_data(self.chain_id, self.market))
         headers = {"Swarm-Nonce": str(request.nonce), "Swarm-Expires": str(expires),
                    "Swarm-Signature": "0x" + signature.hex(), "Content-Type": "application/octet-stream"}
@@ -150,7 +163,7 @@ class SiteClient:
                 raise ComputeError(f"The site of {self.site.provider} answered {path} with more than "
                                    f"{MAX_ANSWER_BYTES >> 20} MiB; no answer of a site is that large.")
             return response.status, payload, time.perf_counter() - started
-        except (OSError, socket.timeout, http.client.HTTPException) as exc:
+        except (TimeoutError, OSError, http.client.HTTPException) as exc:
             raise SiteUnreachable(f"The site of {self.site.provider} at {self.site.url} did not answer "
                                   f"({type(exc).__name__}: {exc}).") from exc
         finally:

@@ -99,13 +99,15 @@ class ProviderStatus:
     min_stake_wei: int
     unbonding_wei: int
     unbonding_release: int | None  # the latest unstake's release (kept after its withdrawal); None: never
-    held_until: int | None  # a job or an epoch report can slash the unbonding stake until then; None once past
+    # a job or an epoch report can slash the unbonding stake until then; None once past
+    held_until: int | None
     slash_debt_wei: int
     jailed_until: int | None  # None: never jailed, or unjailed
     tombstoned: bool  # jailed for ever
     eligible: bool  # for work: registered, staked to the minimum, not jailed
     balance_wei: int  # SWARM in the wallet
-    claimable_wei: int | None  # finalized rewards not yet claimed; None when the ledger has not indexed the chain
+    # finalized rewards not yet claimed; None when the ledger has not indexed the chain
+    claimable_wei: int | None
     chain_time: int  # the latest block's time, which the times above are judged by
 
     @property
@@ -148,13 +150,24 @@ class Provider:
         return self._signer().address
 
     # ── registration ──────────────────────────────────────────────────────────
-    def register(self, gpu_model: str, gpus: int, vram_gb: int, region: str | None = None, price: int | None = None,
-                 site_url: str | None = None, site_fingerprint: str | None = None,
-                 update: bool = False, gpu_uuids: tuple[str, ...] = ()) -> Registered:
+    def register(
+        self,
+        gpu_model: str,
+        gpus: int,
+        vram_gb: int,
+        region: str | None = None,
+        price: int | None = None,
+        site_url: str | None = None,
+        site_fingerprint: str | None = None,
+        update: bool = False,
+        gpu_uuids: tuple[str, ...] = (),
+    ) -> Registered:
         """Registers the hardware on offer (`update`: declares new hardware, price or site for a
         registered provider). `price` is the asking price in wei per unit, a GPU-second (a
         CPU-second on CPU-only nodes); a site needs both its https URL and its certificate's sha256."""
-        spec = HardwareSpec(gpu_model, gpus, vram_gb, region, price, site_url, site_fingerprint, tuple(gpu_uuids))
+        spec = HardwareSpec(
+            gpu_model, gpus, vram_gb, region, price, site_url, site_fingerprint, tuple(gpu_uuids)
+        )
         return self.declare(spec, update)
 
     def declare(self, spec: HardwareSpec, update: bool = False) -> Registered:
@@ -167,7 +180,8 @@ class Provider:
             if info.spec_hash == digest:
                 raise SwarmError(f"{sender.address} is already registered with this hardware; nothing to do.")
             raise SwarmError(
-                f"{sender.address} is already registered with other hardware; pass --update to declare the new one."
+                f"{sender.address} is already registered with other hardware; pass --update to declare the "
+                "new one."
             )
         if update and not info.registered:
             raise SwarmError(
@@ -206,7 +220,8 @@ class Provider:
         info = self._registered(sender)
         if amount > info.stake:
             raise InvalidInput(
-                f"Cannot unstake {format_amount(amount)}: {sender.address} has {format_amount(info.stake)} staked; "
+                f"Cannot unstake {format_amount(amount)}: {sender.address} has {format_amount(info.stake)} "
+                "staked; "
                 "unstake at most that."
             )
         receipt = stake.request_unstake(self.swarm, sender, amount)
@@ -217,7 +232,9 @@ class Provider:
         sender = self._signer()
         info = stake.provider_info(self.swarm, sender.address)
         if info.unbonding == 0:
-            raise SwarmError(f"{sender.address} has nothing unbonding; request it first with `swarm provider unstake`.")
+            raise SwarmError(
+                f"{sender.address} has nothing unbonding; request it first with `swarm provider unstake`."
+            )
         now = self.swarm.chain.timestamp()
         if now < info.unbonding_end:
             raise SwarmError(
@@ -227,7 +244,8 @@ class Provider:
         if now < info.held_until:
             raise SwarmError(
                 f"{format_amount(info.unbonding)} is held until {when(info.held_until)} "
-                f"({duration(info.held_until - now)} from now) because a job or an epoch report can still slash "
+                f"({duration(info.held_until - now)} from now) because a job or an epoch report can still "
+                "slash "
                 "it; withdraw after that."
             )
         receipt = stake.withdraw(self.swarm, sender)
@@ -244,7 +262,9 @@ class Provider:
         if info.jailed_until == 0:
             raise SwarmError(f"{sender.address} is not jailed; nothing to do.")
         if now < info.jailed_until:
-            raise SwarmError(f"{sender.address} is jailed until {when(info.jailed_until)}; unjail after that.")
+            raise SwarmError(
+                f"{sender.address} is jailed until {when(info.jailed_until)}; unjail after that."
+            )
         if info.stake < info.min_stake:
             raise SwarmError(
                 f"Unjailing needs the minimum stake of {format_amount(info.min_stake)}; "
@@ -265,31 +285,39 @@ class Provider:
             leaf = reward_leaf(session, self.swarm.chain.chain_id, sender.address)
         if leaf is None:
             raise SwarmError(
-                f"The ledger holds no finalized rewards for {sender.address}; run `swarm ledger sync` and try again."
+                f"The ledger holds no finalized rewards for {sender.address}; run `swarm ledger sync` and "
+                "try again."
             )
         epoch, cumulative, proof = leaf
         if not verify(self.swarm.read("RewardDistributor", "rewardsRoot"), sender.address, cumulative, proof):
             raise SwarmError(
-                "The ledger's rewards are older than the chain's latest finalized epoch; run `swarm ledger sync` and "
+                "The ledger's rewards are older than the chain's latest finalized epoch; run `swarm ledger "
+                "sync` and "
                 "retry."
             )
         already = int(self.swarm.read("RewardDistributor", "claimed", sender.address))
         if cumulative <= already:
             raise SwarmError(
-                f"Nothing to claim: {sender.address} has claimed all {format_amount(already)} earned to epoch {epoch}."
+                f"Nothing to claim: {sender.address} has claimed all {format_amount(already)} earned to "
+                f"epoch {epoch}."
             )
         receipt = rewards.claim(self.swarm, sender, sender.address, cumulative, proof)
-        return self._sent(Claimed, receipt, amount_wei=cumulative - already, cumulative_wei=cumulative, epoch=epoch)
+        return self._sent(
+            Claimed, receipt, amount_wei=cumulative - already, cumulative_wei=cumulative, epoch=epoch
+        )
 
     # ── status ────────────────────────────────────────────────────────────────
     def status(self, address: str | None = None) -> ProviderStatus:
-        """Stake, unbonding, jail state, wallet and claimable rewards of `address` (default: this provider's)."""
+        """Stake, unbonding, jail state, wallet and claimable rewards of `address` (default: this
+        provider's)."""
         if address is not None:
             who = parse_address(address, "provider address")
         elif self.sender is not None:
             who = self.sender.address
         else:
-            raise SwarmError("This provider reads only; give the address to show, or open it with an account or a key.")
+            raise SwarmError(
+                "This provider reads only; give the address to show, or open it with an account or a key."
+            )
         info = stake.provider_info(self.swarm, who)
         now = self.swarm.chain.timestamp()
         return ProviderStatus(
@@ -330,7 +358,9 @@ class Provider:
     def _registered(self, sender: Sender) -> ProviderInfo:
         info = stake.provider_info(self.swarm, sender.address)
         if not info.registered:
-            raise SwarmError(f"{sender.address} is not a registered provider; run `swarm provider register` first.")
+            raise SwarmError(
+                f"{sender.address} is not a registered provider; run `swarm provider register` first."
+            )
         return info
 
     def _sent(self, kind: type[S], receipt: Receipt, **outcome: Any) -> S:
@@ -365,7 +395,8 @@ def _wei(amount: int, what: str) -> int:
     """A positive whole number of wei; a float or a token string is refused, so no amount is off by 10**18."""
     if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
         raise InvalidInput(
-            f"{what} must be a positive whole number of wei, got {amount!r}; e.g. 1_500 * ledger.units.ONE for "
+            f"{what} must be a positive whole number of wei, got {amount!r}; e.g. 1_500 * ledger.units.ONE "
+            "for "
             "1,500 SWARM."
         )
     return amount

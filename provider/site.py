@@ -89,8 +89,17 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
     nonces = NonceBook(root / "nonces.db")
 
     def authorizer(request: SiteRequest, signature: bytes, spec_hash: bytes | None):
-        signer = authorize(request, signature, site=provider, chain_id=chain_id, market=market, authority=authority,
-                           nonces=nonces, now=int(time.time()), spec_hash=spec_hash)
+        signer = authorize(
+            request,
+            signature,
+            site=provider,
+            chain_id=chain_id,
+            market=market,
+            authority=authority,
+            nonces=nonces,
+            now=int(time.time()),
+            spec_hash=spec_hash,
+        )
         return signer, authority.job(request.job_id) if request.action in LEASE_ACTIONS else None
 
     url = f"https://{config.host}:{config.port}"

@@ -42,7 +42,7 @@ def make_identity(directory: Path, host: str, days: int = 825) -> SiteIdentity:
         alt: x509.GeneralName = x509.IPAddress(ipaddress.ip_address(host))
     except ValueError:
         alt = x509.DNSName(host)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(private.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=days))
@@ -59,7 +59,11 @@ def make_identity(directory: Path, host: str, days: int = 825) -> SiteIdentity:
 
 def fingerprint(pem_or_der: bytes) -> str:
     """The sha256 of a certificate's DER encoding, as 64 lower-case hex digits."""
-    der = ssl.PEM_cert_to_DER_cert(pem_or_der.decode()) if pem_or_der.lstrip().startswith(b"-----") else pem_or_der
+    der = (
+        ssl.PEM_cert_to_DER_cert(pem_or_der.decode())
+        if pem_or_der.lstrip().startswith(b"-----")
+        else pem_or_der
+    )
     return hashlib.sha256(der).hexdigest()
 
 

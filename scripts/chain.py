@@ -8,7 +8,7 @@ import click
 
 from anvil import dev_account
 from ledger.chain import connect
-from ledger.deploy import DeployParams, Deployment, deploy, error_decoder
+from ledger.deploy import Deployment, DeployParams, deploy, error_decoder
 from ledger.errors import SwarmError
 from ledger.keys import parse_private_key
 from ledger.units import parse_address
@@ -21,7 +21,12 @@ def chain() -> None:
 
 
 @chain.command()
-@click.option("--port", type=click.IntRange(1, 65535), default=None, help="Port for anvil (default 8545 or SWARM_ANVIL_PORT).")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=None,
+    help="Port for anvil (default 8545 or SWARM_ANVIL_PORT).",
+)
 @json_option
 def up(port: int | None, as_json: bool) -> None:
     """Start the local anvil, resuming its saved state."""
@@ -56,7 +61,11 @@ def status(port: int | None, as_json: bool) -> None:
             deployment = Deployment.load(s.home, connect(s.rpc_url).chain_id)
         except SwarmError:
             deployment = None
-    payload = {"anvil": node_status.as_dict(), "rpc_url": s.rpc_url, "deployment": deployment and deployment.__dict__}
+    payload = {
+        "anvil": node_status.as_dict(),
+        "rpc_url": s.rpc_url,
+        "deployment": deployment and deployment.__dict__,
+    }
 
     def human() -> None:
         state = "[green]running[/]" if node_status.running else "[red]stopped[/]"
@@ -77,11 +86,20 @@ def status(port: int | None, as_json: bool) -> None:
 @click.option("--chain-id", type=int, default=None, help="Refuse to deploy unless the chain has this id.")
 @account_option
 @click.option("--force", is_flag=True, help="Deploy anew even if a live deployment exists.")
-@click.option("--committee", default=None, help="Comma-separated oracle signer addresses (required off devnets).")
-@click.option("--threshold", type=click.IntRange(min=1), default=None, help="Signatures an epoch report needs.")
+@click.option(
+    "--committee", default=None, help="Comma-separated oracle signer addresses (required off devnets)."
+)
+@click.option(
+    "--threshold", type=click.IntRange(min=1), default=None, help="Signatures an epoch report needs."
+)
 @json_option
 def deploy_cmd(
-    chain_id: int | None, account: int | None, force: bool, committee: str | None, threshold: int | None, as_json: bool
+    chain_id: int | None,
+    account: int | None,
+    force: bool,
+    committee: str | None,
+    threshold: int | None,
+    as_json: bool,
 ) -> None:
     """Deploy the contracts to SWARM_RPC_URL once; later calls reuse them.
 
@@ -112,7 +130,9 @@ def deploy_cmd(
         if result.funded:
             console.print(f"Funded {len(result.funded)} dev accounts with tokens.")
         if result.stale:
-            console.print("[yellow]The contract sources changed since this deployment; --force deploys anew.[/]")
+            console.print(
+                "[yellow]The contract sources changed since this deployment; --force deploys anew.[/]"
+            )
         console.print(f"Addresses saved in {payload['file']}")
 
     emit(as_json, payload, human)
@@ -123,12 +143,15 @@ def _deployer_key(is_devnet: bool, chain_id: int, account: int | None) -> bytes:
         return dev_account(account or 0).key
     if account is not None:
         raise SwarmError(
-            f"--account selects anvil's public dev keys and is refused on chain {chain_id}, which is not a devnet; "
+            f"--account selects anvil's public dev keys and is refused on chain {chain_id}, which is not a "
+            "devnet; "
             "set SWARM_DEPLOYER_KEY instead."
         )
     key = os.environ.get("SWARM_DEPLOYER_KEY")
     if not key:
-        raise SwarmError(f"Chain {chain_id} is not a devnet; set SWARM_DEPLOYER_KEY to the deployer's private key.")
+        raise SwarmError(
+            f"Chain {chain_id} is not a devnet; set SWARM_DEPLOYER_KEY to the deployer's private key."
+        )
     return parse_private_key(key, "SWARM_DEPLOYER_KEY", "set it to the deployer's private key")
 
 

@@ -43,8 +43,10 @@ def up(count: int, register: bool, as_json: bool) -> None:
         console.print(table("Provider sites", ["provider", "url", "certificate sha256"],
                             [(x.provider, x.url, x.fingerprint) for x in sites]))
         if not register:
-            console.print("Register each with `swarm provider register --site-url URL --site-fingerprint SHA256 …`, "
-                          "or start them with --register on a devnet; stop them with `swarm cluster down`.")
+            console.print(
+                "Register each with `swarm provider register --site-url URL --site-fingerprint SHA256 …`, "
+                "or start them with --register on a devnet; stop them with `swarm cluster down`."
+            )
 
     emit(as_json, payload, human)
 

@@ -31,8 +31,10 @@ def dashboard(port: int, host: str, chain_id: int | None) -> None:
     source = app.state.source
     sock = listen(host, port)
     shown = f"[{host}]" if ":" in host else host
-    click.echo(f"Swarm dashboard on http://{shown}:{port} (chain {source.chain_id}, ledger {source.database}); "
-               "Ctrl-C stops it.")
+    click.echo(
+        f"Swarm dashboard on http://{shown}:{port} (chain {source.chain_id}, ledger {source.database}); "
+        "Ctrl-C stops it."
+    )
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     try:
         server.run(sockets=[sock])

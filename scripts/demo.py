@@ -26,15 +26,45 @@ def demo(as_json: bool) -> None:
 
 
 def _print(summary: dict) -> None:
-    console.print(table("Providers", ["name", "address", "nodes", "stake", "rewards claimed", "state", "balance"], [
-        (p["name"], p["address"], p["nodes"], format_amount(int(p["stake_wei"])), format_amount(int(p["claimed_wei"])),
-         "tombstoned" if p["tombstoned"] else "jailed" if p["jailed"] else "active",
-         format_amount(int(p["balance_wei"]))) for p in summary["providers"]]))
-    console.print(table("Jobs", ["kind", "id", "status", "provider", "runs", "accuracy", "units", "paid", "fee",
-                                 "refund"], [
-        (j["kind"], j["id"], j["status"], j["provider"], j["attempts"],
-         "—" if j["accuracy"] is None else f"{j['accuracy']:.1%}", j["units"], format_amount(int(j["payment_wei"])),
-         format_amount(int(j["fee_wei"])), format_amount(int(j["refund_wei"]))) for j in summary["jobs"]]))
+    console.print(
+        table(
+            "Providers",
+            ["name", "address", "nodes", "stake", "rewards claimed", "state", "balance"],
+            [
+                (
+                    p["name"],
+                    p["address"],
+                    p["nodes"],
+                    format_amount(int(p["stake_wei"])),
+                    format_amount(int(p["claimed_wei"])),
+                    "tombstoned" if p["tombstoned"] else "jailed" if p["jailed"] else "active",
+                    format_amount(int(p["balance_wei"])),
+                )
+                for p in summary["providers"]
+            ],
+        )
+    )
+    console.print(
+        table(
+            "Jobs",
+            ["kind", "id", "status", "provider", "runs", "accuracy", "units", "paid", "fee", "refund"],
+            [
+                (
+                    j["kind"],
+                    j["id"],
+                    j["status"],
+                    j["provider"],
+                    j["attempts"],
+                    "—" if j["accuracy"] is None else f"{j['accuracy']:.1%}",
+                    j["units"],
+                    format_amount(int(j["payment_wei"])),
+                    format_amount(int(j["fee_wei"])),
+                    format_amount(int(j["refund_wei"])),
+                )
+                for j in summary["jobs"]
+            ],
+        )
+    )
     console.print(table("Oracle epochs", ["epoch", "emission", "paid", "slashes"], [
         (e["epoch"], format_amount(int(e["emission_wei"])), format_amount(int(e["paid_wei"])),
          ", ".join(f"{s['provider'][:10]}… {s['row']} {s['bps'] / 100:g}%" for s in e["slashes"]) or "—")

@@ -25,14 +25,23 @@ from ledger.jobs import JobInfo, JobStatus
 from ledger.keys import Keystore
 from ledger.units import format_amount, parse_address
 from scripts.common import (
-    account_option, console, dev_account_address, emit, json_option, key_option, open_swarm, settings, signer, table,
+    account_option,
+    console,
+    dev_account_address,
+    emit,
+    json_option,
+    key_option,
+    open_swarm,
+    settings,
+    signer,
+    table,
     when,
 )
 
 if TYPE_CHECKING:  # the ORM, the spec schema and web3 load in the commands that use them
     from ledger.indexer.models import Job
-    from market.records import MarketJob, MarketTransition
     from market.buyer import Buyer
+    from market.records import MarketJob, MarketTransition
 
 ZERO_ADDRESS = "0x" + "00" * 20
 ZERO_HASH = bytes(32)
@@ -57,7 +66,9 @@ def _signed(fn: Callable) -> Callable:
 @click.option("--upload-to", default=None, metavar="URI",
               help="Where local code and inputs are uploaded [default: the spec's output/uploads].")
 @_signed
-def post(spec_file: str, upload_to: str | None, account: int | None, key_ref: str | None, as_json: bool) -> None:
+def post(
+    spec_file: str, upload_to: str | None, account: int | None, key_ref: str | None, as_json: bool
+) -> None:
     """Escrow payment for the job SPEC (a YAML or JSON file) and post it; one job per replica.
 
     A ray job's local code directory and inputs, and a built-in job's dataset or model file,
@@ -114,8 +125,13 @@ def status(job_id: int, as_json: bool) -> None:
     }
 
     def human() -> None:
-        console.print(table(f"Job {job_id} on chain {chain_id}", ["", ""],
-                            _chain_rows(info, report.escrow_held_wei) + _spec_rows(report.spec_hash, report.spec)))
+        console.print(
+            table(
+                f"Job {job_id} on chain {chain_id}",
+                ["", ""],
+                _chain_rows(info, report.escrow_held_wei) + _spec_rows(report.spec_hash, report.spec),
+            )
+        )
         if market is not None:
             console.print(table("Market record", ["", ""], _market_rows(market)))
         else:
@@ -134,8 +150,12 @@ def status(job_id: int, as_json: bool) -> None:
 @account_option
 @key_option
 @click.option("--all", "everyone", is_flag=True, help="Jobs of every buyer.")
-@click.option("--status", "wanted", type=click.Choice(STATUSES), default=None, help="Only jobs in this state.")
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Jobs to show at most.")
+@click.option(
+    "--status", "wanted", type=click.Choice(STATUSES), default=None, help="Only jobs in this state."
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=50, show_default=True, help="Jobs to show at most."
+)
 @json_option
 def list_jobs(buyer: str | None, account: int | None, key_ref: str | None, everyone: bool, wanted: str | None,
               limit: int, as_json: bool) -> None:
@@ -165,16 +185,24 @@ def list_jobs(buyer: str | None, account: int | None, key_ref: str | None, every
         states = {m.job_id: m.state for m in session.exec(select(MarketJob).where(
             MarketJob.chain_id == chain_id, col(MarketJob.job_id).in_([j.job_id for j in found]))).all()}
         session.expunge_all()
-    payload = {"chain_id": chain_id, "buyer": who, "jobs": [_list_json(j, states.get(j.job_id)) for j in found]}
+    payload = {
+        "chain_id": chain_id,
+        "buyer": who,
+        "jobs": [_list_json(j, states.get(j.job_id)) for j in found],
+    }
 
     def human() -> None:
         whose = f" of {who}" if who else ""
         if not found:
             console.print(f"No {wanted + ' ' if wanted else ''}jobs{whose} on chain {chain_id}.")
             return
-        console.print(table(f"Jobs{whose} on chain {chain_id}, newest first",
-                            ["job", "status", "market", "provider", "price/unit", "units", "escrow", "deadline"],
-                            [_list_row(j, states.get(j.job_id)) for j in found]))
+        console.print(
+            table(
+                f"Jobs{whose} on chain {chain_id}, newest first",
+                ["job", "status", "market", "provider", "price/unit", "units", "escrow", "deadline"],
+                [_list_row(j, states.get(j.job_id)) for j in found],
+            )
+        )
 
     emit(as_json, payload, human)
 
@@ -188,10 +216,21 @@ def cancel(job_id: int, account: int | None, key_ref: str | None, as_json: bool)
     """Cancel JOB while no provider has it yet; the escrow comes back in full."""
     buyer = _buyer(account, key_ref)
     refund = buyer.cancel(job_id)
-    payload = {"job_id": job_id, "status": "cancelled", "buyer": buyer.address, "refund_wei": str(refund.refund_wei),
-               "tx": refund.tx}
-    emit(as_json, payload, lambda: console.print(
-        f"Cancelled job {job_id}; refunded {format_amount(refund.refund_wei)} to {buyer.address} ({refund.tx})."))
+    payload = {
+        "job_id": job_id,
+        "status": "cancelled",
+        "buyer": buyer.address,
+        "refund_wei": str(refund.refund_wei),
+        "tx": refund.tx,
+    }
+    emit(
+        as_json,
+        payload,
+        lambda: console.print(
+            f"Cancelled job {job_id}; refunded {format_amount(refund.refund_wei)} to {buyer.address} "
+            f"({refund.tx})."
+        ),
+    )
 
 
 @job.command()
@@ -201,14 +240,33 @@ def reclaim(job_id: int, account: int | None, key_ref: str | None, as_json: bool
     """Refund JOB to its buyer after its deadline, or settle an undecided dispute; anyone may send it."""
     done = _buyer(account, key_ref).reclaim(job_id)
     if done.outcome == "reclaimed":
-        payload = {"job_id": job_id, "status": "reclaimed", "buyer": done.buyer, "refund_wei": str(done.refund_wei),
-                   "tx": done.tx}
-        emit(as_json, payload, lambda: console.print(
-            f"Reclaimed job {job_id}; refunded {format_amount(done.refund_wei)} to {done.buyer} ({done.tx})."))
+        payload = {
+            "job_id": job_id,
+            "status": "reclaimed",
+            "buyer": done.buyer,
+            "refund_wei": str(done.refund_wei),
+            "tx": done.tx,
+        }
+        emit(
+            as_json,
+            payload,
+            lambda: console.print(
+                f"Reclaimed job {job_id}; refunded {format_amount(done.refund_wei)} to {done.buyer} "
+                f"({done.tx})."
+            ),
+        )
         return
-    payload = {"job_id": job_id, "status": "settled", "buyer": done.buyer, "provider": done.provider,
-               "payment_wei": str(done.payment_wei), "fee_wei": str(done.fee_wei),
-               "refund_wei": str(done.refund_wei), "bond_refund_wei": str(done.bond_refund_wei), "tx": done.tx}
+    payload = {
+        "job_id": job_id,
+        "status": "settled",
+        "buyer": done.buyer,
+        "provider": done.provider,
+        "payment_wei": str(done.payment_wei),
+        "fee_wei": str(done.fee_wei),
+        "refund_wei": str(done.refund_wei),
+        "bond_refund_wei": str(done.bond_refund_wei),
+        "tx": done.tx,
+    }
     emit(as_json, payload, lambda: console.print(
         f"The arbiter did not rule on job {job_id}, so half its payment went to the provider "
         f"({format_amount(done.payment_wei)} after a fee of {format_amount(done.fee_wei)}) and "
@@ -227,8 +285,15 @@ def dispute(job_id: int, account: int | None, key_ref: str | None, as_json: bool
     done = _buyer(account, key_ref).dispute(job_id)
     payload = {"job_id": job_id, "status": "disputed", "by": done.by, "bond_wei": str(done.bond_wei),
                "tx": done.tx}
-    posted = (f", posting a bond of {format_amount(done.bond_wei)} (back to you if you are upheld or the arbiter "
-              "does not rule in time, to the provider if the dispute is rejected)") if done.bond_wei else ""
+    posted = (
+        (
+            f", posting a bond of {format_amount(done.bond_wei)} (back to you if you are upheld or the "
+            "arbiter "
+            "does not rule in time, to the provider if the dispute is rejected)"
+        )
+        if done.bond_wei
+        else ""
+    )
     emit(as_json, payload, lambda: console.print(
         f"Disputed job {job_id}{posted}; its payment is held until the arbiter decides ({done.tx})."))
 
@@ -247,9 +312,17 @@ def result(job_id: int, download_to: Path | None, as_json: bool) -> None:
     found = _buyer(None, None, signs=False).result(job_id, download_to)
     info = found.info
     payload = {
-        "job_id": job_id, "status": _name(info.status), "provider": info.provider, "result_dir": str(found.path),
-        "stored_at": found.stored_at, "result_hash": found.result_hash, "verified": True, "units": found.units,
-        "unit": found.unit, "units_used": info.units_used, "metrics": found.metrics,
+        "job_id": job_id,
+        "status": _name(info.status),
+        "provider": info.provider,
+        "result_dir": str(found.path),
+        "stored_at": found.stored_at,
+        "result_hash": found.result_hash,
+        "verified": True,
+        "units": found.units,
+        "unit": found.unit,
+        "units_used": info.units_used,
+        "metrics": found.metrics,
     }
 
     def human() -> None:
@@ -290,12 +363,18 @@ def _chain_json(info: JobInfo) -> dict[str, Any]:
 
 def _chain_rows(info: JobInfo, escrow_held: int) -> list[tuple[str, str]]:
     assigned = info.provider != ZERO_ADDRESS
-    price = (f"{format_amount(info.price_per_unit)} (cap {format_amount(info.max_price_per_unit)})" if assigned
-             else f"≤ {format_amount(info.max_price_per_unit)}")
+    price = (
+        f"{format_amount(info.price_per_unit)} (cap {format_amount(info.max_price_per_unit)})"
+        if assigned
+        else f"≤ {format_amount(info.max_price_per_unit)}"
+    )
     units = f"{info.units_used} of at most {info.max_units}" if info.units_used else f"≤ {info.max_units}"
     rows = [
-        ("status", _name(info.status)), ("buyer", info.buyer), ("provider", info.provider if assigned else "-"),
-        ("price/unit", price), ("units", units),
+        ("status", _name(info.status)),
+        ("buyer", info.buyer),
+        ("provider", info.provider if assigned else "-"),
+        ("price/unit", price),
+        ("units", units),
         ("escrow", f"{format_amount(info.escrow)} (held now {format_amount(escrow_held)})"),
         ("deadline", when(info.deadline)),
     ]
@@ -377,8 +456,13 @@ def _listed(ids: list[int]) -> str:
 
 
 def _metric(value: Any) -> str:
-    return f"{value:.6g}" if isinstance(value, float) else json.dumps(value) if isinstance(value, (dict, list)) \
+    return (
+        f"{value:.6g}"
+        if isinstance(value, float)
+        else json.dumps(value)
+        if isinstance(value, (dict, list))
         else str(value)
+    )
 
 
 def _name(status: JobStatus) -> str:

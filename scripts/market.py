@@ -11,7 +11,15 @@ import click
 from ledger.config import database_url
 from ledger.units import format_amount, parse_amount
 from scripts.common import (
-    account_option, console, dev_sender, emit, json_option, key_option, open_swarm_waiting, settings, signer,
+    account_option,
+    console,
+    dev_sender,
+    emit,
+    json_option,
+    key_option,
+    open_swarm_waiting,
+    settings,
+    signer,
     waiting_for_chain,
 )
 
@@ -84,4 +92,6 @@ def _summary(totals: dict[str, int], last: TickReport, config: MarketConfig) -> 
     console.print(f"Market pass done: {done}.")
     for job_id, why in sorted(last.unmatched.items()):
         console.print(f"  {why}")
-    console.print(f"Providers without a declared price ask {format_amount(config.default_price_per_unit)} per unit.")
+    console.print(
+        f"Providers without a declared price ask {format_amount(config.default_price_per_unit)} per unit."
+    )

@@ -17,8 +17,19 @@ from ledger.errors import SwarmError
 from ledger.keys import Keystore
 from ledger.units import format_amount, parse_amount
 from scripts.common import (
-    account_option, console, dev_sender, emit, json_option, key_option, open_swarm, open_swarm_waiting, read_password,
-    settings, signer, table, waiting_for_chain,
+    account_option,
+    console,
+    dev_sender,
+    emit,
+    json_option,
+    key_option,
+    open_swarm,
+    open_swarm_waiting,
+    read_password,
+    settings,
+    signer,
+    table,
+    waiting_for_chain,
 )
 
 if TYPE_CHECKING:  # the ORM, the scoring (scipy) and Ray load in the commands that use them
@@ -43,7 +54,11 @@ def _setup(config_path: Path | None, account: int | None, key_ref: str | None, s
 
     config = load_config(config_path)
     s = settings()
-    swarm = open_swarm_waiting(lambda line: console.print(line, highlight=False)) if wait_for_chain else open_swarm()
+    swarm = (
+        open_swarm_waiting(lambda line: console.print(line, highlight=False))
+        if wait_for_chain
+        else open_swarm()
+    )
     devnet = swarm.chain.is_devnet
     sender = dev_sender(swarm, 0) if account is None and key_ref is None and devnet else \
         signer(swarm, account, key_ref)
@@ -72,7 +87,8 @@ def _signed_options(fn):
 @oracle.command()
 @_signed_options
 def run(config_path, account, key_ref, signer_keys, epoch_length) -> None:
-    """Run the oracle on its schedule until interrupted; probes and challenges go through the providers' sites."""
+    """Run the oracle on its schedule until interrupted; probes and challenges go through the providers'
+    sites."""
     from oracle.service import OracleService
 
     config, s, swarm, sender, keys, schedule, engine = _setup(config_path, account, key_ref, signer_keys,
@@ -80,13 +96,17 @@ def run(config_path, account, key_ref, signer_keys, epoch_length) -> None:
     def say(line: str) -> None:
         console.print(line, highlight=False)
 
-    service = waiting_for_chain(lambda: OracleService(swarm, engine, s.home, config, sender, keys, schedule, log=say),
-                                say)
+    service = waiting_for_chain(
+        lambda: OracleService(swarm, engine, s.home, config, sender, keys, schedule, log=say), say
+    )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    console.print(f"Oracle on chain {swarm.chain.chain_id}: epochs of "
-                  f"{schedule.length_s:g} s, probes every {schedule.probe_interval_s:g} s, {len(keys)} committee key(s) here, threshold {service.runner.threshold}.")
+    console.print(
+        f"Oracle on chain {swarm.chain.chain_id}: epochs of "
+        f"{schedule.length_s:g} s, probes every {schedule.probe_interval_s:g} s, {len(keys)} committee "
+        f"key(s) here, threshold {service.runner.threshold}."
+    )
     try:
         service.run(stop)
     finally:
@@ -108,8 +128,16 @@ def close(wait, probes, config_path, account, key_ref, signer_keys, epoch_length
 
     config, s, swarm, sender, keys, schedule, engine = _setup(config_path, account, key_ref, signer_keys,
                                                                epoch_length)
-    service = OracleService(swarm, engine, s.home, config, sender, keys, schedule,
-                            log=(lambda line: None) if as_json else (lambda line: console.print(line, highlight=False)))
+    service = OracleService(
+        swarm,
+        engine,
+        s.home,
+        config,
+        sender,
+        keys,
+        schedule,
+        log=(lambda line: None) if as_json else (lambda line: console.print(line, highlight=False)),
+    )
     try:
         service.close_epoch(probes, wait)
         payload = _latest_payload(engine, swarm.chain.chain_id)
@@ -124,7 +152,8 @@ def close(wait, probes, config_path, account, key_ref, signer_keys, epoch_length
 @click.argument("number", type=click.IntRange(min=1), required=False)
 @json_option
 def show(number: int | None, as_json: bool) -> None:
-    """Per provider: uptime, performance, reliability, weight, reward, slashes, and why (default: latest epoch)."""
+    """Per provider: uptime, performance, reliability, weight, reward, slashes, and why (default: latest
+    epoch)."""
     from sqlmodel import Session, select
 
     from ledger.db import open_ledger
@@ -136,12 +165,18 @@ def show(number: int | None, as_json: bool) -> None:
     try:
         with Session(engine) as session:
             query = select(OracleEpoch).where(OracleEpoch.chain_id == swarm.chain.chain_id)
-            query = query.where(OracleEpoch.epoch == number) if number else query.order_by(OracleEpoch.epoch.desc())
+            query = (
+                query.where(OracleEpoch.epoch == number)
+                if number
+                else query.order_by(OracleEpoch.epoch.desc())
+            )
             record = session.exec(query).first()
             if record is None:
                 which = f"epoch {number}" if number else "any epoch"
-                raise SwarmError(f"The ledger holds no oracle record of {which} on chain {swarm.chain.chain_id}; "
-                                 "run `swarm oracle close` or `swarm oracle run`.")
+                raise SwarmError(
+                    f"The ledger holds no oracle record of {which} on chain {swarm.chain.chain_id}; "
+                    "run `swarm oracle close` or `swarm oracle run`."
+                )
             payload = _epoch_payload(session, record)
     finally:
         engine.dispose()
@@ -158,15 +193,17 @@ def sign(number: int, config_path, key_ref, as_json) -> None:
     from sqlmodel import Session
 
     from ledger.db import open_ledger
-    from oracle.records import OracleEpoch
     from oracle.config import load_config
     from oracle.epoch import EpochRunner
+    from oracle.records import OracleEpoch
 
     config = load_config(config_path)
     s = settings()
     swarm = open_swarm()
     if not key_ref:
-        raise SwarmError("Name the committee keystore to sign with: --key ADDRESS|NAME (see `swarm keys list`).")
+        raise SwarmError(
+            "Name the committee keystore to sign with: --key ADDRESS|NAME (see `swarm keys list`)."
+        )
     store = Keystore(s.home / "keys")
     key = store.unlock(store.find(key_ref), read_password("Committee keystore password"))
     engine = open_ledger(database_url(s.home))
@@ -256,10 +293,25 @@ def _print_epoch(payload: dict) -> None:
             + (", tombstoned" if slash["tombstone"] else f", jailed {slash['jail_seconds']} s"
                if slash["jail_seconds"] else ""))
         why = slash["detail"] if slash else p["note"]
-        rows.append((p["provider"], f"{p['uptime']:.0%}", f"{p['performance']:.2f}", f"{p['reliability']:.2f}",
-                     f"{p['weight']:.3g}", format_amount(int(p["reward_wei"])), shown, why or "—"))
-    console.print(table(
-        f"Epoch {payload['epoch']} ({payload['state']}): {format_amount(int(payload['emission_wei']))} emitted at "
-        f"{payload['utilization']:.0%} utilization",
-        ["provider", "uptime", "perf", "reliability", "weight", "reward", "slash", "why"], rows))
+        rows.append(
+            (
+                p["provider"],
+                f"{p['uptime']:.0%}",
+                f"{p['performance']:.2f}",
+                f"{p['reliability']:.2f}",
+                f"{p['weight']:.3g}",
+                format_amount(int(p["reward_wei"])),
+                shown,
+                why or "—",
+            )
+        )
+    console.print(
+        table(
+            f"Epoch {payload['epoch']} ({payload['state']}): {format_amount(int(payload['emission_wei']))} "
+            "emitted at "
+            f"{payload['utilization']:.0%} utilization",
+            ["provider", "uptime", "perf", "reliability", "weight", "reward", "slash", "why"],
+            rows,
+        )
+    )
 

@@ -102,8 +102,11 @@ def unstake(amount: str, account: int | None, key_ref: str | None, as_json: bool
     """Start unbonding AMOUNT SWARM of your stake (withdraw it after the unbonding period)."""
     wei = parse_amount(amount)
     done = _provider(account, key_ref).unstake(wei)
-    _report(done, as_json,
-            f"Unbonding {format_amount(done.unbonding_wei)}, withdrawable at {when(done.unbonding_release or 0)}")
+    _report(
+        done,
+        as_json,
+        f"Unbonding {format_amount(done.unbonding_wei)}, withdrawable at {when(done.unbonding_release or 0)}",
+    )
 
 
 @provider.command()
@@ -177,23 +180,43 @@ def _print_status(s: ProviderStatus) -> None:
         f"jailed until {when(s.jailed_until)}" + (" — may unjail now" if now >= s.jailed_until else ""))
     unbonding = format_amount(s.unbonding_wei)
     if s.withdrawable_at is not None:
-        ready = "withdrawable now" if now >= s.withdrawable_at else f"withdrawable at {when(s.withdrawable_at)}"
+        ready = (
+            "withdrawable now" if now >= s.withdrawable_at else f"withdrawable at {when(s.withdrawable_at)}"
+        )
         held = " — a job or an epoch report can still slash it" \
             if (s.held_until or 0) > max(now, s.unbonding_release or 0) else ""
         unbonding += f" ({ready}{held})"
     rows = [
-        ("hardware", f"{spec['gpus']}× {spec['gpu_model']} ({spec['vram_gb']} GB)" if spec else "spec not stored here"),
-        *([("asking price", f"{format_amount(s.price_per_unit_wei)} per unit")]
-          if s.price_per_unit_wei is not None else []),
+        (
+            "hardware",
+            f"{spec['gpus']}× {spec['gpu_model']} ({spec['vram_gb']} GB)" if spec else "spec not stored here",
+        ),
+        *(
+            [("asking price", f"{format_amount(s.price_per_unit_wei)} per unit")]
+            if s.price_per_unit_wei is not None
+            else []
+        ),
         ("stake", f"{format_amount(s.stake_wei)} (minimum {format_amount(s.min_stake_wei)})"),
         ("unbonding", unbonding),
         ("jail", jail),
-        *([("slash debt", f"{format_amount(s.slash_debt_wei)} (collected as the network's slash limit refills)")]
-          if s.slash_debt_wei else []),
+        *(
+            [
+                (
+                    "slash debt",
+                    f"{format_amount(s.slash_debt_wei)} (collected as the network's slash limit refills)",
+                )
+            ]
+            if s.slash_debt_wei
+            else []
+        ),
         ("eligible for work", "yes" if s.eligible else "no"),
         ("wallet", format_amount(s.balance_wei)),
-        ("claimable rewards", "unknown (run `swarm ledger sync`)" if s.claimable_wei is None
-         else format_amount(s.claimable_wei)),
+        (
+            "claimable rewards",
+            "unknown (run `swarm ledger sync`)"
+            if s.claimable_wei is None
+            else format_amount(s.claimable_wei),
+        ),
     ]
     console.print(table(f"Provider {s.provider}", ["", ""], rows))
 
@@ -248,7 +271,9 @@ def join(ray_address: str, num_cpus: int, num_gpus: int, account: int | None, ke
 @provider.command()
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Where the site listens; 0.0.0.0 serves every interface.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8443, show_default=True, help="The site's HTTPS port.")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), default=8443, show_default=True, help="The site's HTTPS port."
+)
 @click.option("--num-cpus", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPUs of each node the site starts on this machine.")
 @click.option("--num-gpus", type=click.IntRange(min=0), default=0, show_default=True,
@@ -273,14 +298,20 @@ def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, accoun
     sender = signer(swarm, account, key_ref)
 
     def ready(running) -> None:
-        payload = {"provider": sender.address, "url": running.url, "fingerprint": running.identity.fingerprint,
-                   "certificate": str(running.identity.certificate)}
+        payload = {
+            "provider": sender.address,
+            "url": running.url,
+            "fingerprint": running.identity.fingerprint,
+            "certificate": str(running.identity.certificate),
+        }
         if as_json:
             click.echo(json_lib.dumps(payload), nl=True)
         else:
-            console.print(f"Site of {sender.address} serving {running.url}; certificate sha256 "
-                          f"{running.identity.fingerprint}. Register both with `swarm provider register "
-                          f"--update --site-url {running.url} --site-fingerprint {running.identity.fingerprint}`.")
+            console.print(
+                f"Site of {sender.address} serving {running.url}; certificate sha256 "
+                f"{running.identity.fingerprint}. Register both with `swarm provider register "
+                f"--update --site-url {running.url} --site-fingerprint {running.identity.fingerprint}`."
+            )
         import sys
 
         sys.stdout.flush()
@@ -312,8 +343,17 @@ def nodes(as_json: bool) -> None:
                "nodes": [n.as_dict() | {"kind": kind(n)} for n in found]}
 
     def human() -> None:
-        rows = [(n.provider or "(head)", n.node_id[:16], kind(n), "[green]alive[/]" if n.alive else "[red]dead[/]",
-                 f"{n.cpus:g}", f"{n.gpus:g}") for n in found]
+        rows = [
+            (
+                n.provider or "(head)",
+                n.node_id[:16],
+                kind(n),
+                "[green]alive[/]" if n.alive else "[red]dead[/]",
+                f"{n.cpus:g}",
+                f"{n.gpus:g}",
+            )
+            for n in found
+        ]
         console.print(table(f"The site's Ray cluster at {state.address}",
                             ["provider", "node", "kind", "state", "CPUs", "GPUs"], rows))
 

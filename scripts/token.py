@@ -32,7 +32,11 @@ def balance(address: str | None, account: int | None, as_json: bool) -> None:
     swarm = open_swarm()
     who = parse_address(address) if address else dev_account_address(swarm, account)
     wei = swarm.balance_of(who)
-    emit(as_json, {"address": who, "balance_wei": str(wei)}, lambda: console.print(f"{who}: {format_amount(wei)}"))
+    emit(
+        as_json,
+        {"address": who, "balance_wei": str(wei)},
+        lambda: console.print(f"{who}: {format_amount(wei)}"),
+    )
 
 
 @token.command()
@@ -55,4 +59,8 @@ def transfer(to: str, amount: str, account: int | None, key_ref: str | None, as_
         )
     receipt = sender.send(swarm.token.functions.transfer(recipient, wei))
     payload = {"from": sender.address, "to": recipient, "amount_wei": str(wei), "tx": receipt.tx_hash}
-    emit(as_json, payload, lambda: console.print(f"Sent {format_amount(wei)} to {recipient} ({receipt.tx_hash})"))
+    emit(
+        as_json,
+        payload,
+        lambda: console.print(f"Sent {format_amount(wei)} to {recipient} ({receipt.tx_hash})"),
+    )

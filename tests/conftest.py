@@ -98,7 +98,11 @@ def cli(swarm_home: Path, anvil_node: AnvilNode):
     def run(*args: str, env: dict[str, str] | None = None, input: str = "") -> CliResult:
         """`input` is standard input, which is never a terminal, so no command can stop at a prompt."""
         runner = CliRunner()
-        with runner.isolation(input=input, env=_cli_env(swarm_home, anvil_node) | (env or {})) as (out, err, _):
+        with runner.isolation(input=input, env=_cli_env(swarm_home, anvil_node) | (env or {})) as (
+            out,
+            err,
+            _,
+        ):
             code = run_cli(list(args))
             sys.stdout.flush()
             sys.stderr.flush()
@@ -116,7 +120,7 @@ def cli_process(swarm_home: Path, anvil_node: AnvilNode):
         full_env = os.environ | _cli_env(swarm_home, anvil_node) | (env or {})
         done = subprocess.run(
             [sys.executable, "-m", "scripts.cli", *args],
-            input=input, capture_output=True, text=True, env=full_env, timeout=120,
+            check=False, input=input, capture_output=True, text=True, env=full_env, timeout=120,
         )
         return CliResult(done.returncode, done.stdout, done.stderr)
 
@@ -149,14 +153,47 @@ _LAST_USER = pytest.StashKey[list[str]]()
 # and `-m "not light"` everything else, in the order above, so no two Ray tests ever share the
 # machine's two cores. A new module runs with the heavy ones unless it is named here (or a test of
 # it is marked `light`, as test_program marks its plain programs, whose leases start no Ray).
-LIGHT = {f"tests.{name}" for name in (
-    "test_abi", "test_anvil", "test_bad_input", "test_challenge", "test_contract_gate", "test_dashboard", "test_deploy", "test_econ",
-    "test_indexer", "test_job_cli", "test_jobs", "test_keys", "test_layers", "test_lease", "test_matcher",
-    "test_merkle",
-    "test_object_store", "test_oracle_config", "test_oracle_determinism", "test_ownership", "test_provider_api",
-    "test_proof", "test_hostile_challenge", "test_provider_cli", "test_report_bounds", "test_results", "test_rewards", "test_scoring",
-    "test_site_auth", "test_site_tls", "test_slashing", "test_spec", "test_staking", "test_startup", "test_tx",
-    "test_units")}
+LIGHT = {
+    f"tests.{name}"
+    for name in (
+        "test_abi",
+        "test_anvil",
+        "test_bad_input",
+        "test_challenge",
+        "test_contract_gate",
+        "test_dashboard",
+        "test_deploy",
+        "test_econ",
+        "test_indexer",
+        "test_job_cli",
+        "test_jobs",
+        "test_keys",
+        "test_layers",
+        "test_lease",
+        "test_matcher",
+        "test_merkle",
+        "test_object_store",
+        "test_oracle_config",
+        "test_oracle_determinism",
+        "test_ownership",
+        "test_provider_api",
+        "test_proof",
+        "test_hostile_challenge",
+        "test_provider_cli",
+        "test_report_bounds",
+        "test_results",
+        "test_rewards",
+        "test_scoring",
+        "test_site_auth",
+        "test_site_tls",
+        "test_slashing",
+        "test_spec",
+        "test_staking",
+        "test_startup",
+        "test_tx",
+        "test_units",
+    )
+}
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

@@ -71,7 +71,9 @@ class TempObjectStore:
 
     def __init__(self) -> None:
         self.root = Path(tempfile.mkdtemp(prefix="swarm-s3-"))
-        self.store = S3Store(f"127.0.0.1:{free_port()}", f"swarm-{secrets.token_hex(4)}", secrets.token_hex(16))
+        self.store = S3Store(
+            f"127.0.0.1:{free_port()}", f"swarm-{secrets.token_hex(4)}", secrets.token_hex(16)
+        )
         self.process: subprocess.Popen | None = None
 
     def start(self) -> S3Store:
@@ -85,13 +87,34 @@ class TempObjectStore:
         (self.root / "data").mkdir()
         # Every port free and on 127.0.0.1: weed's defaults are fixed, and a gRPC port defaults to
         # its HTTP port + 10000, which may not exist. The Iceberg and Lance catalogs are off.
-        ports = [f"-{flag}={free_port()}" for flag in (
-            "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port", "filer.port.grpc",
-            "s3.port.grpc")]
+        ports = [
+            f"-{flag}={free_port()}"
+            for flag in (
+                "master.port",
+                "master.port.grpc",
+                "volume.port",
+                "volume.port.grpc",
+                "filer.port",
+                "filer.port.grpc",
+                "s3.port.grpc",
+            )
+        ]
         s3_port = self.store.endpoint.rsplit(":", 1)[1]
-        args = [str(weed_binary()), "server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-dir={self.root / 'data'}",
-                "-volume.max=100", "-master.volumeSizeLimitMB=64", "-s3", f"-s3.port={s3_port}",
-                f"-s3.config={config}", "-s3.port.iceberg=0", "-s3.port.lance=0", *ports]
+        args = [
+            str(weed_binary()),
+            "server",
+            "-ip=127.0.0.1",
+            "-ip.bind=127.0.0.1",
+            f"-dir={self.root / 'data'}",
+            "-volume.max=100",
+            "-master.volumeSizeLimitMB=64",
+            "-s3",
+            f"-s3.port={s3_port}",
+            f"-s3.config={config}",
+            "-s3.port.iceberg=0",
+            "-s3.port.lance=0",
+            *ports,
+        ]
         log = open(self.root / "weed.log", "wb")  # noqa: SIM115 -- the server holds it
         self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         start_new_session=True)
@@ -111,14 +134,17 @@ class TempObjectStore:
                 return
             except OSError:
                 time.sleep(0.25)
-        raise RuntimeError(f"SeaweedFS did not serve S3 within {START_TIMEOUT_S:.0f} s; see {self.root / 'weed.log'}")
+        raise RuntimeError(
+            f"SeaweedFS did not serve S3 within {START_TIMEOUT_S:.0f} s; see {self.root / 'weed.log'}"
+        )
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
                 self.process.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:  # weed waits on its own clients; nothing of a test's needs keeping
+            # weed waits on its own clients; nothing of a test's needs keeping
+            except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         shutil.rmtree(self.root, ignore_errors=True)

@@ -41,21 +41,44 @@ def _marks(swarm: Swarm, address: str) -> tuple[int, int]:
         (lambda s, p: stake.stake(s, p, 0), "stake amount must be greater than zero, got 0."),
         (lambda s, p: stake.request_unstake(s, p, 0), "unstake amount must be greater than zero, got 0."),
         (lambda s, p: stake.register(s, p, b"\x01" * 32, 0), "gpus must be a whole number from 1 to"),
-        (lambda s, p: stake.stake(s, p, 2_000_000 * ONE), "holds 1,000,000 SWARM, less than the 2,000,000 SWARM to stake"),
-        (lambda s, p: stake.stake(s, p, 10 * ONE, Allowance.APPROVED),
-         "allows the contract at 0x"),
-        (lambda s, p: jobs.post_job(s, p, b"\x02" * 32, 0, 10, s.chain.timestamp() + 60),
-         "max price per unit must be greater than zero"),
-        (lambda s, p: jobs.post_job(s, p, b"\x02" * 32, ONE, 0, s.chain.timestamp() + 60),
-         "max units must be a whole number"),
-        (lambda s, p: jobs.post_job(s, p, b"\x02" * 32, ONE, 10, s.chain.timestamp()),
-         "is not after the chain's current time"),
-        (lambda s, p: jobs.post_job(s, p, b"\x02" * 32, 10**6 * ONE, 10, s.chain.timestamp() + 60),
-         "less than the 10,000,000 SWARM to escrow for this job"),
-        (lambda s, p: jobs.assign_job(s, p, 1, "0x1234", ONE), "provider address '0x1234' is not an Ethereum address"),
+        (
+            lambda s, p: stake.stake(s, p, 2_000_000 * ONE),
+            "holds 1,000,000 SWARM, less than the 2,000,000 SWARM to stake",
+        ),
+        (lambda s, p: stake.stake(s, p, 10 * ONE, Allowance.APPROVED), "allows the contract at 0x"),
+        (
+            lambda s, p: jobs.post_job(s, p, b"\x02" * 32, 0, 10, s.chain.timestamp() + 60),
+            "max price per unit must be greater than zero",
+        ),
+        (
+            lambda s, p: jobs.post_job(s, p, b"\x02" * 32, ONE, 0, s.chain.timestamp() + 60),
+            "max units must be a whole number",
+        ),
+        (
+            lambda s, p: jobs.post_job(s, p, b"\x02" * 32, ONE, 10, s.chain.timestamp()),
+            "is not after the chain's current time",
+        ),
+        (
+            lambda s, p: jobs.post_job(s, p, b"\x02" * 32, 10**6 * ONE, 10, s.chain.timestamp() + 60),
+            "less than the 10,000,000 SWARM to escrow for this job",
+        ),
+        (
+            lambda s, p: jobs.assign_job(s, p, 1, "0x1234", ONE),
+            "provider address '0x1234' is not an Ethereum address",
+        ),
     ],
-    ids=["zero-stake", "zero-unstake", "zero-gpus", "stake-above-balance", "no-allowance", "zero-price",
-         "zero-units", "past-deadline", "escrow-above-balance", "malformed-address"],
+    ids=[
+        "zero-stake",
+        "zero-unstake",
+        "zero-gpus",
+        "stake-above-balance",
+        "no-allowance",
+        "zero-price",
+        "zero-units",
+        "past-deadline",
+        "escrow-above-balance",
+        "malformed-address",
+    ],
 )
 def test_bad_input_is_refused_before_anything_is_sent(swarm: Swarm, registered, action, message) -> None:
     nonce, block = _marks(swarm, registered.address)
@@ -111,7 +134,9 @@ def test_cli_amount_above_balance_sends_nothing(cli, swarm: Swarm) -> None:
 
 
 def test_cli_not_a_number(cli) -> None:
-    assert "is not a number" in one_line_error(cli("token", "transfer", dev_account(4).address, "ten", "--account", "3"))
+    assert "is not a number" in one_line_error(
+        cli("token", "transfer", dev_account(4).address, "ten", "--account", "3")
+    )
 
 
 def test_cli_transfer_moves_tokens(cli, swarm: Swarm) -> None:
@@ -202,5 +227,13 @@ def test_every_error_a_package_raises_for_its_user_is_one_the_command_lines_boun
     from provider.lease.inputs import InputError
     from scripts.cli import USER_ERRORS
 
-    for error in (DataPlaneError, DigestMismatch, ProofError, RpcError, BadAnswer, SiteUnreachable, InputError):
+    for error in (
+        DataPlaneError,
+        DigestMismatch,
+        ProofError,
+        RpcError,
+        BadAnswer,
+        SiteUnreachable,
+        InputError,
+    ):
         assert issubclass(error, USER_ERRORS), error

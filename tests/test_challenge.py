@@ -9,17 +9,31 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compute.challenge import MAX_SIZE, MISDECLARED_RATIO, VRAM_SHARE, Challenge, Declared, identity_problem, judge
+from compute.challenge import (
+    MAX_SIZE,
+    MISDECLARED_RATIO,
+    VRAM_SHARE,
+    Challenge,
+    Declared,
+    identity_problem,
+    judge,
+)
 from compute.errors import ComputeError
 from compute.reference import CPU_REFERENCE_GFLOPS, precisions, reference_gflops
 
 
 def test_challenges_too_large_for_exact_float32_sums_or_malformed_are_refused() -> None:
     assert Challenge(seed=1, size=MAX_SIZE).size == MAX_SIZE
-    for bad, says in (({"size": MAX_SIZE + 1}, "exact sums"), ({"size": 0}, "exact sums"),
-                      ({"rounds": 0}, "rounds must be at least 1"), ({"rounds": 8, "stride": 3}, "must divide"),
-                      ({"stride": 0}, "must divide"), ({"seed": -1}, "seed must be in"),
-                      ({"seed": 1 << 64}, "seed must be in"), ({"precision": "int8"}, "precision must be one of")):
+    for bad, says in (
+        ({"size": MAX_SIZE + 1}, "exact sums"),
+        ({"size": 0}, "exact sums"),
+        ({"rounds": 0}, "rounds must be at least 1"),
+        ({"rounds": 8, "stride": 3}, "must divide"),
+        ({"stride": 0}, "must divide"),
+        ({"seed": -1}, "seed must be in"),
+        ({"seed": 1 << 64}, "seed must be in"),
+        ({"precision": "int8"}, "precision must be one of"),
+    ):
         with pytest.raises(ComputeError, match=says):
             Challenge(**({"seed": 1} | bad))
     assert Challenge(seed=1, rounds=8, stride=4).checkpoints == 2
@@ -66,28 +80,50 @@ HONEST_READY = {"device": "cuda", "identity": {"name": "NVIDIA H100 80GB HBM3", 
                 "vram_touched_mb": 80e9 / (1 << 20) * VRAM_SHARE}
 
 
-@pytest.mark.parametrize(("change", "says"), [
-    ({"device": "cpu"}, "without a GPU, where the spec declares H100"),
-    ({"identity": None}, "gave NVML no identity"),
-    ({"identity": {**HONEST_READY["identity"], "name": "NVIDIA GeForce RTX 4090"}},
-     "NVML names the node's GPU 'NVIDIA GeForce RTX 4090', not the declared H100"),
-    ({"identity": {**HONEST_READY["identity"], "memory_total_mb": 24564.0}}, "24,564 MiB, under the declared 80 GB"),
-    ({"vram_touched_mb": 0.0}, "allocated 0 MiB of the declared 80 GB"),
-    ({"vram_touched_mb": float("nan")}, "allocated 0 MiB of the declared 80 GB"),  # JSON lets NaN through
-    ({"identity": {**HONEST_READY["identity"], "memory_total_mb": float("inf")}}, "0 MiB, under the declared 80 GB"),
-    ({"identity": {**HONEST_READY["identity"], "uuid": "GPU-2222"}}, "'GPU-2222' is none of the GPUs its spec lists"),
-])
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"device": "cpu"}, "without a GPU, where the spec declares H100"),
+        ({"identity": None}, "gave NVML no identity"),
+        (
+            {"identity": {**HONEST_READY["identity"], "name": "NVIDIA GeForce RTX 4090"}},
+            "NVML names the node's GPU 'NVIDIA GeForce RTX 4090', not the declared H100",
+        ),
+        (
+            {"identity": {**HONEST_READY["identity"], "memory_total_mb": 24564.0}},
+            "24,564 MiB, under the declared 80 GB",
+        ),
+        ({"vram_touched_mb": 0.0}, "allocated 0 MiB of the declared 80 GB"),
+        ({"vram_touched_mb": float("nan")}, "allocated 0 MiB of the declared 80 GB"),  # JSON lets NaN through
+        (
+            {"identity": {**HONEST_READY["identity"], "memory_total_mb": float("inf")}},
+            "0 MiB, under the declared 80 GB",
+        ),
+        (
+            {"identity": {**HONEST_READY["identity"], "uuid": "GPU-2222"}},
+            "'GPU-2222' is none of the GPUs its spec lists",
+        ),
+    ],
+)
 def test_a_gpu_that_is_not_the_declared_one_is_named(change: dict, says: str) -> None:
     assert identity_problem(H100, HONEST_READY) is None
     assert says in identity_problem(H100, HONEST_READY | change)
 
 
 @settings(max_examples=200, deadline=None)
-@given(ready=st.dictionaries(st.sampled_from(["device", "identity", "vram_touched_mb", "x"]),
-                             st.recursive(st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=8),
-                                          lambda inner: st.lists(inner, max_size=3)
-                                          | st.dictionaries(st.sampled_from(["name", "memory_total_mb", "uuid"]),
-                                                            inner, max_size=3), max_leaves=6)))
+@given(
+    ready=st.dictionaries(
+        st.sampled_from(["device", "identity", "vram_touched_mb", "x"]),
+        st.recursive(
+            st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=8),
+            lambda inner: (
+                st.lists(inner, max_size=3)
+                | st.dictionaries(st.sampled_from(["name", "memory_total_mb", "uuid"]), inner, max_size=3)
+            ),
+            max_leaves=6,
+        ),
+    )
+)
 def test_any_answer_a_node_gives_of_itself_is_judged_never_crashes(ready: dict) -> None:
     problem = identity_problem(H100, ready)
     assert isinstance(problem, str)  # none of these is an honest H100

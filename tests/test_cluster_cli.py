@@ -56,7 +56,7 @@ def _swarm(anvil: AnvilNode, home: Path, *args: str) -> subprocess.CompletedProc
     env = os.environ | {"SWARM_HOME": str(home), "SWARM_RPC_URL": anvil.config.url,
                         "SWARM_ANVIL_PORT": str(anvil.config.port), "COLUMNS": "200"}
     return subprocess.run([sys.executable, "-m", "scripts.cli", *args],
-                          capture_output=True, text=True, env=env, timeout=300)
+                          check=False, capture_output=True, text=True, env=env, timeout=300)
 
 
 def _stop_leftovers(home: Path) -> None:
@@ -112,8 +112,14 @@ def _ray_client(address: str, env: dict[str, str], code: str, timeout: float = 1
     """A fresh Python process that connects to `address` with ray.init and runs `code`."""
     script = f"import ray\nray.init(address={address!r}, log_to_driver=False)\n{code}"
     clean = {k: v for k, v in os.environ.items() if not k.startswith("RAY_AUTH")}
-    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=clean | env,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", script],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=clean | env,
+        timeout=timeout,
+    )
 
 
 # ── up / status ──────────────────────────────────────────────────────────────
@@ -130,8 +136,12 @@ def test_status_lists_the_head_and_a_labelled_node_per_provider(cli, local_clust
     human = cli("provider", "nodes", env=local_cluster.env)
     assert human.code == 0, human.stderr
     assert local_cluster.address in human.stdout and SIMULATED in human.stdout and "alive" in human.stdout
-    sites = json.loads(cli("cluster", "status", "--json", env={"SWARM_HOME": str(local_cluster.network_home)}).stdout)
-    assert [(x["provider"], x["answers"], x["capacity"]["nodes"]) for x in sites["sites"]] == [(SIMULATED, True, 1)]
+    sites = json.loads(
+        cli("cluster", "status", "--json", env={"SWARM_HOME": str(local_cluster.network_home)}).stdout
+    )
+    assert [(x["provider"], x["answers"], x["capacity"]["nodes"]) for x in sites["sites"]] == [
+        (SIMULATED, True, 1)
+    ]
 
 
 def test_token_file_is_private_and_never_printed(cli, local_cluster: LocalCluster) -> None:

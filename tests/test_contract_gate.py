@@ -50,7 +50,7 @@ def make(project: Path, target: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         # -o: never remake the npm stamp here, whose node_modules is the real checkout's.
         ["make", "--no-print-directory", "-o", "node_modules/.swarm-installed", "-C", str(project), target],
-        capture_output=True, text=True, env=env, timeout=300,
+        check=False, capture_output=True, text=True, env=env, timeout=300,
     )
 
 

@@ -41,8 +41,10 @@ BUYER = 5
 PRICE = ONE // 2_000  # 0.0005 SWARM per unit, under examples/train.yaml's cap of 0.001
 STAKE_A, STAKE_B = 1_500 * ONE, 2_000 * ONE
 EXAMPLE = yaml.safe_load((Path(__file__).resolve().parents[1] / "examples" / "train.yaml").read_text())
-HISTORY = [{"epoch": e, "loss": round(1.2 / e, 6), "val_loss": round(1.3 / e, 6), "val_accuracy": 0.5 + 0.08 * e}
-           for e in range(1, 6)]
+HISTORY = [
+    {"epoch": e, "loss": round(1.2 / e, 6), "val_loss": round(1.3 / e, 6), "val_accuracy": 0.5 + 0.08 * e}
+    for e in range(1, 6)
+]
 REWARDS = {1: {PROVIDER_A: 300 * ONE, PROVIDER_B: 500 * ONE}, 2: {PROVIDER_A: 700 * ONE, PROVIDER_B: 0}}
 
 
@@ -90,7 +92,9 @@ def ledger(swarm: Swarm, swarm_home: Path, tmp_path: Path) -> Ledger:
         _oracle_rows(session, swarm.chain.chain_id)
         session.commit()
     engine.dispose()
-    _checkpoint(storage / f"{job_namespace(swarm.chain.chain_id, swarm.market.address)}{running}", HISTORY[:2])
+    _checkpoint(
+        storage / f"{job_namespace(swarm.chain.chain_id, swarm.market.address)}{running}", HISTORY[:2]
+    )
     return Ledger(db_url, storage, completed, failed, running)
 
 
@@ -103,12 +107,26 @@ def _market_rows(session: Session, chain_id: int, completed: int, failed: int, r
         running: (PROVIDER_A, ["queued", "assigned", "running"]),
     }
     for job_id, (provider, states) in paths.items():
-        record = MarketJob(chain_id=chain_id, job_id=job_id, group_id=job_id, state=states[-1], provider=provider,
-                           price_per_unit=PRICE, attempts=1, created_at=now, updated_at=now)
+        record = MarketJob(
+            chain_id=chain_id,
+            job_id=job_id,
+            group_id=job_id,
+            state=states[-1],
+            provider=provider,
+            price_per_unit=PRICE,
+            attempts=1,
+            created_at=now,
+            updated_at=now,
+        )
         if job_id == completed:
             record.result_hash, record.units, record.unit = "0x" + "55" * 32, 599.2, "cpu-seconds"
-            record.metrics = {"epochs": 5, "loss": HISTORY[-1]["loss"], "val_accuracy": HISTORY[-1]["val_accuracy"],
-                              "history": HISTORY, "precision": "fp32"}
+            record.metrics = {
+                "epochs": 5,
+                "loss": HISTORY[-1]["loss"],
+                "val_accuracy": HISTORY[-1]["val_accuracy"],
+                "history": HISTORY,
+                "precision": "fp32",
+            }
         if job_id == failed:
             record.lost_providers, record.error = [PROVIDER_B], f"provider {PROVIDER_B} has no live nodes."
         session.add(record)
@@ -122,10 +140,22 @@ def _oracle_rows(session: Session, chain_id: int) -> None:
     start = time.time() - 120
     cumulative = {PROVIDER_A: 0, PROVIDER_B: 0}
     for epoch, rewards in REWARDS.items():
-        slashes = [] if epoch == 1 else [{
-            "provider": PROVIDER_B, "bps": 10, "reason": "downtime", "evidence_hash": "0x" + "ab" * 32,
-            "jail_seconds": 30, "tombstone": False, "row": "downtime", "detail": "uptime 20% under 50% of 5 probes",
-        }]
+        slashes = (
+            []
+            if epoch == 1
+            else [
+                {
+                    "provider": PROVIDER_B,
+                    "bps": 10,
+                    "reason": "downtime",
+                    "evidence_hash": "0x" + "ab" * 32,
+                    "jail_seconds": 30,
+                    "tombstone": False,
+                    "row": "downtime",
+                    "detail": "uptime 20% under 50% of 5 probes",
+                }
+            ]
+        )
         session.add(OracleEpoch(
             chain_id=chain_id, epoch=epoch, state="finalized" if epoch == 1 else "aggregated",
             window_start=start + 60 * (epoch - 1), window_end=start + 60 * epoch, from_block=1, to_block=2,
@@ -135,12 +165,24 @@ def _oracle_rows(session: Session, chain_id: int) -> None:
         for provider, reward in rewards.items():
             cumulative[provider] += reward
             down = provider == PROVIDER_B and epoch == 2
-            session.add(ProviderScore(
-                chain_id=chain_id, epoch=epoch, provider=provider, samples=5, uptime=0.2 if down else 1.0,
-                performance=1.1, reliability=0.56, loyalty=0.5, epochs_staked=epoch, weight=0.0 if down else 1e21,
-                eligible=not down, reward_wei=reward, cumulative_wei=cumulative[provider],
-                note="slashed this epoch" if down else "",
-            ))
+            session.add(
+                ProviderScore(
+                    chain_id=chain_id,
+                    epoch=epoch,
+                    provider=provider,
+                    samples=5,
+                    uptime=0.2 if down else 1.0,
+                    performance=1.1,
+                    reliability=0.56,
+                    loyalty=0.5,
+                    epochs_staked=epoch,
+                    weight=0.0 if down else 1e21,
+                    eligible=not down,
+                    reward_wei=reward,
+                    cumulative_wei=cumulative[provider],
+                    note="slashed this epoch" if down else "",
+                )
+            )
     for i in range(5):
         session.add(ProbeSample(chain_id=chain_id, provider=PROVIDER_A if i % 2 else PROVIDER_B, at=start + i,
                                 ok=i != 0, latency_s=0.01))
@@ -155,12 +197,15 @@ def _checkpoint(directory: Path, history: list[dict]) -> None:
     for epoch in range(1, len(history) + 1):
         path = directory / f"checkpoint_2026-01-01_00-00-0{epoch}.000000"
         path.mkdir(parents=True)
-        (path / "state.json").write_text(json.dumps({"epoch": epoch, "history": history[:epoch], "units": 1.0}))
+        (path / "state.json").write_text(
+            json.dumps({"epoch": epoch, "history": history[:epoch], "units": 1.0})
+        )
 
 
 @pytest.fixture
 def served(ledger: Ledger, swarm_home: Path) -> Iterator[str]:
-    """The app under uvicorn in a thread; the socket listens before the thread starts, so no wait is needed."""
+    """The app under uvicorn in a thread; the socket listens before the thread starts, so no wait is
+    needed."""
     app = create_app(swarm_home, ledger.db_url)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -212,7 +257,11 @@ def test_api_joins_chain_jobs_with_the_market_and_their_training_metrics(served:
     done = listed[ledger.completed]
     assert (done["kind"], done["model"], done["workers"], done["status"], done["market_state"]) == (
         "train", "mlp", 2, "completed", "completed")
-    assert done["provider"] == PROVIDER_A and done["price_per_unit_wei"] == str(PRICE) and done["units_used"] == 600
+    assert (
+        done["provider"] == PROVIDER_A
+        and done["price_per_unit_wei"] == str(PRICE)
+        and done["units_used"] == 600
+    )
     assert done["escrow_tokens"] == "3.6 SWARM" and done["escrow_open"] is True
     assert done["history"] == HISTORY and done["history_source"] == "result"
     live = listed[ledger.running]
@@ -222,7 +271,13 @@ def test_api_joins_chain_jobs_with_the_market_and_their_training_metrics(served:
 
     detail = _json(f"{served}/api/jobs/{ledger.completed}")
     assert detail["spec"]["params"]["epochs"] == 5 and detail["metrics"]["loss"] == HISTORY[-1]["loss"]
-    assert [t["to_state"] for t in detail["transitions"]] == ["queued", "assigned", "running", "ran", "completed"]
+    assert [t["to_state"] for t in detail["transitions"]] == [
+        "queued",
+        "assigned",
+        "running",
+        "ran",
+        "completed",
+    ]
 
 
 def test_an_unknown_job_is_a_404_with_one_sentence(served: str) -> None:
@@ -259,16 +314,42 @@ def test_api_gives_rewards_per_provider_per_epoch_and_the_slashes(served: str, l
 def test_a_provider_gone_from_an_epoch_keeps_the_scores_it_last_earned(tmp_path: Path) -> None:
     engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     with Session(engine) as session:
-        session.add(ProviderScore(chain_id=1, epoch=1, provider=PROVIDER_A, samples=4, uptime=0.75, performance=1.0,
-                                  reliability=0.6, reward_wei=5, cumulative_wei=5))
+        session.add(
+            ProviderScore(
+                chain_id=1,
+                epoch=1,
+                provider=PROVIDER_A,
+                samples=4,
+                uptime=0.75,
+                performance=1.0,
+                reliability=0.6,
+                reward_wei=5,
+                cumulative_wei=5,
+            )
+        )
         session.add(ProviderScore(chain_id=1, epoch=2, provider=PROVIDER_A, cumulative_wei=5,
                                   note="not staked this epoch"))
-        session.add(ProviderScore(chain_id=1, epoch=2, provider=PROVIDER_B, samples=4, uptime=1.0, performance=1.0,
-                                  reliability=0.6, reward_wei=9, cumulative_wei=9))
+        session.add(
+            ProviderScore(
+                chain_id=1,
+                epoch=2,
+                provider=PROVIDER_B,
+                samples=4,
+                uptime=1.0,
+                performance=1.0,
+                reliability=0.6,
+                reward_wei=9,
+                cumulative_wei=9,
+            )
+        )
         session.commit()
         latest = latest_scores(session, 1)
     engine.dispose()
-    assert (latest[PROVIDER_A].epoch, latest[PROVIDER_A].uptime, latest[PROVIDER_A].cumulative_wei) == (1, 0.75, 5)
+    assert (latest[PROVIDER_A].epoch, latest[PROVIDER_A].uptime, latest[PROVIDER_A].cumulative_wei) == (
+        1,
+        0.75,
+        5,
+    )
     assert (latest[PROVIDER_B].epoch, latest[PROVIDER_B].cumulative_wei) == (2, 9)
 
 
@@ -302,7 +383,10 @@ def test_metrics_are_prometheus_text_read_from_the_ledger(served: str) -> None:
     assert value("swarm_oracle_emission_tokens_total") == 1_500
     assert value("swarm_slashes_total", reason="provider-lost") == 1
     assert value("swarm_network_utilization") == 0.5
-    assert value("swarm_probe_samples_total", ok="true") == 5 and value("swarm_probe_samples_total", ok="false") == 1
+    assert (
+        value("swarm_probe_samples_total", ok="true") == 5
+        and value("swarm_probe_samples_total", ok="false") == 1
+    )
     node = {"provider": PROVIDER_A, "node": "gpu-node"}
     assert value("swarm_node_gpu_utilization_pct", **node) == 87.5
     assert value("swarm_node_gpu_memory_used_mb", **node) == 61_440.0
@@ -314,13 +398,19 @@ def test_metrics_are_prometheus_text_read_from_the_ledger(served: str) -> None:
 
 
 def _chromium() -> str:
-    for candidate in ("/usr/lib/chromium/chromium", shutil.which("chromium"), shutil.which("chromium-browser")):
+    for candidate in (
+        "/usr/lib/chromium/chromium",
+        shutil.which("chromium"),
+        shutil.which("chromium-browser"),
+    ):
         if candidate and Path(candidate).exists():
             return candidate
     pytest.fail("Chromium is not installed; `make test` installs it (apt-get install chromium).")
 
 
-def test_the_page_renders_the_ledger_live_in_headless_chromium(served: str, ledger: Ledger, tmp_path: Path) -> None:
+def test_the_page_renders_the_ledger_live_in_headless_chromium(
+    served: str, ledger: Ledger, tmp_path: Path
+) -> None:
     from playwright.sync_api import sync_playwright
 
     shot = tmp_path / "dashboard.png"

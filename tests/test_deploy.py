@@ -59,7 +59,9 @@ def test_forced_deploy_makes_new_contracts_and_records_them(swarm: Swarm, swarm_
     path = Deployment.path(swarm_home, swarm.chain.chain_id)
     saved = path.read_text()
     try:
-        fresh = deploy(swarm.chain, Sender(swarm.chain, dev_accounts()[0].key, swarm.decoder), swarm_home, force=True)
+        fresh = deploy(
+            swarm.chain, Sender(swarm.chain, dev_accounts()[0].key, swarm.decoder), swarm_home, force=True
+        )
         assert fresh.created is True
         assert set(fresh.deployment.addresses.values()).isdisjoint(old.values())
         assert json.loads(path.read_text())["addresses"] == fresh.deployment.addresses

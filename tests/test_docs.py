@@ -130,7 +130,11 @@ def real_chain(tmp_path: Path) -> Iterator[AnvilNode]:
 @pytest.fixture
 def stage(tmp_path: Path, real_chain: AnvilNode, postgres_server) -> Iterator[Stage]:
     """The placeholders the guide names, and an environment free of this session's settings."""
-    home, provider_home, worker_home = tmp_path / "swarm", tmp_path / "provider", tmp_path / "provider-machine-2"
+    home, provider_home, worker_home = (
+        tmp_path / "swarm",
+        tmp_path / "provider",
+        tmp_path / "provider-machine-2",
+    )
     for path in (home, provider_home, worker_home):
         path.mkdir()
     dropped = ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")
@@ -164,16 +168,23 @@ def _clean_up(stage: Stage) -> None:
         for record in (home / "ray" / "nodes").glob("*.json"):
             stop_session(json.loads(record.read_text())["pid"], 60)
     if (stage.home / "sites.json").exists():
-        subprocess.run(["swarm", "cluster", "down"], env=stage.env, capture_output=True, timeout=180)
+        subprocess.run(
+            ["swarm", "cluster", "down"], check=False, env=stage.env, capture_output=True, timeout=180
+        )
     for home in (stage.provider_home, *(stage.home / "sites").glob("*")):
         cluster.stop(RayHome.of(home))  # a site killed before it could stop its own
     if (stage.home / "anvil" / "anvil.pid").exists():
-        subprocess.run(["swarm", "chain", "down"], env=stage.env | {"SWARM_ANVIL_PORT": stage.env["PORT"]},
-                       capture_output=True, timeout=60)
+        subprocess.run(
+            ["swarm", "chain", "down"],
+            check=False,
+            env=stage.env | {"SWARM_ANVIL_PORT": stage.env["PORT"]},
+            capture_output=True,
+            timeout=60,
+        )
 
 
 def _run(block: str, env: dict[str, str], number: int) -> str:
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], env=env, cwd=ROOT,
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], check=False, env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=BLOCK_TIMEOUT_S)
     assert done.returncode == 0, (
         f"sh block {number} of docs/operations.md failed (exit {done.returncode}):\n{block}\n"
@@ -189,14 +200,16 @@ def test_the_operations_guide_runs_block_by_block(stage: Stage) -> None:
 
     own_token = stage.provider_home / "ray" / "auth_token"
     assert own_token.stat().st_mode & 0o777 == 0o600
-    assert (stage.worker_home / "ray" / "auth_token").read_text() == own_token.read_text()  # copied, to its own
+    # copied, to its own
+    assert (stage.worker_home / "ray" / "auth_token").read_text() == own_token.read_text()
     tokens = [own_token, *(stage.home / "sites").glob("*/ray/auth_token")]
     assert len(tokens) == 2 and not (stage.home / "ray" / "auth_token").exists()  # no token outside the sites
     assert not any(t.read_text() in everything for t in tokens)  # no token is ever printed
     assert PASSWORD not in everything
     assert stage.env["DEPLOYER_KEY"][2:] not in everything and stage.env["PROVIDER_KEY"][2:] not in everything
     assert f"https://127.0.0.1:{stage.env['SITE_PORT']}" in everything  # the site printed where it serves
-    assert "Joined" in everything and "has left" in everything  # the provider's second machine joined, and left
+    # the provider's second machine joined, and left
+    assert "Joined" in everything and "has left" in everything
 
     deployment = json.loads((stage.home / "deployments" / f"{REAL_CHAIN_ID}.json").read_text())
     keys = {k.name: k.address for k in Keystore(stage.home / "keys").list()}

@@ -17,7 +17,14 @@ import pytest
 
 from anvil import dev_account
 from compute.challenge import (
-    VRAM_SHARE, Challenge, Declared, checkpoints_of, gpu_identity, identity_problem, ready_worker, touch_vram,
+    VRAM_SHARE,
+    Challenge,
+    Declared,
+    checkpoints_of,
+    gpu_identity,
+    identity_problem,
+    ready_worker,
+    touch_vram,
 )
 from compute.proof import check, opening_from_json, root_from_hex, sample
 from compute.reference import normalize_model
@@ -59,7 +66,10 @@ def test_the_worker_reports_its_gpu_as_nvml_names_it_and_touches_the_declared_vr
     assert touch_vram(total_mb * 4) == 0.0  # more than the GPU has: refused, reported as nothing
     declared_gb = total_mb * MIB / 1e9 * 0.95
     ready = {"device": "cuda", "identity": found, "vram_touched_mb": touch_vram(declared_gb * 1e9 / MIB)}
-    assert identity_problem(Declared(normalize_model(found["name"]), declared_gb, (found["uuid"],)), ready) is None
+    assert (
+        identity_problem(Declared(normalize_model(found["name"]), declared_gb, (found["uuid"],)), ready)
+        is None
+    )
 
 
 def test_nvml_telemetry_reads_every_field_of_the_gpu() -> None:
@@ -93,7 +103,9 @@ def test_a_challenge_worker_on_a_gpu_node_proves_a_bf16_challenge(gpu_node) -> N
     worker, answer = ready_worker(GPU_PROVIDER, timeout_s=120, vram_mb=1024)
     try:
         assert answer["device"] == "cuda" and answer["gpus"] >= 1
-        assert answer["identity"]["name"] and answer["vram_touched_mb"] == pytest.approx(1024 * VRAM_SHARE, abs=1)
+        assert answer["identity"]["name"] and answer["vram_touched_mb"] == pytest.approx(
+            1024 * VRAM_SHARE, abs=1
+        )
         root = ray.get(worker.commit.remote({**challenge.params(), "seed": challenge.seed}))
         cells = sample(challenge)
         openings = ray.get(worker.open.remote(cells))
@@ -107,8 +119,16 @@ def test_train_finetune_and_infer_run_on_cuda_in_bf16(gpu_node, tmp_path: Path) 
     from compute.jobs import ComputeJob, run_job
 
     def job(job_id: str, kind: str, **params) -> ComputeJob:
-        return ComputeJob.of(job_id=job_id, kind=kind, provider=GPU_PROVIDER, storage=str(tmp_path), timeout_s=600,
-                             use_gpu=True, seed=3, params=params | {"precision": "bf16"})
+        return ComputeJob.of(
+            job_id=job_id,
+            kind=kind,
+            provider=GPU_PROVIDER,
+            storage=str(tmp_path),
+            timeout_s=600,
+            use_gpu=True,
+            seed=3,
+            params=params | {"precision": "bf16"},
+        )
 
     trained = run_job(job("gpu-train", "train", model="mlp", samples=512, epochs=2))
     assert trained.unit == "gpu-seconds" and trained.metrics["compute_dtype"] == "bfloat16"
@@ -116,5 +136,7 @@ def test_train_finetune_and_infer_run_on_cuda_in_bf16(gpu_node, tmp_path: Path) 
     assert tuned.metrics["device"] == "cuda" and tuned.unit == "gpu-seconds"
     inputs, _ = load_dataset("synthetic-classification", 9, n=64)
     np.save(tmp_path / "inputs.npy", inputs.numpy())
-    inferred = run_job(job("gpu-infer", "infer", checkpoint=tuned.result_dir, dataset_path=str(tmp_path / "inputs.npy")))
+    inferred = run_job(
+        job("gpu-infer", "infer", checkpoint=tuned.result_dir, dataset_path=str(tmp_path / "inputs.npy"))
+    )
     assert inferred.metrics["device"] == "cuda" and inferred.metrics["count"] == 64

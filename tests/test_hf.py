@@ -29,14 +29,23 @@ def corpus(table: Path) -> list[str]:
 
 
 def infer_job(storage: Path, job_id: str, provider: str, checkpoint: Path, table: Path) -> ComputeJob:
-    return ComputeJob.of(job_id=job_id, kind="infer", provider=provider, storage=str(storage), timeout_s=240, seed=1,
-                         params={"checkpoint": str(checkpoint), "dataset_path": str(table), "batch_size": 32})
+    return ComputeJob.of(
+        job_id=job_id,
+        kind="infer",
+        provider=provider,
+        storage=str(storage),
+        timeout_s=240,
+        seed=1,
+        params={"checkpoint": str(checkpoint), "dataset_path": str(table), "batch_size": 32},
+    )
 
 
 @pytest.mark.parametrize(("architecture", "provider"), [("gpt2", PROVIDER_B), ("bert", PROVIDER_C)])
 def test_a_transformers_checkpoint_serves_a_table_of_texts_as_it_does_locally(
         ray_cluster, tmp_path: Path, reviews: Path, architecture: str, provider: str) -> None:
-    model_dir = hf.make_tiny(tmp_path / architecture, corpus(reviews), classes=2, architecture=architecture, seed=4)
+    model_dir = hf.make_tiny(
+        tmp_path / architecture, corpus(reviews), classes=2, architecture=architecture, seed=4
+    )
     assert json.loads((model_dir / hf.CONFIG).read_text())["model_type"] == architecture
     result = run_job(infer_job(tmp_path / "runs", f"hf-{architecture}", provider, model_dir, reviews))
 
@@ -49,7 +58,9 @@ def test_a_transformers_checkpoint_serves_a_table_of_texts_as_it_does_locally(
     with torch.no_grad():
         local = model(**hf.encode(tokenizer, texts[:40])).logits
     assert np.allclose(logits[:40], local.numpy(), atol=1e-5)
-    assert result.metrics["accuracy"] == pytest.approx(float((predictions == labels.numpy()).mean()), abs=1e-6)
+    assert result.metrics["accuracy"] == pytest.approx(
+        float((predictions == labels.numpy()).mean()), abs=1e-6
+    )
     assert result.metrics["model"] == architecture and result.metrics["placement"]["provider"] == provider
     assert result.result_hash == result_hash(Path(result.result_dir))
 
@@ -71,9 +82,15 @@ def test_a_checkpoint_that_cannot_load_or_a_table_without_texts_is_the_buyers_to
 
 
 def train_job(storage: Path, job_id: str, provider: str, model: Path, table: Path, epochs: int) -> ComputeJob:
-    return ComputeJob.of(job_id=job_id, kind="train", provider=provider, storage=str(storage), timeout_s=300, seed=2,
-                         params={"model": str(model), "dataset": str(table), "epochs": epochs, "batch_size": 16,
-                                 "lr": 0.003})
+    return ComputeJob.of(
+        job_id=job_id,
+        kind="train",
+        provider=provider,
+        storage=str(storage),
+        timeout_s=300,
+        seed=2,
+        params={"model": str(model), "dataset": str(table), "epochs": epochs, "batch_size": 16, "lr": 0.003},
+    )
 
 
 def test_a_transformers_classifier_trains_on_a_table_of_texts_and_serves_what_it_learned(
@@ -91,14 +108,28 @@ def test_a_transformers_classifier_trains_on_a_table_of_texts_and_serves_what_it
     assert json.loads((outputs / "metrics.json").read_text())["params"]["model"] == "bert"
     assert {p.name: p.read_bytes() for p in base.iterdir()} == before, "the buyer's checkpoint is untouched"
     # What it learned is a transformers checkpoint like any other: infer serves it from the job's result.
-    served = run_job(infer_job(tmp_path / "runs", "hf-train-infer", PROVIDER_C, Path(result.result_dir), reviews))
+    served = run_job(
+        infer_job(tmp_path / "runs", "hf-train-infer", PROVIDER_C, Path(result.result_dir), reviews)
+    )
     assert served.metrics["accuracy"] >= 0.85
 
 
 def finetune_job(storage: Path, job_id: str, provider: str, base: Path, table: Path) -> ComputeJob:
-    return ComputeJob.of(job_id=job_id, kind="finetune", provider=provider, storage=str(storage), timeout_s=240,
-                         seed=1, params={"base_checkpoint": str(base), "dataset": str(table), "epochs": 4,
-                                         "batch_size": 16, "lr": 0.01})
+    return ComputeJob.of(
+        job_id=job_id,
+        kind="finetune",
+        provider=provider,
+        storage=str(storage),
+        timeout_s=240,
+        seed=1,
+        params={
+            "base_checkpoint": str(base),
+            "dataset": str(table),
+            "epochs": 4,
+            "batch_size": 16,
+            "lr": 0.01,
+        },
+    )
 
 
 def test_lora_tunes_a_transformers_classifier_whose_adapter_loads_with_peft_on_the_same_base(
@@ -122,8 +153,9 @@ def test_lora_tunes_a_transformers_classifier_whose_adapter_loads_with_peft_on_t
     merged, merged_tokenizer = hf.load(outputs)
     with torch.no_grad():
         ids = hf.encode(tokenizer, texts[:30])
-        assert torch.allclose(with_adapter(**ids).logits, merged(**hf.encode(merged_tokenizer, texts[:30])).logits,
-                              atol=1e-5)
+        assert torch.allclose(
+            with_adapter(**ids).logits, merged(**hf.encode(merged_tokenizer, texts[:30])).logits, atol=1e-5
+        )
     assert hf.evaluate(merged, merged_tokenizer, texts, labels)["accuracy"] >= 0.8
     # The same seed on another provider gives the same result, byte for byte.
     again = run_job(finetune_job(tmp_path / "again", "hf-lora", PROVIDER_C, base, reviews))

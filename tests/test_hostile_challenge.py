@@ -25,23 +25,23 @@ from hypothesis import strategies as st
 from sqlmodel import Session, select
 
 from anvil import dev_account
-from compute.challenge import P, Challenge, checkpoints_of
+from compute.challenge import Challenge, P, checkpoints_of
 from compute.proof import Prover, opening_as_json
-from provider.agent import Site
-from provider.api import listen, make_app
-from provider.auth import LEASE_ACTIONS, NonceBook, authorize
-from provider.client import SiteAddress, SiteClient
-from provider.tls import make_identity
 from ledger import stake
 from ledger.client import Swarm
 from ledger.db import open_ledger
 from ledger.deploy import devnet_committee_keys
-from oracle.records import ChallengeRecord, ProbeSample
-from provider.authority import ChainAuthority
 from ledger.specs import store_spec
 from oracle.collector import MAX_DEVICES, Collector, Watched, node_sample
 from oracle.config import load_config
 from oracle.epoch import MIN_CHALLENGES, EpochRunner
+from oracle.records import ChallengeRecord, ProbeSample
+from provider.agent import Site
+from provider.api import listen, make_app
+from provider.auth import LEASE_ACTIONS, NonceBook, authorize
+from provider.authority import ChainAuthority
+from provider.client import SiteAddress, SiteClient
+from provider.tls import make_identity
 
 TIMEOUT_S = 30.0  # the collector's challenge timeout: generous, the machine may be busy
 LATE_TIMEOUT_S = 2.0  # the collector's for a late node, which sleeps a second past it
@@ -67,17 +67,35 @@ class HostileSite(Site):
         ticket = secrets.token_hex(16)
         self.provers[ticket] = (params, None)
         if self.mode == "rtx4090":  # a real RTX 4090's own account of itself, which it cannot hide
-            return {"ticket": ticket, "node_id": "hostile-node", "device": "cuda", "device_name": "NVIDIA GeForce "
-                    "RTX 4090", "gpus": 1, "vram_touched_mb": 0.0,
-                    "identity": {"name": "NVIDIA GeForce RTX 4090", "memory_total_mb": 24564.0, "uuid": "GPU-4090"}}
-        return {"ticket": ticket, "node_id": "hostile-node", "device": "cpu", "device_name": "hostile", "gpus": 0}
+            return {
+                "ticket": ticket,
+                "node_id": "hostile-node",
+                "device": "cuda",
+                "device_name": "NVIDIA GeForce RTX 4090",
+                "gpus": 1,
+                "vram_touched_mb": 0.0,
+                "identity": {
+                    "name": "NVIDIA GeForce RTX 4090",
+                    "memory_total_mb": 24564.0,
+                    "uuid": "GPU-4090",
+                },
+            }
+        return {
+            "ticket": ticket,
+            "node_id": "hostile-node",
+            "device": "cpu",
+            "device_name": "hostile",
+            "gpus": 0,
+        }
 
     def challenge_commit(self, ticket, seed, timeout_s):
         params, _ = self.provers[ticket]
         challenge = Challenge(seed=seed + (self.mode == "other-seed"), **params)
         checkpoints = checkpoints_of(challenge)
         if self.mode == "skipped":  # made up one checkpoint instead of computing it
-            checkpoints[2] = np.random.default_rng(0).integers(0, P, size=checkpoints[2].shape).astype(np.uint8)
+            checkpoints[2] = (
+                np.random.default_rng(0).integers(0, P, size=checkpoints[2].shape).astype(np.uint8)
+            )
         prover = Prover(challenge, checkpoints)
         self.provers[ticket] = (params, prover)
         if self.mode == "late":
@@ -158,8 +176,15 @@ def engine(tmp_path: Path):
 
 
 def collector(engine, swarm: Swarm, sites: dict[str, Served], timeout_s: float = TIMEOUT_S) -> Collector:
-    return Collector(engine, swarm.chain.chain_id, lambda p: sites[p].client if p in sites else None,
-                     probe_timeout_s=5.0, challenge_size=SIZE, challenge_rounds=ROUNDS, challenge_timeout_s=timeout_s)
+    return Collector(
+        engine,
+        swarm.chain.chain_id,
+        lambda p: sites[p].client if p in sites else None,
+        probe_timeout_s=5.0,
+        challenge_size=SIZE,
+        challenge_rounds=ROUNDS,
+        challenge_timeout_s=timeout_s,
+    )
 
 
 HOSTILE = {  # mode → (outcome, what the record's reason says)
@@ -199,11 +224,16 @@ def test_a_site_that_is_down_or_refuses_gets_no_record(swarm: Swarm, engine, ser
     """No answer to the readying at all is the probes' to judge (down), not the challenge's."""
     provider, stranger = dev_account(4).address, dev_account(6).address
     served = serve_hostile(provider)
-    sites = {provider: served, stranger: Served(served.site, SiteClient(  # a site that answers for someone else
+    # a site that answers for someone else
+    sites = {provider: served, stranger: Served(served.site, SiteClient(
         SiteAddress(stranger, served.client.site.url, served.client.site.fingerprint), served.client.sign,
         swarm.chain.chain_id, swarm.market.address))}
-    assert collector(engine, swarm, sites).challenge([Watched(stranger, "cpu"), Watched(dev_account(7).address,
-                                                                                        "cpu")]) == []
+    assert (
+        collector(engine, swarm, sites).challenge(
+            [Watched(stranger, "cpu"), Watched(dev_account(7).address, "cpu")]
+        )
+        == []
+    )
 
 
 def test_a_gpu_that_says_it_is_another_model_is_recorded_misidentified(swarm: Swarm, engine,
@@ -217,8 +247,14 @@ def test_a_gpu_that_says_it_is_another_model_is_recorded_misidentified(swarm: Sw
     assert [r.precision for r in rows] == ["fp32", "bf16"]
     for row in rows:
         assert not row.identity_ok and row.proof_ok and row.outcome == "passed"
-        assert (row.gpu_name, row.gpu_uuid, row.gpu_memory_mb) == ("NVIDIA GeForce RTX 4090", "GPU-4090", 24564.0)
-        assert row.reason.startswith("NVML names the node's GPU 'NVIDIA GeForce RTX 4090', not the declared H100;")
+        assert (row.gpu_name, row.gpu_uuid, row.gpu_memory_mb) == (
+            "NVIDIA GeForce RTX 4090",
+            "GPU-4090",
+            24564.0,
+        )
+        assert row.reason.startswith(
+            "NVML names the node's GPU 'NVIDIA GeForce RTX 4090', not the declared H100;"
+        )
 
 
 def test_the_epoch_tombstones_a_refuted_proof_and_slashes_a_late_or_misidentified_node(
@@ -227,7 +263,9 @@ def test_the_epoch_tombstones_a_refuted_proof_and_slashes_a_late_or_misidentifie
     forger, sleeper, pretender = (dev_account(i).address for i in (4, 6, 7))
     for index, model in ((4, "cpu"), (6, "cpu"), (7, "H100")):
         sender = swarm.sender(dev_account(index).key)
-        stake.register(swarm, sender, store_spec(swarm_home, {"gpu_model": model, "gpus": 1, "vram_gb": 80}), 1)
+        stake.register(
+            swarm, sender, store_spec(swarm_home, {"gpu_model": model, "gpus": 1, "vram_gb": 80}), 1
+        )
         stake.stake(swarm, sender, 2_000 * 10**18)
     sites = {p: serve_hostile(p) for p in (forger, sleeper, pretender)}
     for p, mode in ((forger, "wrong-opening"), (sleeper, "late"), (pretender, "rtx4090")):
@@ -241,7 +279,9 @@ def test_the_epoch_tombstones_a_refuted_proof_and_slashes_a_late_or_misidentifie
         assert all(sample.ok for sample in oracle.probe([forger, sleeper, pretender]))
     for _ in range(MIN_CHALLENGES):
         oracle.challenge([w for w in watched if w.address != sleeper])
-        collector(engine, swarm, sites, LATE_TIMEOUT_S).challenge([w for w in watched if w.address == sleeper])
+        collector(engine, swarm, sites, LATE_TIMEOUT_S).challenge(
+            [w for w in watched if w.address == sleeper]
+        )
     runner.indexer.sync()
     with Session(engine) as session:
         record = runner.aggregate(session, max(time.time(), started + 1.0))
@@ -257,8 +297,15 @@ def test_the_epoch_tombstones_a_refuted_proof_and_slashes_a_late_or_misidentifie
 
 def h100_reading(index: int, utilization: float, used_mb: float, temperature: float, power: float) -> dict:
     """A DeviceReading as compute.nvml makes it on an H100, as the site sends it."""
-    return {"index": index, "name": "NVIDIA H100 80GB HBM3", "utilization_pct": utilization,
-            "memory_used_mb": used_mb, "memory_total_mb": 81559.0, "temperature_c": temperature, "power_w": power}
+    return {
+        "index": index,
+        "name": "NVIDIA H100 80GB HBM3",
+        "utilization_pct": utilization,
+        "memory_used_mb": used_mb,
+        "memory_total_mb": 81559.0,
+        "temperature_c": temperature,
+        "power_w": power,
+    }
 
 
 def test_a_gpu_nodes_telemetry_is_kept_with_its_probe(swarm: Swarm, engine, serve_hostile) -> None:
@@ -297,9 +344,11 @@ def test_a_garbled_probe_answer_is_a_node_down_never_an_error(swarm: Swarm, engi
     assert rows[8].latency_s == 5.0  # no number: the probe's timeout
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=16), inner, max_size=4),
-                    max_leaves=12)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=16), inner, max_size=4),
+    max_leaves=12,
+)
 NODE_KEYS = st.sampled_from(["node_id", "alive", "latency_s", "gpu", "cpus", "gpus_declared"])
 DEVICE = st.dictionaries(st.sampled_from(["utilization_pct", "memory_used_mb", "temperature_c", "power_w"]),
                          st.none() | st.booleans() | st.integers() | st.floats(), max_size=4)
@@ -310,7 +359,9 @@ DEVICE = st.dictionaries(st.sampled_from(["utilization_pct", "memory_used_mb", "
                                                                      st.lists(DEVICE, max_size=4))))
 def test_any_node_answer_is_one_sample_within_bounds(node) -> None:
     row, devices = node_sample(1, "0xprovider", 100.0, node, timeout_s=5.0)
-    assert row.ok == (isinstance(node, dict) and node.get("alive") is True and isinstance(node.get("node_id"), str))
+    assert row.ok == (
+        isinstance(node, dict) and node.get("alive") is True and isinstance(node.get("node_id"), str)
+    )
     assert 0.0 <= row.latency_s <= 5.0 and 0 <= row.gpus <= MAX_DEVICES and 0.0 <= devices <= MAX_DEVICES
     assert row.gpu_utilization_pct is None or 0.0 <= row.gpu_utilization_pct <= 100.0
     assert row.gpu_temperature_c is None or -50.0 <= row.gpu_temperature_c <= 200.0

@@ -114,7 +114,9 @@ def test_post_moves_the_escrow_to_the_market_and_records_the_spec(
 
     stored = load_stored_spec(swarm_home, bytes.fromhex(posted["spec_hash"][2:]))
     assert stored["kind"] == "train" and stored["max_price_per_unit"] == "0.001"
-    assert stored["output"] == str(swarm_home / "results"), "a built-in job without an output gets the buyer's"
+    assert stored["output"] == str(swarm_home / "results"), (
+        "a built-in job without an output gets the buyer's"
+    )
     status = _json(job("status", str(job_id), "--json"))  # syncs the ledger
     assert status["spec_hash"] == posted["spec_hash"]
     assert status["spec"]["resources"]["workers"] == 2 and status["status"] == "posted"
@@ -155,14 +157,17 @@ def test_post_with_a_deadline_the_chain_has_passed_is_refused(job, swarm: Swarm,
     spec = _spec_file(tmp_path, swarm)  # an hour from now by the wall clock
     rpc.increase_time(7_200)
     marks = _marks(swarm)
-    assert "is not after the chain's current time" in one_line_error(job("post", str(spec), "--account", str(B)))
+    assert "is not after the chain's current time" in one_line_error(
+        job("post", str(spec), "--account", str(B))
+    )
     assert _marks(swarm) == marks
 
 
 def test_a_failed_replica_cancels_those_already_posted(
     swarm: Swarm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, anvil_node: AnvilNode, swarm_home: Path, db
 ) -> None:
-    """The buyer's tokens leave between the replicas (really, on chain): replica 2 fails, replica 1 is refunded."""
+    """The buyer's tokens leave between the replicas (really, on chain): replica 2 fails, replica 1 is
+    refunded."""
     import ledger.jobs
 
     real_post, calls = ledger.jobs.post_job, []
@@ -170,21 +175,27 @@ def test_a_failed_replica_cancels_those_already_posted(
     def drained_after_the_first(sw, sender, *args):
         calls.append(1)
         if len(calls) == 2:
-            sender.send(sw.token.functions.transfer(dev_account(OTHER).address, sw.balance_of(sender.address)))
+            sender.send(
+                sw.token.functions.transfer(dev_account(OTHER).address, sw.balance_of(sender.address))
+            )
         return real_post(sw, sender, *args)
 
-    monkeypatch.setattr(ledger.jobs, "post_job", drained_after_the_first)  # as market.buyer sends each replica
+    # as market.buyer sends each replica
+    monkeypatch.setattr(ledger.jobs, "post_job", drained_after_the_first)
     first = int(swarm.market.functions.nextJobId().call())
     buyer0, other0 = swarm.balance_of(BUYER), swarm.balance_of(dev_account(OTHER).address)
     done = _in_process(["job", "post", str(_spec_file(tmp_path, swarm, replicas=3)), "--account", str(B)],
                        anvil_node, swarm_home, db)
     assert isinstance(done.exception, SwarmError) and done.exit_code == 1
     message = str(done.exception)
-    assert "Posting replica 2 of 3 failed" in message and f"cancelled job {first}, refunded in full" in message
+    assert (
+        "Posting replica 2 of 3 failed" in message and f"cancelled job {first}, refunded in full" in message
+    )
     assert "\n" not in message
     assert jobs.job_info(swarm, first).status is JobStatus.CANCELLED
     assert int(swarm.market.functions.nextJobId().call()) == first + 1
-    assert swarm.balance_of(BUYER) == ESCROW  # all it held after the first escrow went away; that one came back
+    # all it held after the first escrow went away; that one came back
+    assert swarm.balance_of(BUYER) == ESCROW
     assert swarm.balance_of(dev_account(OTHER).address) == other0 + buyer0 - ESCROW
     assert swarm.market.functions.totalEscrowed().call() == 0
 
@@ -270,7 +281,12 @@ def test_dispute_of_a_completed_job_and_after_its_window(
 
     rpc.increase_time(swarm.market.functions.ARBITRATION_PERIOD().call() + 1)
     split = _json(job("reclaim", str(first), "--account", str(OTHER), "--json"))  # anyone may settle it
-    assert split == split | {"job_id": first, "status": "settled", "buyer": BUYER, "bond_refund_wei": str(bond)}
+    assert split == split | {
+        "job_id": first,
+        "status": "settled",
+        "buyer": BUYER,
+        "bond_refund_wei": str(bond),
+    }
     assert jobs.job_info(swarm, first).status is JobStatus.SETTLED
 
 
@@ -304,7 +320,11 @@ def test_status_shows_the_chain_the_spec_and_the_market_record(
     _market_row(swarm, db, job_id, tmp_path / "nowhere", "0x" + "55" * 32, state="completed")
 
     status = _json(job("status", str(job_id), "--json"))
-    assert (status["status"], status["provider"], status["units_used"]) == ("completed", provider.address, 600)
+    assert (status["status"], status["provider"], status["units_used"]) == (
+        "completed",
+        provider.address,
+        600,
+    )
     assert status["result_hash"] == "0x" + "55" * 32 and status["dispute_end"] is not None
     assert status["market"]["state"] == "completed" and status["market"]["metrics"]["accuracy"] == 0.875
     assert [t["to"] for t in status["transitions"]] == ["queued", "assigned", "running", "completed"]
@@ -394,9 +414,12 @@ def test_result_is_verified_against_the_on_chain_hash_and_a_tampered_file_is_ref
 
     (result_dir / "outputs" / "checkpoint" / "model.pt").write_bytes(b"not the model")
     text = one_line_error(job("result", str(job_id)))
-    assert f"The result of job {job_id} in {result_dir} does not match its on-chain result hash {digest}" in text
+    assert (
+        f"The result of job {job_id} in {result_dir} does not match its on-chain result hash {digest}" in text
+    )
     assert "outputs/checkpoint/model.pt" in text and "do not trust it" in text
-    assert (result_dir / "manifest.json").read_bytes() == manifest  # the provider's manifest is kept as evidence
+    # the provider's manifest is kept as evidence
+    assert (result_dir / "manifest.json").read_bytes() == manifest
 
     shutil.rmtree(result_dir)
     assert "is missing; it cannot be verified" in one_line_error(job("result", str(job_id)))
@@ -443,8 +466,13 @@ def test_a_download_into_a_directory_that_is_not_empty_is_refused_and_nothing_th
 # ── malformed specs never reach the chain ────────────────────────────────────
 
 def _in_process(args: list[str], node: AnvilNode, home: Path, db: dict[str, str]):
-    """`swarm …` inside this process: the same command, read from the same environment, without the start-up."""
-    env = {"SWARM_HOME": str(home), "SWARM_RPC_URL": node.config.url, "SWARM_ANVIL_PORT": str(node.config.port)}
+    """`swarm …` inside this process: the same command, read from the same environment, without the start-
+    up."""
+    env = {
+        "SWARM_HOME": str(home),
+        "SWARM_RPC_URL": node.config.url,
+        "SWARM_ANVIL_PORT": str(node.config.port),
+    }
     return CliRunner().invoke(swarm_cli, args, env=env | db)
 
 
@@ -480,24 +508,38 @@ def _drop(field: str):
 
 CORRUPTIONS = st.one_of(
     st.sampled_from(["bake", "Train", "", 3, None, ["train"]]).map(lambda v: _set("kind", v)),
-    st.one_of(st.integers(), st.just(""), st.just(["mlp"]), st.just("resnet")).map(lambda v: _set("model", v)),
+    st.one_of(st.integers(), st.just(""), st.just(["mlp"]), st.just("resnet")).map(
+        lambda v: _set("model", v)
+    ),
     st.sampled_from(["", 7, ["x"]]).map(lambda v: _set("dataset", v)),
     st.one_of(st.integers(max_value=0), st.sampled_from(["2", 1.5, True, None])).map(
-        lambda v: _set("resources.workers", v)),
+        lambda v: _set("resources.workers", v)
+    ),
     st.integers(max_value=-1).map(lambda v: _set("resources.gpus_per_worker", v)),
     st.sampled_from(["H100", "Voodoo5", 3]).map(lambda v: _set("resources.gpu_model", v)),
-    st.floats(max_value=0, allow_nan=False, allow_infinity=False).map(lambda v: _set("resources.cpus_per_worker", v)),
-    st.one_of(st.sampled_from(["free", "-1", "0", "1e-30", "nan", "inf", "0.0000000000000000001", "1.5.0",
-                               True, None, [1]]),
-              st.integers(max_value=0)).map(lambda v: _set("max_price_per_unit", v)),
+    st.floats(max_value=0, allow_nan=False, allow_infinity=False).map(
+        lambda v: _set("resources.cpus_per_worker", v)
+    ),
+    st.one_of(
+        st.sampled_from(
+            ["free", "-1", "0", "1e-30", "nan", "inf", "0.0000000000000000001", "1.5.0", True, None, [1]]
+        ),
+        st.integers(max_value=0),
+    ).map(lambda v: _set("max_price_per_unit", v)),
     st.one_of(st.integers(max_value=0), st.sampled_from(["10", 2.5])).map(lambda v: _set("max_units", v)),
-    st.one_of(st.sampled_from(["yesterday", "-5m", "2020-01-01T00:00:00Z", "2026-12-01T12:00:00", "soon", True,
-                               1.5e9, None]),
-              st.integers(min_value=0, max_value=1_600_000_000)).map(lambda v: _set("deadline", v)),
+    st.one_of(
+        st.sampled_from(
+            ["yesterday", "-5m", "2020-01-01T00:00:00Z", "2026-12-01T12:00:00", "soon", True, 1.5e9, None]
+        ),
+        st.integers(min_value=0, max_value=1_600_000_000),
+    ).map(lambda v: _set("deadline", v)),
     st.one_of(st.floats(min_value=1.01, max_value=1e6), st.floats(max_value=-0.01, min_value=-1e6)).map(
-        lambda v: _set("min_provider_score", v)),
+        lambda v: _set("min_provider_score", v)
+    ),
     st.one_of(st.integers(min_value=11), st.integers(max_value=-1)).map(lambda v: _set("priority", v)),
-    st.one_of(st.integers(min_value=4, max_value=10**6), st.integers(max_value=0)).map(lambda v: _set("replicas", v)),
+    st.one_of(st.integers(min_value=4, max_value=10**6), st.integers(max_value=0)).map(
+        lambda v: _set("replicas", v)
+    ),
     st.integers(max_value=-1).map(lambda v: _set("seed", v)),
     st.sampled_from(["x", 3, ["epochs"]]).map(lambda v: _set("params", v)),
     st.sampled_from([[1], "big"]).map(lambda v: _set("resources", v)),
@@ -506,8 +548,9 @@ CORRUPTIONS = st.one_of(
     _unknown_name(TRAIN_PARAMS).map(lambda name: _set(f"params.{name}", 1)),
     st.one_of(st.integers(max_value=0), st.just("five")).map(lambda v: _set("params.epochs", v)),
     st.sampled_from(["fast", -0.5, 0]).map(lambda v: _set("params.lr", v)),
-    st.sampled_from(["kind", "model", "dataset", "resources", "max_price_per_unit", "max_units", "deadline"]).map(
-        _drop),
+    st.sampled_from(
+        ["kind", "model", "dataset", "resources", "max_price_per_unit", "max_units", "deadline"]
+    ).map(_drop),
 )
 
 
@@ -531,17 +574,29 @@ def test_malformed_specs_are_refused_naming_the_field_and_nothing_is_sent(
     assert _marks(swarm) == marks
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"resources": {"workers": -2}}, "spec field resources.workers must be an integer of at least 1 (got -2)."),
-    ({"colour": "blue"}, "spec field colour is not allowed; known fields are kind, model"),
-    ({"max_price_per_unit": "cheap"}, "spec field max_price_per_unit must be a token amount greater than 0"),
-    ({"params": {"epochs": 5, "momentum": 0.9}}, "spec field params.momentum is not a train parameter"),
-], ids=["negative-workers", "unknown-field", "bad-price", "unknown-param"])
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        (
+            {"resources": {"workers": -2}},
+            "spec field resources.workers must be an integer of at least 1 (got -2).",
+        ),
+        ({"colour": "blue"}, "spec field colour is not allowed; known fields are kind, model"),
+        (
+            {"max_price_per_unit": "cheap"},
+            "spec field max_price_per_unit must be a token amount greater than 0",
+        ),
+        ({"params": {"epochs": 5, "momentum": 0.9}}, "spec field params.momentum is not a train parameter"),
+    ],
+    ids=["negative-workers", "unknown-field", "bad-price", "unknown-param"],
+)
 def test_a_bad_spec_exits_1_with_one_line_and_sends_nothing(
     job, swarm: Swarm, tmp_path: Path, changes: dict, message: str
 ) -> None:
     marks = _marks(swarm)
-    assert message in one_line_error(job("post", str(_spec_file(tmp_path, swarm, **changes)), "--account", str(B)))
+    assert message in one_line_error(
+        job("post", str(_spec_file(tmp_path, swarm, **changes)), "--account", str(B))
+    )
     assert _marks(swarm) == marks
 
 
@@ -565,7 +620,9 @@ def test_the_python_api_posts_follows_and_cancels_a_job_in_a_few_lines(
     (job_id,) = posted.job_ids
     assert swarm.balance_of(BUYER) == before - ESCROW == before - posted.escrow_wei
     report = buyer.status(job_id)
-    assert report.status == "posted" and report.spec_hash == posted.spec_hash and report.spec["kind"] == "train"
+    assert (
+        report.status == "posted" and report.spec_hash == posted.spec_hash and report.spec["kind"] == "train"
+    )
     with pytest.raises(SwarmError, match=f"Job {job_id} has no result yet; it is posted"):
         buyer.result(job_id)
 
@@ -591,11 +648,20 @@ def test_a_program_posted_from_local_files_is_pinned_in_the_buyers_s3_and_its_re
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "main.py").write_text("print('hello')\n")
     (tmp_path / "table.csv").write_text("x,y\n1,2\n")
-    spec = {"kind": "ray", "code": "code", "inputs": {"table": "table.csv"}, "output": s3_store.uri(f"{bucket}/runs"),
-            "resources": {"workers": 1}, "max_price_per_unit": "0.001", "max_units": 100,
-            "deadline": _now(swarm) + 3_600, "params": {"entrypoint": "python main.py"}}
+    spec = {
+        "kind": "ray",
+        "code": "code",
+        "inputs": {"table": "table.csv"},
+        "output": s3_store.uri(f"{bucket}/runs"),
+        "resources": {"workers": 1},
+        "max_price_per_unit": "0.001",
+        "max_units": 100,
+        "deadline": _now(swarm) + 3_600,
+        "params": {"entrypoint": "python main.py"},
+    }
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(spec))
-    keys = s3_store.environment  # the buyer's keys to their own store, in the environment as the AWS tools read them
+    # the buyer's keys to their own store, in the environment as the AWS tools read them
+    keys = s3_store.environment
 
     posted = _json(job("post", str(tmp_path / "job.yaml"), "--account", str(B), "--json"))
     (job_id,) = posted["job_ids"]
@@ -607,7 +673,9 @@ def test_a_program_posted_from_local_files_is_pinned_in_the_buyers_s3_and_its_re
     # What the provider's site does when the lease ends: the outputs and their manifest to the output.
     produced = _result_dir(tmp_path / "produced")
     digest = result_hash(produced)
-    where = dataplane.join(spec["output"], job_namespace(swarm.chain.chain_id, swarm.market.address) + str(job_id))
+    where = dataplane.join(
+        spec["output"], job_namespace(swarm.chain.chain_id, swarm.market.address) + str(job_id)
+    )
     dataplane.upload(produced / "outputs", dataplane.join(where, "outputs"))
     dataplane.upload(produced / "manifest.json", dataplane.join(where, "manifest.json"))
     _complete(swarm, job_id, provider.address, bytes.fromhex(digest[2:]), units=40)

@@ -35,7 +35,9 @@ def test_job_posted_assigned_completed_and_paid(swarm: Swarm, rpc: RpcClient, pa
     assert posted.args["escrow"] == PRICE * UNITS and posted.args["buyer"] == buyer.address
     assert swarm.balance_of(swarm.market.address) == PRICE * UNITS
 
-    (assigned,) = swarm.events(jobs.assign_job(swarm, matcher, job_id, provider.address, 3 * ONE // 2), "JobAssigned")
+    (assigned,) = swarm.events(
+        jobs.assign_job(swarm, matcher, job_id, provider.address, 3 * ONE // 2), "JobAssigned"
+    )
     assert assigned.args["provider"] == provider.address
     result = b"\x55" * 32
     signature = provider_signature(swarm, job_id, result, 60)
@@ -78,7 +80,9 @@ def test_job_reclaimed_by_the_buyer_after_its_deadline(swarm: Swarm, rpc: RpcCli
     deadline = swarm.chain.timestamp() + 600
     job_id, _ = jobs.post_job(swarm, buyer, SPEC, PRICE, UNITS, deadline)
     jobs.assign_job(swarm, matcher, job_id, provider.address, PRICE)
-    with pytest.raises(TransactionFailed, match=rf"DeadlineNotReached\(jobId={job_id}, deadline={deadline}\)"):
+    with pytest.raises(
+        TransactionFailed, match=rf"DeadlineNotReached\(jobId={job_id}, deadline={deadline}\)"
+    ):
         jobs.reclaim_expired(swarm, buyer, job_id)
     rpc.increase_time(601)
     (reclaimed,) = swarm.events(jobs.reclaim_expired(swarm, buyer, job_id), "JobReclaimed")
@@ -127,7 +131,9 @@ def test_reassigned_job_moves_to_the_new_provider_with_escrow_in_place_and_slash
     jobs.assign_job(swarm, matcher, job_id, provider.address, PRICE)
     buyer0, escrowed0 = swarm.balance_of(buyer.address), swarm.market.functions.totalEscrowed().call()
 
-    receipt = jobs.reassign_job(swarm, matcher, job_id, successor.address, PRICE // 2, "nodes lost", slash_bps=1_000)
+    receipt = jobs.reassign_job(
+        swarm, matcher, job_id, successor.address, PRICE // 2, "nodes lost", slash_bps=1_000
+    )
     (reassigned,) = swarm.events(receipt, "JobReassigned")
     assert reassigned.args == {"jobId": job_id, "from": provider.address, "to": successor.address,
                                "pricePerUnit": PRICE // 2, "reason": b"nodes lost".ljust(32, b"\0"),
@@ -137,14 +143,20 @@ def test_reassigned_job_moves_to_the_new_provider_with_escrow_in_place_and_slash
     assert slashed.args["evidenceHash"] == job_id.to_bytes(32, "big")  # the job is the evidence
 
     info = jobs.job_info(swarm, job_id)
-    assert (info.status, info.provider, info.price_per_unit) == (JobStatus.ASSIGNED, successor.address, PRICE // 2)
+    assert (info.status, info.provider, info.price_per_unit) == (
+        JobStatus.ASSIGNED,
+        successor.address,
+        PRICE // 2,
+    )
     assert swarm.market.functions.totalEscrowed().call() == escrowed0
     assert swarm.balance_of(swarm.market.address) == escrowed0
     assert swarm.balance_of(buyer.address) == buyer0
     assert stake.provider_info(swarm, provider.address).stake == 900 * ONE
     assert stake.provider_info(swarm, successor.address).stake == 1_000 * ONE
 
-    with pytest.raises(TransactionFailed, match=rf"SameProvider\(jobId={job_id}, provider={successor.address}\)"):
+    with pytest.raises(
+        TransactionFailed, match=rf"SameProvider\(jobId={job_id}, provider={successor.address}\)"
+    ):
         jobs.reassign_job(swarm, matcher, job_id, successor.address, PRICE, "again")
 
 
@@ -157,7 +169,9 @@ def test_assigning_an_unstaked_provider_is_refused_and_leaves_the_job_posted(swa
     assert jobs.job_info(swarm, job_id).status is JobStatus.POSTED
 
 
-def test_a_second_matcher_slash_of_a_job_is_refused_and_a_slash_free_fail_goes_through(swarm: Swarm, parties) -> None:
+def test_a_second_matcher_slash_of_a_job_is_refused_and_a_slash_free_fail_goes_through(
+    swarm: Swarm, parties
+) -> None:
     provider, buyer, matcher = parties
     successor = swarm.sender(dev_account(2).key)
     stake.register(swarm, successor, b"\x46" * 32, 1)

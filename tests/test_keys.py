@@ -77,7 +77,9 @@ def test_imported_key_keeps_its_address_and_unlocks_to_the_same_key(store: Keyst
 
 
 def test_find_without_a_reference_takes_the_only_keystore_or_asks_to_choose(store: Keystore) -> None:
-    with pytest.raises(SwarmError, match=r"^No keystore in .*; create one with `swarm keys new` \(or use --account"):
+    with pytest.raises(
+        SwarmError, match=r"^No keystore in .*; create one with `swarm keys new` \(or use --account"
+    ):
         store.find(None)
     only = store.import_key(KEY, PASSWORD)
     assert store.find(None) == only
@@ -139,7 +141,9 @@ def test_keystore_holding_another_address_is_refused(store: Keystore) -> None:
 
 def test_names_and_addresses_are_unique_and_names_well_formed(store: Keystore) -> None:
     first = store.import_key(KEY, PASSWORD, name="bob")
-    with pytest.raises(InvalidInput, match=re.escape(f"A keystore for {ADDRESS} exists already: {first.path};")):
+    with pytest.raises(
+        InvalidInput, match=re.escape(f"A keystore for {ADDRESS} exists already: {first.path};")
+    ):
         store.import_key(KEY, PASSWORD)
     with pytest.raises(InvalidInput, match=f"The name 'bob' is taken by the keystore for {ADDRESS}"):
         store.create(PASSWORD, name="bob")

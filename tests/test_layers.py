@@ -49,7 +49,12 @@ def imported_packages(path: Path) -> set[str]:
 def test_a_package_imports_only_the_layers_below_it(package: str) -> None:
     wrong = {}
     for path in sorted((ROOT / package).rglob("*.py")):
-        extra = imported_packages(path) - {package} - MAY_IMPORT[package] - SEES_ALL.get(path.relative_to(ROOT), set())
+        extra = (
+            imported_packages(path)
+            - {package}
+            - MAY_IMPORT[package]
+            - SEES_ALL.get(path.relative_to(ROOT), set())
+        )
         if extra:
             wrong[str(path.relative_to(ROOT))] = sorted(extra)
     assert wrong == {}, f"imports against the layering: {wrong}"

@@ -22,13 +22,25 @@ from provider.lease.plan import Fetch, LeasePlan
 
 MAX_ENV_BYTES = 128 * 1024  # Linux's limit on one environment string (MAX_ARG_STRLEN)
 
-env_st = st.dictionaries(st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True), st.text(max_size=2_000), max_size=4)
+env_st = st.dictionaries(
+    st.from_regex(r"[A-Z][A-Z0-9_]{0,8}", fullmatch=True), st.text(max_size=2_000), max_size=4
+)
 PINNED = {"uri": "s3://code/0.tar?endpoint_override=127.0.0.1:9000", "sha256": "ab" * 32}
 
 
 def program(entrypoint: str = "python main.py", env: dict[str, str] | None = None) -> ComputeJob:
-    return ComputeJob.of("ns-1", "ray", "0xabc", {"entrypoint": entrypoint, "requirements": ["numpy>=1.26"],
-                                                  "env": env or {}, "code": PINNED, "inputs": {"digits": PINNED}})
+    return ComputeJob.of(
+        "ns-1",
+        "ray",
+        "0xabc",
+        {
+            "entrypoint": entrypoint,
+            "requirements": ["numpy>=1.26"],
+            "env": env or {},
+            "code": PINNED,
+            "inputs": {"digits": PINNED},
+        },
+    )
 
 
 def program_plan(job: ComputeJob, **changes) -> LeasePlan:
@@ -40,10 +52,22 @@ def job_plan() -> LeasePlan:
     """An infer lease whose dataset the launcher fetches into the lease: its params name it there."""
     job = ComputeJob.of("ns-7", "infer", "0xabc", {"checkpoint": "s3://models/m", "dataset_path": "s3://d/in.npy",
                                                   "batch_size": 8})
-    fetch = Fetch("/data/in.npy", "ab" * 32, "inputs/dataset_path", "dataset_path", "inputs/dataset_path/in.npy")
-    return LeasePlan(job_id=7, number=3, job=job.with_params(dataset_path=fetch.path), cpus=1, gpus=0,
-                     memory_bytes=2**30, wall_seconds=60, max_units=100, hidden=("/srv/provider",), fetch=(fetch,),
-                     result="s3://results/ns-7")
+    fetch = Fetch(
+        "/data/in.npy", "ab" * 32, "inputs/dataset_path", "dataset_path", "inputs/dataset_path/in.npy"
+    )
+    return LeasePlan(
+        job_id=7,
+        number=3,
+        job=job.with_params(dataset_path=fetch.path),
+        cpus=1,
+        gpus=0,
+        memory_bytes=2**30,
+        wall_seconds=60,
+        max_units=100,
+        hidden=("/srv/provider",),
+        fetch=(fetch,),
+        result="s3://results/ns-7",
+    )
 
 
 @settings(max_examples=50, deadline=None)
@@ -63,7 +87,10 @@ def test_the_largest_program_fits_in_one_environment_string() -> None:
 
     rng = random.Random(0)  # incompressible text: the worst case for the plan's size
     text = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789 \n\"'\\") for _ in range(MAX_RUN_BYTES))
-    while len(json.dumps({"entrypoint": text, "requirements": ["numpy>=1.26"], "env": {}, "ray": True})) > MAX_RUN_BYTES:
+    while (
+        len(json.dumps({"entrypoint": text, "requirements": ["numpy>=1.26"], "env": {}, "ray": True}))
+        > MAX_RUN_BYTES
+    ):
         text = text[:-16]  # as long as a ray job's params may be
     plan = program_plan(program(entrypoint=text))
     assert len(f"{PLAN_ENV}={plan.encode()}".encode()) < MAX_ENV_BYTES
@@ -76,7 +103,9 @@ def test_a_plans_paths_become_those_of_the_machine_that_runs_it(tmp_path: Path) 
     assert job.storage == str(here / "storage")
     assert job.params.dataset_path == str(here / "inputs/dataset_path/in.npy") and job.params.batch_size == 8
     assert job.params.checkpoint == "s3://models/m", "only what the lease fetched is placed in it"
-    assert plan.job.params.dataset_path == "inputs/dataset_path/in.npy", "the plan itself names no machine's path"
+    assert plan.job.params.dataset_path == "inputs/dataset_path/in.npy", (
+        "the plan itself names no machine's path"
+    )
     assert str(tmp_path) not in json.dumps(plan.to_dict())
 
 

@@ -31,12 +31,12 @@ from ledger.db import open_ledger
 from ledger.errors import SwarmError
 from ledger.indexer.models import EventRow
 from ledger.jobs import JobStatus, job_info
-from market.records import MarketJob, MarketTransition
-from provider.authority import ChainAuthority
 from ledger.specs import store_spec
-from market.storage import DEFAULT_OUTPUT, pin
+from market.records import MarketJob, MarketTransition
 from market.service import MarketConfig, MarketService
 from market.spec import validate_spec
+from market.storage import DEFAULT_OUTPUT, pin
+from provider.authority import ChainAuthority
 from tests.programs import program_spec as buyer_program
 from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C, SiteNetwork
 
@@ -67,13 +67,19 @@ def train_spec(**over) -> dict:
 def program_spec(home: Path, code: str, **over) -> dict:
     """A buyer's own program (no training): fast to run, its outputs what the code writes, to the
     buyer's storage in `home`."""
-    return buyer_program(home / "buyer-storage", code, memory_gb=0, deadline="1h") | {"max_price_per_unit": "0.001"} \
+    return (
+        buyer_program(home / "buyer-storage", code, memory_gb=0, deadline="1h")
+        | {"max_price_per_unit": "0.001"}
         | over
+    )
 
 
-DETERMINISTIC = ("import os, pathlib\n"
-                 "pathlib.Path(os.environ['SWARM_OUTPUT_DIR'], 'sum.txt').write_text(str(sum(range(10 ** 6))))\n")
-RANDOM = "import os, pathlib\npathlib.Path(os.environ['SWARM_OUTPUT_DIR'], 'noise.bin').write_bytes(os.urandom(16))\n"
+DETERMINISTIC = (
+    "import os, pathlib\n"
+    "pathlib.Path(os.environ['SWARM_OUTPUT_DIR'], 'sum.txt').write_text(str(sum(range(10 ** 6))))\n"
+)
+RANDOM = ("import os, pathlib\n"
+          "pathlib.Path(os.environ['SWARM_OUTPUT_DIR'], 'noise.bin').write_bytes(os.urandom(16))\n")
 SLOW = "import time\ntime.sleep(10)\n" + DETERMINISTIC
 
 
@@ -109,9 +115,13 @@ def ledger_engine(tmp_path: Path):
 
 
 @pytest.fixture
-def service(swarm: Swarm, swarm_home: Path, ledger_engine, providers, tmp_path: Path) -> Iterator[MarketService]:
+def service(
+    swarm: Swarm, swarm_home: Path, ledger_engine, providers, tmp_path: Path
+) -> Iterator[MarketService]:
     config = MarketConfig(interval_s=0.2, fault_slash_bps=100)
-    market = MarketService(swarm, swarm.sender(dev_account(0).key), ledger_engine, swarm_home, config, log=print)
+    market = MarketService(
+        swarm, swarm.sender(dev_account(0).key), ledger_engine, swarm_home, config, log=print
+    )
     yield market
     market.close(wait=True)
 
@@ -143,14 +153,18 @@ def in_state(engine, job_id: int, *states: str) -> Callable[[], bool]:
 
 def checkpointed(service: MarketService, job_id: int) -> Callable[[], bool]:
     """Ray Train has registered a checkpoint of the job's run, in the buyer's output."""
-    return lambda: registered_checkpoint(service.home / DEFAULT_OUTPUT / f"{service.namespace}{job_id}") is not None
+    return lambda: (
+        registered_checkpoint(service.home / DEFAULT_OUTPUT / f"{service.namespace}{job_id}") is not None
+    )
 
 
 def balances(swarm: Swarm, *addresses: str) -> list[int]:
     return [swarm.balance_of(a) for a in addresses]
 
 
-def settle_after_window(swarm: Swarm, rpc: RpcClient, service: MarketService, engine, job_ids: list[int]) -> None:
+def settle_after_window(
+    swarm: Swarm, rpc: RpcClient, service: MarketService, engine, job_ids: list[int]
+) -> None:
     window = swarm.market.functions.disputeWindow().call()
     rpc.increase_time(window + 1)
     rpc.mine()
@@ -206,7 +220,9 @@ def test_a_completion_the_chain_lost_is_sent_again_and_the_job_settles_once(
     settle_after_window(swarm, rpc, service, ledger_engine, [job_id])
     assert job_info(swarm, job_id).status == JobStatus.SETTLED
     states = [t.to_state for t in _transitions(ledger_engine, job_id)]
-    assert states == ["queued", "assigned", "running", "ran", "completed", "ran", "completed", "settled"], states
+    assert states == ["queued", "assigned", "running", "ran", "completed", "ran", "completed", "settled"], (
+        states
+    )
 
 
 def test_a_job_nothing_can_take_is_explained_and_a_cancel_refunds_it(
@@ -284,7 +300,9 @@ def test_a_provider_whose_site_dies_mid_job_loses_it_to_another_which_completes_
     assert after[2] == before[2], "C is paid nothing"
     assert after[4] == before[4]
     # The escrow is conserved to the wei: what the buyer paid is what A and the treasury got.
-    assert before[0] - after[0] == (after[1] - before[1]) + (after[3] - before[3] - _slash_income(swarm, job_id))
+    assert before[0] - after[0] == (after[1] - before[1]) + (
+        after[3] - before[3] - _slash_income(swarm, job_id)
+    )
 
 
 def _slash_income(swarm: Swarm, job_id: int) -> int:
@@ -317,7 +335,9 @@ def test_replicas_that_disagree_are_disputed_with_the_evidence(
     for job_id in (first, second):
         info = job_info(swarm, job_id)
         assert info.status == JobStatus.DISPUTED
-        assert "0x" + info.result_hash.hex() == evidence[str(job_id)]["result_hash"], "what its provider signed"
+        assert "0x" + info.result_hash.hex() == evidence[str(job_id)]["result_hash"], (
+            "what its provider signed"
+        )
         assert evidence[str(job_id)]["provider"] == info.provider
 
 
@@ -331,7 +351,7 @@ def test_the_service_killed_mid_job_and_restarted_assigns_and_settles_once(
         "SWARM_DB_URL": str(ledger_engine.url),
     }
     command = [sys.executable, "-m", "scripts.cli", "market", "run", "--interval", "0.3"]
-    log = open(tmp_path / "market.log", "w")
+    log = open(tmp_path / "market.log", "w")  # noqa: SIM115 -- closed in the finally below
     first = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
         _wait(in_state(ledger_engine, job_id, "running"), 90)
@@ -340,12 +360,16 @@ def test_the_service_killed_mid_job_and_restarted_assigns_and_settles_once(
         first.wait(10)
         assert record(ledger_engine, job_id).state == "running"
 
-        done = subprocess.run([*command, "--once"], env=env, capture_output=True, text=True, timeout=300)
+        done = subprocess.run(
+            [*command, "--once"], check=False, env=env, capture_output=True, text=True, timeout=300
+        )
         assert done.returncode == 0, done.stdout + done.stderr
         assert record(ledger_engine, job_id).state == "completed"
         rpc.increase_time(swarm.market.functions.disputeWindow().call() + 1)
         rpc.mine()
-        done = subprocess.run([*command, "--once"], env=env, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [*command, "--once"], check=False, env=env, capture_output=True, text=True, timeout=120
+        )
         assert done.returncode == 0, done.stdout + done.stderr
     finally:
         if first.poll() is None:
@@ -354,7 +378,11 @@ def test_the_service_killed_mid_job_and_restarted_assigns_and_settles_once(
     assert job_info(swarm, job_id).status == JobStatus.SETTLED
     with Session(ledger_engine) as session:
         names = [e.name for e in session.exec(select(EventRow).where(EventRow.job_id == job_id))]
-    assert names.count("JobAssigned") == 1 and names.count("JobCompleted") == 1 and names.count("JobSettled") == 1
+    assert (
+        names.count("JobAssigned") == 1
+        and names.count("JobCompleted") == 1
+        and names.count("JobSettled") == 1
+    )
     rec = record(ledger_engine, job_id)
     assert rec.attempts == 2, "the market followed the lease twice"
     assert any("interrupted" in t.detail for t in _transitions(ledger_engine, job_id))

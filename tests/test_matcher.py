@@ -36,13 +36,13 @@ def providers_of(result, job_id: int) -> list[str]:
 
 # Each case: a change to the best-ranked provider that breaks exactly one hard constraint.
 BROKEN = {
-    "stake": dict(stake_ok=False),
-    "jailed": dict(jailed=True),
-    "gpu_model": dict(gpu_model="T4"),
-    "vram": dict(vram_gb=24),
-    "score": dict(score=0.2),
-    "price": dict(price_per_unit=30 * WEI, measured_perf=10.0),  # cheapest per useful unit, over the cap
-    "capacity": dict(gpus=0),
+    "stake": {"stake_ok": False},
+    "jailed": {"jailed": True},
+    "gpu_model": {"gpu_model": "T4"},
+    "vram": {"vram_gb": 24},
+    "score": {"score": 0.2},
+    "price": {"price_per_unit": 30 * WEI, "measured_perf": 10.0},  # cheapest per useful unit, over the cap
+    "capacity": {"gpus": 0},
 }
 
 
@@ -241,13 +241,37 @@ def test_an_explanation_for_a_full_gpu_model_names_capacity_among_that_models_pr
     from market.matcher import JobRequest, ProviderOffer, match
 
     def offer(i: int, model: str, gpus: int) -> ProviderOffer:
-        return ProviderOffer(address=f"0x{i:040x}", gpu_model=model, gpus=gpus, vram_gb=80, cpus=8, memory_gb=64,
-                             price_per_unit=10, stake_ok=True, jailed=False, score=0.9, measured_perf=1.0,
-                             reliability=0.9)
+        return ProviderOffer(
+            address=f"0x{i:040x}",
+            gpu_model=model,
+            gpus=gpus,
+            vram_gb=80,
+            cpus=8,
+            memory_gb=64,
+            price_per_unit=10,
+            stake_ok=True,
+            jailed=False,
+            score=0.9,
+            measured_perf=1.0,
+            reliability=0.9,
+        )
 
     providers = [offer(1, "H100", 1)] + [offer(i, "A100", 8) for i in range(2, 12)]
-    jobs = [JobRequest(job_id=1, workers=1, gpus_per_worker=8, gpu_model="H100", vram_gb_per_worker=80,
-                       cpus_per_worker=1, memory_gb=1, max_price_per_unit=100, min_score=0, priority=5, replicas=1)]
+    jobs = [
+        JobRequest(
+            job_id=1,
+            workers=1,
+            gpus_per_worker=8,
+            gpu_model="H100",
+            vram_gb_per_worker=80,
+            cpus_per_worker=1,
+            memory_gb=1,
+            max_price_per_unit=100,
+            min_score=0,
+            priority=5,
+            replicas=1,
+        )
+    ]
     result = match(jobs, providers)
     assert result.assignments == []
     explanation = result.unmatched[1]

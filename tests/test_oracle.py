@@ -29,7 +29,8 @@ from ledger.specs import store_spec
 from oracle.config import load_config
 from oracle.epoch import MIN_CHALLENGES, EpochRunner
 from oracle.records import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
-from oracle.service import OracleService, schedule as make_schedule
+from oracle.service import OracleService
+from oracle.service import schedule as make_schedule
 from tests.conftest import provider_signature
 from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C, SiteNetwork
 
@@ -89,7 +90,9 @@ def close_epoch(service: OracleService, rpc: RpcClient, probes: int = 3, challen
 
 def scores(service: OracleService, epoch: int) -> dict[str, ProviderScore]:
     with Session(service.engine) as session:
-        return {s.provider: s for s in session.exec(select(ProviderScore).where(ProviderScore.epoch == epoch))}
+        return {
+            s.provider: s for s in session.exec(select(ProviderScore).where(ProviderScore.epoch == epoch))
+        }
 
 
 def test_an_epoch_pays_exactly_its_emission_and_one_proof_claims_several_epochs(
@@ -128,10 +131,21 @@ def test_a_faster_honest_provider_earns_more_than_a_slower_one(
     with Session(oracle.engine) as session:
         for provider, gflops in ((PROVIDER_A, 4_000.0), (PROVIDER_B, 2_500.0)):
             for seed in range(MIN_CHALLENGES):
-                session.add(ChallengeRecord(chain_id=swarm.chain.chain_id, provider=provider, at=time.time(),
-                                            declared_model="T4", seed=seed, proof_ok=True, measured_gflops=gflops,
-                                            reference_gflops=4_050.0, ratio=gflops / 4_050.0, device="cuda",
-                                            gpus=1))
+                session.add(
+                    ChallengeRecord(
+                        chain_id=swarm.chain.chain_id,
+                        provider=provider,
+                        at=time.time(),
+                        declared_model="T4",
+                        seed=seed,
+                        proof_ok=True,
+                        measured_gflops=gflops,
+                        reference_gflops=4_050.0,
+                        ratio=gflops / 4_050.0,
+                        device="cuda",
+                        gpus=1,
+                    )
+                )
         session.commit()
     record = close_epoch(oracle, rpc, challenge=False, finalize=False)
     paid = scores(oracle, record.epoch)
@@ -140,7 +154,12 @@ def test_a_faster_honest_provider_earns_more_than_a_slower_one(
 
 
 def test_a_provider_down_for_most_of_an_epoch_is_slashed_jailed_and_can_unjail_after(
-    register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient, site_network: SiteNetwork,
+    register,
+    swarm: Swarm,
+    swarm_home: Path,
+    oracle: OracleService,
+    rpc: RpcClient,
+    site_network: SiteNetwork,
 ) -> None:
     for i in (1, 2, 3):
         register(i)
@@ -188,17 +207,32 @@ def test_a_misdeclared_gpu_is_caught_by_its_challenge(
     assert stake.provider_info(swarm, PROVIDER_B).jailed_until > 0
 
 
-def test_fraud_is_tombstoned(register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient) -> None:
+def test_fraud_is_tombstoned(
+    register, swarm: Swarm, swarm_home: Path, oracle: OracleService, rpc: RpcClient
+) -> None:
     register(1)
     register(2)
     oracle.probe()  # the epoch begins
     # Provider B's node opened a row that is not the one it committed to (the collector's part
     # is tests/test_hostile_challenge.py: a hostile node through a real site).
     with Session(oracle.engine) as session:
-        session.add(ChallengeRecord(chain_id=swarm.chain.chain_id, provider=PROVIDER_B, at=time.time(),
-                                    declared_model="cpu", seed=7, proof_ok=False, outcome="refuted",
-                                    measured_gflops=0.0, reference_gflops=0.0, ratio=0.0, device="cpu", gpus=0,
-                                    reason="proof refuted: row 3 of checkpoint 2 is not the one committed to"))
+        session.add(
+            ChallengeRecord(
+                chain_id=swarm.chain.chain_id,
+                provider=PROVIDER_B,
+                at=time.time(),
+                declared_model="cpu",
+                seed=7,
+                proof_ok=False,
+                outcome="refuted",
+                measured_gflops=0.0,
+                reference_gflops=0.0,
+                ratio=0.0,
+                device="cpu",
+                gpus=0,
+                reason="proof refuted: row 3 of checkpoint 2 is not the one committed to",
+            )
+        )
         session.commit()
     record = close_epoch(oracle, rpc, challenge=False)
     (slash,) = record.slashes
@@ -257,7 +291,9 @@ def test_killed_after_aggregating_the_restart_signs_the_stored_report(
     runner = _restarted(oracle)
     outcome = runner.run()
     assert outcome.epoch == stored.epoch and outcome.state == "submitted"
-    assert chain_rewards.pending_report(swarm).rewards_root.hex() == root[2:], "the stored report, not a new one"
+    assert chain_rewards.pending_report(swarm).rewards_root.hex() == root[2:], (
+        "the stored report, not a new one"
+    )
     _finalize(runner, rpc)
     assert swarm.distributor.functions.lastFinalizedEpoch().call() == stored.epoch
 
@@ -332,7 +368,10 @@ def test_a_job_lost_by_its_provider_is_charged_as_abandonment(
     (slash,) = record.slashes
     assert slash["provider"] == PROVIDER_A and slash["row"] == "abandonment" and slash["jail_seconds"] > 0
     assert stake.provider_info(swarm, PROVIDER_A).stake == STAKE - STAKE * slash["bps"] // 10_000
-    assert scores(oracle, record.epoch)[PROVIDER_A].reliability < scores(oracle, record.epoch)[PROVIDER_B].reliability
+    assert (
+        scores(oracle, record.epoch)[PROVIDER_A].reliability
+        < scores(oracle, record.epoch)[PROVIDER_B].reliability
+    )
 
 
 def test_a_replica_outvoted_by_the_others_is_tombstoned_for_fraud(

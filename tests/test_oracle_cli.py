@@ -78,7 +78,7 @@ def test_the_scheduled_oracle_closes_and_finalizes_epochs_until_stopped(
     staked, env: dict[str, str], swarm: Swarm, swarm_home: Path, rpc: RpcClient, anvil_node, tmp_path: Path,
 ) -> None:
     full = os.environ | env | {"SWARM_HOME": str(swarm_home), "SWARM_RPC_URL": anvil_node.config.url}
-    log = open(tmp_path / "oracle.log", "w")
+    log = open(tmp_path / "oracle.log", "w")  # noqa: SIM115 -- closed in the finally below
     process = subprocess.Popen([sys.executable, "-m", "scripts.cli", "oracle", "run", "--epoch-length", "3"],
                                env=full, stdout=log, stderr=subprocess.STDOUT)
     engine = open_ledger(env["SWARM_DB_URL"])
@@ -126,8 +126,14 @@ def _sign_as_member(cli, env: dict[str, str], swarm_home: Path, swarm: Swarm, me
         runner = EpochRunner(swarm, engine, swarm_home, load_config(), swarm.sender(dev_account(0).key), [],
                              epoch_length_s=0.001)
         from oracle.collector import Collector, site_clients
-        sites = site_clients(engine, swarm.chain.chain_id, swarm_home, swarm.sender(member.key).sign_typed_data,
-                             swarm.market.address)
+
+        sites = site_clients(
+            engine,
+            swarm.chain.chain_id,
+            swarm_home,
+            swarm.sender(member.key).sign_typed_data,
+            swarm.market.address,
+        )
         Collector(engine, swarm.chain.chain_id, sites, 8.0, 64, 2).probe([PROVIDER_A, PROVIDER_B])
         time.sleep(0.01)
         runner.indexer.sync()
@@ -139,7 +145,9 @@ def _sign_as_member(cli, env: dict[str, str], swarm_home: Path, swarm: Swarm, me
                  env=env | {"SWARM_KEY_PASSWORD": "pw"})
     assert signed.code == 0, signed.stderr
     assert json.loads(signed.stdout) == {"epoch": number, "signed": True, "signatures": 1, "threshold": 3}
-    again = cli("oracle", "sign", str(number), "--key", "member", "--json", env=env | {"SWARM_KEY_PASSWORD": "pw"})
+    again = cli(
+        "oracle", "sign", str(number), "--key", "member", "--json", env=env | {"SWARM_KEY_PASSWORD": "pw"}
+    )
     assert json.loads(again.stdout)["signed"] is False
 
 

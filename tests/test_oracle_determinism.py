@@ -335,16 +335,31 @@ def test_a_provider_challenged_while_busy_is_judged_by_its_best_challenge_of_two
     start = time.time()
     end = measure([runner.engine], chain_id, [A, B, C, d], start)  # a challenge each at the reference, then:
     # × the reference, at these seconds from the epoch's start (it runs from `start` to `end`)
-    figures = {A: ((3.5, 1.0), (3.6, 0.2)), B: ((-2.0, 0.3), (3.5, 0.3), (3.6, 0.2)), C: ((-2.0, 1.0), (3.5, 0.2)),
-               d: ((3.5, 0.2),)}
+    figures = {
+        A: ((3.5, 1.0), (3.6, 0.2)),
+        B: ((-2.0, 0.3), (3.5, 0.3), (3.6, 0.2)),
+        C: ((-2.0, 1.0), (3.5, 0.2)),
+        d: ((3.5, 0.2),),
+    }
     with Session(runner.engine) as session:
         for row in session.exec(select(ChallengeRecord).where(ChallengeRecord.chain_id == chain_id)).all():
             session.delete(row)
         for provider, taken in figures.items():
-            session.add_all(ChallengeRecord(
-                chain_id=chain_id, provider=provider, at=start + at, declared_model="cpu", seed=k,
-                proof_ok=True, measured_gflops=ratio * CPU_REFERENCE_GFLOPS, reference_gflops=CPU_REFERENCE_GFLOPS,
-                ratio=ratio, device="cpu") for k, (at, ratio) in enumerate(taken))
+            session.add_all(
+                ChallengeRecord(
+                    chain_id=chain_id,
+                    provider=provider,
+                    at=start + at,
+                    declared_model="cpu",
+                    seed=k,
+                    proof_ok=True,
+                    measured_gflops=ratio * CPU_REFERENCE_GFLOPS,
+                    reference_gflops=CPU_REFERENCE_GFLOPS,
+                    ratio=ratio,
+                    device="cpu",
+                )
+                for k, (at, ratio) in enumerate(taken)
+            )
         session.commit()
     record = aggregate(runner, end)
     assert [(s["provider"], s["reason"]) for s in record.slashes] == [(B, "hardware misrepresentation")]

@@ -48,8 +48,11 @@ def test_a_job_builds_on_its_buyers_own_results_and_on_published_ones_only(swarm
     assert buyers[OWNER].post(tune_of(own)).job_ids
     assert buyers[OWNER].post(tune_of(published)).job_ids
     nonce = swarm.chain.w3.eth.get_transaction_count(dev_account(OWNER).address)
-    with pytest.raises(SpecError, match=rf"spec field model job:{private} is another buyer's result, which that "
-                                        "buyer did not publish") as refused:
+    with pytest.raises(
+        SpecError,
+        match=rf"spec field model job:{private} is another buyer's result, which that "
+        "buyer did not publish",
+    ) as refused:
         buyers[OWNER].post(tune_of(private))
     assert refused.value.field == "model"
     with pytest.raises(SpecError, match="model job:999 names no job of this market"):

@@ -22,8 +22,8 @@ from compute import dataplane
 from compute.jobs import ComputeJob
 from compute.manifest import build_manifest, manifest_hash
 from compute.order import Order
-from market.storage import pin
 from market.spec import SpecError, validate_spec
+from market.storage import pin
 from provider.lease.launch import launch
 from provider.lease.plan import LeasePlan, plan_lease
 from tests.object_store import S3Store
@@ -55,7 +55,9 @@ def write_tree(root: Path, tree: dict[str, tuple[bytes, bool]], order: list[str]
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tree=tree_st, shuffle=st.randoms(use_true_random=False), mtime=st.integers(0, 2**31 - 1))
-def test_packing_depends_only_on_names_contents_and_executable_bits(tmp_path_factory, tree, shuffle, mtime) -> None:
+def test_packing_depends_only_on_names_contents_and_executable_bits(
+    tmp_path_factory, tree, shuffle, mtime
+) -> None:
     names = sorted(tree)
     if any(b != a and b.startswith(a.rsplit(".", 1)[0] + "/") for a in names for b in names):
         return  # a file and a directory of one name cannot both exist
@@ -120,7 +122,9 @@ def test_an_input_that_does_not_hash_to_its_pin_is_refused_and_nothing_stays(tmp
     staged = dataplane.stage(str(source), expected, tmp_path / "lease" / "data")
     assert staged == (tmp_path / "lease" / "data" if as_directory else tmp_path / "lease" / "data" / "data")
 
-    with pytest.raises(dataplane.DigestMismatch, match=f"input {source} has sha256 {expected}, not the 00+ its"):
+    with pytest.raises(
+        dataplane.DigestMismatch, match=f"input {source} has sha256 {expected}, not the 00+ its"
+    ):
         dataplane.stage(str(source), "0" * 64, tmp_path / "other" / "data")
     assert list((tmp_path / "other").iterdir()) == [], "a copy that failed its pin is not left behind"
 
@@ -132,20 +136,30 @@ RAY = {"kind": "ray", "code": {"uri": "s3://code/x.tar", "sha256": "ab" * 32}, "
        "params": {"entrypoint": "python train.py"}}
 
 
-@pytest.mark.parametrize(("change", "field", "says"), [
-    ({"code": None}, "code", "is required for a ray job"),
-    ({"output": None}, "output", "is required for a ray job"),
-    ({"code": {"uri": "s3://code/x.tar", "sha256": "xyz"}}, "code.sha256", "must be 64 hex digits"),
-    ({"inputs": {"digits": {"uri": "s3://d"}}}, "inputs.digits.sha256", "is required"),
-    ({"inputs": {"my-data": "data.parquet"}}, "inputs.my-data", "letters, digits and _"),
-    ({"params": {}}, "params.entrypoint", "must be the command"),
-    ({"params": {"entrypoint": "x", "requirements": ["torch @ https://evil/torch.whl"]}}, "params.requirements",
-     "not a requirement from the package index"),
-    ({"params": {"entrypoint": "x", "env": {"RAY_ADDRESS": "10.0.0.1:6379"}}}, "params.env", "cannot set"),
-    ({"params": {"entrypoint": "x", "files": {"main.py": ""}}}, "params.files", "is not a ray parameter"),
-    ({"params": {"entrypoint": "x", "ray": "no"}}, "params.ray", "must be true"),
-    ({"model": "mlp"}, "model", "does not apply to a ray job"),
-])
+@pytest.mark.parametrize(
+    ("change", "field", "says"),
+    [
+        ({"code": None}, "code", "is required for a ray job"),
+        ({"output": None}, "output", "is required for a ray job"),
+        ({"code": {"uri": "s3://code/x.tar", "sha256": "xyz"}}, "code.sha256", "must be 64 hex digits"),
+        ({"inputs": {"digits": {"uri": "s3://d"}}}, "inputs.digits.sha256", "is required"),
+        ({"inputs": {"my-data": "data.parquet"}}, "inputs.my-data", "letters, digits and _"),
+        ({"params": {}}, "params.entrypoint", "must be the command"),
+        (
+            {"params": {"entrypoint": "x", "requirements": ["torch @ https://evil/torch.whl"]}},
+            "params.requirements",
+            "not a requirement from the package index",
+        ),
+        (
+            {"params": {"entrypoint": "x", "env": {"RAY_ADDRESS": "10.0.0.1:6379"}}},
+            "params.env",
+            "cannot set",
+        ),
+        ({"params": {"entrypoint": "x", "files": {"main.py": ""}}}, "params.files", "is not a ray parameter"),
+        ({"params": {"entrypoint": "x", "ray": "no"}}, "params.ray", "must be true"),
+        ({"model": "mlp"}, "model", "does not apply to a ray job"),
+    ],
+)
 def test_a_ray_spec_with_a_wrong_field_is_refused_naming_it(change: dict, field: str, says: str) -> None:
     data = {k: v for k, v in (RAY | change).items() if v is not None}
     with pytest.raises(SpecError) as refused:
@@ -190,8 +204,11 @@ def test_a_local_input_with_nowhere_to_upload_is_refused_naming_it(tmp_path: Pat
     pinned = pin(spec, tmp_path, upload_to=str(tmp_path / "store"))
     assert Path(pinned.inputs["table"].uri).is_relative_to(tmp_path / "store")
     missing = validate_spec(RAY | {"inputs": {"table": "nowhere.csv"}}, now=NOW)
-    with pytest.raises(SpecError, match=r"spec field inputs.table cannot be pinned: input table .*nowhere.csv "
-                                        r"does not exist\."):
+    with pytest.raises(
+        SpecError,
+        match=r"spec field inputs.table cannot be pinned: input table .*nowhere.csv "
+        r"does not exist\.",
+    ):
         pin(missing, tmp_path, upload_to=str(tmp_path / "store"))
 
 
@@ -228,8 +245,9 @@ ray.init()  # joins the lease's own Ray (RAY_ADDRESS), as under `ray job submit`
 """
 
 
-def test_a_program_reads_its_checked_input_uses_its_requirements_on_the_leases_ray_and_its_result_reaches_the_output(
-        tmp_path: Path) -> None:
+def test_a_program_reads_its_checked_input_uses_its_requirements_on_its_ray_and_its_result_reaches_the_output(
+    tmp_path: Path,
+) -> None:
     plan = program_plan(tmp_path, READ_INPUT, requirements=["six"], env={"GREETING": "hello"}, ray=True)
     plan = plan.but(cpus=2)
     outcome = launch(tmp_path / "lease", plan)
@@ -237,8 +255,12 @@ def test_a_program_reads_its_checked_input_uses_its_requirements_on_the_leases_r
     stored = tmp_path / "results" / "job-1"
     assert (stored / "outputs" / "rows.txt").read_text() == "2"
     assert (stored / "outputs" / "cpus.txt").read_text() == "2.0", "exactly the CPUs the lease reserved"
-    assert (stored / "outputs" / "six.txt").read_text().startswith("1."), "its Ray workers see its requirements"
-    assert manifest_hash(build_manifest(stored)) == outcome.result_hash, "the hash covers what reached the buyer"
+    assert (stored / "outputs" / "six.txt").read_text().startswith("1."), (
+        "its Ray workers see its requirements"
+    )
+    assert manifest_hash(build_manifest(stored)) == outcome.result_hash, (
+        "the hash covers what reached the buyer"
+    )
     assert "six 1." in (tmp_path / "lease" / "log").read_text()
 
 
@@ -374,13 +396,20 @@ def test_an_infer_job_on_a_model_and_table_pinned_in_s3_runs_in_a_lease_and_its_
 
 BAD_TABLE = {
     "a table that is not what the spec pins": ("digits.csv", b"px,label\n1,0\n", "1" * 64, "has sha256"),
-    "a table in no known format": ("rows", None, None, "dataset inputs/dataset/sheet.xlsx is in an unknown format"),
+    "a table in no known format": (
+        "rows",
+        None,
+        None,
+        "dataset inputs/dataset/sheet.xlsx is in an unknown format",
+    ),
     "a table with no label": ("rows.csv", b"a,b\n" + b"1,2\n" * 20, None, "has no 'label' column"),
 }
 
 
 @pytest.mark.parametrize("case", BAD_TABLE)
-def test_a_bad_table_fails_a_built_in_lease_as_the_buyers_fault_in_one_sentence(tmp_path: Path, case: str) -> None:
+def test_a_bad_table_fails_a_built_in_lease_as_the_buyers_fault_in_one_sentence(
+    tmp_path: Path, case: str
+) -> None:
     name, content, sha, says = BAD_TABLE[case]
     location = tmp_path / name
     if content is None:  # a directory of spreadsheets

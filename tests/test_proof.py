@@ -12,10 +12,23 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compute.challenge import CUBES, P, Challenge, checkpoints_of
+from compute.challenge import CUBES, Challenge, P, checkpoints_of
 from compute.proof import (
-    CELLS, SAMPLES, Opening, ProofError, Prover, check, leaf, merkle_path, merkle_root, merkle_verify,
-    opening_as_json, opening_from_json, pass_probability, root_from_hex, sample,
+    CELLS,
+    SAMPLES,
+    Opening,
+    ProofError,
+    Prover,
+    check,
+    leaf,
+    merkle_path,
+    merkle_root,
+    merkle_verify,
+    opening_as_json,
+    opening_from_json,
+    pass_probability,
+    root_from_hex,
+    sample,
 )
 
 SMALL = Challenge(seed=11, size=48, rounds=8)
@@ -45,7 +58,7 @@ def _skipping(challenge: Challenge, skipped: set[int], share: float = 1.0, seed:
         computed = x.astype(np.uint8)
         if k in skipped:
             made_up = rng.integers(0, P, size=x.shape).astype(np.uint8)
-            kept = int(round(challenge.size * (1 - share)))
+            kept = round(challenge.size * (1 - share))
             computed = np.vstack([computed[:kept], made_up[kept:]])
         out.append(computed)
         x = computed.astype(np.int64)
@@ -100,8 +113,11 @@ def test_an_honest_node_passes_whatever_cells_are_sampled(seed: int, size: int, 
 def test_a_skipped_checkpoint_is_caught_when_it_is_sampled(skipped: int) -> None:
     prover = _skipping(SMALL, {skipped})
     cells = [(skipped, i) for i in range(SMALL.size)]
-    with pytest.raises(ProofError, match=f"of checkpoint {skipped} is not 1 round\\(s\\) of \\(X·B mod {P}\\)³ mod "
-                                         f"{P} from the row before: the node did not compute it"):
+    with pytest.raises(
+        ProofError,
+        match=f"of checkpoint {skipped} is not 1 round\\(s\\) of \\(X·B mod {P}\\)³ mod "
+        f"{P} from the row before: the node did not compute it",
+    ):
         check(SMALL, prover.root, cells, prover.open(cells))
     others = [(k, i) for k in range(1, SMALL.checkpoints + 1) if k != skipped for i in (0, 7, 47)]
     check(SMALL, prover.root, others, prover.open(others))  # the checkpoints it did compute pass
@@ -132,7 +148,12 @@ def test_an_opening_of_what_was_not_committed_is_caught() -> None:
         check(SMALL, prover.root, [(3, 5)], [Opening(3, 5, honest.previous, honest.previous_path, forged,
                                                      honest.path)])
     with pytest.raises(ProofError, match="row 5 of checkpoint 2 is not the one committed to"):
-        check(SMALL, prover.root, [(3, 5)], [Opening(3, 5, forged, honest.previous_path, honest.data, honest.path)])
+        check(
+            SMALL,
+            prover.root,
+            [(3, 5)],
+            [Opening(3, 5, forged, honest.previous_path, honest.data, honest.path)],
+        )
     with pytest.raises(ProofError, match="row 5 of checkpoint 3 is not the one committed to"):
         check(SMALL, prover.root, [(3, 5)], [Opening(3, 5, honest.previous, honest.previous_path, honest.data,
                                                      honest.previous_path)])  # another leaf's path

@@ -38,8 +38,11 @@ def provider(settings: Settings) -> Provider:
     return Provider.open(account=P, settings=settings)
 
 
-def _sent_nothing(swarm: Swarm, who: str, refused: Callable[[], object], exc: type[SwarmError], message: str) -> None:
-    """`refused()` raises `exc` saying `message` in one sentence, and neither `who` nor anyone sent a transaction."""
+def _sent_nothing(
+    swarm: Swarm, who: str, refused: Callable[[], object], exc: type[SwarmError], message: str
+) -> None:
+    """`refused()` raises `exc` saying `message` in one sentence, and neither `who` nor anyone sent a
+    transaction."""
     w3 = swarm.chain.w3
     before = w3.eth.get_transaction_count(who), w3.eth.block_number
     with pytest.raises(exc, match=message) as raised:
@@ -104,8 +107,13 @@ def test_register_again_is_refused_and_update_declares_new_hardware(
 def test_a_bad_hardware_spec_is_refused_before_anything_is_sent(provider: Provider, swarm: Swarm) -> None:
     _sent_nothing(swarm, ADDRESS, lambda: provider.register("H 100", gpus=8, vram_gb=80), InvalidInput,
                   "is not a model name")
-    _sent_nothing(swarm, ADDRESS, lambda: provider.register("H100", gpus=8, vram_gb=80, price=0), InvalidInput,
-                  "price per unit must be from 1 to")
+    _sent_nothing(
+        swarm,
+        ADDRESS,
+        lambda: provider.register("H100", gpus=8, vram_gb=80, price=0),
+        InvalidInput,
+        "price per unit must be from 1 to",
+    )
     _sent_nothing(swarm, ADDRESS, lambda: provider.register("H100", 8, 80, site_url="https://203.0.113.7:8443"),
                   InvalidInput, "needs both its url and its certificate's fingerprint")
     _sent_nothing(swarm, ADDRESS, lambda: provider.register("B200", gpus=8, vram_gb=192), InvalidInput,
@@ -137,7 +145,9 @@ def test_declare_anew_registers_or_updates_and_stake_to_minimum_tops_the_stake_u
 
 # ── stake, unstake, withdraw ─────────────────────────────────────────────────
 
-def test_stake_unstake_withdraw_round_trip_moves_the_tokens(provider: Provider, swarm: Swarm, rpc: RpcClient) -> None:
+def test_stake_unstake_withdraw_round_trip_moves_the_tokens(
+    provider: Provider, swarm: Swarm, rpc: RpcClient
+) -> None:
     provider.register("H100", gpus=8, vram_gb=80)
     wallet = swarm.balance_of(ADDRESS)
 
@@ -155,7 +165,9 @@ def test_stake_unstake_withdraw_round_trip_moves_the_tokens(provider: Provider, 
     status = provider.status()
     assert status.unbonding_wei == 2_500 * ONE and status.withdrawable_at == info.unbonding_end
 
-    _sent_nothing(swarm, ADDRESS, provider.withdraw, SwarmError, r"is still unbonding until .* withdraw after that")
+    _sent_nothing(
+        swarm, ADDRESS, provider.withdraw, SwarmError, r"is still unbonding until .* withdraw after that"
+    )
     rpc.increase_time(period)
     withdrawn = provider.withdraw()
     assert withdrawn.amount_wei == 2_500 * ONE and withdrawn.unbonding_wei == 0
@@ -182,15 +194,31 @@ def test_withdraw_waits_for_the_hold_of_a_job_the_provider_took(provider: Provid
     assert stake.provider_info(swarm, ADDRESS).unbonding == 8_000 * ONE
 
 
-@pytest.mark.parametrize(("operation", "exc", "message"), [
-    (lambda p: p.stake(0), InvalidInput, "stake amount must be a positive whole number of wei"),
-    (lambda p: p.stake(1.5 * ONE), InvalidInput, "stake amount must be a positive whole number of wei"),
-    (lambda p: p.stake(2_000_000 * ONE), InvalidInput, "less than the 2,000,000 SWARM to stake"),
-    (lambda p: p.unstake(9_001 * ONE), InvalidInput, "Cannot unstake 9,001 SWARM: .* has 9,000 SWARM staked"),
-    (lambda p: p.withdraw(), SwarmError, "has nothing unbonding"),
-    (lambda p: p.unjail(), SwarmError, "is not jailed; nothing to do"),
-    (lambda p: p.status("0x12"), InvalidInput, "provider address '0x12' is not an Ethereum address"),
-], ids=["zero", "float", "above-wallet", "unstake-above-stake", "withdraw-nothing", "unjail-free", "bad-address"])
+@pytest.mark.parametrize(
+    ("operation", "exc", "message"),
+    [
+        (lambda p: p.stake(0), InvalidInput, "stake amount must be a positive whole number of wei"),
+        (lambda p: p.stake(1.5 * ONE), InvalidInput, "stake amount must be a positive whole number of wei"),
+        (lambda p: p.stake(2_000_000 * ONE), InvalidInput, "less than the 2,000,000 SWARM to stake"),
+        (
+            lambda p: p.unstake(9_001 * ONE),
+            InvalidInput,
+            "Cannot unstake 9,001 SWARM: .* has 9,000 SWARM staked",
+        ),
+        (lambda p: p.withdraw(), SwarmError, "has nothing unbonding"),
+        (lambda p: p.unjail(), SwarmError, "is not jailed; nothing to do"),
+        (lambda p: p.status("0x12"), InvalidInput, "provider address '0x12' is not an Ethereum address"),
+    ],
+    ids=[
+        "zero",
+        "float",
+        "above-wallet",
+        "unstake-above-stake",
+        "withdraw-nothing",
+        "unjail-free",
+        "bad-address",
+    ],
+)
 def test_a_refused_operation_sends_nothing(provider: Provider, swarm: Swarm, operation, exc, message) -> None:
     provider.register("H100", gpus=1, vram_gb=80)
     provider.stake(9_000 * ONE)
@@ -256,7 +284,9 @@ def test_claim_pays_the_finalized_rewards_once(
     assert swarm.balance_of(ADDRESS) == wallet + 100 * ONE
     assert swarm.distributor.functions.claimed(ADDRESS).call() == 100 * ONE
     assert provider.status().claimable_wei == 0
-    _sent_nothing(swarm, ADDRESS, provider.claim, SwarmError, "Nothing to claim: .* has claimed all 100 SWARM")
+    _sent_nothing(
+        swarm, ADDRESS, provider.claim, SwarmError, "Nothing to claim: .* has claimed all 100 SWARM"
+    )
 
 
 # ── who signs ────────────────────────────────────────────────────────────────

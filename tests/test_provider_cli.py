@@ -56,17 +56,44 @@ def test_register_with_an_asking_price_stores_it_in_the_spec_and_status_shows_it
 def test_update_can_change_only_the_price(cli, swarm: Swarm) -> None:
     first = _register(cli, "--price", "0.002")
     updated = _register(cli, "--price", "0.003", "--update")
-    assert updated["spec_hash"] != first["spec_hash"] and updated["price_per_unit_wei"] == str(3 * ONE // 1_000)
+    assert updated["spec_hash"] != first["spec_hash"] and updated["price_per_unit_wei"] == str(
+        3 * ONE // 1_000
+    )
     assert "0x" + stake.provider_info(swarm, ADDRESS).spec_hash.hex() == updated["spec_hash"]
 
 
 def test_register_again_is_refused_and_update_declares_new_hardware(cli, swarm: Swarm) -> None:
     _register(cli)
     assert "already registered with this hardware" in one_line_error(
-        cli("provider", "register", "--gpu-model", "H100", "--gpus", "8", "--vram-gb", "80", "--region", "eu-west",
-            "--account", str(P)))
+        cli(
+            "provider",
+            "register",
+            "--gpu-model",
+            "H100",
+            "--gpus",
+            "8",
+            "--vram-gb",
+            "80",
+            "--region",
+            "eu-west",
+            "--account",
+            str(P),
+        )
+    )
     assert "pass --update" in one_line_error(
-        cli("provider", "register", "--gpu-model", "H100", "--gpus", "4", "--vram-gb", "80", "--account", str(P)))
+        cli(
+            "provider",
+            "register",
+            "--gpu-model",
+            "H100",
+            "--gpus",
+            "4",
+            "--vram-gb",
+            "80",
+            "--account",
+            str(P),
+        )
+    )
     updated = _json(cli("provider", "register", "--gpu-model", "H100", "--gpus", "4", "--vram-gb", "80",
                         "--account", str(P), "--update", "--json"))
     assert int(updated["min_stake_wei"]) == 4 * 1_000 * ONE
@@ -76,7 +103,10 @@ def test_register_again_is_refused_and_update_declares_new_hardware(cli, swarm: 
 def test_register_records_the_site_in_the_spec(cli, swarm: Swarm) -> None:
     fingerprint = "ab" * 32
     done = _register(cli, "--site-url", "https://203.0.113.7:8443", "--site-fingerprint", fingerprint)
-    assert done["spec"]["site_url"] == "https://203.0.113.7:8443" and done["spec"]["site_fingerprint"] == fingerprint
+    assert (
+        done["spec"]["site_url"] == "https://203.0.113.7:8443"
+        and done["spec"]["site_fingerprint"] == fingerprint
+    )
     assert "0x" + stake.provider_info(swarm, ADDRESS).spec_hash.hex() == done["spec_hash"]
     half = cli("provider", "register", "--gpu-model", "H100", "--gpus", "8", "--vram-gb", "80",
                "--site-url", "https://203.0.113.7:8443", "--account", str(P), "--update")
@@ -153,18 +183,92 @@ BAD_INPUTS = [
     (("provider", "stake", "lots", "--account", str(P)), "is not a number"),
     (("provider", "unstake", "9001", "--account", str(P)), "Cannot unstake 9,001 SWARM"),
     (("provider", "withdraw", "--account", str(P)), "has nothing unbonding"),
-    (("provider", "stake", "10", "--account", "12"), "--account 12 is not one of anvil's 10 funded dev accounts"),
+    (
+        ("provider", "stake", "10", "--account", "12"),
+        "--account 12 is not one of anvil's 10 funded dev accounts",
+    ),
     (("provider", "stake", "10", "--account", "1", "--key", "mine"), "either --account or --key, not both"),
-    (("provider", "register", "--gpu-model", "H 100", "--gpus", "8", "--vram-gb", "80", "--account", str(P)),
-     "is not a model name"),
-    (("provider", "register", "--gpu-model", "H100", "--gpus", "0", "--vram-gb", "80", "--account", str(P)),
-     "gpus must be from 1 to"),
-    (("provider", "register", "--gpu-model", "H100", "--gpus", "8", "--vram-gb", "80", "--price", "0",
-      "--account", str(P)), "price per unit must be greater than zero"),
-    (("provider", "register", "--gpu-model", "H100", "--gpus", "8", "--vram-gb", "80", "--price", "cheap",
-      "--account", str(P)), "price per unit 'cheap' is not a number"),
-    (("provider", "register", "--gpu-model", "H100", "--gpus", "8", "--vram-gb", "80", "--price", str(2**128),
-      "--account", str(P)), "price per unit must be from 1 to"),
+    (
+        (
+            "provider",
+            "register",
+            "--gpu-model",
+            "H 100",
+            "--gpus",
+            "8",
+            "--vram-gb",
+            "80",
+            "--account",
+            str(P),
+        ),
+        "is not a model name",
+    ),
+    (
+        (
+            "provider",
+            "register",
+            "--gpu-model",
+            "H100",
+            "--gpus",
+            "0",
+            "--vram-gb",
+            "80",
+            "--account",
+            str(P),
+        ),
+        "gpus must be from 1 to",
+    ),
+    (
+        (
+            "provider",
+            "register",
+            "--gpu-model",
+            "H100",
+            "--gpus",
+            "8",
+            "--vram-gb",
+            "80",
+            "--price",
+            "0",
+            "--account",
+            str(P),
+        ),
+        "price per unit must be greater than zero",
+    ),
+    (
+        (
+            "provider",
+            "register",
+            "--gpu-model",
+            "H100",
+            "--gpus",
+            "8",
+            "--vram-gb",
+            "80",
+            "--price",
+            "cheap",
+            "--account",
+            str(P),
+        ),
+        "price per unit 'cheap' is not a number",
+    ),
+    (
+        (
+            "provider",
+            "register",
+            "--gpu-model",
+            "H100",
+            "--gpus",
+            "8",
+            "--vram-gb",
+            "80",
+            "--price",
+            str(2**128),
+            "--account",
+            str(P),
+        ),
+        "price per unit must be from 1 to",
+    ),
 ]
 
 
@@ -216,7 +320,9 @@ def test_account_is_refused_on_a_chain_that_is_not_a_devnet(cli, tmp_path) -> No
         node.stop()
 
 
-def test_keystore_signed_stake_and_wrong_password(cli, swarm: Swarm, swarm_home, tmp_path, rpc: RpcClient) -> None:
+def test_keystore_signed_stake_and_wrong_password(
+    cli, swarm: Swarm, swarm_home, tmp_path, rpc: RpcClient
+) -> None:
     import shutil
 
     from ledger.keys import Keystore
@@ -267,7 +373,10 @@ def test_claim_uses_the_proof_from_the_ledger_and_status_shows_what_is_claimable
     assert never_synced["claimable_wei"] is None
     publish(1, {ADDRESS: 100 * ONE, other: 50 * ONE})
     assert _json(cli("ledger", "sync", "--json", env=db))["events"] > 0
-    assert int(_json(cli("provider", "status", "--account", str(P), "--json", env=db))["claimable_wei"]) == 100 * ONE
+    assert (
+        int(_json(cli("provider", "status", "--account", str(P), "--json", env=db))["claimable_wei"])
+        == 100 * ONE
+    )
 
     wallet = swarm.balance_of(ADDRESS)
     _json(cli("provider", "claim", "--account", str(P), "--json", env=db))
@@ -276,7 +385,9 @@ def test_claim_uses_the_proof_from_the_ledger_and_status_shows_what_is_claimable
     assert "Nothing to claim" in one_line_error(cli("provider", "claim", "--account", str(P), env=db))
 
     publish(2, {ADDRESS: 160 * ONE, other: 90 * ONE})  # finalized on chain, ledger not synced yet
-    assert "run `swarm ledger sync` and retry" in one_line_error(cli("provider", "claim", "--account", str(P), env=db))
+    assert "run `swarm ledger sync` and retry" in one_line_error(
+        cli("provider", "claim", "--account", str(P), env=db)
+    )
     _json(cli("ledger", "sync", "--json", env=db))
     _json(cli("provider", "claim", "--account", str(P), "--json", env=db))
     assert swarm.balance_of(ADDRESS) == wallet + 160 * ONE

@@ -78,8 +78,17 @@ def test_a_deferred_slash_merges_with_a_new_one_without_losing_either() -> None:
 def test_tombstones_and_older_decisions_go_first_when_the_report_is_full() -> None:
     def entry(i: int, epoch: int, tombstone: bool = False) -> dict:
         row = "fraud" if tombstone else "downtime"
-        return {"provider": PROVIDERS[i], "bps": 10, "reason": row, "row": row, "evidence_hash": "0x" + "00" * 32,
-                "jail_seconds": 0, "tombstone": tombstone, "detail": "", "decided_epoch": epoch}
+        return {
+            "provider": PROVIDERS[i],
+            "bps": 10,
+            "reason": row,
+            "row": row,
+            "evidence_hash": "0x" + "00" * 32,
+            "jail_seconds": 0,
+            "tombstone": tombstone,
+            "detail": "",
+            "decided_epoch": epoch,
+        }
 
     carried = [entry(i, 1) for i in range(150)]
     decided = [entry(150 + i, 2) for i in range(100)] + [entry(300 + i, 2, True) for i in range(10)]

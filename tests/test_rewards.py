@@ -23,7 +23,9 @@ def _register(swarm: Swarm, *indices: int) -> None:
         stake.register(swarm, swarm.sender(dev_account(i).key), bytes([i]) * 32, 1)
 
 
-def _settle(swarm: Swarm, rpc: RpcClient, epoch: int, cumulative: dict[str, int], total: int, slashes=()) -> RewardTree:
+def _settle(
+    swarm: Swarm, rpc: RpcClient, epoch: int, cumulative: dict[str, int], total: int, slashes=()
+) -> RewardTree:
     tree = RewardTree.build(cumulative)
     report = rewards.build_report(swarm, epoch, tree, total, slashes)
     signatures = rewards.sign(swarm, report, devnet_committee_keys()[:3])
@@ -66,7 +68,9 @@ def test_one_proof_claims_two_epochs_and_a_repeat_pays_nothing(swarm: Swarm, rpc
     assert swarm.balance_of(A) == a_before + 250 * ONE
     assert swarm.balance_of(swarm.distributor.address) == pool_before - 250 * ONE
     assert swarm.distributor.functions.claimed(A).call() == 250 * ONE
-    with pytest.raises(TransactionFailed, match=rf"ClaimNotIncreasing\(provider={A}, cumulative={250 * ONE}, "):
+    with pytest.raises(
+        TransactionFailed, match=rf"ClaimNotIncreasing\(provider={A}, cumulative={250 * ONE}, "
+    ):
         rewards.claim(swarm, keeper, A, 250 * ONE, tree2.proof(A))
     assert swarm.balance_of(A) == a_before + 250 * ONE
 
@@ -85,7 +89,9 @@ def test_report_with_a_duplicated_signature_is_refused(swarm: Swarm) -> None:
     report = rewards.build_report(swarm, 1, tree, 1 * ONE, [])
     signatures = rewards.sign(swarm, report, devnet_committee_keys()[:2])
     with pytest.raises(TransactionFailed, match="SignersNotAscending"):
-        rewards.submit_epoch(swarm, swarm.sender(dev_account(9).key), report, [], signatures + signatures[-1:])
+        rewards.submit_epoch(
+            swarm, swarm.sender(dev_account(9).key), report, [], signatures + signatures[-1:]
+        )
 
 
 def test_slashes_in_a_report_apply_at_finalization(swarm: Swarm, rpc: RpcClient) -> None:

@@ -159,7 +159,8 @@ def test_a_provider_losing_its_only_node_fails_with_a_provider_fault(ray_cluster
         wait_for_first_checkpoint(doomed.result_dir(), running)
         ray_cluster.remove_node(node)
         with pytest.raises(ProviderFault, match="has no live nodes left") as caught:
-            running.result(timeout=WAIT_S)  # stopped, not left waiting for a node (bench/failfast.py: how soon)
+            # stopped, not left waiting for a node (bench/failfast.py: how soon)
+            running.result(timeout=WAIT_S)
     assert caught.value.provider == PROVIDER_D
     assert not (doomed.result_dir() / OUTPUT_DIR).exists()
     assert provider_capacity(PROVIDER_D).nodes == 0
@@ -305,12 +306,16 @@ def test_train_streams_a_parquet_table_through_ray_data_and_learns_it(digits_mod
     assert model.net[-1].out_features == 10
 
 
-def test_the_same_table_as_csv_or_json_lines_reads_as_the_same_rows(ray_cluster, digits: dict[str, Path]) -> None:
+def test_the_same_table_as_csv_or_json_lines_reads_as_the_same_rows(
+    ray_cluster, digits: dict[str, Path]
+) -> None:
     from compute import tabular
 
     whole = [tabular.tensors(path) for path in digits.values()]
     for inputs, labels, features in whole[1:]:
-        assert torch.equal(inputs, whole[0][0]) and torch.equal(labels, whole[0][1]) and features == whole[0][2]
+        assert (
+            torch.equal(inputs, whole[0][0]) and torch.equal(labels, whole[0][1]) and features == whole[0][2]
+        )
     streamed = [tabular.read(path).materialize() for path in digits.values()]
     assert [d.num_blocks() for d in streamed] == [1, 1, 1], "a block per file, whatever the cluster's CPUs"
     rows = [d.take(3) for d in streamed]
@@ -333,8 +338,21 @@ def test_infer_reads_a_json_lines_table_by_the_models_columns_and_scores_it(
 
 def test_finetune_tunes_a_table_model_on_its_table(digits_model: JobResult, storage: Path,
                                                     digits: dict[str, Path]) -> None:
-    result = run_job(job(storage, "digits-tune-on-b", "finetune", PROVIDER_B, seed=5, params={
-        "base_checkpoint": digits_model.result_dir, "dataset": str(digits["parquet"]), "samples": 600, "epochs": 1}))
+    result = run_job(
+        job(
+            storage,
+            "digits-tune-on-b",
+            "finetune",
+            PROVIDER_B,
+            seed=5,
+            params={
+                "base_checkpoint": digits_model.result_dir,
+                "dataset": str(digits["parquet"]),
+                "samples": 600,
+                "epochs": 1,
+            },
+        )
+    )
     _, meta = load_model(result.result_dir)
     assert meta["features"] == [f"px_{i}" for i in range(64)] and "adapter" in meta
     assert result.metrics["val_accuracy"] > 0.5
@@ -344,8 +362,9 @@ def test_finetune_tunes_a_table_model_on_its_table(digits_model: JobResult, stor
     ("digits.xlsx", b"PK", "unknown format .\\.xlsx.; give Parquet"),
     ("words.csv", b"a,label\n" + b"x,1\ny,0\n" * 10, "column.s. a are not numbers"),
 ])
-def test_a_table_that_cannot_train_is_the_buyers_to_fix(ray_cluster, tmp_path: Path, name: str, content: bytes,
-                                                        message: str) -> None:
+def test_a_table_that_cannot_train_is_the_buyers_to_fix(
+    ray_cluster, tmp_path: Path, name: str, content: bytes, message: str
+) -> None:
     (tmp_path / name).write_bytes(content)
     with pytest.raises(InvalidJob, match=message):
         run_job(ComputeJob.of("bad-table", "train", PROVIDER_B, storage=str(tmp_path), timeout_s=WAIT_S,

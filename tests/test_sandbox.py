@@ -69,7 +69,8 @@ def _sandbox(site: dict[str, Path], number: int, limits: Limits = LIMITS) -> San
 
 def _bare(code: str, cwd: Path) -> subprocess.CompletedProcess:
     cwd.mkdir(parents=True, exist_ok=True)
-    return subprocess.run([PYTHON, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60)
+    return subprocess.run([PYTHON, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=60,
+                          check=False)
 
 
 ATTACKS = {
@@ -133,16 +134,23 @@ def test_a_lease_past_its_time_is_killed_with_everything_it_started(site) -> Non
     assert result.broke == "time" and result.returncode != 0
     assert result.seconds < 10
     deadline = time.monotonic() + 5  # the kernel tears the lease's PID namespace down
-    while (left := subprocess.run(["pgrep", "-u", str(lease_uid(1))], capture_output=True, text=True).stdout.strip()) \
-            and time.monotonic() < deadline:
+    while (
+        left := subprocess.run(
+            ["pgrep", "-u", str(lease_uid(1))], capture_output=True, text=True, check=False
+        ).stdout.strip()
+    ) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert left == "", "no process of the lease outlives it"
 
 
 def test_leases_run_as_users_of_their_own(site) -> None:
     if os.geteuid() != 0:
-        pytest.fail("the site gives each lease a user of its own only when it runs as root; run the tests as root")
-    ids = [_sandbox(site, n).run([PYTHON, "-c", "import os; print(os.getuid())"]).stdout.strip() for n in (1, 2)]
+        pytest.fail(
+            "the site gives each lease a user of its own only when it runs as root; run the tests as root"
+        )
+    ids = [
+        _sandbox(site, n).run([PYTHON, "-c", "import os; print(os.getuid())"]).stdout.strip() for n in (1, 2)
+    ]
     assert ids == [str(lease_uid(1)), str(lease_uid(2))]
 
 
@@ -202,7 +210,9 @@ def test_a_home_inside_a_private_project_stays_hidden(site) -> None:
     keystore.chmod(0o644)
     private.chmod(0o700)
     code = READ_KEYSTORE.format(keystore=str(keystore))
-    assert "the provider key" in _bare(code, site["root"] / "bare").stdout, "without the sandbox the attack works"
+    assert "the provider key" in _bare(code, site["root"] / "bare").stdout, (
+        "without the sandbox the attack works"
+    )
 
     sandbox = Sandbox(site["leases"] / "1", LIMITS, hidden=[project / ".swarm", site["leases"]],
                       lease_uid=lease_uid(1), runtime=[Path("/usr"), project])

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from anvil import dev_account
-from provider.auth import MAX_VALIDITY_S, NonceBook, Refused, SiteRequest, authorize, body_hash, sign_request
 from ledger import jobs, stake
 from ledger.client import Swarm
 from ledger.deploy import devnet_committee_keys
-from provider.authority import ChainAuthority
 from ledger.units import ONE
+from provider.auth import MAX_VALIDITY_S, NonceBook, Refused, SiteRequest, authorize, body_hash, sign_request
+from provider.authority import ChainAuthority
 
 MATCHER, PROVIDER, OTHER_PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 2, 4, 6))
 SPEC = b"\x5e" * 32
@@ -35,16 +35,32 @@ def site(swarm: Swarm, tmp_path: Path):
     nonces.close()
 
 
-def _ask(site, key: bytes, action: str, *, job: int | None = None, for_site: str = PROVIDER.address,
-         spec: bytes | None = SPEC, nonce: int | None = None, expires_in: int = 60, tamper: bool = False) -> str:
+def _ask(
+    site,
+    key: bytes,
+    action: str,
+    *,
+    job: int | None = None,
+    for_site: str = PROVIDER.address,
+    spec: bytes | None = SPEC,
+    nonce: int | None = None,
+    expires_in: int = 60,
+    tamper: bool = False,
+) -> str:
     swarm = site["swarm"]
     now = swarm.chain.timestamp()
     request = SiteRequest(action, for_site, site["job"] if job is None else job, body_hash(b"{}"),
                           secrets.randbits(64) if nonce is None else nonce, now + expires_in)
     signature = sign_request(request, key, swarm.chain.chain_id, swarm.market.address)
     if tamper:
-        request = SiteRequest(action, for_site, request.job_id, body_hash(b'{"other": "body"}'), request.nonce,
-                              request.expires_at)
+        request = SiteRequest(
+            action,
+            for_site,
+            request.job_id,
+            body_hash(b'{"other": "body"}'),
+            request.nonce,
+            request.expires_at,
+        )
     return authorize(request, signature, site=PROVIDER.address, chain_id=swarm.chain.chain_id,
                      market=swarm.market.address, authority=site["authority"], nonces=site["nonces"], now=now,
                      spec_hash=spec)
@@ -70,7 +86,9 @@ def test_a_lease_for_a_job_assigned_elsewhere_or_with_another_spec_is_refused(si
              for_site=OTHER_PROVIDER.address)
     other_job, _ = jobs.post_job(site["swarm"], site["swarm"].sender(BUYER.key), SPEC, 10**15, 100,
                                  site["swarm"].chain.timestamp() + 3_600)
-    jobs.assign_job(site["swarm"], site["swarm"].sender(MATCHER.key), other_job, OTHER_PROVIDER.address, 10**15)
+    jobs.assign_job(
+        site["swarm"], site["swarm"].sender(MATCHER.key), other_job, OTHER_PROVIDER.address, 10**15
+    )
     _refused(403, "not assigned to this site's provider", site, MATCHER.key, "lease.start", job=other_job)
     _refused(403, "does not hash to the one job", site, MATCHER.key, "lease.start", spec=b"\x00" * 32)
     _refused(404, "does not exist on chain", site, MATCHER.key, "lease.start", job=10_000)
@@ -112,7 +130,14 @@ def test_a_replay_is_refused_after_the_site_restarts(site, tmp_path: Path) -> No
 
 def test_expired_long_lived_tampered_and_unknown_requests_are_refused(site) -> None:
     _refused(401, "expired", site, BUYER.key, "lease.status", expires_in=-1)
-    _refused(401, f"longer than {MAX_VALIDITY_S} s", site, BUYER.key, "lease.status", expires_in=MAX_VALIDITY_S + 60)
+    _refused(
+        401,
+        f"longer than {MAX_VALIDITY_S} s",
+        site,
+        BUYER.key,
+        "lease.status",
+        expires_in=MAX_VALIDITY_S + 60,
+    )
     # A signature over another body recovers another address, which has no role.
     _refused(403, "neither the matcher nor the buyer", site, BUYER.key, "lease.status", tamper=True)
     _refused(400, "Unknown action", site, MATCHER.key, "lease.delete")

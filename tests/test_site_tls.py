@@ -12,11 +12,11 @@ import pytest
 
 from anvil import dev_account
 from compute.errors import ComputeError
-from provider.tls import connect, fingerprint, make_identity
 from ledger import stake
 from ledger.client import Swarm
 from ledger.errors import InvalidInput
 from ledger.specs import spec_hash
+from provider.tls import connect, fingerprint, make_identity
 
 
 def _serve(identity, answer: bytes) -> tuple[int, threading.Thread]:
@@ -62,7 +62,9 @@ def test_an_impostor_with_another_certificate_is_refused(tmp_path: Path) -> None
 
 def test_the_site_url_and_fingerprint_are_part_of_the_registered_spec(swarm: Swarm, tmp_path: Path) -> None:
     site = make_identity(tmp_path / "site", "127.0.0.1")
-    spec = stake.HardwareSpec("cpu", 1, 1, site_url="https://127.0.0.1:8443", site_fingerprint=site.fingerprint)
+    spec = stake.HardwareSpec(
+        "cpu", 1, 1, site_url="https://127.0.0.1:8443", site_fingerprint=site.fingerprint
+    )
     stored = spec.as_dict()
     assert stored["site_url"] == "https://127.0.0.1:8443" and stored["site_fingerprint"] == site.fingerprint
     provider = swarm.sender(dev_account(3).key)

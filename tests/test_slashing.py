@@ -92,7 +92,12 @@ def test_a_jailed_provider_is_not_slashed_again_for_standing_conditions() -> Non
 
 
 def test_a_tombstoned_provider_gets_no_decision_and_no_reward() -> None:
-    for differences in ({"challenge_ok": [False]}, {"mismatch": [True]}, {"abandoned": [2]}, {"uptime": [0.0]}):
+    for differences in (
+        {"challenge_ok": [False]},
+        {"mismatch": [True]},
+        {"abandoned": [2]},
+        {"uptime": [0.0]},
+    ):
         inputs = _healthy(jailed=[True], **differences)
         inputs = type(inputs)(**{**inputs.__dict__, "tombstoned": np.arange(20) == 0})
         scores = score_epoch(inputs, CONFIG)

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from compute.jobs import validate as validate_compute_job
 from compute.errors import ComputeError
+from compute.jobs import validate as validate_compute_job
 from compute.reference import normalize_model
 from ledger import specs
 from ledger.units import ONE
@@ -280,7 +280,9 @@ def test_a_dataset_that_is_unknown_or_does_not_suit_the_model_is_refused() -> No
     assert "unknown format (.tfrecord); give Parquet (.parquet), CSV (.csv) or JSON Lines" in unknown
     mismatch = refused(mutated("dataset", "synthetic-sequences"), "dataset")
     assert "trains on synthetic-classification" in mismatch
-    sequences = refused({**VALID, "model": "tiny-transformer", "dataset": "s3://bucket/rows.parquet"}, "model")
+    sequences = refused(
+        {**VALID, "model": "tiny-transformer", "dataset": "s3://bucket/rows.parquet"}, "model"
+    )
     assert "a table of features trains the mlp" in sequences
 
 
@@ -368,7 +370,9 @@ def test_a_stored_spec_reads_back_under_its_hash(tmp_path: Path) -> None:
 def test_a_finetune_of_a_job_runs_on_that_jobs_result(tmp_path: Path) -> None:
     spec = validate_spec({**VALID, "kind": "finetune", "model": "job:4", "params": {}}, now=NOW)
     assert spec.prior_job == 4
-    job = spec.to_compute_job("5", "0x" + "cd" * 20, storage=str(tmp_path), now=NOW, prior_result=str(tmp_path / "4"))
+    job = spec.to_compute_job(
+        "5", "0x" + "cd" * 20, storage=str(tmp_path), now=NOW, prior_result=str(tmp_path / "4")
+    )
     assert job.params.base_checkpoint == str(tmp_path / "4")
     assert job.use_gpu and job.timeout_s == 7_200
 

@@ -24,7 +24,9 @@ MAX_EPOCHS = 3
 
 def _job(tmp_path, job_id: str, provider: str = PROVIDER_A, **params) -> ComputeJob:
     base = {"model": "mlp", "samples": 512, "max_epochs_per_trial": MAX_EPOCHS, "time_budget_s": 400}
-    return ComputeJob.of(job_id, "tune", provider, seed=7, params=base | params, storage=str(tmp_path), timeout_s=600)
+    return ComputeJob.of(
+        job_id, "tune", provider, seed=7, params=base | params, storage=str(tmp_path), timeout_s=600
+    )
 
 
 def _run(job: ComputeJob):
@@ -105,8 +107,15 @@ def test_grid_search_runs_every_point_once(ray_cluster, tmp_path) -> None:
 
 
 def test_bayes_search_draws_from_the_space_through_optuna(ray_cluster, tmp_path) -> None:
-    job = _job(tmp_path, "tune-bayes", provider=PROVIDER_B, search="bayes", num_samples=3, max_epochs_per_trial=1,
-               search_space={"lr": {"uniform": [1e-3, 5e-2]}, "batch_size": {"randint": [16, 65]}})
+    job = _job(
+        tmp_path,
+        "tune-bayes",
+        provider=PROVIDER_B,
+        search="bayes",
+        num_samples=3,
+        max_epochs_per_trial=1,
+        search_space={"lr": {"uniform": [1e-3, 5e-2]}, "batch_size": {"randint": [16, 65]}},
+    )
     trials = _read(_run(job), "trials.json")
     assert len(trials) == 3
     assert len({_key(t["config"]) for t in trials}) == 3
@@ -125,14 +134,31 @@ def test_bayes_search_draws_from_the_space_through_optuna(ray_cluster, tmp_path)
         ({"search_space": {"batch_size": {"choice": [0, 32]}}}, "whole numbers ≥ 1"),
         ({"search_space": {"lr": {"choice": []}}}, "non-empty list"),
         ({"search_space": {}}, "non-empty mapping"),
-        ({"search": "grid", "search_space": {"lr": {"uniform": [0.001, 0.1]}}}, "grid search needs grid or choice"),
+        (
+            {"search": "grid", "search_space": {"lr": {"uniform": [0.001, 0.1]}}},
+            "grid search needs grid or choice",
+        ),
         ({"search": "bayes", "search_space": {"lr": {"grid": [0.001, 0.1]}}}, "cannot take grid entries"),
         ({"search": "evolution", "search_space": {"lr": {"grid": [0.01]}}}, "unknown search 'evolution'"),
-        ({"time_budget_s": 10_000, "search_space": {"lr": {"grid": [0.01]}}}, r"time_budget_s must be .* \(0, 600\]"),
+        (
+            {"time_budget_s": 10_000, "search_space": {"lr": {"grid": [0.01]}}},
+            r"time_budget_s must be .* \(0, 600\]",
+        ),
     ],
-    ids=["unknown-name", "unknown-distribution", "low-above-high", "loguniform-zero", "float-for-int",
-         "zero-batch", "empty-choice", "empty-space", "grid-continuous", "bayes-grid", "unknown-search",
-         "budget-over-timeout"],
+    ids=[
+        "unknown-name",
+        "unknown-distribution",
+        "low-above-high",
+        "loguniform-zero",
+        "float-for-int",
+        "zero-batch",
+        "empty-choice",
+        "empty-space",
+        "grid-continuous",
+        "bayes-grid",
+        "unknown-search",
+        "budget-over-timeout",
+    ],
 )
 def test_a_bad_search_space_fails_fast_with_no_ray_work(ray_cluster, tmp_path, params, message) -> None:
     groups = len(ray.util.placement_group_table())
@@ -176,6 +202,10 @@ def test_a_table_that_cannot_train_fails_the_search_before_any_ray_work(ray_clus
     rows.write_text("a,b\n" + "1,2\n" * 20)
     groups = len(ray.util.placement_group_table())
     with pytest.raises(InvalidJob, match="has no 'label' column"):
-        _run(_job(tmp_path, "tune-nolabel", dataset=str(rows), samples=0, search_space={"lr": {"grid": [0.01]}}))
+        _run(
+            _job(
+                tmp_path, "tune-nolabel", dataset=str(rows), samples=0, search_space={"lr": {"grid": [0.01]}}
+            )
+        )
     assert not (tmp_path / "tune-nolabel").exists()
     assert len(ray.util.placement_group_table()) == groups

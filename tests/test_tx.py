@@ -71,7 +71,9 @@ def manual_mining(rpc: RpcClient) -> Iterator[RpcClient]:
     rpc.call("evm_setAutomine", True)
 
 
-def test_a_transaction_the_node_lost_is_sent_again_and_mined_once(swarm: Swarm, manual_mining: RpcClient) -> None:
+def test_a_transaction_the_node_lost_is_sent_again_and_mined_once(
+    swarm: Swarm, manual_mining: RpcClient
+) -> None:
     rpc, key, receiver = manual_mining, dev_account(7).key, dev_account(8).address
     sender = swarm.sender(key)
     before, nonce = swarm.balance_of(receiver), swarm.chain.w3.eth.get_transaction_count(sender.address)
@@ -91,13 +93,17 @@ def test_a_transaction_the_node_lost_is_sent_again_and_mined_once(swarm: Swarm, 
     assert swarm.chain.w3.eth.get_transaction_count(sender.address) == nonce + 1
 
 
-def test_a_lost_transaction_whose_nonce_was_taken_fails_at_once(swarm: Swarm, manual_mining: RpcClient) -> None:
+def test_a_lost_transaction_whose_nonce_was_taken_fails_at_once(
+    swarm: Swarm, manual_mining: RpcClient
+) -> None:
     rpc, key, receiver = manual_mining, dev_account(7).key, dev_account(8).address
     ours, other = swarm.sender(key), Sender(swarm.chain, key, swarm.decoder)
     before = swarm.balance_of(receiver)
     thread, outcome = _in_thread(lambda: ours.send(swarm.token.functions.transfer(receiver, 5 * ONE)))
     rpc.call("anvil_dropTransaction", _pending_hash(rpc, ours.address))
-    other_thread, other_outcome = _in_thread(lambda: other.send(swarm.token.functions.transfer(receiver, 2 * ONE)))
+    other_thread, other_outcome = _in_thread(
+        lambda: other.send(swarm.token.functions.transfer(receiver, 2 * ONE))
+    )
     _pending_hash(rpc, other.address)
     rpc.mine()
     other_thread.join(30)
@@ -119,7 +125,9 @@ def test_a_transaction_behind_lost_ones_of_its_key_fails_at_once(swarm: Swarm, r
         thread, outcome = _in_thread(lambda: sender.send(swarm.token.functions.transfer(receiver, 2 * ONE)))
         thread.join(30)  # not the receipt timeout: the sender sees the gap in front of it
         assert not thread.is_alive() and isinstance(outcome.get("error"), SwarmError)
-        assert "no longer has" in str(outcome["error"]) and "restarted from older state" in str(outcome["error"])
+        assert "no longer has" in str(outcome["error"]) and "restarted from older state" in str(
+            outcome["error"]
+        )
         assert swarm.balance_of(receiver) == before
         assert sender._nonce is None  # the next send reads the chain's nonce afresh
     finally:

@@ -133,7 +133,7 @@ def build_network(providers: int, mix: dict[str, float], rng: np.random.Generato
         declared.append(d)
     n = len(strategy)
     gpus = np.full(n, GPUS_PER_PROVIDER)
-    stake = [int(round(g * PRICE_PER_GPU_HOUR[r] * STAKE_HOURS * 100)) * WEI // 100
+    stake = [round(g * PRICE_PER_GPU_HOUR[r] * STAKE_HOURS * 100) * WEI // 100
              for g, r in zip(gpus.tolist(), real, strict=True)]
     return Network(
         strategy=strategy, real_model=real, declared_model=declared, gpus=gpus,

@@ -32,12 +32,20 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.econ.market import run_jobs  # noqa: E402
-from bench.econ.network import (DEFAULT_MIX, GOAL_STRATEGIES, MISDECLARED, MISDECLARED_SUBTLE,  # noqa: E402
-                                STRATEGIES, WEI, Network, build_network)
-from compute.reference import REFERENCE_GFLOPS  # noqa: E402
-from oracle.config import BPS, OracleConfig, load_config  # noqa: E402
-from oracle.scoring import EpochInputs, EpochScores, score_epoch  # noqa: E402
+from bench.econ.market import run_jobs
+from bench.econ.network import (
+    DEFAULT_MIX,
+    GOAL_STRATEGIES,
+    MISDECLARED,
+    MISDECLARED_SUBTLE,
+    STRATEGIES,
+    WEI,
+    Network,
+    build_network,
+)
+from compute.reference import REFERENCE_GFLOPS
+from oracle.config import BPS, OracleConfig, load_config
+from oracle.scoring import EpochInputs, EpochScores, score_epoch
 
 RESULTS = REPO / "bench" / "results"
 UTILIZATION = 0.6
@@ -82,7 +90,7 @@ class Run:
         """Cumulative return on stake per epoch and the components at the end, in %, for `name`."""
         mask = self.net.of(name)
         stake = sum(s for s, m in zip(self.net.initial_stake_wei, mask, strict=True) if m) / WEI
-        pct = lambda a: 100 * a[:, mask].sum(axis=1) / stake  # noqa: E731
+        pct = lambda a: 100 * a[:, mask].sum(axis=1) / stake
         return {"cumulative": np.cumsum(pct(self.books.net())).tolist(),
                 "rewards": float(pct(self.books.rewards).sum()),
                 "job_income": float(pct(self.books.income).sum()),
@@ -118,12 +126,20 @@ def epoch_inputs(net: Network, t: int, online: np.ndarray, jobs, utilization: fl
     serving = ~net.tombstoned & (net.jailed_until < t)
     faked_challenge = challenged & serving & (rng.random(n) < net.traits("fake_challenge_p"))
     return EpochInputs(
-        providers=net.addresses, stake_wei=list(net.stake_wei), declared_model=net.declared_model,
-        probe_provider=probe_provider, probe_ok=probe_ok, measured_gflops=measured,
+        providers=net.addresses,
+        stake_wei=list(net.stake_wei),
+        declared_model=net.declared_model,
+        probe_provider=probe_provider,
+        probe_ok=probe_ok,
+        measured_gflops=measured,
         challenge_ok=~faked_challenge,
-        job_successes=net.successes + jobs.completed, job_failures=net.failures + jobs.abandoned + jobs.caught,
-        abandoned=jobs.abandoned, replication_mismatch=jobs.caught > 0,
-        epochs_staked=net.epochs_staked, jailed=~serving, utilization=utilization,
+        job_successes=net.successes + jobs.completed,
+        job_failures=net.failures + jobs.abandoned + jobs.caught,
+        abandoned=jobs.abandoned,
+        replication_mismatch=jobs.caught > 0,
+        epochs_staked=net.epochs_staked,
+        jailed=~serving,
+        utilization=utilization,
         previous_performance=net.performance,
     )
 
@@ -184,14 +200,23 @@ def summarize(runs: list[Run], params: Params) -> dict:
         curves = np.array([r["cumulative"] for r in per_seed])
         finals = curves[:, -1]
         strategies[name] = {
-            "return_pct": {"mean": float(finals.mean()), "min": float(finals.min()), "max": float(finals.max()),
-                           "per_seed": finals.tolist()},
-            **{key: float(np.mean([r[key] for r in per_seed]))
-               for key in ("rewards", "job_income", "cost", "slashed")},
+            "return_pct": {
+                "mean": float(finals.mean()),
+                "min": float(finals.min()),
+                "max": float(finals.max()),
+                "per_seed": finals.tolist(),
+            },
+            **{
+                key: float(np.mean([r[key] for r in per_seed]))
+                for key in ("rewards", "job_income", "cost", "slashed")
+            },
             "tombstoned": float(np.mean([r["tombstoned"] for r in per_seed])),
             "providers": per_seed[0]["providers"],
-            "curve": {"mean": curves.mean(axis=0).round(4).tolist(), "min": curves.min(axis=0).round(4).tolist(),
-                      "max": curves.max(axis=0).round(4).tolist()},
+            "curve": {
+                "mean": curves.mean(axis=0).round(4).tolist(),
+                "min": curves.min(axis=0).round(4).tolist(),
+                "max": curves.max(axis=0).round(4).tolist(),
+            },
         }
     honest = strategies["honest"]["return_pct"]["mean"]
     goals = {f"{name} < honest": strategies[name]["return_pct"]["mean"] < honest
@@ -213,8 +238,8 @@ def summarize(runs: list[Run], params: Params) -> dict:
 
 def table(summary: dict) -> str:
     """A markdown table of each strategy's return on stake and where it came from."""
-    lines = ["| strategy | return on stake, mean (min – max) | rewards | job income | operating cost "
-             "| slashed | tombstoned |",
+    lines = [("| strategy | return on stake, mean (min – max) | rewards | job income | operating cost "
+              "| slashed | tombstoned |"),
              "|---|---:|---:|---:|---:|---:|---:|"]
     for name, s in summary["strategies"].items():
         r = s["return_pct"]
@@ -222,7 +247,10 @@ def table(summary: dict) -> str:
                      f"| {s['rewards']:+.1f} % | {s['job_income']:+.1f} % | {-s['cost'] + 0.0:+.1f} % "
                      f"| {-s['slashed'] + 0.0:+.1f} % | {s['tombstoned']:.1f} of {s['providers']} |")
     lines += ["", "| misdeclared GPU | return on stake, mean (max) |", "|---|---:|"]
-    lines += [f"| {pair} | **{r['mean']:+.1f} %** ({r['max']:+.1f}) |" for pair, r in summary["misdeclared_pairs"].items()]
+    lines += [
+        f"| {pair} | **{r['mean']:+.1f} %** ({r['max']:+.1f}) |"
+        for pair, r in summary["misdeclared_pairs"].items()
+    ]
     return "\n".join(lines)
 
 
@@ -239,7 +267,9 @@ def plot(summary: dict, path: Path, epochs: int) -> None:
     for name, s in summary["strategies"].items():
         c = s["curve"]
         style = "--" if name == "misdeclaring (fp32-alike)" else "-"
-        ax.plot(x, c["mean"], style, color=colors.get(name), label=f"{name} ({s['return_pct']['mean']:+.1f} %)")
+        ax.plot(
+            x, c["mean"], style, color=colors.get(name), label=f"{name} ({s['return_pct']['mean']:+.1f} %)"
+        )
         ax.fill_between(x, c["min"], c["max"], color=colors.get(name), alpha=0.2, linewidth=0)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xlabel("epoch (1 h)")

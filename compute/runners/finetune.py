@@ -56,13 +56,13 @@ from compute.catalog import DATASET_FOR, LORA_TARGETS
 from compute.checkpoints import find_checkpoint, load_model, save_model
 from compute.data import load_dataset
 from compute.dataplane import digest
+from compute.device import autocast, task_device
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, file_sha256, result_hash
 from compute.models import build_model
 from compute.placement import task_options
 from compute.runners.params import FinetuneParams, require
 from compute.runners.supervise import await_pinned
-from compute.device import autocast, task_device
 from compute.runners.train import evaluate, make_deterministic, split, where_am_i
 from compute.tabular import is_named
 
@@ -153,12 +153,18 @@ def write_outputs(job: ComputeJob, params: FinetuneParams, meta: dict, base_sha:
     adapter = {"file": ADAPTER, "rank": params.lora_rank, "alpha": params.lora_alpha,
                "targets": LORA_TARGETS[meta["model"]]}
     table = {"features": meta["features"]} if "features" in meta else {}
-    save_model(model, meta["model"], meta.get("config", {}), outputs, adapter=adapter, base_sha256=base_sha, **table)
+    save_model(
+        model, meta["model"], meta.get("config", {}), outputs, adapter=adapter, base_sha256=base_sha, **table
+    )
     # A table is named by its file: where a lease staged it differs from site to site.
     dataset = params.dataset if not params.dataset or is_named(params.dataset) else Path(params.dataset).name
-    record = {"base_sha256": base_sha, "history": done["history"], "seed": job.seed,
-              "params": {k: v for k, v in vars(params).items() if k != "base_checkpoint"} | {"dataset": dataset},
-              "trainable_parameters": done["trainable_parameters"]}
+    record = {
+        "base_sha256": base_sha,
+        "history": done["history"],
+        "seed": job.seed,
+        "params": {k: v for k, v in vars(params).items() if k != "base_checkpoint"} | {"dataset": dataset},
+        "trainable_parameters": done["trainable_parameters"],
+    }
     (outputs / "metrics.json").write_text(json.dumps(record, sort_keys=True, indent=2))
     return outputs
 
@@ -179,7 +185,9 @@ def _finetune_text(files: dict[str, bytes], params: FinetuneParams, dataset: str
         values, labels = hf.labelled(dataset, params.samples)
         cut = len(values) - max(1, len(values) // 5)  # the last fifth is held out
         torch.manual_seed(seed)
-        peft_model = get_peft_model(model, hf.lora_config(model_type, params.lora_rank, params.lora_alpha)).to(device)
+        peft_model = get_peft_model(
+            model, hf.lora_config(model_type, params.lora_rank, params.lora_alpha)
+        ).to(device)
         trainable = [p for p in peft_model.parameters() if p.requires_grad]
         optimizer = torch.optim.Adam(trainable, lr=params.lr)
         history, timer = [], BusyTimer()
@@ -187,7 +195,9 @@ def _finetune_text(files: dict[str, bytes], params: FinetuneParams, dataset: str
             for epoch in range(params.epochs):
                 loss_sum, count = hf.train_epoch(peft_model, tokenizer, optimizer, values[:cut], labels[:cut],
                                                  params.batch_size, seed * 1_000 + epoch, params.precision)
-                val = hf.evaluate(peft_model, tokenizer, values[cut:], labels[cut:], precision=params.precision)
+                val = hf.evaluate(
+                    peft_model, tokenizer, values[cut:], labels[cut:], precision=params.precision
+                )
                 history.append({"epoch": epoch + 1, "loss": round(loss_sum / count, 6),
                                 "val_loss": round(val["loss"], 6), "val_accuracy": round(val["accuracy"], 6)})
             adapter_dir = Path(tmp) / HF_ADAPTER_DIR
@@ -195,8 +205,13 @@ def _finetune_text(files: dict[str, bytes], params: FinetuneParams, dataset: str
             # The same bytes on every node: no model card, and no base named by this node's temporary path.
             (adapter_dir / "README.md").unlink(missing_ok=True)
             adapter_config = adapter_dir / "adapter_config.json"
-            adapter_config.write_text(json.dumps(json.loads(adapter_config.read_text())
-                                                 | {"base_model_name_or_path": None}, indent=2, sort_keys=True))
+            adapter_config.write_text(
+                json.dumps(
+                    json.loads(adapter_config.read_text()) | {"base_model_name_or_path": None},
+                    indent=2,
+                    sort_keys=True,
+                )
+            )
             merged = hf.save(peft_model.merge_and_unload().cpu(), tokenizer, Path(tmp) / "merged")
         return {
             "adapter": hf.pack(adapter_dir), "model": hf.pack(merged), "model_type": model_type,

@@ -41,6 +41,7 @@ from compute import hf
 from compute.accounting import BusyTimer, usage
 from compute.checkpoints import find_checkpoint, load_model
 from compute.data import read_inputs
+from compute.device import autocast, task_device
 from compute.errors import ComputeError, InvalidJob
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
@@ -48,7 +49,6 @@ from compute.models import build_model
 from compute.placement import task_options
 from compute.runners.params import InferParams, require
 from compute.runners.supervise import await_pinned
-from compute.device import autocast, task_device
 from compute.runners.train import make_deterministic, where_am_i
 
 CPU = torch.device("cpu")
@@ -215,7 +215,9 @@ def run(job: ComputeJob) -> JobResult:
         inputs, labels = hf.texts(params.dataset_path)
         job.result_dir().mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        ref = _infer_text_task.options(**options).remote(str(directory), inputs, params, job.seed, job.use_gpu)
+        ref = _infer_text_task.options(**options).remote(
+            str(directory), inputs, params, job.seed, job.use_gpu
+        )
         return _result(job, params, model_type, inputs, labels, await_pinned(ref, job, started), started)
     model, meta = load_for_inference(params.checkpoint)
     raw, labels = read_inputs(params.dataset_path, meta.get("features"))

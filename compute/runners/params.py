@@ -67,7 +67,8 @@ def _check_type(scope: Scope, key: str, value: Any, default: Any) -> None:
     expected: tuple[type, ...] = (int, float) if isinstance(default, float) else (type(default),)
     if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
         raise InvalidJob(
-            f"job {scope.job_id}: {scope.kind} parameter {key} must be {KIND_OF[expected[-1]]}, got {value!r}."
+            f"job {scope.job_id}: {scope.kind} parameter {key} must be {KIND_OF[expected[-1]]}, got "
+            f"{value!r}."
         )
 
 
@@ -98,7 +99,11 @@ def require_loop(params: TrainParams | FinetuneParams, job: Scope) -> None:
 def check_dataset(job: Scope, dataset: str, model: str) -> None:
     """A built-in dataset the model trains on, or a table (compute.tabular) for the MLP."""
     if is_named(dataset):
-        require(dataset == DATASET_FOR[model], job, f"model {model} trains on {DATASET_FOR[model]}, not {dataset}.")
+        require(
+            dataset == DATASET_FOR[model],
+            job,
+            f"model {model} trains on {DATASET_FOR[model]}, not {dataset}.",
+        )
         return
     require(not dataset.endswith(".npy"), job, f"dataset {dataset} is a .npy array, which only infer reads; "
                                                f"give a table: {KNOWN}.")
@@ -123,7 +128,9 @@ def sized(params: P, named: bool, default: int) -> P:
 
 
 def require_precision(precision: str, job: Scope) -> None:
-    require(precision in PRECISIONS, job, f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
+    require(
+        precision in PRECISIONS, job, f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}."
+    )
 
 
 @dataclass(frozen=True)
@@ -210,7 +217,11 @@ class InferParams:
     def parse(cls, raw: Mapping[str, Any], job: Scope) -> InferParams:
         params = parse_params(cls, raw, job)
         require(bool(params.checkpoint), job, "checkpoint is required; give a train job's result directory.")
-        require(bool(params.dataset_path), job, f"dataset_path is required; give a .npy array or a table: {KNOWN}.")
+        require(
+            bool(params.dataset_path),
+            job,
+            f"dataset_path is required; give a .npy array or a table: {KNOWN}.",
+        )
         if not params.dataset_path.endswith(".npy"):
             try:
                 format_of(params.dataset_path)
@@ -278,8 +289,12 @@ def _check_values(job: Scope, name: str, values: list[Any]) -> None:
 
 
 def _dimension(job: Scope, name: str, entry: Any, allowed: set[str]) -> tuple[str, list[Any]]:
-    require(name in allowed, job,
-            f"search_space has unknown hyperparameter {name!r}; searchable ones are {', '.join(sorted(allowed))}.")
+    require(
+        name in allowed,
+        job,
+        f"search_space has unknown hyperparameter {name!r}; searchable ones are "
+        f"{', '.join(sorted(allowed))}.",
+    )
     require(isinstance(entry, Mapping) and len(entry) == 1 and next(iter(entry)) in DISTRIBUTIONS, job,
             f"search_space.{name} must be one of {{{', '.join(DISTRIBUTIONS)}: ...}}, got {entry!r}.")
     kind, args = next(iter(entry.items()))
@@ -326,7 +341,11 @@ def parse_tune(raw: Mapping[str, Any], job: Scope) -> tuple[TuneParams, dict[str
     dataset = params.dataset or DATASET_FOR[params.model]
     check_dataset(job, dataset, params.model)
     params = sized(dataclasses.replace(params, dataset=dataset), is_named(dataset), 1024)
-    require(params.search in SEARCHES, job, f"unknown search {params.search!r}; choose one of {', '.join(SEARCHES)}.")
+    require(
+        params.search in SEARCHES,
+        job,
+        f"unknown search {params.search!r}; choose one of {', '.join(SEARCHES)}.",
+    )
     require(params.samples == 0 or params.samples >= 10, job,
             f"samples must be at least 10 (or 0: every row of the table), got {params.samples}.")
     require(params.num_samples >= 1, job, f"num_samples must be at least 1, got {params.num_samples}.")
@@ -344,7 +363,8 @@ def parse_tune(raw: Mapping[str, Any], job: Scope) -> tuple[TuneParams, dict[str
 # ── ray: the buyer's own program ────────────────────────────────────────────────────
 
 RAY_PARAMS = ("entrypoint", "requirements", "env", "ray")
-MAX_RUN_BYTES = 16 * 1024  # a ray job's entrypoint, requirements and env together: they travel in the lease's plan
+# a ray job's entrypoint, requirements and env together: they travel in the lease's plan
+MAX_RUN_BYTES = 16 * 1024
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Variables of the lease that a program's env may not replace.
 RESERVED_ENV = ("PATH", "HOME", "PYTHONPATH", "TMPDIR", "RAY_ADDRESS")
@@ -403,30 +423,45 @@ class ProgramParams:
             raise InvalidJob(f"params must be a mapping, got {_show(raw)}.", "params")
         for key in raw:
             if key not in (*RAY_PARAMS, "code", "inputs"):
-                raise InvalidJob(f"params.{key} is not a ray parameter; known ones are {', '.join(RAY_PARAMS)}.",
-                                 f"params.{key}")
+                raise InvalidJob(
+                    f"params.{key} is not a ray parameter; known ones are {', '.join(RAY_PARAMS)}.",
+                    f"params.{key}",
+                )
         entrypoint = raw.get("entrypoint")
         if not isinstance(entrypoint, str) or not entrypoint.strip():
-            raise InvalidJob("params.entrypoint must be the command that runs the program, e.g. 'python train.py'.",
-                             "params.entrypoint")
+            raise InvalidJob(
+                "params.entrypoint must be the command that runs the program, e.g. 'python train.py'.",
+                "params.entrypoint",
+            )
         requirements = raw.get("requirements", [])
         _check_requirements(requirements)
         ray = raw.get("ray", True)
         if not isinstance(ray, bool):
-            raise InvalidJob("params.ray must be true (the program gets a Ray instance of the lease's own, the "
-                             "default) or false (a plain program).", "params.ray")
+            raise InvalidJob(
+                "params.ray must be true (the program gets a Ray instance of the lease's own, the "
+                "default) or false (a plain program).",
+                "params.ray",
+            )
         env = raw.get("env", {})
         if not isinstance(env, Mapping) or not all(isinstance(v, str) for v in env.values()):
             raise InvalidJob("params.env must map variable names to text values.", "params.env")
         for key in env:
-            if not isinstance(key, str) or not NAME.match(key) or key in RESERVED_ENV or key.startswith("SWARM_"):
+            if (
+                not isinstance(key, str)
+                or not NAME.match(key)
+                or key in RESERVED_ENV
+                or key.startswith("SWARM_")
+            ):
                 raise InvalidJob(f"params.env cannot set {_show(key)}; a name is letters, digits and _, and "
                                  f"{', '.join(RESERVED_ENV)} and SWARM_* belong to the lease.", "params.env")
         size = len(json.dumps({"entrypoint": entrypoint, "requirements": requirements, "env": env,
                                "ray": ray}).encode())
         if size > MAX_RUN_BYTES:
-            raise InvalidJob(f"params holds {size} bytes of entrypoint, requirements and env; a ray job has at "
-                             f"most {MAX_RUN_BYTES} (put more in its code).", "params")
+            raise InvalidJob(
+                f"params holds {size} bytes of entrypoint, requirements and env; a ray job has at "
+                f"most {MAX_RUN_BYTES} (put more in its code).",
+                "params",
+            )
         inputs = raw.get("inputs", {})
         if not isinstance(inputs, Mapping):
             raise InvalidJob(f"inputs must map names to a path or URI, got {_show(inputs)}.", "inputs")
@@ -434,8 +469,14 @@ class ProgramParams:
             if not isinstance(name, str) or not NAME.match(name):
                 raise InvalidJob(f"inputs.{name} must be named with letters, digits and _ (it becomes the "
                                  "variable SWARM_INPUT_<NAME> of the program).", f"inputs.{name}")
-        return cls(entrypoint=entrypoint, code=located(raw.get("code"), "code"), requirements=tuple(requirements),
-                   env=dict(env), ray=ray, inputs={n: located(v, f"inputs.{n}") for n, v in sorted(inputs.items())})
+        return cls(
+            entrypoint=entrypoint,
+            code=located(raw.get("code"), "code"),
+            requirements=tuple(requirements),
+            env=dict(env),
+            ray=ray,
+            inputs={n: located(v, f"inputs.{n}") for n, v in sorted(inputs.items())},
+        )
 
     def unpinned(self) -> list[str]:
         """The fields naming code or an input by a path or URI alone, not yet by its sha256."""

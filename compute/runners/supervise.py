@@ -26,7 +26,7 @@ def provider_gone(provider: str) -> bool:
     """True when the cluster lists no live node for `provider` (a failed read counts as alive)."""
     try:
         return provider_capacity(provider).nodes == 0
-    except Exception:  # the GCS may be briefly unreachable; the next poll decides
+    except Exception:  # noqa: BLE001 -- the GCS may be briefly unreachable; the next poll decides
         return False
 
 

@@ -15,11 +15,12 @@ Params (`job.params`, a `compute.runners.params` class):
   max_failures  worker-group failures to recover from, each from the last checkpoint (default 2)
 
 A table streams through Ray Data: the driver reads it in blocks into the cluster's object
-store, holds out a fifth of its rows drawn with the job's seed, and each worker iterates its own shard of the rest (`ray.train.get_dataset_shard`), shuffled
-locally with the job's seed; the MLP is sized to the table's columns and classes. A Hugging
-Face classifier trains every weight from its checkpoint, its packed files sent to the workers
-in their config; each worker tokenizes its batches, and the outputs are the trained model and
-its tokenizer as `save_pretrained` writes them, which `infer` and `finetune` read.
+store, holds out a fifth of its rows drawn with the job's seed, and each worker iterates its
+own shard of the rest (`ray.train.get_dataset_shard`), shuffled locally with the job's seed;
+the MLP is sized to the table's columns and classes. A Hugging Face classifier trains every
+weight from its checkpoint, its packed files sent to the workers in their config; each worker
+tokenizes its batches, and the outputs are the trained model and its tokenizer as
+`save_pretrained` writes them, which `infer` and `finetune` read.
 
 `job.workers` workers, each pinned to the provider by label selector and a sliver of its
 custom resource. A checkpoint is written every epoch under `job.storage` (a local directory
@@ -284,7 +285,8 @@ def table_datasets(params: TrainParams, seed: int) -> tuple[dict[str, ray.data.D
 
     path = params.dataset
     context = ray.data.DataContext.get_current()
-    context.enable_progress_bars, context.print_on_execution_start = False, False  # a lease's log is for the buyer
+    # a lease's log is for the buyer
+    context.enable_progress_bars, context.print_on_execution_start = False, False
     dataset = tabular.read(path)
     if params.samples:
         dataset = dataset.limit(params.samples)
@@ -292,11 +294,15 @@ def table_datasets(params: TrainParams, seed: int) -> tuple[dict[str, ray.data.D
         dataset = dataset.materialize()  # blocks in the cluster's object store, not in this process
         schema = dataset.schema()
     except (ray.exceptions.RayError, pa.ArrowException, ValueError, OSError) as exc:
-        raise InvalidJob(f"dataset {Path(path).name} cannot be read: {str(exc).strip().splitlines()[-1]}") from None
+        raise InvalidJob(
+            f"dataset {Path(path).name} cannot be read: {str(exc).strip().splitlines()[-1]}"
+        ) from None
     if params.brought:
         if hf.TEXT not in schema.names or tabular.LABEL not in schema.names:
-            raise InvalidJob(f"dataset {Path(path).name} needs a {hf.TEXT!r} and a {tabular.LABEL!r} column; a "
-                             f"text model trains on each row's text and its class")
+            raise InvalidJob(
+                f"dataset {Path(path).name} needs a {hf.TEXT!r} and a {tabular.LABEL!r} column; a "
+                f"text model trains on each row's text and its class"
+            )
         features = [hf.TEXT]
         dataset = dataset.select_columns([hf.TEXT, tabular.LABEL])
         numeric = [tabular.LABEL]
@@ -316,7 +322,9 @@ def table_datasets(params: TrainParams, seed: int) -> tuple[dict[str, ray.data.D
             low = int(labels.min()) if low is None else min(low, int(labels.min()))
             high = int(labels.max()) if high is None else max(high, int(labels.max()))
     if dataset.count() < 10 or low is None or high is None or low < 0:
-        raise InvalidJob(f"dataset {Path(path).name} needs at least 10 rows with labels that are integers from 0")
+        raise InvalidJob(
+            f"dataset {Path(path).name} needs at least 10 rows with labels that are integers from 0"
+        )
     train, validation = dataset.train_test_split(test_size=0.2, shuffle=True, seed=seed)
     return {"train": train, "validation": validation}, {"features": features, "classes": int(high) + 1}
 
@@ -388,7 +396,9 @@ def workers_died(error: BaseException) -> bool:
     return any(isinstance(e, ray.exceptions.RayActorError) for e in failures.values())
 
 
-def write_outputs(job: ComputeJob, params: TrainParams, model: nn.Module, state: dict, tokenizer=None) -> Path:
+def write_outputs(
+    job: ComputeJob, params: TrainParams, model: nn.Module, state: dict, tokenizer=None
+) -> Path:
     """The deterministic part of the result: the model and its per-epoch metrics; a transformers
     classifier (with its `tokenizer`) as save_pretrained writes it."""
     outputs = job.result_dir() / OUTPUT_DIR
@@ -399,11 +409,25 @@ def write_outputs(job: ComputeJob, params: TrainParams, model: nn.Module, state:
     if tokenizer is not None:
         hf.save(model.model, tokenizer, outputs)
     else:
-        save_model(model, params.model, state.get("model_config", {}), outputs,
-                   dataset=dataset, samples=params.samples, seed=job.seed, precision=params.precision, **table)
+        save_model(
+            model,
+            params.model,
+            state.get("model_config", {}),
+            outputs,
+            dataset=dataset,
+            samples=params.samples,
+            seed=job.seed,
+            precision=params.precision,
+            **table,
+        )
     shown = {"dataset": dataset} | ({"model": Path(params.model).name} if params.brought else {})
-    record = {"params": asdict(params) | shown, "seed": job.seed, "workers": job.workers, "history": state["history"],
-              "compute_dtype": state["compute_dtype"]}
+    record = {
+        "params": asdict(params) | shown,
+        "seed": job.seed,
+        "workers": job.workers,
+        "history": state["history"],
+        "compute_dtype": state["compute_dtype"],
+    }
     (outputs / "metrics.json").write_text(json.dumps(record, sort_keys=True, indent=2))
     return outputs
 

@@ -16,8 +16,9 @@ params:
   max_epochs_per_trial, time_budget_s (≤ the job's timeout), max_concurrent_trials
 
 Outputs: best_config.json, trials.json (each trial's config, epochs and final accuracy,
-best first) and the best trial's model (with its feature columns, for a table). Where a trial ran is bookkeeping, kept out of the
-outputs so the resultHash does not depend on node ids; it is in the job's metrics.
+best first) and the best trial's model (with its feature columns, for a table). Where a
+trial ran is bookkeeping, kept out of the outputs so the resultHash does not depend on node
+ids; it is in the job's metrics.
 With trials running side by side, ASHA's stop decisions depend on which trial reports
 first, so two runs of a job can stop different trials; one trial at a time
 (max_concurrent_trials=1) makes a random or grid search repeat exactly.
@@ -44,6 +45,7 @@ from torch import nn
 
 from compute import tabular
 from compute.accounting import BusyTimer, usage
+from compute.catalog import DATASET_FOR
 from compute.checkpoints import load_model, save_model
 from compute.data import load_dataset
 from compute.errors import ComputeError, InvalidJob
@@ -51,7 +53,6 @@ from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
 from compute.models import build_model
 from compute.placement import LABEL, PIN, label_selector, provider_capacity, provider_resource
-from compute.catalog import DATASET_FOR
 from compute.runners.params import TRAINING_DEFAULTS, TuneParams
 from compute.runners.supervise import lost_provider, provider_gone
 
@@ -68,18 +69,21 @@ class TrialSetup:
     seed: int
     max_epochs: int
     use_gpu: bool
-    rows: tuple[torch.Tensor, torch.Tensor] | None = None  # a table's (features, labels); None: a built-in dataset
+    # a table's (features, labels); None: a built-in dataset
+    rows: tuple[torch.Tensor, torch.Tensor] | None = None
     features: tuple[str, ...] = ()  # a table's feature columns, in the model's input order
     classes: int = 0
 
     @property
     def shape(self) -> dict[str, int]:
-        """The model's data-shaped sizes: a table's columns and classes (a built-in dataset's are the model's own)."""
+        """The model's data-shaped sizes: a table's columns and classes (a built-in dataset's are the model's
+        own)."""
         return {"in_features": len(self.features), "classes": self.classes} if self.rows is not None else {}
 
     @property
     def extra(self) -> dict[str, Any]:
-        """What a saved model records beside its config: a table's columns, which infer and finetune read by name."""
+        """What a saved model records beside its config: a table's columns, which infer and finetune read by
+        name."""
         return {"features": list(self.features)} if self.rows is not None else {}
 
 
@@ -87,7 +91,9 @@ def table_setup(path: str, samples: int) -> dict[str, Any]:
     """A table's rows, columns and classes for the trials; a table with too few rows is the buyer's to fix."""
     x, y, features = tabular.tensors(path, limit=samples)
     if y is None or len(y) < 10:
-        raise InvalidJob(f"dataset {Path(path).name} needs at least 10 rows with labels that are integers from 0")
+        raise InvalidJob(
+            f"dataset {Path(path).name} needs at least 10 rows with labels that are integers from 0"
+        )
     return {"rows": (x, y), "features": tuple(features), "classes": int(y.max()) + 1}
 
 
@@ -153,8 +159,10 @@ def _trial(config: dict[str, Any], setup: TrialSetup) -> None:
             accuracy = _accuracy(model, vx, vy)
         with tempfile.TemporaryDirectory() as directory:
             save_model(model, setup.model, model_config, Path(directory), trial_seed=seed, **setup.extra)
-            tune.report({METRIC: accuracy, "loss": loss.item(), "epoch": epoch, "busy_s": busy.seconds} | where,
-                        checkpoint=tune.Checkpoint.from_directory(directory))
+            tune.report(
+                {METRIC: accuracy, "loss": loss.item(), "epoch": epoch, "busy_s": busy.seconds} | where,
+                checkpoint=tune.Checkpoint.from_directory(directory),
+            )
 
 
 # ── the search ──────────────────────────────────────────────────────────────────────
@@ -211,7 +219,8 @@ def _tuner(job: ComputeJob, params: TuneParams, dims: dict, setup: TrialSetup, s
             # Every epoch's model is kept (they are small): a num_to_keep forces an experiment
             # snapshot on each report.
             checkpoint_config=tune.CheckpointConfig(num_to_keep=None),
-            failure_config=tune.FailureConfig(max_failures=1),  # a lost node: retry on another of the provider's
+            # a lost node: retry on another of the provider's
+            failure_config=tune.FailureConfig(max_failures=1),
         ),
     )
 
@@ -234,8 +243,9 @@ def run(job: ComputeJob) -> JobResult:
     dims = params.space()
     dataset = params.dataset or DATASET_FOR[params.model]
     table = {} if tabular.is_named(dataset) else table_setup(dataset, params.samples)
-    setup = TrialSetup(params.model, dataset, params.samples, job.seed, params.max_epochs_per_trial, job.use_gpu,
-                       **table)
+    setup = TrialSetup(
+        params.model, dataset, params.samples, job.seed, params.max_epochs_per_trial, job.use_gpu, **table
+    )
     result_dir = job.result_dir()
     outputs = result_dir / OUTPUT_DIR
     outputs.mkdir(parents=True, exist_ok=True)
@@ -247,8 +257,10 @@ def run(job: ComputeJob) -> JobResult:
     rows = _trial_rows(grid, dims)
     if not rows:
         first = next((r.error for r in grid if r.error is not None), None)
-        raise ComputeError(f"job {job.job_id}: no trial of the search finished an epoch"
-                           + (f" (first error: {str(first).splitlines()[0]})." if first else "; raise time_budget_s."))
+        raise ComputeError(
+            f"job {job.job_id}: no trial of the search finished an epoch"
+            + (f" (first error: {str(first).splitlines()[0]})." if first else "; raise time_budget_s.")
+        )
     (best, best_result) = rows[0]
     with best_result.checkpoint.as_directory() as directory:
         model, meta = load_model(directory)
@@ -258,13 +270,24 @@ def run(job: ComputeJob) -> JobResult:
     # Each trial holds one GPU (use_gpu) or one CPU while it trains.
     used = usage([r.metrics.get("busy_s", 0.0) for r in grid if r.metrics], job.use_gpu)
     return JobResult(
-        job_id=job.job_id, kind=job.kind, provider=job.provider,
+        job_id=job.job_id,
+        kind=job.kind,
+        provider=job.provider,
         metrics={
-            "best_config": best["config"], "best_accuracy": best[METRIC], "trials": len(grid),
-            "trials_finished": len(rows), "search": params.search, "wall_s": time.monotonic() - started,
+            "best_config": best["config"],
+            "best_accuracy": best[METRIC],
+            "trials": len(grid),
+            "trials_finished": len(rows),
+            "search": params.search,
+            "wall_s": time.monotonic() - started,
             "trial_placements": sorted(
-                ({"provider": r.metrics.get("provider"), "node_id": r.metrics.get("node_id")} for r in grid if r.metrics),
-                key=_canonical),
+                (
+                    {"provider": r.metrics.get("provider"), "node_id": r.metrics.get("node_id")}
+                    for r in grid
+                    if r.metrics
+                ),
+                key=_canonical,
+            ),
         },
         result_dir=str(result_dir),
         result_hash=result_hash(result_dir),

@@ -23,7 +23,7 @@ _WHERE = {
     "store_reward_tree": "ledger.indexer.rewards",
 }
 
-__all__ = ["DEFAULT_BATCH_BLOCKS", "KINDS", *sorted(_WHERE)]
+__all__ = ["DEFAULT_BATCH_BLOCKS", "KINDS", *sorted(_WHERE)]  # noqa: PLE0604 -- names loaded on first use
 
 
 def __getattr__(name: str) -> Any:

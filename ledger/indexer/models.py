@@ -31,7 +31,8 @@ NAMING = {
 
 
 class LedgerModel(SQLModel):
-    """The ledger's tables live in their own metadata, so other packages' tables stay out of its migrations."""
+    """The ledger's tables live in their own metadata, so other packages' tables stay out of its
+    migrations."""
 
     metadata = MetaData(naming_convention=NAMING)
 

@@ -13,6 +13,7 @@ from ledger.indexer.decode import Log
 from ledger.indexer.models import Cursor, Epoch, EventRow, Job, LedgerModel, Provider, SlashRow
 from ledger.indexer.projections import JOB_EVENTS, PROVIDER_EVENTS, Projection
 
+
 def indexed_chains(session: Session) -> list[Cursor]:
     return list(session.exec(select(Cursor).order_by(Cursor.chain_id)).all())
 

@@ -101,4 +101,5 @@ _LATEST_FINALIZED = (
     "SELECT epoch, rewards_root FROM epochs WHERE chain_id = :chain AND status = 'finalized' "
     "ORDER BY epoch DESC LIMIT 1"
 )
-_LEAF = "SELECT cumulative, proof FROM rewards WHERE chain_id = :chain AND rewards_root = :root AND provider = :provider"
+_LEAF = ("SELECT cumulative, proof FROM rewards "
+         "WHERE chain_id = :chain AND rewards_root = :root AND provider = :provider")

@@ -50,9 +50,11 @@ def fetch_inputs(plan: LeasePlan, work: Path) -> None:
                 # The outputs' digest is their manifest's hash: what the chain holds as resultHash.
                 dataplane.stage(join(item.uri, OUTPUT_DIR), item.sha256, target, what=what)
             except dataplane.DigestMismatch:
-                raise InputError(f"{what} in {shown(item.uri)} is not the one the chain holds (its files do not "
-                                 f"hash to the resultHash {item.sha256}); restore it there, or build on "
-                                 "another job") from None
+                raise InputError(
+                    f"{what} in {shown(item.uri)} is not the one the chain holds (its files do not "
+                    f"hash to the resultHash {item.sha256}); restore it there, or build on "
+                    "another job"
+                ) from None
             except dataplane.DataPlaneError as exc:
                 raise InputError(str(exc)) from None
         elif not target.exists():
@@ -81,8 +83,10 @@ def stage_program(plan: LeasePlan, work: Path, log: Path) -> None:
         readable(code.uri, plan.hidden, "code")
         archive = dataplane.stage(code.uri, code.sha256, internal / CODE, what="code")
         if archive.is_dir():
-            raise InputError(f"code {code.uri} is a directory; it must be the program's directory packed as one "
-                             "tar, as `swarm job post` packs it")
+            raise InputError(
+                f"code {code.uri} is a directory; it must be the program's directory packed as one "
+                "tar, as `swarm job post` packs it"
+            )
         _unpack(archive, work)
         for name, pinned in sorted(program.inputs.items()):
             assert not isinstance(pinned, str)
@@ -153,22 +157,44 @@ def result_binds(plan: LeasePlan) -> tuple[tuple[Path, bool], ...]:
 
 def _install(requirements: list[str], target: Path, log: Path, timeout_s: float) -> None:
     """pip, from wheels only (installing a wheel runs none of its code), into the lease."""
-    argv = [sys.executable, "-m", "pip", "install", "--only-binary=:all:", "--no-input", "--disable-pip-version-check",
-            "--no-warn-script-location", "--quiet", "--target", str(target), *requirements]
+    argv = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--only-binary=:all:",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--no-warn-script-location",
+        "--quiet",
+        "--target",
+        str(target),
+        *requirements,
+    ]
     with open(log, "a") as out:
         out.write(f"installing {' '.join(requirements)}\n")
         out.flush()
         try:
-            done = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True, timeout=timeout_s, check=False,
-                                  env=_pip_env())
+            done = subprocess.run(
+                argv,
+                stdout=out,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=timeout_s,
+                check=False,
+                env=_pip_env(),
+            )
         except subprocess.TimeoutExpired:
-            raise InputError(f"the requirements ({', '.join(requirements)}) took more than {timeout_s:.0f} s to "
-                             "install") from None
+            raise InputError(
+                f"the requirements ({', '.join(requirements)}) took more than {timeout_s:.0f} s to install"
+            ) from None
         out.write(done.stderr)
     if done.returncode != 0:
         errors = [line.strip() for line in done.stderr.splitlines() if line.strip().startswith("ERROR")]
-        reason = (errors[0].removeprefix("ERROR:").strip() if errors else f"pip exited with {done.returncode}")
-        raise InputError(f"the requirements ({', '.join(requirements)}) could not be installed: {reason[:300]}")
+        reason = errors[0].removeprefix("ERROR:").strip() if errors else f"pip exited with {done.returncode}"
+        raise InputError(
+            f"the requirements ({', '.join(requirements)}) could not be installed: {reason[:300]}"
+        )
 
 
 def _pip_env() -> dict[str, str]:
@@ -192,7 +218,9 @@ def check_outputs(work: Path) -> None:
     have the site, outside the sandbox, hash and store what it points to."""
     outputs = work / OUTPUTS
     if outputs.is_symlink() or not outputs.is_dir():
-        raise InputError(f"the job replaced its {OUTPUTS} directory with something else; write results into it")
+        raise InputError(
+            f"the job replaced its {OUTPUTS} directory with something else; write results into it"
+        )
     for path in outputs.rglob("*"):
         if path.is_symlink() or not (path.is_file() or path.is_dir()):
             raise InputError(f"the job's outputs hold {path.relative_to(work)}, a link or a special file; "

@@ -27,8 +27,15 @@ from typing import Any
 
 from compute.dataplane import shown
 from provider.lease import LEASES, LOG, OUTCOME, PROJECT, RUN, WORK
-from provider.lease.inputs import InputError, check_outputs, copy_result, fetch_inputs, publish, result_binds, \
-    stage_program
+from provider.lease.inputs import (
+    InputError,
+    check_outputs,
+    copy_result,
+    fetch_inputs,
+    publish,
+    result_binds,
+    stage_program,
+)
 from provider.lease.outcome import Outcome, verdict_line
 from provider.lease.plan import LeasePlan
 from provider.lease.sandbox import Sandbox, lease_uid
@@ -67,8 +74,14 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
         "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
         "RAY_TRAIN_METRICS_ENABLED": "0",
     }
-    return Sandbox(work, plan.limits(), hidden=[Path(p) for p in plan.hidden], lease_uid=lease_uid(plan.number),
-                   env=env, binds=binds)
+    return Sandbox(
+        work,
+        plan.limits(),
+        hidden=[Path(p) for p in plan.hidden],
+        lease_uid=lease_uid(plan.number),
+        env=env,
+        binds=binds,
+    )
 
 
 def launch(directory: Path, plan: LeasePlan) -> Outcome:
@@ -120,7 +133,9 @@ def _meter(plan: LeasePlan, directory: Path, done: Any) -> Outcome:
     if done.broke:
         return replace(outcome, error=_broke_message(done.broke, plan))
     if done.returncode != 0 or run is None:
-        return replace(outcome, error=_last_error(directory / LOG, work) or f"the job exited with {done.returncode}")
+        return replace(
+            outcome, error=_last_error(directory / LOG, work) or f"the job exited with {done.returncode}"
+        )
     if plan.program is not None:
         try:
             check_outputs(work)
@@ -128,8 +143,13 @@ def _meter(plan: LeasePlan, directory: Path, done: Any) -> Outcome:
             return replace(outcome, error=_sentence(str(exc)))
     measured = float(run.get("units", 0.0))
     units = min(plan.max_units, math.ceil(min(measured, reserved)))  # never more than it held
-    outcome = replace(outcome, state="succeeded", result_hash=result_hash(Path(run["result_dir"])), units=units,
-                      metrics=run.get("metrics", {}))
+    outcome = replace(
+        outcome,
+        state="succeeded",
+        result_hash=result_hash(Path(run["result_dir"])),
+        units=units,
+        metrics=run.get("metrics", {}),
+    )
     try:
         if plan.program is not None:
             publish(work, plan.result, plan.hidden)
@@ -173,7 +193,8 @@ def _sentence(text: str) -> str:
 
 def _broke_message(limit: str, plan: LeasePlan) -> str:
     if limit == "memory":
-        return f"the job used more than the {plan.memory_bytes // 2**20} MiB of memory it reserved and was stopped."
+        return (f"the job used more than the {plan.memory_bytes // 2**20} MiB of memory it reserved and was "
+                "stopped.")
     if limit == "processes":
         return f"the job started more than the {plan.max_processes} processes it may and was stopped."
     return f"the job ran past its {plan.wall_seconds:.0f} s and was stopped."
@@ -242,8 +263,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         outcome = launch(directory, plan)
     except Exception as exc:  # the site's own failure, not the job's: recorded so the site knows whose
-        outcome = Outcome(state="failed", attempt=plan.attempt, seconds=time.monotonic() - started, returncode=-1,
-                          error=f"the site could not run the lease: {type(exc).__name__}: {exc}", fault="provider")
+        outcome = Outcome(
+            state="failed",
+            attempt=plan.attempt,
+            seconds=time.monotonic() - started,
+            returncode=-1,
+            error=f"the site could not run the lease: {type(exc).__name__}: {exc}",
+            fault="provider",
+        )
         outcome.write(directory)
         print(verdict_line(plan.verdict_key, outcome), flush=True)
         raise

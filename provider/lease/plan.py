@@ -87,8 +87,11 @@ class LeasePlan:
         return Path(self.result)
 
     def limits(self) -> Limits:
-        return Limits(memory_bytes=self.memory_bytes, max_processes=self.max_processes + RAY_PROCESS_ALLOWANCE,
-                      wall_seconds=self.wall_seconds)
+        return Limits(
+            memory_bytes=self.memory_bytes,
+            max_processes=self.max_processes + RAY_PROCESS_ALLOWANCE,
+            wall_seconds=self.wall_seconds,
+        )
 
     def in_lease(self, work: Path) -> ComputeJob:
         """The job as it runs in the lease whose work directory is `work`: its fetched inputs
@@ -150,9 +153,16 @@ def plan_lease(order: Order, job_id: int, number: int, provider: str, namespace:
     now = time.time() if now is None else now
     r = order.resources
     memory = max(MIN_LEASE_MEMORY_BYTES, int(r.workers * r.memory_gb * 2**30)) + LEASE_RAY_OVERHEAD_BYTES
-    bounds: dict[str, Any] = {"job_id": job_id, "number": number, "cpus": r.cpus, "gpus": float(r.gpus), "memory_bytes": memory,
-              "wall_seconds": max(1.0, order.deadline - now), "max_units": order.max_units,
-              "result": order.result_location(namespace, job_id) or ""}
+    bounds: dict[str, Any] = {
+        "job_id": job_id,
+        "number": number,
+        "cpus": r.cpus,
+        "gpus": float(r.gpus),
+        "memory_bytes": memory,
+        "wall_seconds": max(1.0, order.deadline - now),
+        "max_units": order.max_units,
+        "result": order.result_location(namespace, job_id) or "",
+    }
     if order.unpinned():
         raise ValueError(f"{', '.join(order.unpinned())} is not pinned by its sha256; post it with "
                          "`swarm job post`, which pins it")

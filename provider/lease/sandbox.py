@@ -96,7 +96,9 @@ class Sandbox:
         """The full command line: bwrap around `argv` (dropping to the lease's user when root)."""
         bwrap = shutil.which(BWRAP)
         if bwrap is None:
-            raise ComputeError("bubblewrap (`bwrap`) is not installed; install Debian's `bubblewrap` package.")
+            raise ComputeError(
+                "bubblewrap (`bwrap`) is not installed; install Debian's `bubblewrap` package."
+            )
         workdir = self.workdir.resolve()
         args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
                 "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]
@@ -114,8 +116,16 @@ class Sandbox:
         made: set[Path] = set()
         targets = [*((Path(p).resolve(), w) for p, w in self.binds), (workdir, True)]
         for target, _ in targets:  # a directory closed to other users on the way is emptied too
-            closed = next((p for p in reversed(target.parents) if p != Path("/")
-                           and not any(_within(top, p) for top in emptied) and not os.stat(p).st_mode & 0o001), None)
+            closed = next(
+                (
+                    p
+                    for p in reversed(target.parents)
+                    if p != Path("/")
+                    and not any(_within(top, p) for top in emptied)
+                    and not os.stat(p).st_mode & 0o001
+                ),
+                None,
+            )
             if closed is not None:
                 args += ["--perms", "0755", "--tmpfs", str(closed)]
                 emptied.append(closed)
@@ -161,7 +171,8 @@ class Sandbox:
                 start = time.monotonic()
                 proc = subprocess.Popen(
                     self.command(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                    start_new_session=True, preexec_fn=lambda: _apply_limits(limits),
+                    # The limits are set in the child before bwrap runs: every process inside inherits them.
+                    start_new_session=True, preexec_fn=lambda: _apply_limits(limits),  # noqa: PLW1509
                 )
                 broke, peak = _watch(proc, limits, start)
             seconds = time.monotonic() - start
@@ -203,7 +214,9 @@ def _runtime_binds(paths: Sequence[Path], emptied_by_sandbox: Sequence[Path]) ->
             args += ["--ro-bind", str(path), str(path)]
             bound.append(path)
             continue
-        closed = next((p for p in reversed(path.parents) if p != Path("/") and not os.stat(p).st_mode & 0o001), None)
+        closed = next(
+            (p for p in reversed(path.parents) if p != Path("/") and not os.stat(p).st_mode & 0o001), None
+        )
         if closed is None and os.stat(path).st_mode & 0o005 == 0o005:
             continue  # every user can reach it already
         if closed is not None:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
+from devnet.network import kill_site, restart_site, start_sites, stop_sites
 from ledger import jobs, stake
 from ledger.chain import connect
 from ledger.client import Swarm
@@ -30,7 +31,6 @@ from ledger.jobs import JobStatus
 from ledger.specs import store_spec
 from ledger.tx import Sender
 from market.spec import validate_spec
-from devnet.network import kill_site, restart_site, start_sites, stop_sites
 from tests.programs import program_spec
 from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C
 
@@ -51,7 +51,8 @@ pathlib.Path(os.environ["SWARM_OUTPUT_DIR"], "out.txt").write_text("done")
 
 
 def job_spec(store: Path, seed: int) -> dict:
-    """The program as a buyer posts it: its code pinned in the buyer's storage (`store`), its results to there."""
+    """The program as a buyer posts it: its code pinned in the buyer's storage (`store`), its results to
+    there."""
     return program_spec(store, PROGRAM, memory_gb=0, max_units=300, deadline="2h") | {
         "max_price_per_unit": "0.001", "seed": seed}
 
@@ -81,12 +82,20 @@ class Network:
         for index, address in PROVIDERS.items():
             sender = self.swarm.sender(dev_account(index).key)
             site = self.sites[address]
-            spec = {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1, "site_url": site.url,
-                    "site_fingerprint": site.fingerprint, "price_per_unit": str(int(float(PRICES[index]) * ONE))}
+            spec = {
+                "gpu_model": "cpu",
+                "gpus": 1,
+                "vram_gb": 1,
+                "site_url": site.url,
+                "site_fingerprint": site.fingerprint,
+                "price_per_unit": str(int(float(PRICES[index]) * ONE)),
+            }
             stake.register(self.swarm, sender, store_spec(self.home, spec), 1)
             stake.stake(self.swarm, sender, 1_500 * ONE)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SWARM_")} | {
-            "SWARM_HOME": str(self.home), "SWARM_RPC_URL": self.url, "SWARM_ANVIL_PORT": str(self.anvil.config.port),
+            "SWARM_HOME": str(self.home),
+            "SWARM_RPC_URL": self.url,
+            "SWARM_ANVIL_PORT": str(self.anvil.config.port),
             "SWARM_DB_URL": f"sqlite:///{self.root / 'ledger.db'}",
         }
         self.processes: dict[str, subprocess.Popen] = {}
@@ -97,7 +106,9 @@ class Network:
     def post_jobs(self, count: int) -> list[int]:
         posted = []
         for i in range(count):
-            spec = validate_spec(job_spec(self.root / "buyer", self.seed * 100 + i), now=self.swarm.chain.timestamp())
+            spec = validate_spec(
+                job_spec(self.root / "buyer", self.seed * 100 + i), now=self.swarm.chain.timestamp()
+            )
             digest = store_spec(self.home, spec.canonical())
             buyer = self.swarm.sender(dev_account(BUYERS[i % len(BUYERS)]).key)
             job_id, _ = jobs.post_job(self.swarm, buyer, digest, spec.max_price_per_unit, spec.max_units,
@@ -123,7 +134,7 @@ class Network:
             try:
                 self.rpc.increase_time(CLOCK_STEP_S)
                 self.rpc.mine()
-            except Exception:  # anvil is down for a moment: the clock waits for it
+            except Exception:  # noqa: BLE001, S112 -- anvil is down for a moment: the clock waits for it
                 continue
 
     # ── faults ───────────────────────────────────────────────────────────────
@@ -207,9 +218,11 @@ class Network:
             except SwarmError:
                 pass
             time.sleep(1.0)
-        raise AssertionError(f"seed {self.seed}: not settled in {timeout_s:g} s; jobs "
-                             f"{[jobs.job_info(self.swarm, j).status.name for j in job_ids]}; faults {self.log}; "
-                             f"market: {self.tail('market')}; oracle: {self.tail('oracle')}")
+        raise AssertionError(
+            f"seed {self.seed}: not settled in {timeout_s:g} s; jobs "
+            f"{[jobs.job_info(self.swarm, j).status.name for j in job_ids]}; faults {self.log}; "
+            f"market: {self.tail('market')}; oracle: {self.tail('oracle')}"
+        )
 
     def _finalized(self) -> int:
         return int(self.swarm.distributor.functions.lastFinalizedEpoch().call())
@@ -244,7 +257,9 @@ class Network:
         token, vault, market, distributor = (self.swarm.token.functions, self.swarm.vault.functions,
                                              self.swarm.market.functions, self.swarm.distributor.functions)
         # Tokens change only by burned slashes: no emission is minted, rewards come from the funded pool.
-        burned = sum(e.args["fromStake"] + e.args["fromUnbonding"] - e.args["toTreasury"] for e in logs["Slashed"])
+        burned = sum(
+            e.args["fromStake"] + e.args["fromUnbonding"] - e.args["toTreasury"] for e in logs["Slashed"]
+        )
         supply = token.totalSupply().call()
         assert supply == supply_at_start - burned, (supply, supply_at_start, burned)
         holders = [dev_account(i).address for i in range(10)] + list(self.swarm.deployment.addresses.values())
@@ -254,7 +269,10 @@ class Network:
             vault.totalUnbonding().call()
         assert self.swarm.balance_of(self.swarm.market.address) == market.totalEscrowed().call() == 0
         claimed = sum(e.args["amount"] for e in logs["Claimed"])
-        assert self.swarm.balance_of(self.swarm.distributor.address) == distributor.totalFunded().call() - claimed
+        assert (
+            self.swarm.balance_of(self.swarm.distributor.address)
+            == distributor.totalFunded().call() - claimed
+        )
         # Every job left escrow exactly once, and its buyer paid only for work delivered.
         ends = Counter()
         for name in ("JobSettled", "JobFailed", "JobCancelled", "JobReclaimed"):
@@ -282,7 +300,9 @@ class Network:
         per_buyer = defaultdict(int)
         for job_id in job_ids:
             info = jobs.job_info(self.swarm, job_id)
-            per_buyer[info.buyer] += info.units_used * info.price_per_unit if info.status == JobStatus.SETTLED else 0
+            per_buyer[info.buyer] += (
+                info.units_used * info.price_per_unit if info.status == JobStatus.SETTLED else 0
+            )
         assert all(spent >= 0 for spent in per_buyer.values())
 
     def _logs(self) -> dict[str, list]:

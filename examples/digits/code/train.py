@@ -79,7 +79,12 @@ def main():
     train, validation = dataset.train_test_split(test_size=0.2, shuffle=True, seed=args.seed)
     trainer = TorchTrainer(
         train_loop,
-        train_loop_config={"epochs": args.epochs, "lr": args.lr, "batch_size": args.batch_size, "seed": args.seed},
+        train_loop_config={
+            "epochs": args.epochs,
+            "lr": args.lr,
+            "batch_size": args.batch_size,
+            "seed": args.seed,
+        },
         scaling_config=ScalingConfig(num_workers=args.workers),
         datasets={"train": train, "validation": validation},
         run_config=RunConfig(name="digits"),
@@ -88,9 +93,11 @@ def main():
 
     out = os.environ.get("SWARM_OUTPUT_DIR", "outputs")
     os.makedirs(out, exist_ok=True)
-    with result.checkpoint.as_directory() as directory:
-        with open(os.path.join(directory, "model.pt"), "rb") as src, open(os.path.join(out, "model.pt"), "wb") as dst:
-            dst.write(src.read())
+    with (
+        result.checkpoint.as_directory() as directory, open(os.path.join(directory, "model.pt"), "rb") as src,
+        open(os.path.join(out, "model.pt"), "wb") as dst,
+    ):
+        dst.write(src.read())
     with open(os.path.join(out, "metrics.json"), "w") as f:
         json.dump(result.metrics, f, indent=2, sort_keys=True, default=str)
     print(f"validation accuracy {result.metrics['val_accuracy']:.3f} after {result.metrics['epoch']} epochs")

@@ -61,7 +61,9 @@ def upgrade() -> None:
         sa.Column("tx_hash", sa.String(66), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_market_transitions")),
     )
-    op.create_index(op.f("ix_market_transitions_chain_id_job_id"), "market_transitions", ["chain_id", "job_id"])
+    op.create_index(
+        op.f("ix_market_transitions_chain_id_job_id"), "market_transitions", ["chain_id", "job_id"]
+    )
 
 
 def downgrade() -> None:

@@ -19,7 +19,9 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("challenge_results") as batch:
-        batch.alter_column("checksum_ok", new_column_name="proof_ok", existing_type=sa.Boolean(), existing_nullable=False)
+        batch.alter_column(
+            "checksum_ok", new_column_name="proof_ok", existing_type=sa.Boolean(), existing_nullable=False
+        )
         batch.add_column(sa.Column("outcome", sa.String(16), nullable=False, server_default="passed"))
         batch.add_column(sa.Column("precision", sa.String(8), nullable=False, server_default="fp32"))
         batch.add_column(sa.Column("seconds", sa.Float(), nullable=False, server_default="0"))
