@@ -135,7 +135,9 @@ def latest_scores(session: Session, chain_id: int) -> dict[str, ProviderScore]:
     An epoch after a provider left keeps only its leaf (no samples, no performance): the
     scores shown stay those it last earned.
     """
-    measured = or_(ProviderScore.samples > 0, ProviderScore.performance > 0, ProviderScore.reliability > 0)
+    measured = or_(
+        col(ProviderScore.samples) > 0, col(ProviderScore.performance) > 0, col(ProviderScore.reliability) > 0
+    )
     scored = _newest(session, chain_id, measured)
     for provider, row in _newest(session, chain_id, None).items():
         known = scored.get(provider)
@@ -149,11 +151,11 @@ def _newest(session: Session, chain_id: int, where: Any) -> dict[str, ProviderSc
     """Per provider, its score row of the newest epoch (among rows matching `where`)."""
     newest = select(ProviderScore.provider, func.max(ProviderScore.epoch).label("epoch")).where(
         ProviderScore.chain_id == chain_id)
-    newest = (
+    latest = (
         (newest.where(where) if where is not None else newest).group_by(ProviderScore.provider).subquery()
     )
-    rows = session.exec(select(ProviderScore).join(newest, and_(
-        ProviderScore.provider == newest.c.provider, ProviderScore.epoch == newest.c.epoch))
+    rows = session.exec(select(ProviderScore).join(latest, and_(
+        col(ProviderScore.provider) == latest.c.provider, col(ProviderScore.epoch) == latest.c.epoch))
         .where(ProviderScore.chain_id == chain_id)).all()
     return {row.provider: row for row in rows}
 
@@ -164,7 +166,7 @@ def epoch_weights(session: Session, chain_id: int, epochs: set[int]) -> dict[int
         return {}
     rows = session.exec(select(ProviderScore.epoch, func.sum(ProviderScore.weight))
                         .where(ProviderScore.chain_id == chain_id, col(ProviderScore.epoch).in_(epochs))
-                        .group_by(ProviderScore.epoch)).all()
+                        .group_by(col(ProviderScore.epoch))).all()
     return {int(epoch): float(total or 0.0) for epoch, total in rows}
 
 
@@ -226,7 +228,7 @@ def job_detail(session: Session, src: Source, job_id: int) -> dict[str, Any] | N
     record = session.get(MarketJob, (src.chain_id, job_id))
     transitions = session.exec(select(MarketTransition).where(
         MarketTransition.chain_id == src.chain_id, MarketTransition.job_id == job_id)
-        .order_by(MarketTransition.id).limit(TRANSITIONS_SHOWN)).all()
+        .order_by(col(MarketTransition.id)).limit(TRANSITIONS_SHOWN)).all()
     metrics = (record.metrics or {}) if record else {}
     return _job(src, row, record) | {
         "spec": src.spec(row.spec_hash),
@@ -326,8 +328,11 @@ def newest_checkpoint_state(src: Source, job_id: int, output: str | None) -> dic
 
 
 def running_jobs(session: Session, src: Source) -> list[dict[str, Any]]:
-    ids = session.exec(select(MarketJob.job_id).where(
-        MarketJob.chain_id == src.chain_id, MarketJob.state == "running").order_by(MarketJob.job_id)).all()
+    ids = session.exec(
+        select(MarketJob.job_id)
+        .where(col(MarketJob.chain_id) == src.chain_id, col(MarketJob.state) == "running")
+        .order_by(col(MarketJob.job_id))
+    ).all()
     out = []
     for job_id in ids:
         detail = job_detail(session, src, job_id)
@@ -363,7 +368,7 @@ def epochs(session: Session, src: Source, limit: int = EPOCHS_SHOWN) -> list[dic
     first = records[0].epoch
     scores = session.exec(select(ProviderScore).where(ProviderScore.chain_id == src.chain_id,
                                                       ProviderScore.epoch >= first)
-                          .order_by(ProviderScore.epoch, ProviderScore.provider)).all()
+                          .order_by(col(ProviderScore.epoch), col(ProviderScore.provider))).all()
     by_epoch: dict[int, list[ProviderScore]] = {}
     for s in scores:
         by_epoch.setdefault(s.epoch, []).append(s)
@@ -413,7 +418,7 @@ def summary(session: Session, src: Source) -> dict[str, Any]:
     statuses = Counter(status for status, _ in job_rows)
     market = Counter(session.exec(select(MarketJob.state).where(MarketJob.chain_id == src.chain_id)).all())
     oracle_rows = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == src.chain_id)
-                               .order_by(OracleEpoch.epoch)).all()
+                               .order_by(col(OracleEpoch.epoch))).all()
     latest = oracle_rows[-1] if oracle_rows else None
     slash_amounts = session.exec(select(SlashRow.amount).where(SlashRow.chain_id == src.chain_id)).all()
     return {
@@ -453,5 +458,5 @@ def latest_gpu_telemetry(session: Session, chain_id: int) -> list[ProbeSample]:
 
 def probe_counts(session: Session, chain_id: int) -> dict[bool, int]:
     rows = session.exec(select(ProbeSample.ok, func.count()).where(ProbeSample.chain_id == chain_id)
-                        .group_by(ProbeSample.ok)).all()
+                        .group_by(col(ProbeSample.ok))).all()
     return {bool(ok): int(n) for ok, n in rows}

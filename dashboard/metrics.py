@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlmodel import Session, func, select
+from sqlmodel import Session, col, func, select
 
 from dashboard.data import (
     JOB_STATUSES,
@@ -112,7 +112,7 @@ class LedgerCollector(Collector):
 
     def _oracle(self, session: Session, chain_id: int) -> Iterator[Metric]:
         epochs = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == chain_id)
-                              .order_by(OracleEpoch.epoch)).all()
+                              .order_by(col(OracleEpoch.epoch))).all()
         latest = epochs[-1] if epochs else None
         yield _gauge("swarm_oracle_epoch", value=latest.epoch if latest else 0)
         states = Counter(e.state for e in epochs)
@@ -122,7 +122,8 @@ class LedgerCollector(Collector):
         slashes = session.exec(
             select(SlashRow.reason, SlashRow.amount).where(SlashRow.chain_id == chain_id)
         ).all()
-        counts, taken = Counter(), Counter()
+        counts: Counter[str] = Counter()
+        taken: Counter[str] = Counter()
         for reason, amount in slashes:
             counts[reason] += 1
             taken[reason] += amount

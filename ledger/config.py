@@ -25,7 +25,7 @@ class Settings:
         return self.home / "deployments"
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         home = Path(env.get("SWARM_HOME", ".swarm")).expanduser().resolve()
         port_text = env.get("SWARM_ANVIL_PORT", str(DEFAULT_ANVIL_PORT))

@@ -170,6 +170,7 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
     def create(name: str, *args) -> str:
         art = artifacts[name]
         receipt = sender.send(w3.eth.contract(abi=art.abi, bytecode=art.bytecode).constructor(*args))
+        assert receipt.contract_address is not None  # a creation's receipt names what it created
         return receipt.contract_address
 
     start_block = w3.eth.block_number

@@ -141,7 +141,7 @@ class ErrorDecoder:
         values = _decode([abi.type_string(i) for i in item["inputs"]], payload)
         if values is None:
             return None
-        args = {}
+        args: dict[str, Any] = {}
         for spec, value in zip(item["inputs"], values, strict=True):
             args[spec["name"] or f"arg{len(args)}"] = value
         return DecodedRevert(contract, item["name"], args)

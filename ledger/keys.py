@@ -13,6 +13,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,7 +167,7 @@ class Keystore:
             )
         return key
 
-    def _only(self, known: list[KeyInfo]) -> KeyInfo:
+    def _only(self, known: Sequence[KeyInfo]) -> KeyInfo:
         if len(known) == 1:
             return known[0]
         if not known:

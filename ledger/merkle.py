@@ -19,8 +19,12 @@ from eth_abi import encode as abi_encode
 from eth_utils import keccak, to_checksum_address
 
 try:  # pycryptodome's C keccak through its cffi backend (eth-hash's backend here)
-    from Crypto.Hash.keccak import _raw_keccak_lib as _keccak_lib
-    from Crypto.Util._raw_api import VoidPointer, c_size_t, c_ubyte
+    from Crypto.Hash.keccak import _raw_keccak_lib as _keccak_lib  # type: ignore[attr-defined]
+    from Crypto.Util._raw_api import (  # type: ignore[attr-defined]
+        VoidPointer,
+        c_size_t,
+        c_ubyte,
+    )
     from Crypto.Util._raw_api import ffi as _ffi
 except ImportError:  # another backend: same digests, one eth_utils.keccak call each (≈ 3× slower)
     _ffi = None
@@ -89,7 +93,7 @@ def checksum_addresses(addresses: list[str]) -> list[str]:
         return [to_checksum_address(a) for a in addresses]  # raises, naming the bad one
     chars = np.frombuffer(lower.encode("ascii"), dtype=np.uint8).reshape(-1, 40)
     hashed = np.frombuffer(_batch.digests(chars.tobytes(), 40), dtype=np.uint8).reshape(-1, 32)
-    nibbles = np.empty((len(addresses), 40), dtype=np.uint8)
+    nibbles: np.ndarray = np.empty((len(addresses), 40), dtype=np.uint8)
     nibbles[:, 0::2], nibbles[:, 1::2] = hashed[:, :20] >> 4, hashed[:, :20] & 0x0F
     upper = np.where((nibbles >= 8) & (chars >= ord("a")), chars - 32, chars).astype(np.uint8)
     text = upper.tobytes().decode("ascii")

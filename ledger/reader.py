@@ -83,9 +83,9 @@ def read_ledger(settings: Settings) -> Iterator[Reader | None]:
 
     engine = open_engine(url)
     try:
-        with database_errors(url), engine.connect() as connection:
-            reader = SqlAlchemyReader(connection)
-            yield reader if reader.schema_revision() == SCHEMA_HEAD else None
+        with database_errors(url), engine.connect() as sql_connection:
+            sql_reader = SqlAlchemyReader(sql_connection)
+            yield sql_reader if sql_reader.schema_revision() == SCHEMA_HEAD else None
     finally:
         engine.dispose()
 

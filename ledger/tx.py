@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from eth_account import Account
@@ -103,11 +104,9 @@ class Sender:
         for attempt in range(2):
             tx["nonce"] = self._next_nonce()
             signed = self._account.sign_transaction(fn.build_transaction(tx))
+            raw = signed.raw_transaction
             try:
-                with_retries(
-                    lambda signed=signed: self.chain.w3.eth.send_raw_transaction(signed.raw_transaction),
-                    self.chain.url,
-                )
+                with_retries(partial(self.chain.w3.eth.send_raw_transaction, raw), self.chain.url)
             except Web3RPCError as exc:
                 message = _rpc_message(exc).lower()
                 if _already_known(exc):

@@ -352,7 +352,7 @@ class _Explainer:
                 f"Job {job.job_id} matched no provider: only {feasible} of {self.n} providers qualify "
                 f"but it asks for {job.replicas} replicas on distinct providers."
             )
-        if worst == "gpu_model" and self.model_count.get(job.gpu_model, 0):
+        if worst == "gpu_model" and job.gpu_model is not None and self.model_count.get(job.gpu_model, 0):
             return self._among_model(job)
         return (
             f"Job {job.job_id} matched no provider: {worst} ruled out the most, "
@@ -361,6 +361,7 @@ class _Explainer:
 
     def _among_model(self, job: JobRequest) -> str:
         """Other models always outnumber the one asked for; name what stopped that model's providers."""
+        assert job.gpu_model is not None  # _explain asks only of a job that names one
         mask = self._model_mask(job.gpu_model)
         among = {
             "stake or jail": int((mask & ~self.eligible_of).sum()),

@@ -39,6 +39,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -47,7 +48,7 @@ from typing import Any
 import requests
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from compute.errors import InvalidJob, JobTimedOut, ProviderFault
 from ledger import jobs as chain_jobs
@@ -199,13 +200,17 @@ class MarketService:
     # ── reading ──────────────────────────────────────────────────────────────
     def _open_jobs(self, session: Session) -> dict[int, Job]:
         """Open jobs on chain, and jobs the service still holds a non-final record of."""
-        rows = session.exec(select(Job).where(Job.chain_id == self.chain_id, Job.status.in_(OPEN))).all()
+        rows = session.exec(
+            select(Job).where(col(Job.chain_id) == self.chain_id, col(Job.status).in_(OPEN))
+        ).all()
         found = {j.job_id: j for j in rows}
         pending = session.exec(select(MarketJob.job_id).where(
-            MarketJob.chain_id == self.chain_id, MarketJob.state.not_in(FINAL_STATES))).all()
+            col(MarketJob.chain_id) == self.chain_id, col(MarketJob.state).not_in(FINAL_STATES))).all()
         missing = [i for i in pending if i not in found]
         if missing:
-            for j in session.exec(select(Job).where(Job.chain_id == self.chain_id, Job.job_id.in_(missing))):
+            for j in session.exec(
+                select(Job).where(col(Job.chain_id) == self.chain_id, col(Job.job_id).in_(missing))
+            ):
                 found[j.job_id] = j
         # The tick's view of the chain: what the service sends in it is noted there (a completion,
         # say) but never written to the indexer's rows, which only the chain's events move. A
@@ -217,7 +222,7 @@ class MarketService:
     def _records(self, session: Session, jobs: dict[int, Job]) -> dict[int, MarketJob]:
         ids = list(jobs)
         held = {r.job_id: r for r in session.exec(select(MarketJob).where(
-            MarketJob.chain_id == self.chain_id, MarketJob.job_id.in_(ids)))} if ids else {}
+            col(MarketJob.chain_id) == self.chain_id, col(MarketJob.job_id).in_(ids)))} if ids else {}
         for job_id, job in jobs.items():
             if job_id not in held:
                 spec = self.spec(job.spec_hash)
@@ -244,7 +249,7 @@ class MarketService:
             return job.job_id
         ids = session.exec(select(Job.job_id).where(
             Job.chain_id == self.chain_id, Job.buyer == job.buyer, Job.spec_hash == job.spec_hash,
-        ).order_by(Job.job_id)).all()
+        ).order_by(col(Job.job_id))).all()
         index = list(ids).index(job.job_id)
         return ids[index - index % replicas]
 
@@ -474,8 +479,8 @@ class MarketService:
                     provider=a.provider,
                 )
                 report.count("assigned")
-        for group_id, why in result.unmatched.items():
-            self._explain(session, records, groups[group_id], why.text, report)
+        for group_id, explanation in result.unmatched.items():
+            self._explain(session, records, groups[group_id], explanation.text, report)
         session.commit()  # the explanations, in one write
 
     def _borrowing_refused(self, session: Session, job: Job, spec: JobSpec) -> str | None:
@@ -496,7 +501,9 @@ class MarketService:
                 record.updated_at = time.time()
                 session.add(record)
 
-    def _offers(self, session: Session, records: dict[int, MarketJob], exclude: set[str] = frozenset()):
+    def _offers(
+        self, session: Session, records: dict[int, MarketJob], exclude: AbstractSet[str] = frozenset()
+    ):
         busy: dict[str, Capacity] = {}
         for run in self._runs.values():
             busy[run.provider] = busy.get(run.provider, Capacity()) + run.needs
@@ -517,7 +524,9 @@ class MarketService:
         return canonical(load_spec(self.home, bytes.fromhex(spec_hash.removeprefix("0x"))))
 
     def _spec_hash(self, session: Session, job_id: int) -> str:
-        return session.get(Job, (self.chain_id, job_id)).spec_hash
+        job = session.get(Job, (self.chain_id, job_id))
+        assert job is not None  # a job the market records is indexed
+        return job.spec_hash
 
     # ── running ──────────────────────────────────────────────────────────────
     def _start(self, session: Session, jobs: dict[int, Job], records: dict[int, MarketJob], now: int,
@@ -530,8 +539,9 @@ class MarketService:
             if isinstance(spec, SpecError):
                 self._fail(session, record, "invalid-job", 0, str(spec), report)
                 continue
-            row = session.get(Provider, (self.chain_id, job.provider))
-            address = self.sites.address(job.provider, row.spec_hash) if row is not None else None
+            provider = job.provider or ""  # an assigned job names its provider
+            row = session.get(Provider, (self.chain_id, provider))
+            address = self.sites.address(provider, row.spec_hash) if row is not None else None
             if address is None:
                 self._provider_lost(
                     session,
@@ -549,7 +559,7 @@ class MarketService:
             future = self._pool.submit(follow_lease, self.sites.client(address), job_id, body,
                                        self._spec_body(prior.spec_hash) if prior else None, self._halt)
             future.add_done_callback(lambda _: self.wake.set())
-            self._runs[job_id] = _Run(job_id, job.provider, job_needs(spec), future)
+            self._runs[job_id] = _Run(job_id, provider, job_needs(spec), future)
             record.attempts += 1
             self._move(
                 session, record, "running", f"lease {record.attempts} started on {job.provider}'s site"
@@ -587,7 +597,11 @@ class MarketService:
                 units = int(r.units)  # exactly what the provider signed
                 signature = bytes.fromhex((r.result_signature or "0x").removeprefix("0x"))
                 receipt = self._send(
-                    chain_jobs.complete_job, r.job_id, bytes.fromhex(r.result_hash[2:]), units, signature
+                    chain_jobs.complete_job,
+                    r.job_id,
+                    bytes.fromhex((r.result_hash or "0x")[2:]),
+                    units,
+                    signature,
                 )
                 if receipt is None:
                     continue

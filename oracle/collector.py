@@ -119,7 +119,7 @@ def node_sample(chain_id: int, provider: str, at: float, node: Any,
     if not isinstance(node, dict) or not isinstance(node.get("alive"), bool) \
             or not isinstance(node.get("node_id"), str):
         return down, 0.0
-    gpu = node.get("gpu") if isinstance(node.get("gpu"), dict) else {}
+    gpu: dict[str, Any] = node["gpu"] if isinstance(node.get("gpu"), dict) else {}
     gpus = gpu.get("gpus")
     latency = reading(node.get("latency_s"), 0.0, timeout_s)
     row = ProbeSample(
@@ -140,7 +140,7 @@ def node_sample(chain_id: int, provider: str, at: float, node: Any,
     return row, declared or 0.0
 
 
-def gpu_telemetry(devices: Any) -> dict[str, float | None]:
+def gpu_telemetry(devices: Any) -> dict[str, Any]:
     """A node's GPUs as NVML read them (compute.nvml.DeviceReading, as a site sends them) in the
     probe sample's four figures: mean utilization, memory used summed, the hottest GPU's
     temperature and power summed — each over the GPUs that gave a plausible reading."""
@@ -254,7 +254,7 @@ class Collector:
             return None
         device, gpus = str(worker.get("device", ""))[:16], worker.get("gpus", 0)  # a dict: it had a ticket
         problem = identity_problem(declared, worker)
-        found = worker.get("identity") if isinstance(worker.get("identity"), dict) else {}
+        found: dict[str, Any] = worker["identity"] if isinstance(worker.get("identity"), dict) else {}
         record = partial(
             ChallengeRecord,
             chain_id=self.chain_id,

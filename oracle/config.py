@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from importlib import resources
@@ -64,7 +65,7 @@ def _at_most(info: ValidationInfo, value: float, other: str) -> float:
 class EpochTiming:
     """The epoch's clock and challenge size for one kind of network (devnet or not)."""
 
-    length_s: int
+    length_s: float
     probe_interval_s: float
     probe_timeout_s: float
     challenge_size: int
@@ -283,7 +284,7 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _sentence(source: str, error: dict[str, Any]) -> str:
+def _sentence(source: str, error: Mapping[str, Any]) -> str:
     """One pydantic error as one sentence: file, dotted key, value and what is allowed."""
     loc = tuple(str(p) for p in error["loc"])
     value = error.get("input")

@@ -30,7 +30,7 @@ import numpy as np
 from eth_utils import keccak
 from sqlalchemy import func
 from sqlalchemy.engine import Engine
-from sqlmodel import Session, delete, select
+from sqlmodel import Session, col, delete, select
 
 from compute.errors import ComputeError
 from compute.reference import reference_gflops
@@ -118,7 +118,7 @@ class EpochRunner:
         pending = chain_rewards.pending_report(self.swarm)
         ahead = session.exec(select(OracleEpoch).where(
             OracleEpoch.chain_id == self.chain_id, OracleEpoch.epoch > chain_last,
-            OracleEpoch.state.in_(("submitted", "finalized")))).all()
+            col(OracleEpoch.state).in_(("submitted", "finalized")))).all()
         for record in ahead:
             if pending is not None and pending.epoch == record.epoch:
                 if record.state != "submitted":
@@ -129,7 +129,7 @@ class EpochRunner:
     def _open(self, session: Session) -> OracleEpoch | None:
         return session.exec(select(OracleEpoch).where(
             OracleEpoch.chain_id == self.chain_id, OracleEpoch.state != "finalized",
-        ).order_by(OracleEpoch.epoch)).first()
+        ).order_by(col(OracleEpoch.epoch))).first()
 
     def _advance(self, session: Session, record: OracleEpoch, now: float) -> EpochOutcome:
         outcome = EpochOutcome(record.epoch, record.state)
@@ -147,7 +147,7 @@ class EpochRunner:
         """Scores the epoch that ends now and stores its report; None if it is not due yet."""
         self.check_epoch_length()
         last = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == self.chain_id)
-                            .order_by(OracleEpoch.epoch.desc())).first()
+                            .order_by(col(OracleEpoch.epoch).desc())).first()
         chain_last = int(self.swarm.distributor.functions.lastFinalizedEpoch().call())
         epoch = max(chain_last, last.epoch if last else 0) + 1
         start = last.window_end if last else self._first_sample(session, now)
@@ -167,8 +167,8 @@ class EpochRunner:
             expires_at=self.swarm.chain.timestamp(to_block) + REPORT_VALID_S,
             signatures=[], created_at=time.time(), updated_at=time.time(),
         )
-        session.exec(delete(ProviderScore).where(ProviderScore.chain_id == self.chain_id,
-                                                 ProviderScore.epoch == epoch))
+        session.exec(delete(ProviderScore).where(col(ProviderScore.chain_id) == self.chain_id,
+                                                 col(ProviderScore.epoch) == epoch))
         session.add(record)
         session.add_all(rows)
         session.commit()
@@ -283,11 +283,11 @@ class EpochRunner:
         now_best: dict[tuple[int, str], float] = {}
         before_best: dict[tuple[int, str], float] = {}
         answered: dict[tuple[int, str], int] = {}
-        challenge_ok = np.ones(n, dtype=bool)
-        misidentified = np.zeros(n, dtype=bool)
+        challenge_ok: np.ndarray = np.ones(n, dtype=bool)
+        misidentified: np.ndarray = np.zeros(n, dtype=bool)
         for c in session.exec(select(ChallengeRecord).where(
                 ChallengeRecord.chain_id == self.chain_id, ChallengeRecord.at > start - (end - start),
-                ChallengeRecord.at <= end).order_by(ChallengeRecord.at)):
+                col(ChallengeRecord.at) <= end).order_by(col(ChallengeRecord.at))):
             if c.provider not in index:
                 continue
             i = index[c.provider]
@@ -343,7 +343,7 @@ class EpochRunner:
         last = session.exec(
             select(OracleEpoch)
             .where(OracleEpoch.chain_id == chain, OracleEpoch.window_end <= start)
-            .order_by(OracleEpoch.epoch.desc())
+            .order_by(col(OracleEpoch.epoch).desc())
         ).first()
         if last is not None:
             previous_scores = {s.provider: s for s in session.exec(select(ProviderScore).where(
@@ -490,8 +490,8 @@ class EpochRunner:
         """The report will not settle (vetoed, discarded, expired or lapsed): drop it; the
         epoch is aggregated again next time, its deferred slashes with it."""
         self.log(f"epoch {record.epoch}: {why}; it will be aggregated again")
-        session.exec(delete(ProviderScore).where(ProviderScore.chain_id == self.chain_id,
-                                                 ProviderScore.epoch == record.epoch))
+        session.exec(delete(ProviderScore).where(col(ProviderScore.chain_id) == self.chain_id,
+                                                 col(ProviderScore.epoch) == record.epoch))
         session.delete(record)
         session.commit()
 

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from sqlalchemy import BigInteger, column, func, table
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from ledger.indexer.models import EventRow, Json, Provider
 from ledger.indexer.projections import bytes32_text
@@ -118,7 +118,12 @@ def replication_losers(session: Session, chain_id: int, blocks: Blocks) -> list[
 
 
 def _first_dispute(session: Session, chain_id: int, job_ids: list[int], through: int) -> int:
-    first = session.exec(select(func.min(EventRow.block_number)).where(
-        EventRow.chain_id == chain_id, EventRow.name == "JobDisputed", EventRow.job_id.in_(job_ids),
-        EventRow.block_number <= through)).one()
+    first = session.exec(
+        select(func.min(EventRow.block_number)).where(
+            col(EventRow.chain_id) == chain_id,
+            col(EventRow.name) == "JobDisputed",
+            col(EventRow.job_id).in_(job_ids),
+            EventRow.block_number <= through,
+        )
+    ).one()
     return int(first)

@@ -225,7 +225,7 @@ def eligibility(
     reasons = [""] * n
     for mask, text in rules:
         for i in np.flatnonzero(mask).tolist():
-            _add(reasons, i, text(i) if callable(text) else text)
+            _add(reasons, i, text(i) if callable(text) else str(text))
     for s in slashes:
         _add(reasons, s.provider_index, f"slashed for {s.row}")
     eligible = np.fromiter((not r for r in reasons), dtype=bool, count=n)

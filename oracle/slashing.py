@@ -102,7 +102,7 @@ def slashing_matrix(
             "misrepresentation": ~jailed & ~refuted & (measures.ratio < s.misrepresentation.below_ratio),
             "fraud": refuted | mismatch,
         }
-    row_of = np.full(n, -1, dtype=np.int8)
+    row_of: np.ndarray = np.full(n, -1, dtype=np.int8)
     for severity in range(len(ROWS) - 1, -1, -1):  # the severest row applied last wins
         name = ROWS[severity]
         if _active(config, name):
@@ -187,7 +187,7 @@ def _consequence(bps: int, jail_seconds: int, tombstone: bool) -> str:
     return text
 
 
-def _duration(seconds: int) -> str:
+def _duration(seconds: float) -> str:
     if seconds % 3600 == 0:
         return f"{seconds // 3600} h"
     if seconds % 60 == 0:

@@ -67,8 +67,12 @@ def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, def
     log = (lambda line: None) if as_json else (lambda line: console.print(line, highlight=False))
     service = waiting_for_chain(lambda: MarketService(swarm, sender, engine, s.home, config, log), log)
     stop = threading.Event()
+    def halt(*_: object) -> None:
+        stop.set()
+        service.wake.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: (stop.set(), service.wake.set()))
+        signal.signal(sig, halt)
     if not as_json:
         console.print(f"Market service on chain {swarm.chain.chain_id} as {sender.address}.")
     totals: dict[str, int] = {}

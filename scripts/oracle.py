@@ -154,7 +154,7 @@ def close(wait, probes, config_path, account, key_ref, signer_keys, epoch_length
 def show(number: int | None, as_json: bool) -> None:
     """Per provider: uptime, performance, reliability, weight, reward, slashes, and why (default: latest
     epoch)."""
-    from sqlmodel import Session, select
+    from sqlmodel import Session, col, select
 
     from ledger.db import open_ledger
     from oracle.records import OracleEpoch
@@ -168,7 +168,7 @@ def show(number: int | None, as_json: bool) -> None:
             query = (
                 query.where(OracleEpoch.epoch == number)
                 if number
-                else query.order_by(OracleEpoch.epoch.desc())
+                else query.order_by(col(OracleEpoch.epoch).desc())
             )
             record = session.exec(query).first()
             if record is None:
@@ -252,13 +252,13 @@ def fund(amount: str, account: int | None, key_ref: str | None, as_json: bool) -
 
 def _latest_payload(engine, chain_id: int) -> dict | None:
     """The newest epoch the ledger holds for the chain, as `show` prints it; None if there is none."""
-    from sqlmodel import Session, select
+    from sqlmodel import Session, col, select
 
     from oracle.records import OracleEpoch
 
     with Session(engine) as session:
         record = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == chain_id)
-                              .order_by(OracleEpoch.epoch.desc())).first()
+                              .order_by(col(OracleEpoch.epoch).desc())).first()
         return _epoch_payload(session, record) if record is not None else None
 
 

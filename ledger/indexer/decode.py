@@ -85,7 +85,7 @@ def _static_decoder(spec: dict) -> tuple[int, Callable[[list[str]], Any]] | None
         parts = [(c["name"], _static_decoder(c)) for c in spec["components"]]
         if any(p is None for _, p in parts):
             return None
-        width = sum(p[0] for _, p in parts)  # type: ignore[index]
+        width = sum(p[0] for _, p in parts if p is not None)
 
         def decode_struct(words: list[str]) -> dict[str, Any]:
             out, i = {}, 0

@@ -4,6 +4,7 @@ chain's state as it stood at an earlier block, replayed from the stored events."
 from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Sequence
+from typing import Any
 
 from sqlmodel import Session, col, select
 
@@ -15,7 +16,7 @@ from ledger.indexer.projections import JOB_EVENTS, PROVIDER_EVENTS, Projection
 
 
 def indexed_chains(session: Session) -> list[Cursor]:
-    return list(session.exec(select(Cursor).order_by(Cursor.chain_id)).all())
+    return list(session.exec(select(Cursor).order_by(col(Cursor.chain_id))).all())
 
 
 def pick_chain(session: Session, chain_id: int | None, database: str) -> Cursor:
@@ -41,6 +42,7 @@ def pick_chain(session: Session, chain_id: int | None, database: str) -> Cursor:
 
 def rows(session: Session, kind: str, chain_id: int, limit: int) -> Sequence[LedgerModel]:
     """The newest (or, for providers, the largest) `limit` rows of one table."""
+    query: Any
     if kind == "providers":
         query = (
             select(Provider)
@@ -68,11 +70,13 @@ def events_through(
 ) -> Iterator[EventRow]:
     """The stored events named `names` in blocks (after, block], in chain order."""
     query = select(EventRow).where(
-        EventRow.chain_id == chain_id, EventRow.name.in_(sorted(names)), EventRow.block_number <= block
+        col(EventRow.chain_id) == chain_id,
+        col(EventRow.name).in_(sorted(names)),
+        col(EventRow.block_number) <= block,
     )
     if after is not None:
         query = query.where(EventRow.block_number > after)
-    return iter(session.exec(query.order_by(EventRow.block_number, EventRow.log_index)).all())
+    return iter(session.exec(query.order_by(col(EventRow.block_number), col(EventRow.log_index))).all())
 
 
 def providers_at(session: Session, chain_id: int, block: int) -> list[Provider]:
@@ -94,11 +98,11 @@ def jobs_at(session: Session, chain_id: int, job_ids: Collection[int], block: in
         select(EventRow)
         .where(
             EventRow.chain_id == chain_id,
-            EventRow.job_id.in_(sorted(job_ids)),
-            EventRow.name.in_(sorted(JOB_EVENTS)),
+            col(EventRow.job_id).in_(sorted(job_ids)),
+            col(EventRow.name).in_(sorted(JOB_EVENTS)),
             EventRow.block_number <= block,
         )
-        .order_by(EventRow.block_number, EventRow.log_index)
+        .order_by(col(EventRow.block_number), col(EventRow.log_index))
     ).all()
     projection = Projection(chain_id)
     projection.apply_all(_logs(rows))

@@ -52,7 +52,7 @@ def store_reward_tree(
             f"The rewards of epoch {epoch} hash to root {_hex(tree.root)}, not {root}; "
             "store the cumulative amounts the report was built from."
         )
-    table = RewardRow.__table__
+    table = RewardRow.__table__  # type: ignore[attr-defined]
     session.execute(delete(table).where(table.c.chain_id == chain_id, table.c.rewards_root == root))
     rows = [
         {

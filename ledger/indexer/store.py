@@ -31,15 +31,15 @@ from ledger.indexer.projections import EPOCH_EVENTS, JOB_EVENTS, PROVIDER_EVENTS
 
 CHUNK = 500  # keys per IN (...) list
 
-events_t: Table = EventRow.__table__  # type: ignore[assignment]
-blocks_t: Table = BlockRow.__table__  # type: ignore[assignment]
-cursor_t: Table = Cursor.__table__  # type: ignore[assignment]
-providers_t: Table = Provider.__table__  # type: ignore[assignment]
-jobs_t: Table = Job.__table__  # type: ignore[assignment]
-epochs_t: Table = Epoch.__table__  # type: ignore[assignment]
-stakes_t: Table = StakeChange.__table__  # type: ignore[assignment]
-slashes_t: Table = SlashRow.__table__  # type: ignore[assignment]
-claims_t: Table = ClaimRow.__table__  # type: ignore[assignment]
+events_t: Table = EventRow.__table__  # type: ignore[attr-defined]
+blocks_t: Table = BlockRow.__table__  # type: ignore[attr-defined]
+cursor_t: Table = Cursor.__table__  # type: ignore[attr-defined]
+providers_t: Table = Provider.__table__  # type: ignore[attr-defined]
+jobs_t: Table = Job.__table__  # type: ignore[attr-defined]
+epochs_t: Table = Epoch.__table__  # type: ignore[attr-defined]
+stakes_t: Table = StakeChange.__table__  # type: ignore[attr-defined]
+slashes_t: Table = SlashRow.__table__  # type: ignore[attr-defined]
+claims_t: Table = ClaimRow.__table__  # type: ignore[attr-defined]
 
 # Rows that belong to one block and go when it is reorged away.
 BY_BLOCK = (
@@ -283,7 +283,9 @@ def _rebuild(
             .order_by(events_t.c.block_number, events_t.c.log_index)
         ).mappings()
         projection.apply_all(_as_log(row) for row in rows)
-        state = {"address": projection.providers, "job_id": projection.jobs, "epoch": projection.epochs}[key]
+        states: dict[str, dict[Any, Any]] = {"address": projection.providers, "job_id": projection.jobs,
+                                             "epoch": projection.epochs}
+        state = states[key]
         _insert(conn, table, list(state.values()))
 
 
