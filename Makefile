@@ -55,7 +55,7 @@ browser:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
 	fi
 
-# bubblewrap for the leases' sandbox (compute/sandbox.py): Debian's package, installed once
+# bubblewrap for the leases' sandbox (provider/lease/sandbox.py): Debian's package, installed once
 # when no bwrap is found.
 sandbox:
 	@if ! command -v bwrap >/dev/null 2>&1; then \
