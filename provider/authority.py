@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from functools import cached_property
 
 from ledger.client import Swarm
 from ledger.jobs import job_info
@@ -24,7 +25,6 @@ class ChainAuthority:
         self.ttl_s = ttl_s
         self._cache: dict[tuple, tuple[float, object]] = {}
         self._lock = threading.Lock()
-        self._matcher_role = swarm.read("JobMarket", "MATCHER_ROLE")
         from eth_utils import event_abi_to_log_topic
 
         (posted,) = [e for e in swarm.market.abi if e.get("type") == "event" and e["name"] == "JobPosted"]
@@ -35,6 +35,11 @@ class ChainAuthority:
     def is_matcher(self, address: str) -> bool:
         return self._cached(("matcher", address), lambda: bool(
             self.swarm.read("JobMarket", "hasRole", self._matcher_role, address)))
+
+    @cached_property
+    def _matcher_role(self) -> bytes:
+        """Read when first needed, so a site starts while its chain node is briefly away."""
+        return self.swarm.read("JobMarket", "MATCHER_ROLE")
 
     def is_committee_member(self, address: str) -> bool:
         return self._cached(

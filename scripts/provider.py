@@ -9,6 +9,7 @@ the chain first. These commands parse their arguments and print.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import click
 
@@ -28,8 +29,12 @@ from scripts.common import (
     settings,
     signer,
     table,
+    waiting_for_chain,
     when,
 )
+
+if TYPE_CHECKING:
+    from ledger.tx import Sender
 
 
 @click.group()
@@ -294,8 +299,12 @@ def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, accoun
 
     from provider.site import SiteConfig, run_site
 
-    swarm = open_swarm()
-    sender = signer(swarm, account, key_ref)
+    def connected() -> tuple[Swarm, Sender]:
+        swarm = open_swarm()
+        return swarm, signer(swarm, account, key_ref)
+
+    # A site under a supervisor may start before its chain node answers: it waits for it.
+    swarm, sender = waiting_for_chain(connected, lambda line: click.echo(line, err=True))
 
     def ready(running) -> None:
         payload = {

@@ -382,3 +382,42 @@ def test_a_lease_runs_on_a_machine_that_joined_the_site_with_nothing_of_the_head
     finally:
         left = swarm_cli("leave")
         assert left.returncode == 0, left.stderr
+
+
+def test_a_site_started_before_its_chain_answers_waits_for_it_then_serves(tmp_path: Path) -> None:
+    """A site under a supervisor can start before its chain node does: it says on stderr that it
+    waits, and serves once the node answers — here a devnet stopped after its deploy, then
+    started again from its state."""
+    from anvil import AnvilConfig
+    from ledger.chain import connect
+    from ledger.deploy import deploy, error_decoder
+    from ledger.tx import Sender
+
+    home = tmp_path / "home"
+    node = AnvilNode(AnvilConfig(home=home, port=free_port()))
+    node.start()
+    chain = connect(node.config.url)
+    deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), home)
+    node.stop()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "SWARM_"))}
+    env |= {"SWARM_HOME": str(home), "SWARM_RPC_URL": node.config.url}
+    command = ["provider", "serve", "--port", str(free_port()), "--json", "--account", "1"]
+    serve = subprocess.Popen([sys.executable, "-m", "scripts.cli", *command], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        waiting, _, _ = select.select([serve.stderr], [], [], 60)
+        assert waiting, "no word from the site while its chain is away"
+        assert "waiting for the chain" in serve.stderr.readline().decode()
+        assert serve.poll() is None, "it waits rather than exits"
+        node.start()
+        ready, _, _ = select.select([serve.stdout], [], [], 180)
+        assert ready, "the site did not serve once its chain answered"
+        served = json.loads(serve.stdout.readline())
+        assert served["provider"] == dev_account(1).address and served["url"].startswith("https://127.0.0.1:")
+        address = SiteAddress(served["provider"], served["url"], served["fingerprint"])
+        site = SiteClient(address, lambda _: b"", chain.chain_id, "0x" + "00" * 20)
+        assert site.info()["provider"] == dev_account(1).address
+    finally:
+        os.killpg(serve.pid, signal.SIGTERM)
+        serve.wait(120)
+        node.stop()
