@@ -164,6 +164,7 @@ LIGHT = {
         "test_dashboard",
         "test_deploy",
         "test_econ",
+        "test_hostile_lease",
         "test_indexer",
         "test_job_cli",
         "test_jobs",

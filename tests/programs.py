@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 from compute import dataplane
+from compute.jobs import ComputeJob
+from provider.lease.plan import LeasePlan
 
 
 def pinned_code(store: Path, files: dict[str, str]) -> dict[str, str]:
@@ -36,3 +38,20 @@ def program_spec(store: Path, code: str, *, memory_gb: float = 0.5, cpus: float 
             "max_price_per_unit": "0.000001", "max_units": max_units,
             "deadline": deadline if deadline is not None else int(time.time()) + 3_600,
             "params": {"entrypoint": "python main.py", "ray": uses_ray}} | fields
+
+
+def program_plan(tmp_path: Path, main: str, **changes) -> LeasePlan:
+    data = tmp_path / "data.csv"
+    data.write_text("x,y\n1,2\n")
+    program = {"entrypoint": "python main.py", "requirements": [], "env": {}, "ray": False,
+               "code": pinned_code(tmp_path, {"main.py": main}),
+               "inputs": {"table": {"uri": str(data), "sha256": dataplane.digest(str(data))}}} | changes
+    return LeasePlan(job_id=1, number=1, job=ComputeJob.of("job-1", "ray", "", program), cpus=1, gpus=0,
+                     memory_bytes=2 * 2**30, wall_seconds=120, max_units=100,
+                     result=str(tmp_path / "results" / "job-1"))  # the site's: <output>/<compute job id>
+
+
+def with_program(plan: LeasePlan, **changes) -> LeasePlan:
+    """The plan with its program's parameters changed, read again as a site reads them."""
+    params = plan.job.to_dict()["params"] | changes
+    return plan.but(job=ComputeJob.of(plan.job.job_id, "ray", plan.job.provider, params))

@@ -19,7 +19,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compute import dataplane
-from compute.jobs import ComputeJob
 from compute.manifest import build_manifest, manifest_hash
 from compute.order import Order
 from market.spec import SpecError, validate_spec
@@ -27,7 +26,7 @@ from market.storage import pin
 from provider.lease.launch import launch
 from provider.lease.plan import LeasePlan, plan_lease
 from tests.object_store import S3Store
-from tests.programs import pinned_code
+from tests.programs import program_plan, with_program
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "digits"
 # A plain program's lease starts no Ray: it runs in `make test`'s light lane (tests/conftest.py).
@@ -213,23 +212,6 @@ def test_a_local_input_with_nowhere_to_upload_is_refused_naming_it(tmp_path: Pat
 
 
 # ── in a lease: what fails before the program runs, and why ─────────────────────────────
-
-def program_plan(tmp_path: Path, main: str, **changes) -> LeasePlan:
-    data = tmp_path / "data.csv"
-    data.write_text("x,y\n1,2\n")
-    program = {"entrypoint": "python main.py", "requirements": [], "env": {}, "ray": False,
-               "code": pinned_code(tmp_path, {"main.py": main}),
-               "inputs": {"table": {"uri": str(data), "sha256": dataplane.digest(str(data))}}} | changes
-    return LeasePlan(job_id=1, number=1, job=ComputeJob.of("job-1", "ray", "", program), cpus=1, gpus=0,
-                     memory_bytes=2 * 2**30, wall_seconds=120, max_units=100,
-                     result=str(tmp_path / "results" / "job-1"))  # the site's: <output>/<compute job id>
-
-
-def with_program(plan: LeasePlan, **changes) -> LeasePlan:
-    """The plan with its program's parameters changed, read again as a site reads them."""
-    params = plan.job.to_dict()["params"] | changes
-    return plan.but(job=ComputeJob.of(plan.job.job_id, "ray", plan.job.provider, params))
-
 
 READ_INPUT = """
 import os, pathlib

@@ -25,7 +25,6 @@ from compute.runners.params import ProgramParams
 INTERNAL = ".swarm"  # the site's own files in the lease's directory
 PACKAGES = "packages"  # under INTERNAL: the requirements, installed for this lease
 CODE = "code"  # under INTERNAL: the packed code, as fetched
-STAGED = "staged"  # under INTERNAL: there once the code, inputs and requirements are in place
 INPUTS = "inputs"
 OUTPUTS = "outputs"
 # What a packed program may not hold at its top: the lease's own places.

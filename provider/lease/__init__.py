@@ -10,16 +10,22 @@ processes live in a sandbox (docs/architecture.md §4).
               pinned code, inputs, model and dataset, and an earlier job's result
   worker.py   inside the sandbox: the job on a Ray instance of the lease's own
   sandbox.py  the sandbox (bubblewrap) and its limits
+  untrusted.py  how the site reads and writes what a lease left: no link followed, no FIFO
+              opened, nothing unbounded
 
 A lease directory, on the machine that runs it, holds:
 
-  work/         the sandbox's writable place: the job's storage (checkpoints and outputs,
-                kept across attempts so a retry on the same machine resumes from the last
-                checkpoint), and the inputs copied in and checked. A built-in job whose
+  work/         the sandbox's writable place, the lease's: the site reads it only through
+                `untrusted`, and writes into it only before the lease has run there. It holds
+                the job's storage (checkpoints and outputs, kept across attempts so a retry on
+                the same machine resumes from the last checkpoint), and the inputs copied in
+                and checked. A built-in job whose
                 buyer's output is a directory here writes its own directory of that output
                 instead, the one other place bound writable; the results of every other job
                 are copied to the buyer's output when it ends;
   log           everything the sandbox printed;
+  staged, fetched  the site's marks that the code and inputs are in place, kept where the
+                lease cannot write so a lease cannot have them staged again through its links;
   outcome.json  the launcher's verdict: succeeded or failed, which limit was broken, the
                 result hash (recomputed here from the outputs) and the units.
 
@@ -38,3 +44,8 @@ LOG = "log"
 WORK = "work"
 RUN = "run.json"  # what the in-sandbox worker reports (its metrics; the launcher trusts no hash in it)
 LEASES = Path("site") / "leases"  # under each machine's SWARM_HOME
+# The site's marks, beside the log where the lease cannot write: its code and inputs are in place.
+STAGED = "staged"
+FETCHED = "fetched"
+# The plan, to the launcher (its verdict's key in it) and to the sandbox (without the key).
+PLAN_ENV = "SWARM_LEASE_PLAN"

@@ -18,13 +18,16 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 from compute import dataplane
 from compute.dataplane import join, shown
 from compute.errors import ComputeError
-from compute.manifest import MANIFEST, OUTPUT_DIR
-from compute.runners.program import CODE, INPUTS, INTERNAL, OUTPUTS, PACKAGES, RESERVED_NAMES, STAGED
+from compute.manifest import MANIFEST, OUTPUT_DIR, canonical, manifest_hash
+from compute.runners.program import CODE, INPUTS, INTERNAL, OUTPUTS, PACKAGES, RESERVED_NAMES
+from provider.lease import FETCHED, LOG, STAGED, untrusted
 from provider.lease.plan import LeasePlan
 from provider.lease.sandbox import lease_uid
 
@@ -35,15 +38,17 @@ class InputError(ComputeError):
     """What a job names cannot be staged, read or written as its spec says: the buyer's to fix."""
 
 
-def fetch_inputs(plan: LeasePlan, work: Path) -> None:
+def fetch_inputs(plan: LeasePlan, work: Path, site_dir: Path) -> None:
     """Copies into the lease the earlier result the job builds on, checked against the chain's
-    resultHash of it, and the model or dataset the buyer brings, checked against its pin."""
+    resultHash of it, and the model or dataset the buyer brings, checked against its pin; once
+    per lease directory (the mark is the site's, in `site_dir`, where the lease cannot write)."""
+    if (site_dir / FETCHED).exists():
+        return
     for item in plan.fetch:
-        target = work / item.target
+        rel = f"{item.target}/{OUTPUT_DIR}" if item.prior else item.target
+        untrusted.clear(work, rel)  # nothing an earlier attempt left there is written through
+        target = work / rel
         if item.prior:
-            target = target / OUTPUT_DIR
-            if target.exists():
-                continue
             what = f"the result of {item.prior}"
             try:
                 readable(item.uri, plan.hidden, what, verified=True)
@@ -57,7 +62,7 @@ def fetch_inputs(plan: LeasePlan, work: Path) -> None:
                 ) from None
             except dataplane.DataPlaneError as exc:
                 raise InputError(str(exc)) from None
-        elif not target.exists():
+        else:
             what = Path(item.target).name.replace("_", " ")
             try:
                 readable(item.uri, plan.hidden, what)
@@ -65,18 +70,22 @@ def fetch_inputs(plan: LeasePlan, work: Path) -> None:
             except dataplane.DataPlaneError as exc:
                 raise InputError(str(exc)) from None
     if os.geteuid() == 0:
-        chown(work, lease_uid(plan.number))
+        untrusted.chown_tree(work, lease_uid(plan.number))
+    (site_dir / FETCHED).touch()
 
 
-def stage_program(plan: LeasePlan, work: Path, log: Path) -> None:
+def stage_program(plan: LeasePlan, work: Path, site_dir: Path) -> None:
     """Fetches, checks and unpacks a program's code and inputs and installs its requirements,
-    once per lease directory."""
+    once per lease directory: into a work directory no lease has run in yet (the mark that it
+    is done is the site's, in `site_dir`), so nothing is written through what a lease left."""
     program = plan.program
     assert program is not None
-    internal = work / INTERNAL
-    if (internal / STAGED).exists():
+    if (site_dir / STAGED).exists():
         return
-    internal.mkdir(parents=True, exist_ok=True)
+    for name in os.listdir(work):  # what a staging cut short left
+        untrusted.remove(work, name)
+    internal = work / INTERNAL
+    internal.mkdir()
     try:
         code = program.code
         assert not isinstance(code, str)  # a site plans only pinned programs
@@ -95,12 +104,12 @@ def stage_program(plan: LeasePlan, work: Path, log: Path) -> None:
     except dataplane.DataPlaneError as exc:
         raise InputError(str(exc)) from None
     if program.requirements:
-        _install(list(program.requirements), internal / PACKAGES, log,
+        _install(list(program.requirements), internal / PACKAGES, site_dir / LOG,
                  timeout_s=min(PIP_TIMEOUT_S, plan.wall_seconds))
     (work / OUTPUTS).mkdir(exist_ok=True)
-    (internal / STAGED).touch()
     if os.geteuid() == 0:
-        chown(work, lease_uid(plan.number))
+        untrusted.chown_tree(work, lease_uid(plan.number))
+    (site_dir / STAGED).touch()
 
 
 def _unpack(archive: Path, work: Path) -> None:
@@ -151,7 +160,7 @@ def result_binds(plan: LeasePlan) -> tuple[tuple[Path, bool], ...]:
     writable_output(str(own.parent), plan.hidden)
     own.mkdir(parents=True, exist_ok=True)
     if os.geteuid() == 0:  # a job taken over from another lease is this lease's now
-        chown(own, lease_uid(plan.number))
+        untrusted.chown_tree(own, lease_uid(plan.number))
     return ((own, True),)
 
 
@@ -204,52 +213,52 @@ def _pip_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in keep or k.startswith("PIP_")}
 
 
-def chown(root: Path, uid: int) -> None:
-    """`root` and everything under it to the lease's user, links themselves and not what they name."""
-    for path in [root, *root.rglob("*")]:
-        os.chown(path, uid, uid, follow_symlinks=False)
-
-
 # ── out of the lease ──────────────────────────────────────────────────────────────
 
 
-def check_outputs(work: Path) -> None:
-    """A program's outputs are regular files and directories: a link the lease left there would
-    have the site, outside the sandbox, hash and store what it points to."""
-    outputs = work / OUTPUTS
-    if outputs.is_symlink() or not outputs.is_dir():
-        raise InputError(
-            f"the job replaced its {OUTPUTS} directory with something else; write results into it"
-        )
-    for path in outputs.rglob("*"):
-        if path.is_symlink() or not (path.is_file() or path.is_dir()):
-            raise InputError(f"the job's outputs hold {path.relative_to(work)}, a link or a special file; "
-                             "outputs are regular files only")
-
-
-def publish(work: Path, result: str, hidden: tuple[str, ...]) -> None:
-    """A program's outputs and their manifest, to the buyer's output URI (`<output>/<compute job id>`)."""
-    try:
-        writable_output(result, hidden)
-        dataplane.upload(work / OUTPUTS, join(result, OUTPUTS), what="result")
-        dataplane.upload(work / MANIFEST, join(result, MANIFEST), what="result's manifest")
-    except dataplane.DataPlaneError as exc:
-        raise InputError(str(exc)) from None
-
-
-def copy_result(source: str, destination: str, hidden: tuple[str, ...]) -> None:
-    """A built-in job's result directory to the buyer's output: a local path or a pyarrow URI."""
-    import pyarrow.fs as pafs
-
-    writable_output(destination, hidden)  # a file:// one, checked as a directory
-    if "://" not in source and "://" not in destination:
-        import shutil
-
-        shutil.copytree(source, destination, dirs_exist_ok=True, symlinks=False)
-        return
+def store_result(root: Path, rel: str, destination: str | None, hidden: tuple[str, ...],
+                 beside_outputs: bool = False) -> str:
+    """The result the lease left in `root/rel` (its `outputs/` and, `beside_outputs`, what lies
+    beside them: a built-in job's checkpoints, anything but regular files left out) stored at
+    `destination` (`<the buyer's output>/<compute job id>`, a directory or a URI) with the
+    site's manifest of the outputs; or, with no destination (a built-in job that wrote straight
+    into the buyer's directory), the manifest written there. Everything is read through
+    `untrusted`, in one pass that hashes as it copies. Returns the manifest's hash, the job's
+    resultHash."""
+    outputs = f"{rel}/{OUTPUT_DIR}".lstrip("/")
+    if destination is None:
+        entries = untrusted.copy_tree(root, outputs, None)
+        untrusted.write_file(root, f"{rel}/{MANIFEST}".lstrip("/"), canonical([e.to_dict() for e in entries]))
+        return manifest_hash([e.to_dict() for e in entries])
     import pyarrow as pa
 
+    writable_output(destination, hidden)
+    untrusted.check_tree(root, outputs)  # refused before anything is written: nothing half-stored
     try:
-        pafs.copy_files(source, destination)
-    except (pa.ArrowException, ValueError) as exc:
-        raise OSError(str(exc)) from exc
+        sink = _sink(destination)
+        entries = untrusted.copy_tree(root, outputs, lambda path: sink(f"{OUTPUT_DIR}/{path}"))
+        if beside_outputs:
+            untrusted.copy_tree(root, rel, sink, skip=frozenset({OUTPUT_DIR, MANIFEST}), lenient=True)
+        with sink(MANIFEST) as f:
+            f.write(canonical([e.to_dict() for e in entries]))
+    except (pa.ArrowException, ValueError) as exc:  # the store's refusal: OSError, as a local disk's
+        raise OSError(str(exc)) from None
+    return manifest_hash([e.to_dict() for e in entries])
+
+
+def _sink(destination: str) -> Callable[[str], IO[bytes]]:
+    """Opens each file of a result for writing under `destination`: a directory of this machine
+    (made anew, never written through a link) or a URI of any store pyarrow reaches."""
+    import pyarrow.fs as pafs
+
+    fs, root = dataplane.filesystem(destination)
+    if isinstance(fs, pafs.LocalFileSystem):
+        Path(root).mkdir(parents=True, exist_ok=True)
+        return lambda path: untrusted.create(Path(root), path)
+
+    def remote(path: str) -> IO[bytes]:
+        target = f"{root.rstrip('/')}/{path}"
+        fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+        return fs.open_output_stream(target)
+
+    return remote

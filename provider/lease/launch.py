@@ -26,21 +26,11 @@ from pathlib import Path
 from typing import Any
 
 from compute.dataplane import shown
-from provider.lease import LEASES, LOG, OUTCOME, PROJECT, RUN, WORK
-from provider.lease.inputs import (
-    InputError,
-    check_outputs,
-    copy_result,
-    fetch_inputs,
-    publish,
-    result_binds,
-    stage_program,
-)
+from provider.lease import LEASES, LOG, OUTCOME, PLAN_ENV, PROJECT, RUN, WORK, untrusted
+from provider.lease.inputs import InputError, fetch_inputs, result_binds, stage_program, store_result
 from provider.lease.outcome import Outcome, verdict_line
 from provider.lease.plan import LeasePlan
 from provider.lease.sandbox import Sandbox, lease_uid
-
-PLAN_ENV = "SWARM_LEASE_PLAN"  # the plan, in the lease's Ray job, to whichever machine runs it
 
 
 def ray_job(plan: LeasePlan, name: str) -> dict[str, Any]:
@@ -73,6 +63,8 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
         # process to start: the preemption watcher and the metrics no one scrapes.
         "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
         "RAY_TRAIN_METRICS_ENABLED": "0",
+        # The sandbox's copy of the plan, without the verdict's key.
+        PLAN_ENV: plan.but(verdict_key="").encode(),
     }
     return Sandbox(
         work,
@@ -91,20 +83,18 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
     (directory / OUTCOME).unlink(missing_ok=True)
     work = directory / WORK
     work.mkdir(parents=True, exist_ok=True)
-    (work / RUN).unlink(missing_ok=True)
     try:
+        untrusted.remove(work, RUN)
         sandbox = lease_sandbox(directory, plan, result_binds(plan))
         if plan.program is not None:
-            stage_program(plan, work, directory / LOG)
+            stage_program(plan, work, directory)
         else:
-            fetch_inputs(plan, work)
-    except (InputError, OSError) as exc:
+            fetch_inputs(plan, work, directory)
+    except (InputError, untrusted.Refused, OSError) as exc:
         outcome = Outcome(state="failed", attempt=plan.attempt, seconds=0.0, returncode=-1,
                           error=_sentence(str(exc)))
         outcome.write(directory)
         return outcome
-    # The sandbox's copy, without the verdict's key: the lease's own directory is all the sandbox shows.
-    plan.but(verdict_key="").write(work)
     with open(directory / LOG, "a") as log:
         echo = _Echo(directory / LOG, log.tell())
         log.write(f"── attempt {plan.attempt} ──\n")
@@ -120,70 +110,71 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
 
 def _meter(plan: LeasePlan, directory: Path, done: Any) -> Outcome:
     """The attempt's verdict: what broke, or the result's hash and the units it used, and the
-    result stored in the buyer's output."""
+    result stored in the buyer's output. Everything the lease left is read as a stranger's
+    (`untrusted`): a link, a FIFO or too much of it fails the job as the buyer's fault."""
     from compute.accounting import unit_name
-    from compute.manifest import result_hash
 
     work = directory / WORK
     use_gpu = plan.gpus > 0
     reserved = (plan.gpus if use_gpu else plan.cpus) * done.seconds
     outcome = Outcome(state="failed", attempt=plan.attempt, seconds=done.seconds, returncode=done.returncode,
                       broke=done.broke, unit=unit_name(use_gpu), peak_memory_bytes=done.peak_memory_bytes)
-    run = _read_run(plan, work) if plan.program is None else _program_run(work, done.returncode, reserved)
     if done.broke:
         return replace(outcome, error=_broke_message(done.broke, plan))
-    if done.returncode != 0 or run is None:
-        return replace(
-            outcome, error=_last_error(directory / LOG, work) or f"the job exited with {done.returncode}"
-        )
-    if plan.program is not None:
-        try:
-            check_outputs(work)
-        except InputError as exc:
-            return replace(outcome, error=_sentence(str(exc)))
+    try:
+        run = (_read_run(plan, work) if plan.program is None
+               else _program_run(plan, work, done.returncode, reserved))
+        if done.returncode != 0 or run is None:
+            return replace(
+                outcome, error=_last_error(directory / LOG, work) or f"the job exited with {done.returncode}"
+            )
+        root, rel, destination = run["result"]
+        digest = store_result(root, rel, destination, plan.hidden, beside_outputs=plan.program is None)
+    except (InputError, untrusted.Refused) as exc:
+        return replace(outcome, error=_sentence(str(exc)))
+    except OSError as exc:
+        return replace(outcome, error=f"the site could not store the result in {shown(plan.result)}: {exc}")
     measured = float(run.get("units", 0.0))
     units = min(plan.max_units, math.ceil(min(measured, reserved)))  # never more than it held
-    outcome = replace(
-        outcome,
-        state="succeeded",
-        result_hash=result_hash(Path(run["result_dir"])),
-        units=units,
-        metrics=run.get("metrics", {}),
-    )
-    try:
-        if plan.program is not None:
-            publish(work, plan.result, plan.hidden)
-        elif plan.local_result is None:
-            copy_result(run["result_dir"], plan.result, plan.hidden)
-    except (InputError, OSError) as exc:
-        return replace(outcome, state="failed", error=f"the site could not store the result in "
-                                                      f"{shown(plan.result)}: {exc}")
-    return outcome
+    return replace(outcome, state="succeeded", result_hash=digest, units=units,
+                   metrics=run.get("metrics", {}))
 
 
-def _program_run(work: Path, returncode: int, reserved: float) -> dict[str, Any] | None:
-    """A buyer's program is metered by what it reserved for as long as it ran."""
-    if returncode != 0 or not (work / "outputs").is_dir():
+def _program_run(plan: LeasePlan, work: Path, returncode: int, reserved: float) -> dict[str, Any] | None:
+    """A buyer's program is metered by what it reserved for as long as it ran; its outputs are
+    its work directory's `outputs/`, stored in the buyer's output."""
+    if returncode != 0:
         return None
-    return {"result_dir": str(work.resolve()), "units": reserved, "metrics": {}}
+    return {"result": (work, "", plan.result), "units": reserved, "metrics": {}}
 
 
 def _read_run(plan: LeasePlan, work: Path) -> dict[str, Any] | None:
-    """The worker's report, read as the lease's: outputs outside its own directories are not its outputs."""
+    """The worker's report, read as the lease's: its result directory must lie in the lease's
+    own directories (its work directory, or its directory of the buyer's output)."""
     try:
-        raw = json.loads((work / RUN).read_text())
-    except (OSError, ValueError):
+        raw = json.loads(untrusted.read_small(work, RUN) or b"null")
+    except ValueError:
         return None
     if not isinstance(raw, dict):
         return None
-    result_dir = Path(str(raw.get("result_dir", ""))).resolve()
-    own = [work.resolve()] + ([plan.local_result.resolve()] if plan.local_result else [])
-    if not any(result_dir.is_relative_to(d) for d in own) or not (result_dir / "outputs").is_dir():
+    named = Path(str(raw.get("result_dir", "")))
+    result: tuple[Path, str, str | None] | None = None
+    own = plan.local_result
+    if named.is_absolute() and own is not None and _lexically_within(own, named):
+        result = (own, named.relative_to(own).as_posix(), None)  # already in the buyer's directory
+    elif named.is_absolute() and _lexically_within(work, named):
+        result = (work, named.relative_to(work).as_posix(), plan.result)
+    if result is None:
         return None
     metrics = raw.get("metrics", {})
     units = raw.get("units", 0.0)
-    return {"result_dir": str(result_dir), "units": units if isinstance(units, int | float) else 0.0,
+    return {"result": result, "units": units if isinstance(units, int | float) else 0.0,
             "metrics": metrics if isinstance(metrics, dict) else {}}
+
+
+def _lexically_within(parent: Path, path: Path) -> bool:
+    """`path` names something under `parent` by its words alone: no `..`, no link resolved."""
+    return ".." not in path.parts and path.is_relative_to(parent)
 
 
 def _sentence(text: str) -> str:
@@ -203,7 +194,7 @@ def _broke_message(limit: str, plan: LeasePlan) -> str:
 def _last_error(log: Path, work: Path | None = None) -> str | None:
     """The log's last line: a built-in runner's refusal is its sentence alone, the lease's own
     paths in it relative to the lease (inputs/dataset/rows.csv), as the buyer named them."""
-    lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    lines = [line.strip() for line in untrusted.tail(log).splitlines() if line.strip()]
     if not lines:
         return None
     last = re.sub(r"^compute\.errors\.\w+: (job [^:]+: )?", "", lines[-1])

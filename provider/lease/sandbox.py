@@ -43,6 +43,7 @@ LEASE_UID_BASE = 200_000
 WATCH_INTERVAL_S = 0.05
 PEAK_INTERVAL_S = 1.0
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+BWRAP_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,9 @@ class Sandbox:
             with open(out_path, "ab") as out, (out if log else open(err_path, "wb")) as err:
                 start = time.monotonic()
                 proc = subprocess.Popen(
-                    self.command(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    # bwrap itself is the first process of the lease's PID namespace, whose
+                    # environment a lease reads in /proc/1/environ: it starts with none of the site's.
+                    self.command(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=BWRAP_ENV,
                     # The limits are set in the child before bwrap runs: every process inside inherits them.
                     start_new_session=True, preexec_fn=lambda: _apply_limits(limits),  # noqa: PLW1509
                 )

@@ -1,12 +1,13 @@
 """Inside a lease's sandbox: the job on a Ray instance of the lease's own.
 
 `python -m provider.lease.worker WORK` reads the sandbox's copy of the lease's plan (without its
-verdict key) from WORK and runs its job: a built-in kind through `compute.jobs.run_job`, a
-`ray` job through `compute.runners.program`. The lease's Ray is one node with exactly the CPUs
-and GPUs the lease reserved, on a loopback the sandbox does not share, so nothing the lease
-runs can reach the site's cluster, whose Ray API would let it schedule work outside the
-sandbox. A built-in job's report (`run.json`) gives its result directory and metrics; the
-launcher, outside, hashes the outputs and meters the units itself.
+verdict key) from its environment, which the site set, and runs its job in WORK: a built-in
+kind through `compute.jobs.run_job`, a `ray` job through `compute.runners.program`. The
+lease's Ray is one node with exactly the CPUs and GPUs the lease reserved, on a loopback the
+sandbox does not share, so nothing the lease runs can reach the site's cluster, whose Ray API
+would let it schedule work outside the sandbox. A built-in job's report (`run.json`) gives its
+result directory and metrics; the launcher, outside, hashes the outputs and meters the units
+itself.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from provider.lease import RUN
+from provider.lease import PLAN_ENV, RUN
 from provider.lease.outcome import write_json
 from provider.lease.plan import LeasePlan
 
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m provider.lease.worker WORK", file=sys.stderr)
         return 2
     work = Path(argv[0])
-    plan = LeasePlan.read(work)
+    plan = LeasePlan.decode(os.environ[PLAN_ENV])
     if plan.program is not None:
         code = run_program(plan, work)
     else:
