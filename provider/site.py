@@ -28,6 +28,7 @@ from provider.api import listen, make_app, serve
 from provider.auth import LEASE_ACTIONS, JobView, NonceBook, Refused, SiteRequest, authorize
 from provider.authority import ChainAuthority
 from provider.lease.plan import LeasePlan, plan_lease, prior_result, read_order
+from provider.lease.sandbox import lease_root
 from provider.tls import SiteIdentity, make_identity
 
 
@@ -56,6 +57,8 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
     root = home / "site"
     for name in ("RAY_ADDRESS", "RAY_AUTH_TOKEN"):  # the site's cluster is its own, with its own token
         os.environ.pop(name, None)
+    if os.geteuid() != 0:  # a site of an ordinary user gives its leases users of their own too
+        lease_root(["true"])  # ComputeError, naming the fix, when it cannot
     identity = make_identity(root, config.host)
     ray_home = RayHome.of(home)
     state = cluster.running(ray_home)

@@ -7,7 +7,10 @@ own), so these run in `make test`'s light lane."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -177,3 +180,91 @@ def test_no_process_in_the_sandbox_carries_the_sites_environment(tmp_path: Path,
     seen = (tmp_path / "results" / "job-1" / "outputs" / "seen.txt").read_text()
     assert "SWARM_OUTPUT_DIR" in seen, "the spy ran and wrote what it saw"
     assert "the-keystore-password" not in seen and "the-site-s3-secret" not in seen
+
+
+# ── a site run by an ordinary user ─────────────────────────────────────────────────────
+
+@pytest.fixture(scope="module")
+def site_user():
+    """The unit's user (docs/operations.md), made if missing, with subordinate ids."""
+    from tests.site_user import ensure_user, site_unit
+
+    assert os.geteuid() == 0, "these tests make the site's user, as root"
+    unit = site_unit()
+    return unit, ensure_user(unit.user)
+
+
+@pytest.fixture
+def user_site(site_user, tmp_path: Path):
+    """A SWARM_HOME of the user's own (0700, as a provider keeps it), the unit's secrets, and a
+    buyer's store every user may read."""
+    import pwd
+    import shutil
+    import tempfile
+
+    unit, user = site_user
+    root = Path(tempfile.mkdtemp(prefix="swarm-user-site-", dir="/var/tmp"))
+    root.chmod(0o755)
+    home, store, results = root / "home", root / "store", root / "results"
+    for path in (home, results):
+        path.mkdir()
+        os.chown(path, user.pw_uid, user.pw_gid)
+    home.chmod(0o700)
+    store.mkdir(mode=0o755)
+    aws = Path(user.pw_dir) / ".aws"
+    aws.mkdir(exist_ok=True)
+    (aws / "credentials").write_text("[default]\naws_secret_access_key = the-users-aws-secret\n")
+    (aws / "credentials").chmod(0o644)  # readable by every user: still not by a lease
+    secrets = {"SWARM_KEY_PASSWORD": "the-keystore-password", "AWS_SECRET_ACCESS_KEY": "the-site-s3-secret"}
+    yield {"unit": unit, "user": user, "home": home, "store": store, "results": results, "secrets": secrets,
+           "aws": aws / "credentials", "pwd": pwd}
+    shutil.rmtree(aws, ignore_errors=True)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def launch_as_site_user(site: dict, plan, name: str = "lease-1") -> tuple[Outcome, str]:
+    """`python -m provider.lease.launch NAME` as the site's user, as its Ray job runs it, with
+    the unit's environment and secrets; its outcome and what it printed."""
+    from provider.lease import OUTCOME, PLAN_ENV
+    from tests.site_user import as_user, python_env
+
+    unit_env = {k: v for k, v in site["unit"].environment.items() if k != "SWARM_HOME"}
+    env = python_env(site["user"], site["home"], unit_env | site["secrets"] | {PLAN_ENV: plan.encode()})
+    proc = as_user(site["user"], [sys.executable, "-m", "provider.lease.launch", name], env,
+                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out, _ = proc.communicate(timeout=LAUNCH_TIMEOUT_S)
+    outcome = site["home"] / "site" / "leases" / name / OUTCOME
+    assert outcome.exists(), f"the launcher wrote no outcome: {out[-3000:]}"
+    return Outcome.parse(json.loads(outcome.read_text())), out
+
+
+def test_an_ordinary_users_site_gives_each_lease_a_user_of_its_own_and_none_of_its_secrets(user_site) -> None:
+    spy = SPY_ON_THE_SITE.replace("'/root/.aws/credentials'", repr(str(user_site["aws"])))
+    spy += ("open('mine', 'w').write('the lease was here')\n"
+            "pathlib.Path(os.environ['SWARM_OUTPUT_DIR'], 'uid.txt').write_text(str(os.getuid()))\n")
+    plan = program_plan(user_site["store"], spy).but(result=str(user_site["results"] / "job-1"))
+    for path in user_site["store"].rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+
+    outcome, done = launch_as_site_user(user_site, plan)
+
+    assert outcome.state == "succeeded", (outcome.error, done[-3000:])
+    seen = (user_site["results"] / "job-1" / "outputs" / "seen.txt").read_text()
+    assert "SWARM_OUTPUT_DIR" in seen, "the spy ran and wrote what it saw"
+    for secret in (*user_site["secrets"].values(), "the-users-aws-secret"):
+        assert secret not in seen
+    left = os.stat(user_site["home"] / "site" / "leases" / "lease-1" / "work" / "mine")
+    assert left.st_uid != user_site["user"].pw_uid, "the lease ran as a user of its own, not the site's"
+    from provider.lease.sandbox import SUBUID, _subordinate
+
+    first, count = _subordinate(SUBUID, user_site["user"].pw_name, user_site["user"].pw_uid)
+    assert first <= left.st_uid < first + count, "one of the site user's subordinate uids"
+    assert (user_site["results"] / "job-1").stat().st_uid == user_site["user"].pw_uid, "the site stored it"
+
+
+def test_a_site_user_without_subordinate_ids_is_told_how_to_give_its_leases_users() -> None:
+    from compute.errors import ComputeError
+    from provider.lease.sandbox import lease_root
+
+    with pytest.raises(ComputeError, match=r"install Debian's `uidmap` package and run `usermod --add-sub"):
+        lease_root(["true"], user="swarm-no-such-user")

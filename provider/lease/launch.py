@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from compute.dataplane import shown
+from compute.errors import ComputeError
 from provider.lease import LEASES, LOG, OUTCOME, PLAN_ENV, PROJECT, RUN, WORK, untrusted
 from provider.lease.inputs import InputError, fetch_inputs, result_binds, stage_program, store_result
 from provider.lease.outcome import Outcome, verdict_line
@@ -240,11 +241,29 @@ def _die_with_parent() -> None:
         sys.exit(1)
 
 
+def _refuse_to_launch(name: str, reason: str) -> int:
+    """The site cannot run leases as it is set up: the provider's to fix, said in the verdict."""
+    plan = LeasePlan.decode(os.environ[PLAN_ENV])
+    outcome = Outcome(state="failed", attempt=plan.attempt, seconds=0.0, returncode=-1,
+                      error=_sentence(f"the site could not run the lease: {reason}"), fault="provider")
+    outcome.write(leases_root() / name)
+    print(verdict_line(plan.verdict_key, outcome), flush=True)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
         print("usage: python -m provider.lease.launch NAME", file=sys.stderr)
         return 2
+    if os.geteuid() != 0:  # a site run by an ordinary user: root of a namespace of its leases' users
+        from provider.lease.sandbox import lease_root
+
+        try:
+            command, env = lease_root([sys.executable, "-m", "provider.lease.launch", argv[0]])
+        except ComputeError as exc:
+            return _refuse_to_launch(argv[0], str(exc))
+        os.execvpe(command[0], command, os.environ | env)
     _die_with_parent()
     started = time.monotonic()
     directory = leases_root() / argv[0]

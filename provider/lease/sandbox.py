@@ -40,10 +40,17 @@ BWRAP = "bwrap"
 SETPRIV = "setpriv"
 # The first uid given to leases when the site runs as root: far from system and human users.
 LEASE_UID_BASE = 200_000
+UNSHARE = "unshare"
+SUBUID, SUBGID = Path("/etc/subuid"), Path("/etc/subgid")
+LEASE_USERS_ENV = "SWARM_LEASE_USERS"  # set inside a site user's namespace: how many lease uids it maps
+MIN_LEASE_USERS = 1024
 WATCH_INTERVAL_S = 0.05
 PEAK_INTERVAL_S = 1.0
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 BWRAP_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+# The host's directories every lease sees, read-only: its programs, libraries and settings, and
+# /sys, which Ray and torch read the machine's CPUs and memory from.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/sys")
 
 
 @dataclass(frozen=True)
@@ -94,50 +101,53 @@ class Sandbox:
         return os.geteuid() == 0 and self.lease_uid is not None
 
     def command(self, argv: Sequence[str]) -> list[str]:
-        """The full command line: bwrap around `argv` (dropping to the lease's user when root)."""
+        """The full command line: bwrap around `argv` (dropping to the lease's user when root).
+
+        The sandbox's file system is built from nothing (bwrap's root is an empty tmpfs) and shows
+        only what is named: the system's directories (`SYSTEM`, read-only), the runtime, the
+        lease's own directory and `binds`. What is not named — homes, /srv, /var, /opt, /mnt,
+        other leases, other buyers' files — is not there at all."""
         bwrap = shutil.which(BWRAP)
         if bwrap is None:
             raise ComputeError(
                 "bubblewrap (`bwrap`) is not installed; install Debian's `bubblewrap` package."
             )
         workdir = self.workdir.resolve()
-        args = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-                "--perms", "1777", "--tmpfs", "/tmp", "--perms", "1777", "--tmpfs", "/dev/shm"]
-        emptied = [Path("/tmp")]  # directories the sandbox replaces with empty ones
-        # The runtime first, then what is hidden: a hidden SWARM_HOME inside a project that is
-        # bound back (a checkout in a private home) stays hidden.
-        args += _runtime_binds(self.runtime if self.runtime is not None else default_runtime(), emptied)
-        for path in self.hidden:
-            path = Path(path).resolve()
-            if path.exists() and not _within(workdir, path):
-                args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
-                emptied.append(path)
-        # The way down to each directory the lease sees, where it crosses an emptied one, is
-        # recreated open to the lease's user (bwrap would make it 0700, owned by root).
-        made: set[Path] = set()
-        targets = [*((Path(p).resolve(), w) for p, w in self.binds), (workdir, True)]
-        for target, _ in targets:  # a directory closed to other users on the way is emptied too
-            closed = next(
-                (
-                    p
-                    for p in reversed(target.parents)
-                    if p != Path("/")
-                    and not any(_within(top, p) for top in emptied)
-                    and not os.stat(p).st_mode & 0o001
-                ),
-                None,
-            )
-            if closed is not None:
-                args += ["--perms", "0755", "--tmpfs", str(closed)]
-                emptied.append(closed)
+        args = [bwrap]
+        shown: list[Path] = []  # what the lease sees of the host, read-only unless bound writable
+        for top in SYSTEM:
+            if os.path.islink(top):  # a merged /usr: /bin → usr/bin
+                args += ["--symlink", os.readlink(top), top]
+            elif os.path.isdir(top):
+                args += ["--ro-bind", top, top]
+                shown.append(Path(top))
+        # Its /tmp and /dev/shm are memory: each at most the lease's memory, and what they hold
+        # counts against it (`_watch`).
+        size = str(self.limits.memory_bytes)
+        args += ["--dev", "/dev", "--proc", "/proc",
+                 "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
+                 "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
+        made: set[Path] = {Path("/")}
+        runtime = self.runtime if self.runtime is not None else default_runtime()
+        targets = [*((Path(p).resolve(), False) for p in sorted(set(runtime))),
+                   *((Path(p).resolve(), w) for p, w in self.binds), (workdir, True)]
         for target, writable in targets:
+            if not writable and any(_within(top, target) for top in shown):
+                continue  # in sight already (a virtual environment inside the project)
+            # The way down, made open to the lease's user (bwrap would make it root's, 0700).
             for step in reversed(target.parents):
-                if step not in made and any(step != top and _within(top, step) for top in emptied):
+                if step not in made and not any(_within(top, step) for top in shown):
                     args += ["--perms", "0755", "--dir", str(step)]
                     made.add(step)
-            if target != workdir:
-                args += ["--bind" if writable else "--ro-bind", str(target), str(target)]
-        args += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir),
+            args += ["--bind" if writable else "--ro-bind", str(target), str(target)]
+            shown.append(target)
+        # What the site keeps from its leases, where it lies inside something they see (a
+        # SWARM_HOME inside the project): covered by an empty directory or an empty file.
+        for path in self.hidden:
+            path = Path(path).resolve()
+            if path.exists() and not _within(workdir, path) and any(_within(top, path) for top in shown):
+                args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
+        args += ["--chdir", str(workdir),
                  "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                  "--die-with-parent", "--new-session", "--clearenv"]
         if not self.network:
@@ -187,8 +197,52 @@ class Sandbox:
 
 
 def lease_uid(lease_number: int) -> int:
-    """The uid a site gives lease number `lease_number` when it runs as root."""
-    return LEASE_UID_BASE + lease_number
+    """The uid a site gives lease number `lease_number`: from LEASE_UID_BASE, as root sees it.
+    A site run by an ordinary user has as many as it has subordinate uids (`lease_root`), used
+    in turn."""
+    users = os.environ.get(LEASE_USERS_ENV)
+    return LEASE_UID_BASE + (lease_number % int(users) if users else lease_number)
+
+
+def lease_root(argv: Sequence[str], user: str | None = None) -> tuple[list[str], dict[str, str]]:
+    """How a site run by an ordinary user runs `argv` with a root's power over its leases and
+    nothing more: in a user namespace (`unshare`) in which the site's user is root and the
+    user's subordinate uids and gids (/etc/subuid, /etc/subgid, mapped by Debian's setuid
+    `newuidmap`) are the leases' users from LEASE_UID_BASE. So each lease runs as a uid of its
+    own on the host, as on a root site: it cannot read the site user's files or processes, and
+    its process limit counts only its own processes. Returns the command and the environment
+    variables to add. ComputeError, naming the fix, when the user has no subordinate ids."""
+    import pwd
+
+    name = user or pwd.getpwuid(os.getuid()).pw_name
+    uids = _subordinate(SUBUID, name, os.getuid())
+    gids = _subordinate(SUBGID, name, os.getuid())
+    missing = [tool for tool in (UNSHARE, "newuidmap", "newgidmap") if shutil.which(tool) is None]
+    if uids is None or gids is None or missing:
+        raise ComputeError(
+            f"the site runs as {name}, which cannot give its leases users of their own "
+            + (f"(no {', '.join(missing)})" if missing else "(no subordinate uids and gids)")
+            + f"; install Debian's `uidmap` package and run `usermod --add-subuids 200000-265535 "
+            f"--add-subgids 200000-265535 {name}` as root (docs/operations.md)"
+        )
+    count = min(uids[1], gids[1])
+    command = [UNSHARE, "--map-user=0", "--map-group=0", f"--map-users={uids[0]},{LEASE_UID_BASE},{count}",
+               f"--map-groups={gids[0]},{LEASE_UID_BASE},{count}", "--", *argv]
+    return command, {LEASE_USERS_ENV: str(count)}
+
+
+def _subordinate(table: Path, name: str, uid: int) -> tuple[int, int] | None:
+    """The user's first range of subordinate ids of at least MIN_LEASE_USERS: (first, count)."""
+    try:
+        lines = table.read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.strip().split(":")
+        numbers = len(fields) == 3 and fields[1].isdigit() and fields[2].isdigit()
+        if numbers and fields[0] in (name, str(uid)) and int(fields[2]) >= MIN_LEASE_USERS:
+            return int(fields[1]), int(fields[2])
+    return None
 
 
 def default_runtime() -> list[Path]:
@@ -200,47 +254,15 @@ def default_runtime() -> list[Path]:
     return sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), project})
 
 
-def _runtime_binds(paths: Sequence[Path], emptied_by_sandbox: Sequence[Path]) -> list[str]:
-    """Binds each path back in, read-only, where the sandbox empties an ancestor (its own
-    /tmp) or one closed to other users (a private home, a private temporary directory) would
-    keep the lease's user out of it."""
-    args: list[str] = []
-    bound: list[Path] = []
-    emptied: set[Path] = set()
-    for path in sorted({Path(p).resolve() for p in paths}):
-        if any(_within(b, path) for b in bound):
-            continue  # inside one bound already (a virtual environment inside the project)
-        top = next((t for t in emptied_by_sandbox if _within(t, path) and t != path), None)
-        if top is not None:  # inside a directory the sandbox empties: the way down made again
-            args += [arg for step in reversed(path.parents) if step != top and _within(top, step)
-                     for arg in ("--perms", "0755", "--dir", str(step))]
-            args += ["--ro-bind", str(path), str(path)]
-            bound.append(path)
-            continue
-        closed = next(
-            (p for p in reversed(path.parents) if p != Path("/") and not os.stat(p).st_mode & 0o001), None
-        )
-        if closed is None and os.stat(path).st_mode & 0o005 == 0o005:
-            continue  # every user can reach it already
-        if closed is not None:
-            if closed not in emptied:  # emptied once: a second tmpfs would hide what the first let back in
-                args += ["--perms", "0755", "--tmpfs", str(closed)]
-                emptied.add(closed)
-            for step in reversed(path.parents):
-                if step != closed and _within(closed, step):
-                    args += ["--perms", "0755", "--dir", str(step)]
-        args += ["--ro-bind", str(path), str(path)]
-        bound.append(path)
-    return args
-
-
 def _watch(proc: subprocess.Popen, limits: Limits, start: float) -> tuple[str | None, int]:
-    """Waits for the lease, killing it at its wall clock or when its processes together hold
-    more memory than it may; returns which limit it broke and its peak memory.
+    """Waits for the lease, killing it at its wall clock or when its processes together, with
+    what its /tmp and /dev/shm hold, take more memory than it may; returns which limit it broke
+    and its peak memory.
 
-    Each look reads the lease's process tree and their resident sizes from /proc (cheap);
-    their proportional sizes, which the limit is on, are read only when the resident total
-    passes the limit (resident is never below proportional) and once a second for the peak."""
+    Each look reads the lease's process tree and their resident sizes from /proc, and the use of
+    its two memory file systems (cheap); their proportional sizes, which the limit is on, are
+    read only when the resident total passes the limit (resident is never below proportional)
+    and once a second for the peak."""
     peak, last_pss = 0, start
     while proc.poll() is None:
         now = time.monotonic()
@@ -249,8 +271,9 @@ def _watch(proc: subprocess.Popen, limits: Limits, start: float) -> tuple[str | 
             proc.wait()
             return "time", peak
         pids = _tree(proc.pid)
-        if _rss(pids) > limits.memory_bytes or now - last_pss >= PEAK_INTERVAL_S:
-            held, last_pss = _pss(pids), now
+        files = _tmpfs_bytes(pids, limits.memory_bytes)
+        if _rss(pids) + files > limits.memory_bytes or now - last_pss >= PEAK_INTERVAL_S:
+            held, last_pss = _pss(pids) + files, now
             peak = max(peak, held)
             if held > limits.memory_bytes:
                 _kill_group(proc)
@@ -258,6 +281,24 @@ def _watch(proc: subprocess.Popen, limits: Limits, start: float) -> tuple[str | 
                 return "memory", peak
         time.sleep(WATCH_INTERVAL_S)
     return None, peak
+
+
+def _tmpfs_bytes(pids: Sequence[int], size: int) -> int:
+    """What the lease's /tmp and /dev/shm hold, seen through the root of its first process
+    inside the sandbox (bwrap's own first process stays outside). Until the sandbox has made
+    them, that root shows the host's: a file system not of the size the sandbox gives its own
+    is not the lease's, and counts nothing."""
+    if len(pids) < 2:
+        return 0
+    total = 0
+    for mount in ("tmp", "dev/shm"):
+        try:
+            fs = os.statvfs(f"/proc/{pids[1]}/root/{mount}")
+        except OSError:
+            continue  # gone meanwhile
+        if abs(fs.f_blocks * fs.f_frsize - size) < PAGE_BYTES:
+            total += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+    return total
 
 
 def _tree(root: int) -> list[int]:
