@@ -55,13 +55,14 @@ browser:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium; \
 	fi
 
-# bubblewrap for the leases' sandbox (provider/lease/sandbox.py): Debian's package, installed once
-# when no bwrap is found.
+# bubblewrap for the leases' sandbox (provider/lease/sandbox.py), and uidmap's newuidmap, with which
+# a site run by an ordinary user gives its leases users of their own: Debian's packages, installed
+# once when either is missing.
 sandbox:
-	@if ! command -v bwrap >/dev/null 2>&1; then \
-		echo "Installing bubblewrap from Debian's packages"; \
+	@if ! command -v bwrap >/dev/null 2>&1 || ! command -v newuidmap >/dev/null 2>&1; then \
+		echo "Installing bubblewrap and uidmap from Debian's packages"; \
 		$(SUDO) apt-get update && \
-		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap uidmap; \
 	fi
 
 demo: install sandbox

@@ -106,6 +106,10 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
         echo.finish()
     outcome = _meter(plan, directory, done)
     outcome.write(directory)
+    if outcome.state == "succeeded" or outcome.fault == "buyer":
+        # Its result is stored, or it failed for good: the lease's disk is the provider's again.
+        # The log and the verdict stay; a lease the site lost keeps its directory to resume from.
+        untrusted.remove(directory, WORK)
     return outcome
 
 
@@ -117,11 +121,17 @@ def _meter(plan: LeasePlan, directory: Path, done: Any) -> Outcome:
 
     work = directory / WORK
     use_gpu = plan.gpus > 0
-    reserved = (plan.gpus if use_gpu else plan.cpus) * done.seconds
+    reserved = plan.unit_rate * done.seconds
+    broke = done.broke
+    if broke == "time" and plan.unit_seconds < plan.wall_seconds:
+        broke = "units"  # stopped when what it held reached its max_units, before its deadline
+    # A failure by the buyer's fault is paid for what the lease held: its devices for as long as it ran.
+    held = min(plan.max_units, math.ceil(reserved))
     outcome = Outcome(state="failed", attempt=plan.attempt, seconds=done.seconds, returncode=done.returncode,
-                      broke=done.broke, unit=unit_name(use_gpu), peak_memory_bytes=done.peak_memory_bytes)
-    if done.broke:
-        return replace(outcome, error=_broke_message(done.broke, plan))
+                      broke=broke, unit=unit_name(use_gpu), peak_memory_bytes=done.peak_memory_bytes,
+                      units=held)
+    if broke:
+        return replace(outcome, error=_broke_message(broke, plan))
     try:
         run = (_read_run(plan, work) if plan.program is None
                else _program_run(plan, work, done.returncode, reserved))
@@ -189,6 +199,12 @@ def _broke_message(limit: str, plan: LeasePlan) -> str:
                 "stopped.")
     if limit == "processes":
         return f"the job started more than the {plan.max_processes} processes it may and was stopped."
+    if limit == "disk":
+        return (f"the job wrote more than the {plan.disk_bytes // 2**20} MiB of disk a lease may hold "
+                "and was stopped.")
+    if limit == "units":
+        return (f"the job used all {plan.max_units} units its max_units allow and was stopped; post it with "
+                "more units.")
     return f"the job ran past its {plan.wall_seconds:.0f} s and was stopped."
 
 

@@ -27,10 +27,10 @@ class Outcome:
     attempt: int
     seconds: float
     returncode: int
-    broke: str | None = None  # "memory" | "processes" | "time": the buyer's fault
+    broke: str | None = None  # "memory" | "processes" | "time" | "disk" | "units": the buyer's fault
     error: str | None = None
     result_hash: str | None = None  # 0x sha256 of the outputs' manifest, computed by the launcher
-    units: int = 0  # whole units, at most the job's max_units
+    units: int = 0  # whole units, at most the job's max_units; a buyer's failure's: what it held
     unit: str = "cpu-seconds"
     metrics: dict[str, Any] = field(default_factory=dict)
     peak_memory_bytes: int = 0

@@ -39,6 +39,10 @@ PROGRAM_PROCESSES = 256
 # process limit, as everything it starts does.
 RAY_PROCESS_ALLOWANCE = 1024
 PRIOR = "inputs/prior"  # where an earlier job's result is staged, under work/
+LEASE_DISK_BYTES = 20 * 2**30  # what a lease's directory and log may hold, unless the site says otherwise
+# A built-in job is billed for its workers' busy time, not its own Ray's start: the lease may hold
+# its devices this much longer than its units before it is stopped at max_units.
+BUILT_IN_START_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ class LeasePlan:
     wall_seconds: float
     max_units: int
     max_processes: int = 256
+    disk_bytes: int = LEASE_DISK_BYTES
     hidden: tuple[str, ...] = ()  # the provider's SWARM_HOME, the leases directory
     attempt: int = 1
     result: str = ""  # where the results go: <the buyer's output>/<compute job id>, a directory or a URI
@@ -86,11 +91,22 @@ class LeasePlan:
             return None
         return Path(self.result)
 
+    @property
+    def unit_rate(self) -> float:
+        """Units a second the lease uses while it runs: its GPUs, or else its CPUs."""
+        return max(self.gpus if self.gpus > 0 else self.cpus, 0.001)
+
+    @property
+    def unit_seconds(self) -> float:
+        """How long the lease may hold its devices before its units reach max_units."""
+        return self.max_units / self.unit_rate + (BUILT_IN_START_S if self.program is None else 0.0)
+
     def limits(self) -> Limits:
         return Limits(
             memory_bytes=self.memory_bytes,
             max_processes=self.max_processes + RAY_PROCESS_ALLOWANCE,
-            wall_seconds=self.wall_seconds,
+            wall_seconds=min(self.wall_seconds, self.unit_seconds),
+            disk_bytes=self.disk_bytes,
         )
 
     def in_lease(self, work: Path) -> ComputeJob:

@@ -16,7 +16,9 @@ gets a user namespace instead. Limits:
   processes  RLIMIT_NPROC, the processes and threads of the lease's user — a user of its
              own when the site runs as root, so no lease counts another's processes;
   time       RLIMIT_CPU for CPU seconds, and the wall clock: everything the lease started
-             is killed at the deadline.
+             is killed at the deadline;
+  disk       what its writable directories and its log hold, summed every second, and no
+             file larger than that (RLIMIT_FSIZE).
 
 A lease that breaks a limit is stopped and its outcome says which (`SandboxResult.broke`), so
 the site can fail it as the buyer's fault.
@@ -28,6 +30,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -45,6 +48,7 @@ SUBUID, SUBGID = Path("/etc/subuid"), Path("/etc/subgid")
 LEASE_USERS_ENV = "SWARM_LEASE_USERS"  # set inside a site user's namespace: how many lease uids it maps
 MIN_LEASE_USERS = 1024
 WATCH_INTERVAL_S = 0.05
+DISK_INTERVAL_S = 1.0
 PEAK_INTERVAL_S = 1.0
 PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 BWRAP_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -61,6 +65,7 @@ class Limits:
     max_processes: int  # processes (and threads) of the lease's user
     wall_seconds: float  # from start to kill
     cpu_seconds: int | None = None  # CPU time per process; None: the wall clock bounds it
+    disk_bytes: int | None = None  # what its writable directories and its log may hold together
 
     def __post_init__(self) -> None:
         if self.memory_bytes < 16 * 2**20:
@@ -75,7 +80,7 @@ class SandboxResult:
     stdout: str
     stderr: str
     seconds: float
-    broke: str | None = None  # "time", "memory" or "processes" when the lease broke that limit
+    broke: str | None = None  # "time", "memory", "processes" or "disk" when the lease broke that limit
     peak_memory_bytes: int = 0
 
 
@@ -187,7 +192,8 @@ class Sandbox:
                     # The limits are set in the child before bwrap runs: every process inside inherits them.
                     start_new_session=True, preexec_fn=lambda: _apply_limits(limits),  # noqa: PLW1509
                 )
-                broke, peak = _watch(proc, limits, start)
+                disk = [self.workdir, *(p for p, writable in self.binds if writable), *([log] if log else [])]
+                broke, peak = _watch(proc, limits, start, disk)
             seconds = time.monotonic() - start
             stdout = "" if log else out_path.read_text(errors="replace")
             stderr = "" if log else err_path.read_text(errors="replace")
@@ -254,7 +260,8 @@ def default_runtime() -> list[Path]:
     return sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), project})
 
 
-def _watch(proc: subprocess.Popen, limits: Limits, start: float) -> tuple[str | None, int]:
+def _watch(proc: subprocess.Popen, limits: Limits, start: float,
+           disk: Sequence[Path] = ()) -> tuple[str | None, int]:
     """Waits for the lease, killing it at its wall clock or when its processes together, with
     what its /tmp and /dev/shm hold, take more memory than it may; returns which limit it broke
     and its peak memory.
@@ -262,14 +269,21 @@ def _watch(proc: subprocess.Popen, limits: Limits, start: float) -> tuple[str | 
     Each look reads the lease's process tree and their resident sizes from /proc, and the use of
     its two memory file systems (cheap); their proportional sizes, which the limit is on, are
     read only when the resident total passes the limit (resident is never below proportional)
-    and once a second for the peak."""
-    peak, last_pss = 0, start
+    and once a second for the peak. What its writable directories hold on disk is summed every
+    DISK_INTERVAL_S (no file can outgrow the quota in between: RLIMIT_FSIZE)."""
+    peak, last_pss, last_disk = 0, start, start
     while proc.poll() is None:
         now = time.monotonic()
         if now - start > limits.wall_seconds:
             _kill_group(proc)
             proc.wait()
             return "time", peak
+        if limits.disk_bytes is not None and now - last_disk >= DISK_INTERVAL_S:
+            last_disk = now
+            if disk_usage(disk, limits.disk_bytes) > limits.disk_bytes:
+                _kill_group(proc)
+                proc.wait()
+                return "disk", peak
         pids = _tree(proc.pid)
         files = _tmpfs_bytes(pids, limits.memory_bytes)
         if _rss(pids) + files > limits.memory_bytes or now - last_pss >= PEAK_INTERVAL_S:
@@ -298,6 +312,36 @@ def _tmpfs_bytes(pids: Sequence[int], size: int) -> int:
             continue  # gone meanwhile
         if abs(fs.f_blocks * fs.f_frsize - size) < PAGE_BYTES:
             total += (fs.f_blocks - fs.f_bfree) * fs.f_frsize
+    return total
+
+
+def disk_usage(paths: Sequence[Path], stop_above: int | None = None) -> int:
+    """The bytes `paths` take on disk (allocated blocks, so a sparse file counts what it holds),
+    never following a link; summing stops once past `stop_above`."""
+    total = 0
+    stack = [str(p) for p in paths]
+    while stack:
+        path = stack.pop()
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        total += info.st_blocks * 512
+        if stop_above is not None and total > stop_above:
+            return total
+        if stat.S_ISDIR(info.st_mode):
+            try:
+                with os.scandir(path) as entries:
+                    for entry in entries:
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append(entry.path)
+                        else:
+                            try:
+                                total += entry.stat(follow_symlinks=False).st_blocks * 512
+                            except OSError:
+                                continue
+            except OSError:
+                continue
     return total
 
 
@@ -354,6 +398,8 @@ def _apply_limits(limits: Limits) -> None:
     if limits.cpu_seconds is not None:
         resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    if limits.disk_bytes is not None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.disk_bytes, limits.disk_bytes))
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -375,6 +421,8 @@ def _broken_limit(returncode: int, stderr: str) -> str | None:
     """Which limit a finished lease ran into, from how it ended."""
     if returncode == -signal.SIGXCPU or returncode == 128 + signal.SIGXCPU:
         return "time"
+    if returncode in (-signal.SIGXFSZ, 128 + signal.SIGXFSZ) or "File too large" in stderr:
+        return "disk"
     if "MemoryError" in stderr or "Cannot allocate memory" in stderr or "std::bad_alloc" in stderr:
         return "memory"
     if "Resource temporarily unavailable" in stderr or "BlockingIOError" in stderr \
