@@ -15,7 +15,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres browser sandbox system-packages demo test lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-failfast faults clean
+.PHONY: install postgres browser sandbox system-packages demo test lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -190,6 +190,10 @@ bench-demo: install
 # Wall time of `swarm --help`, `swarm provider status` and `swarm token balance` (≤ 0.5 s), median of ten.
 bench-startup: install
 	$(PY) bench/startup.py --runs 10
+
+# A lease's start and the storing of its 1 GiB result, on this machine (bench/lease.py).
+bench-lease: install sandbox
+	$(PY) bench/lease.py --runs 5
 
 # How soon a challenge, a probe, a bad job, a lost provider and a timed-out job give up.
 bench-failfast: install

@@ -176,6 +176,13 @@ def complete_job(
     return sender.send(swarm.market.functions.completeJob(job_id, result_hash, units_used, signature))
 
 
+def charge_job(
+    swarm: Swarm, sender: Sender, job_id: int, reason: str, units: int, signature: bytes
+) -> Receipt:
+    """A job that failed by its own fault, charged the `units` its provider signed its lease held."""
+    return sender.send(swarm.market.functions.chargeJob(job_id, reason_bytes(reason), units, signature))
+
+
 def fail_job(swarm: Swarm, sender: Sender, job_id: int, reason: str, slash_bps: int = 0) -> Receipt:
     return sender.send(swarm.market.functions.failJob(job_id, reason_bytes(reason), slash_bps))
 

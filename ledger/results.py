@@ -17,6 +17,8 @@ DOMAIN_TYPEHASH = keccak(
     b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"
 )
 JOB_RESULT_TYPEHASH = keccak(b"JobResult(uint256 jobId,bytes32 resultHash,uint64 units)")
+# A provider's word that its lease of a job failed by the job's own fault after holding `units`.
+JOB_FAILURE_TYPEHASH = keccak(b"JobFailure(uint256 jobId,uint64 units)")
 MAX_UINT64 = 2**64 - 1
 
 
@@ -38,14 +40,44 @@ def result_typed_data(
 def result_digest(chain_id: int, market: str, job_id: int, result_hash: bytes, units: int) -> bytes:
     """The 32-byte EIP-712 digest of that message, as JobMarket.resultDigest returns it."""
     _check(result_hash, units)
-    domain_separator = keccak(abi_encode(
-        ["bytes32", "bytes32", "bytes32", "uint256", "address"],
-        [DOMAIN_TYPEHASH, keccak(DOMAIN_NAME.encode()), keccak(DOMAIN_VERSION.encode()), chain_id, market],
-    ))
     struct_hash = keccak(abi_encode(
         ["bytes32", "uint256", "bytes32", "uint64"], [JOB_RESULT_TYPEHASH, job_id, bytes(result_hash), units]
     ))
-    return keccak(b"\x19\x01" + domain_separator + struct_hash)
+    return keccak(b"\x19\x01" + _domain_separator(chain_id, market) + struct_hash)
+
+
+def failure_typed_data(chain_id: int, market: str, job_id: int, units: int) -> dict[str, Any]:
+    """The typed-data message a provider signs when its lease of job `job_id` failed by the
+    job's own fault after holding `units` units."""
+    _check(bytes(32), units)
+    return typed_message(
+        "JobFailure",
+        [("jobId", "uint256"), ("units", "uint64")],
+        domain(DOMAIN_NAME, DOMAIN_VERSION, chain_id, market),
+        {"jobId": job_id, "units": units},
+    )
+
+
+def failure_digest(chain_id: int, market: str, job_id: int, units: int) -> bytes:
+    """The EIP-712 digest of `JobFailure(jobId, units)`, as JobMarket.failureDigest returns it:
+    what a provider signs for chargeJob to pay the units a failed lease held."""
+    _check(bytes(32), units)
+    struct_hash = keccak(abi_encode(["bytes32", "uint256", "uint64"], [JOB_FAILURE_TYPEHASH, job_id, units]))
+    return keccak(b"\x19\x01" + _domain_separator(chain_id, market) + struct_hash)
+
+
+def sign_failure(key: bytes, chain_id: int, market: str, job_id: int, units: int) -> bytes:
+    """The provider's 65-byte signature over its lease's failure and the units it held."""
+    from eth_account import Account
+
+    return bytes(Account.unsafe_sign_hash(failure_digest(chain_id, market, job_id, units), key).signature)
+
+
+def _domain_separator(chain_id: int, market: str) -> bytes:
+    return keccak(abi_encode(
+        ["bytes32", "bytes32", "bytes32", "uint256", "address"],
+        [DOMAIN_TYPEHASH, keccak(DOMAIN_NAME.encode()), keccak(DOMAIN_VERSION.encode()), chain_id, market],
+    ))
 
 
 def sign_result(key: bytes, chain_id: int, market: str, job_id: int, result_hash: bytes, units: int) -> bytes:

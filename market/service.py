@@ -61,7 +61,7 @@ from ledger.tx import Receipt, Sender
 from market.matcher import match
 from market.offers import Capacity, Newcomer, build_offers, job_needs, job_request
 from market.records import FINAL_STATES, MarketJob, MarketTransition
-from market.sites import LeaseResult, Sites, follow_lease
+from market.sites import ChargedFailure, LeaseResult, Sites, follow_lease
 from market.spec import JobSpec, SpecError, borrowing_refused, job_namespace, validate_spec
 
 OPEN = ("posted", "assigned", "completed", "disputed")
@@ -332,6 +332,8 @@ class MarketService:
                 report.count("ran")
             elif isinstance(error, ProviderFault):
                 self._provider_lost(session, jobs, records, job, record, str(error), report)
+            elif isinstance(error, ChargedFailure):
+                self._charge(session, jobs, record, error, report)
             elif isinstance(error, InvalidJob):
                 self._fail(session, record, "invalid-job", 0, str(error), report)
             elif isinstance(error, JobTimedOut):
@@ -380,6 +382,21 @@ class MarketService:
         if chain_jobs.job_info(self.swarm, job.job_id).slashed:
             return 0
         return self.config.fault_slash_bps
+
+    def _charge(self, session: Session, jobs: dict[int, Job], record: MarketJob, failure: ChargedFailure,
+                report: TickReport) -> None:
+        """A job that failed by its own fault is charged the units its lease held, as its provider
+        signed them; the rest of the escrow goes back to the buyer when it settles."""
+        signature = bytes.fromhex(failure.signature.removeprefix("0x"))
+        receipt = self._send(chain_jobs.charge_job, record.job_id, "job-failed", failure.units, signature)
+        if receipt is None:
+            return
+        record.error, record.result_hash = str(failure), None
+        record.units, record.unit = failure.units, failure.unit
+        jobs[record.job_id].status = "completed"
+        self._move(session, record, "completed",
+                   f"job-failed: {failure} Charged {failure.units} {failure.unit} its lease held.", receipt)
+        report.count("charged")
 
     def _fail(self, session: Session, record: MarketJob, reason: str, slash_bps: int, error: str,
               report: TickReport) -> None:

@@ -27,7 +27,12 @@ from provider.client import SiteAddress, SiteClient, SiteUnreachable
 INFO_TIMEOUT_S = 3.0
 CAPACITY_TTL_S = 2.0  # how long a site's reported capacity is trusted before it is asked again
 POLL_S = 0.5
-LOST_AFTER_S = 6.0  # a site that does not answer for this long has lost the lease
+LOST_AFTER_S = 6.0  # a site that does not answer (or fails to) for this long has lost the lease
+# A site whose chain node is down says so (503): no one's fault, followed for this long.
+CHAIN_DOWN_S = 120.0
+# A lease its site has not started (its Ray job pending: no room on the site) after this long
+# is stopped and the job given to another provider: every lease the market follows ends.
+PENDING_LIMIT_S = 120.0
 
 
 @dataclass(frozen=True)
@@ -98,34 +103,56 @@ class Sites:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
+class ChargedFailure(InvalidJob):
+    """The job failed by its own fault after its lease held `units`, which its provider signed
+    for: the market charges them (JobMarket.chargeJob) and refunds the rest."""
+
+    def __init__(self, message: str, units: int, unit: str, signature: str) -> None:
+        super().__init__(message)
+        self.units, self.unit, self.signature = units, unit, signature
+
+
 def follow_lease(client: SiteClient, job_id: int, spec: bytes, prior: bytes | None, stop: threading.Event,
-                 lost_after_s: float = LOST_AFTER_S) -> LeaseResult:
+                 lost_after_s: float = LOST_AFTER_S, pending_limit_s: float = PENDING_LIMIT_S) -> LeaseResult:
     """Starts the job's lease on its site and follows it to its end.
 
     `prior` is the spec of the job whose result this one builds on (`job:<id>`), if any.
-    Raises ProviderFault when the site stops answering for `lost_after_s` or reports it lost
-    the lease's node too often, and InvalidJob when the job failed by its own doing (it broke a
-    limit of its lease, or its code failed)."""
+    Raises ProviderFault when the site stops answering (or fails to answer) for `lost_after_s`
+    (CHAIN_DOWN_S while it says its chain node is down), leaves the lease pending for
+    `pending_limit_s`, or reports it lost the lease's node too often — asking the site to stop
+    the lease first, so a lease the market gave up on does not hold the site — and InvalidJob
+    when the job failed by its own doing (it broke a limit of its lease, or its code failed)."""
     provider = client.site.provider
     silent_since: float | None = None
+    pending_since: float | None = None
     started = False
     while not stop.is_set():
         try:
             status = client.status(job_id) if started else client.start_lease(job_id, spec, prior)
             started, silent_since = True, None
-        except SiteUnreachable as exc:
+        except (SiteUnreachable, Refused) as exc:
+            if isinstance(exc, Refused) and exc.status in (400, 403, 404, 409):
+                raise InvalidJob(f"job {job_id}: the site of {provider} refused it: {exc}") from None
+            # Silent, or failing to answer: the lease is lost only if that lasts.
             silent_since = silent_since or time.monotonic()
-            if time.monotonic() - silent_since > lost_after_s:
+            limit = CHAIN_DOWN_S if isinstance(exc, Refused) and exc.status == 503 else lost_after_s
+            if time.monotonic() - silent_since > limit:
+                _stop_quietly(client, job_id)
+                what = "failed" if isinstance(exc, Refused) else "stopped answering"
                 raise ProviderFault(
-                    provider, f"job {job_id}: the site of {provider} stopped answering ({exc})"
-                )
+                    provider, f"job {job_id}: the site of {provider} {what} for {limit:.0f} s ({exc})"
+                ) from None
             stop.wait(POLL_S)
             continue
-        except Refused as exc:
-            if exc.status in (400, 403, 404, 409):
-                raise InvalidJob(f"job {job_id}: the site of {provider} refused it: {exc}") from None
-            raise ProviderFault(provider, f"job {job_id}: the site of {provider} failed: {exc}") from None
         state = status["state"]
+        if state == "pending":
+            pending_since = pending_since or time.monotonic()
+            if time.monotonic() - pending_since > pending_limit_s:
+                _stop_quietly(client, job_id)
+                raise ProviderFault(provider, f"job {job_id}: the site of {provider} did not start its lease "
+                                              f"in {pending_limit_s:.0f} s")
+        else:
+            pending_since = None
         if state == "succeeded":
             return LeaseResult(
                 provider,
@@ -139,6 +166,19 @@ def follow_lease(client: SiteClient, job_id: int, spec: bytes, prior: bytes | No
         if state in ("failed", "stopped"):
             if status.get("fault") == "provider":
                 raise ProviderFault(provider, f"job {job_id}: {status.get('error')}")
-            raise InvalidJob(f"job {job_id} failed on the site of {provider}: {status.get('error')}")
+            error = f"job {job_id} failed on the site of {provider}: {status.get('error')}"
+            if state == "failed" and int(status.get("units") or 0) > 0 and status.get("signature"):
+                raise ChargedFailure(error, int(status["units"]), str(status.get("unit")),
+                                     status["signature"])
+            raise InvalidJob(error)
         stop.wait(POLL_S)
     raise ProviderFault(provider, f"job {job_id}: the market stopped following it")
+
+
+def _stop_quietly(client: SiteClient, job_id: int) -> None:
+    """Asks the site to stop a lease the market gives up on; a site that does not answer has
+    lost it anyway."""
+    try:
+        client.stop(job_id)
+    except (SiteUnreachable, Refused, ValueError):
+        pass

@@ -50,6 +50,8 @@ MAX_CELLS = 4096  # rows one opening request may ask for
 Planner = Callable[[JobView, int, bytes, int, "bytes | None"], LeasePlan]
 # (job_id, result_hash, units) -> the provider's signature
 ResultSigner = Callable[[int, bytes, int], bytes]
+# (job_id, units) -> the provider's signature that its lease failed by the job's fault after `units`
+FailureSigner = Callable[[int, int], bytes]
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,9 @@ class LeaseStatus:
     result_hash: str | None = None
     units: int = 0
     unit: str = "cpu-seconds"
-    signature: str | None = None  # 0x, the provider's over (jobId, resultHash, units)
+    # 0x, the provider's over (jobId, resultHash, units); for a failure by the job's own fault
+    # that held units, over (jobId, units), which the market charges
+    signature: str | None = None
     metrics: dict[str, Any] | None = None
     fault: str | None = None  # a failed lease's: "buyer" (its job) or "provider" (the site lost it)
     compute_id: str | None = None  # its compute job id: the name of its results in the buyer's output
@@ -76,7 +80,7 @@ class Site:
     """The leases of one provider's site, run on its Ray cluster."""
 
     def __init__(self, root: Path, provider: str, dashboard_url: str, planner: Planner, signer: ResultSigner,
-                 hidden: tuple[str, ...] = ()) -> None:
+                 hidden: tuple[str, ...] = (), failure_signer: FailureSigner | None = None) -> None:
         from ray.job_submission import JobSubmissionClient
 
         self.root = root
@@ -85,6 +89,7 @@ class Site:
         self.provider = provider
         self.planner = planner
         self.signer = signer
+        self.failure_signer = failure_signer
         self.hidden = tuple(hidden) + (str(self.leases),)
         self.jobs = JobSubmissionClient(dashboard_url)
         self._lock = threading.Lock()
@@ -175,12 +180,17 @@ class Site:
             compute_id=plan.job.job_id,
             result_uri=plan.result if outcome.state == "succeeded" else None,
         )
-        if outcome.state != "succeeded":
+        charged = outcome.fault == "buyer" and outcome.units > 0 and self.failure_signer is not None
+        if outcome.state != "succeeded" and not charged:
             return status
         signed = directory / "signature"
         if not signed.is_file():
-            assert outcome.result_hash is not None  # a lease that succeeded has one
-            signature = self.signer(job_id, bytes.fromhex(outcome.result_hash[2:]), outcome.units)
+            if outcome.state == "succeeded":
+                assert outcome.result_hash is not None  # a lease that succeeded has one
+                signature = self.signer(job_id, bytes.fromhex(outcome.result_hash[2:]), outcome.units)
+            else:
+                assert self.failure_signer is not None
+                signature = self.failure_signer(job_id, outcome.units)
             signed.write_text("0x" + signature.hex())
         return LeaseStatus(**(status.as_dict() | {"signature": signed.read_text().strip()}))
 

@@ -18,6 +18,7 @@ from typing import Any
 from fastapi import Request  # module level: FastAPI resolves the routes' annotations here
 
 from compute.errors import ComputeError
+from ledger.errors import ChainUnavailable
 from provider.agent import MAX_CELLS, PROBE_TIMEOUT_S, Site
 from provider.auth import JobView, Refused, SiteRequest
 
@@ -41,6 +42,12 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
     @app.exception_handler(ComputeError)
     async def failed(_request: Request, exc: ComputeError):
         return JSONResponse({"error": str(exc)}, status_code=500)
+
+    @app.exception_handler(ChainUnavailable)
+    async def chain_down(_request: Request, exc: ChainUnavailable):
+        # No one's fault, and passing: the caller asks again (the market follows a lease through it).
+        return JSONResponse({"error": f"The site cannot reach its chain node now ({exc}); ask again "
+                                      "shortly."}, status_code=503)
 
     @app.exception_handler(Exception)
     async def crashed(request: Request, exc: Exception):

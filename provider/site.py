@@ -21,7 +21,7 @@ from compute import cluster
 from compute.node import RayHome
 from compute.order import job_namespace
 from ledger.client import Swarm
-from ledger.results import result_typed_data
+from ledger.results import failure_typed_data, result_typed_data
 from ledger.tx import Sender
 from provider.agent import Site
 from provider.api import listen, make_app, serve
@@ -88,7 +88,11 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
     def signer(job_id: int, result_hash: bytes, units: int) -> bytes:
         return sender.sign_typed_data(result_typed_data(chain_id, market, job_id, result_hash, units))
 
-    site = Site(root, provider, state.dashboard, planner, signer, hidden=(str(home),))
+    def failure_signer(job_id: int, units: int) -> bytes:
+        return sender.sign_typed_data(failure_typed_data(chain_id, market, job_id, units))
+
+    site = Site(root, provider, state.dashboard, planner, signer, hidden=(str(home),),
+                failure_signer=failure_signer)
     nonces = NonceBook(root / "nonces.db")
 
     def authorizer(request: SiteRequest, signature: bytes, spec_hash: bytes | None):

@@ -382,6 +382,8 @@ def _chain_rows(info: JobInfo, escrow_held: int) -> list[tuple[str, str]]:
         rows.append(("dispute end", when(info.dispute_end)))
     if info.result_hash != ZERO_HASH:
         rows.append(("result hash", "0x" + info.result_hash.hex()))
+    elif info.dispute_end:  # done with no result: charged
+        rows.append(("result", "none: the job failed by its own fault, charged the units its lease held"))
     return rows
 
 

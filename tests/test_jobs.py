@@ -250,3 +250,41 @@ def test_a_dispute_the_arbiter_leaves_undecided_is_split_half_and_half(
     assert expired.args["bondRefund"] > 0
     assert jobs.job_info(swarm, job_id).status is JobStatus.SETTLED
     assert swarm.balance_of(swarm.market.address) == swarm.market.functions.totalEscrowed().call()
+
+
+def test_a_job_that_failed_by_its_own_fault_is_charged_the_units_its_provider_signed(
+        swarm: Swarm, rpc: RpcClient, parties) -> None:
+    from eth_account import Account
+    from eth_account.messages import encode_typed_data
+
+    from ledger.results import failure_digest, failure_typed_data, sign_failure
+
+    provider, buyer, matcher = parties
+    treasury = swarm.market.functions.treasury().call()
+    buyer0, provider0, treasury0 = (swarm.balance_of(a) for a in (buyer.address, provider.address, treasury))
+    job_id, _ = jobs.post_job(swarm, buyer, SPEC, PRICE, UNITS, swarm.chain.timestamp() + 3_600)
+    jobs.assign_job(swarm, matcher, job_id, provider.address, PRICE)
+    chain_id, market = swarm.chain.chain_id, swarm.market.address
+    on_chain = swarm.market.functions.failureDigest(job_id, 7).call()
+    assert failure_digest(chain_id, market, job_id, 7) == on_chain
+    typed = encode_typed_data(full_message=failure_typed_data(chain_id, market, job_id, 7))
+    assert bytes(typed.body) != b"" and Account.recover_message(
+        typed, signature=provider.sign_typed_data(failure_typed_data(chain_id, market, job_id, 7))
+    ) == provider.address, "what the site signs through its sender is what chargeJob checks"
+
+    signed = sign_failure(dev_account(1).key, chain_id, market, job_id, 7)
+    with pytest.raises(TransactionFailed, match="BadResultSignature"):  # the matcher cannot inflate it
+        jobs.charge_job(swarm, matcher, job_id, "job-failed", 8, signed)
+    receipt = jobs.charge_job(swarm, matcher, job_id, "job-failed", 7, signed)
+    (charged,) = swarm.events(receipt, "JobCharged")
+    assert charged.args["unitsUsed"] == 7 and charged.args["provider"] == provider.address
+    info = jobs.job_info(swarm, job_id)
+    assert info.status is JobStatus.COMPLETED and info.result_hash == bytes(32) and info.units_used == 7
+
+    rpc.increase_time(swarm.market.functions.disputeWindow().call())
+    jobs.settle_job(swarm, matcher, job_id)
+    payment = 7 * PRICE
+    fee = payment * swarm.market.functions.feeBps().call() // 10_000
+    assert swarm.balance_of(provider.address) == provider0 + payment - fee
+    assert swarm.balance_of(treasury) == treasury0 + fee
+    assert swarm.balance_of(buyer.address) == buyer0 - payment, "the rest of the escrow refunded"

@@ -203,6 +203,37 @@ def test_posted_job_runs_completes_and_pays_provider_and_refunds_buyer(
     assert states == ["queued", "assigned", "running", "ran", "completed", "settled"]
 
 
+CRASHES = "import time\ntime.sleep(2)\nprint(1 / 0)\n"
+
+
+def test_a_job_that_fails_by_its_own_fault_pays_for_what_its_lease_held_and_refunds_the_rest(
+    swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine, rpc: RpcClient,
+) -> None:
+    buyer = dev_account(BUYER).address
+    treasury = swarm.market.functions.treasury().call()
+    before = balances(swarm, buyer, PROVIDER_A, treasury, swarm.market.address)
+    (job_id,) = post(swarm, swarm_home, program_spec(swarm_home, CRASHES))
+
+    drive(service, in_state(ledger_engine, job_id, "completed"))
+    info = job_info(swarm, job_id)
+    rec = record(ledger_engine, job_id)
+    assert info.status == JobStatus.COMPLETED and info.result_hash == bytes(32), "charged: no result"
+    assert info.provider == PROVIDER_A, "the cheapest provider"
+    assert 2 <= info.units_used == rec.units <= 30, "the CPU-seconds its lease held, signed by its provider"
+    assert "ZeroDivisionError" in rec.error
+    details = [t.detail for t in _transitions(ledger_engine, job_id)]
+    assert any(d.startswith("job-failed:") and f"Charged {info.units_used}" in d for d in details)
+
+    settle_after_window(swarm, rpc, service, ledger_engine, [job_id])
+    payment = info.units_used * info.price_per_unit
+    fee = payment * info.fee_bps // 10_000
+    after = balances(swarm, buyer, PROVIDER_A, treasury, swarm.market.address)
+    assert after[0] - before[0] == -payment, "the buyer is refunded all it did not use"
+    assert after[1] - before[1] == payment - fee, "the provider is paid for what ran"
+    assert after[2] - before[2] == fee
+    assert after[3] == before[3], "nothing is left in escrow"
+
+
 def test_a_completion_the_chain_lost_is_sent_again_and_the_job_settles_once(
     swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine, rpc: RpcClient,
 ) -> None:

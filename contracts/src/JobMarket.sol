@@ -55,6 +55,9 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     bytes32 public constant ARBITER_ROLE = keccak256("ARBITER_ROLE");
     /// @notice The EIP-712 type a provider signs to vouch for a job's result and units.
     bytes32 public constant JOB_RESULT_TYPEHASH = keccak256("JobResult(uint256 jobId,bytes32 resultHash,uint64 units)");
+    /// @notice What a provider signs when its lease of a job failed by the job's own fault
+    /// after holding `units` units: {chargeJob} pays those.
+    bytes32 public constant JOB_FAILURE_TYPEHASH = keccak256("JobFailure(uint256 jobId,uint64 units)");
 
     uint16 internal constant BPS = 10_000;
     /// @notice The highest protocol fee the admin may set: 20%.
@@ -78,7 +81,7 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
         None,
         Posted,
         Assigned,
-        Completed, // awaiting the dispute window
+        Completed, // awaiting the dispute window: with a result, or charged (failed by its own fault)
         Disputed,
         Settled,
         Failed,
@@ -142,6 +145,9 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
         uint16 slashBps
     );
     event JobCompleted(uint256 indexed jobId, bytes32 resultHash, uint256 unitsUsed, uint64 disputeEnd);
+    event JobCharged(
+        uint256 indexed jobId, address indexed provider, bytes32 reason, uint256 unitsUsed, uint64 disputeEnd
+    );
     event JobDisputed(uint256 indexed jobId, address indexed by, uint256 bond);
     event DisputeResolved(uint256 indexed jobId, bool buyerUpheld, uint16 slashBps);
     event DisputeExpired(uint256 indexed jobId, uint256 bondRefund);
@@ -179,6 +185,7 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     /// @notice The signature given for job `jobId`'s result is not its provider's over that
     /// job, result hash and units (see {resultDigest}).
     error BadResultSignature(uint256 jobId);
+    error EmptyResult(uint256 jobId);
 
     /// @dev The market needs the vault's SLASHER_ROLE to hold and slash stake; without it
     /// assignment, completion and disputes revert.
@@ -360,7 +367,8 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     /// job's current provider's signature over {resultDigest}`(jobId, resultHash,
     /// unitsUsed)`: a 65-byte ECDSA signature from its key, or whatever its contract
     /// wallet accepts through ERC-1271 ({BadResultSignature} otherwise). The matcher
-    /// chooses when to submit a result, never what it says. Only MATCHER_ROLE.
+    /// chooses when to submit a result, never what it says. A zero result hash is
+    /// refused ({EmptyResult}): it marks a charged failure ({chargeJob}). Only MATCHER_ROLE.
     /// Emits {JobCompleted}.
     function completeJob(uint256 jobId, bytes32 resultHash, uint64 unitsUsed, bytes calldata providerSignature)
         external
@@ -369,18 +377,32 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
         Job storage job = _job(jobId);
         _requireStatus(jobId, job, Status.Assigned);
         if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
-        if (unitsUsed > job.maxUnits) revert UnitsAboveMax(unitsUsed, job.maxUnits);
-        bytes32 digest = resultDigest(jobId, resultHash, unitsUsed);
-        if (!SignatureChecker.isValidSignatureNow(job.provider, digest, providerSignature)) {
-            revert BadResultSignature(jobId);
-        }
-        uint64 disputeEnd = uint64(block.timestamp) + disputeWindow;
-        job.status = Status.Completed;
-        job.unitsUsed = unitsUsed;
-        job.disputeEnd = disputeEnd;
+        if (resultHash == bytes32(0)) revert EmptyResult(jobId);
+        _recordUnits(jobId, job, unitsUsed, resultDigest(jobId, resultHash, unitsUsed), providerSignature);
         job.resultHash = resultHash;
-        emit JobCompleted(jobId, resultHash, unitsUsed, disputeEnd);
-        _holdPastDeadline(job, disputeEnd);
+        emit JobCompleted(jobId, resultHash, unitsUsed, job.disputeEnd);
+        _holdPastDeadline(job, job.disputeEnd);
+    }
+
+    /// @notice Charges an assigned job that failed by its own fault (its program crashed, it
+    /// broke a limit of its lease, it ran out its units) for the `unitsUsed` its lease held
+    /// (at most maxUnits), by its deadline: like {completeJob} without a result. The job
+    /// awaits its dispute window as a completed one whose result hash is zero; {settleJob}
+    /// then pays the provider `unitsUsed × price` less the fee and refunds the rest, and the
+    /// buyer may dispute it as any completed job. `providerSignature` is the job's current
+    /// provider's over {failureDigest}`(jobId, unitsUsed)`, so the matcher chooses when to
+    /// charge, never how much; a provider's own fault is never charged ({failJob}).
+    /// Only MATCHER_ROLE. Emits {JobCharged}.
+    function chargeJob(uint256 jobId, bytes32 reason, uint64 unitsUsed, bytes calldata providerSignature)
+        external
+        onlyRole(MATCHER_ROLE)
+    {
+        Job storage job = _job(jobId);
+        _requireStatus(jobId, job, Status.Assigned);
+        if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
+        _recordUnits(jobId, job, unitsUsed, failureDigest(jobId, unitsUsed), providerSignature);
+        emit JobCharged(jobId, job.provider, reason, unitsUsed, job.disputeEnd);
+        _holdPastDeadline(job, job.disputeEnd);
     }
 
     /// @notice Fails an assigned job: refunds the buyer in full and, where the provider
@@ -457,6 +479,13 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
         return _hashTypedDataV4(keccak256(abi.encode(JOB_RESULT_TYPEHASH, jobId, resultHash, units)));
     }
 
+    /// @notice The EIP-712 digest a provider signs to vouch that its lease of job `jobId` failed
+    /// by the job's own fault after holding `units` units: the typed struct
+    /// `JobFailure(uint256 jobId,uint64 units)` in the market's domain (see {resultDigest}).
+    function failureDigest(uint256 jobId, uint64 units) public view returns (bytes32) {
+        return _hashTypedDataV4(keccak256(abi.encode(JOB_FAILURE_TYPEHASH, jobId, units)));
+    }
+
     /// @notice The tokens job `jobId` holds in escrow while it is open, its dispute bond included.
     function escrowOf(uint256 jobId) public view returns (uint256) {
         Job storage job = _jobs[jobId];
@@ -529,6 +558,24 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
         if (toProvider > 0) token.safeTransfer(job.provider, toProvider);
         if (fee > 0) token.safeTransfer(treasury, fee);
         if (refund > 0) token.safeTransfer(job.buyer, refund);
+    }
+
+    /// @dev Moves an assigned job to Completed with the units its provider signed for (`digest`,
+    /// a result's or a failure's), opening its dispute window.
+    function _recordUnits(
+        uint256 jobId,
+        Job storage job,
+        uint64 unitsUsed,
+        bytes32 digest,
+        bytes calldata signature
+    ) private {
+        if (unitsUsed > job.maxUnits) revert UnitsAboveMax(unitsUsed, job.maxUnits);
+        if (!SignatureChecker.isValidSignatureNow(job.provider, digest, signature)) {
+            revert BadResultSignature(jobId);
+        }
+        job.status = Status.Completed;
+        job.unitsUsed = unitsUsed;
+        job.disputeEnd = uint64(block.timestamp) + disputeWindow;
     }
 
     /// @dev Takes a job's escrow off the books; the caller has already moved it to a

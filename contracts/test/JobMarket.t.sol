@@ -80,6 +80,13 @@ contract JobMarketTest is SwarmTestBase {
         market.completeJob(jobId, resultHash, units, signature);
     }
 
+    /// @dev Charges `units` for a failure by the job's own fault, signed by the job's provider.
+    function _charge(uint256 jobId, uint64 units) internal {
+        bytes memory signature = JobResults.signFailure(aliceKey, address(market), jobId, units);
+        vm.prank(matcher);
+        market.chargeJob(jobId, REASON, units, signature);
+    }
+
     function _expectBadSignature(uint256 jobId) internal {
         vm.expectRevert(abi.encodeWithSelector(JobMarket.BadResultSignature.selector, jobId));
     }
@@ -1017,6 +1024,133 @@ contract JobMarketTest is SwarmTestBase {
         _completeWith(jobId, RESULT, UNITS + 1, signature);
     }
 
+    function test_RevertWhen_CompleteJobWithAnEmptyResult() public {
+        uint256 jobId = _assigned();
+        bytes memory signature = _providerSignature(jobId, bytes32(0), USED);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.EmptyResult.selector, jobId));
+        _completeWith(jobId, bytes32(0), USED, signature);
+    }
+
+    // ─── chargeJob: a failure by the job's own fault, paid for what it used ──
+
+    function test_ChargeJob_OpensTheDisputeWindowAndSettlesForTheUnitsUsed() public {
+        uint256 jobId = _assigned();
+        uint64 disputeEnd = uint64(block.timestamp) + DISPUTE_WINDOW;
+        vm.expectEmit(address(market));
+        emit JobMarket.JobCharged(jobId, alice, REASON, USED, disputeEnd);
+        _charge(jobId, USED);
+        JobMarket.Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.status), uint8(JobMarket.Status.Completed));
+        assertEq(job.resultHash, bytes32(0), "no result: a charged failure");
+        assertEq(job.unitsUsed, USED);
+        assertEq(market.escrowOf(jobId), ESCROW, "held until the window closes");
+        assertGe(vault.providerInfo(alice).heldUntil, disputeEnd);
+
+        uint256 treasuryBefore = token.balanceOf(treasury);
+        vm.warp(block.timestamp + DISPUTE_WINDOW);
+        vm.expectEmit(address(market));
+        emit JobMarket.JobSettled(jobId, alice, PROVIDER_CUT, FEE, REFUND);
+        market.settleJob(jobId);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + PROVIDER_CUT);
+        assertEq(token.balanceOf(treasury), treasuryBefore + FEE);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW + REFUND);
+        assertEq(market.totalEscrowed(), 0);
+    }
+
+    function test_ChargedJob_DisputedAndUpheldRefundsTheBuyerInFull() public {
+        uint256 jobId = _assigned();
+        _charge(jobId, UNITS);
+        vm.prank(carol);
+        market.disputeJob(jobId);
+        vm.prank(arbiter);
+        market.resolveDispute(jobId, true, 0);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS, "escrow and bond back");
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE);
+        assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Failed));
+    }
+
+    function test_RevertWhen_ChargeJobWithAResultsSignature() public {
+        uint256 jobId = _assigned();
+        // The provider's word on a result (even an empty one) is not its word on a failure.
+        bytes memory signature = _signResult(aliceKey, jobId, bytes32(0), USED);
+        _expectBadSignature(jobId);
+        vm.prank(matcher);
+        market.chargeJob(jobId, REASON, USED, signature);
+    }
+
+    function test_RevertWhen_ChargeJobUnitsOtherThanSigned() public {
+        uint256 jobId = _assigned();
+        bytes memory signature = JobResults.signFailure(aliceKey, address(market), jobId, USED);
+        _expectBadSignature(jobId);
+        vm.prank(matcher);
+        market.chargeJob(jobId, REASON, USED + 1, signature);
+    }
+
+    function test_RevertWhen_ChargeJobSignedByAnotherProvider() public {
+        uint256 jobId = _assigned();
+        bytes memory signature = JobResults.signFailure(bobKey, address(market), jobId, USED);
+        _expectBadSignature(jobId);
+        vm.prank(matcher);
+        market.chargeJob(jobId, REASON, USED, signature);
+    }
+
+    function test_RevertWhen_ChargeJobUnitsAboveMax() public {
+        uint256 jobId = _assigned();
+        bytes memory signature = JobResults.signFailure(aliceKey, address(market), jobId, UNITS + 1);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.UnitsAboveMax.selector, UNITS + 1, UNITS));
+        vm.prank(matcher);
+        market.chargeJob(jobId, REASON, UNITS + 1, signature);
+    }
+
+    function test_RevertWhen_ChargeJobCallerNotMatcher() public {
+        uint256 jobId = _assigned();
+        bytes memory signature = JobResults.signFailure(aliceKey, address(market), jobId, USED);
+        _expectUnauthorized(alice, MATCHER_ROLE);
+        vm.prank(alice); // even the provider, with its own signature
+        market.chargeJob(jobId, REASON, USED, signature);
+    }
+
+    function test_RevertWhen_ChargeJobNotAssignedOrAfterDeadline() public {
+        uint256 posted = _postDefault();
+        bytes memory signature = JobResults.signFailure(aliceKey, address(market), posted, USED);
+        _expectWrongStatus(posted, JobMarket.Status.Posted);
+        vm.prank(matcher);
+        market.chargeJob(posted, REASON, USED, signature);
+
+        uint256 jobId = _assigned();
+        signature = JobResults.signFailure(aliceKey, address(market), jobId, USED);
+        vm.warp(deadline + 1);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.DeadlinePassed.selector, jobId, deadline));
+        vm.prank(matcher);
+        market.chargeJob(jobId, REASON, USED, signature);
+    }
+
+    function testFuzz_ChargePaysEachPartyItsShare(uint128 price, uint64 unitsUsed, uint16 fee) public {
+        price = uint128(bound(price, 0, CAP));
+        unitsUsed = uint64(bound(unitsUsed, 0, UNITS));
+        fee = uint16(bound(fee, 0, market.MAX_FEE_BPS()));
+        vm.prank(admin);
+        market.setFee(fee, treasury);
+        uint256 treasuryBefore = token.balanceOf(treasury);
+        uint256 jobId = _postDefault();
+        _assign(jobId, alice, price);
+        _charge(jobId, unitsUsed);
+        vm.warp(block.timestamp + DISPUTE_WINDOW);
+        market.settleJob(jobId);
+
+        uint256 payment = uint256(price) * unitsUsed;
+        uint256 expectedFee = payment * fee / BPS;
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + payment - expectedFee, "provider");
+        assertEq(token.balanceOf(treasury), treasuryBefore + expectedFee, "treasury");
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - payment, "buyer");
+        assertEq(token.balanceOf(address(market)), market.totalEscrowed());
+    }
+
+    function test_FailureDigestIsTheEip712Standard() public view {
+        assertEq(market.failureDigest(7, USED), JobResults.failureDigest(address(market), 7, USED));
+        assertTrue(market.failureDigest(7, USED) != market.resultDigest(7, bytes32(0), USED));
+    }
+
     // ─── completeJob: the provider's signature ───────────────────────────────
 
     function test_ResultDigest_IsTheEip712JobResultInTheMarketsDomain() public view {
@@ -1152,6 +1286,7 @@ contract JobMarketTest is SwarmTestBase {
     ) public {
         signedUnits = uint64(bound(signedUnits, 0, UNITS));
         units = uint64(bound(units, 0, UNITS));
+        vm.assume(signedHash != bytes32(0) && resultHash != bytes32(0)); // an empty result is refused first
         if (sameResult) (resultHash, units) = (signedHash, signedUnits);
         uint256 jobId = _assigned();
         bytes memory signature = _signResult(aliceKey, jobId, signedHash, signedUnits);

@@ -35,6 +35,7 @@ JOB_EVENTS = frozenset(
         "JobAssigned",
         "JobReassigned",
         "JobCompleted",
+        "JobCharged",
         "JobDisputed",
         "JobSettled",
         "JobFailed",
@@ -255,6 +256,14 @@ class Projection:
                 result_hash=a["resultHash"],
                 units_used=a["unitsUsed"],
                 dispute_end=a["disputeEnd"],
+            )
+        elif name == "JobCharged":  # failed by its own fault: completed with no result, for its units
+            j.update(
+                status="completed",
+                result_hash="0x" + "00" * 32,
+                units_used=a["unitsUsed"],
+                dispute_end=a["disputeEnd"],
+                fail_reason=bytes32_text(a["reason"]),
             )
         elif name == "JobDisputed":
             j["status"] = "disputed"

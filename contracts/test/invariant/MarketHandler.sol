@@ -165,6 +165,36 @@ contract MarketHandler is HandlerBase {
         _complete(id, job, units);
     }
 
+    /// @dev Charges a live assigned job for the units its provider signed it used before it
+    /// failed by its own fault (assigning one first if there is none); the matcher's own
+    /// signature or a result's over the same units is refused first.
+    function chargeJob(uint256 jobSeed, uint256 units) external step {
+        (uint256 id, JobMarket.Job memory job) = _assignedLive(jobSeed);
+        if (id == 0) return;
+        units = _bound(units, 0, job.maxUnits);
+        _forgeCharge(id, units, JobResults.signFailure(matcherKey, address(market), id, uint64(units)));
+        _forgeCharge(id, units, _sign(_keyOf[job.provider], id, bytes32(0), units));
+        bytes memory signature = JobResults.signFailure(_keyOf[job.provider], address(market), id, uint64(units));
+        signedResult[id] = keccak256(abi.encode(job.provider, bytes32(0), units));
+        vm.prank(matcher);
+        market.chargeJob(id, "job-failed", uint64(units), signature);
+        _afterComplete(id);
+        _count("charge");
+    }
+
+    /// @dev The matcher charges job `id` with a signature its provider did not give for that
+    /// failure: the market must refuse it with BadResultSignature.
+    function _forgeCharge(uint256 id, uint256 units, bytes memory signature) private {
+        vm.prank(matcher);
+        try market.chargeJob(id, "job-failed", uint64(units), signature) {
+            forgedResultAccepted = true;
+        } catch (bytes memory err) {
+            if (keccak256(err) != keccak256(abi.encodeWithSelector(JobMarket.BadResultSignature.selector, id))) {
+                forgedResultAccepted = true;
+            }
+        }
+    }
+
     /// @dev Tries every forgery on a live assigned job (assigning one first if there is
     /// none), each within the job's units so that only the signature can refuse it: the
     /// matcher's own signature, another provider's, and the provider's signature over other

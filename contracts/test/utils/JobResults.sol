@@ -23,6 +23,24 @@ library JobResults {
         return keccak256(abi.encodePacked("\x19\x01", domainSeparator, structHash));
     }
 
+    bytes32 internal constant JOB_FAILURE_TYPEHASH = keccak256("JobFailure(uint256 jobId,uint64 units)");
+
+    /// @dev The digest of `JobFailure(jobId, units)` in the domain of `market`: a provider's word
+    /// that its lease of the job failed by the job's own fault after holding `units` units.
+    function failureDigest(address market, uint256 jobId, uint64 units) internal view returns (bytes32) {
+        bytes32 domainSeparator =
+            keccak256(abi.encode(DOMAIN_TYPEHASH, keccak256("SwarmJobMarket"), keccak256("1"), block.chainid, market));
+        return keccak256(
+            abi.encodePacked("\x19\x01", domainSeparator, keccak256(abi.encode(JOB_FAILURE_TYPEHASH, jobId, units)))
+        );
+    }
+
+    /// @dev `key`'s 65-byte signature over that failure digest.
+    function signFailure(uint256 key, address market, uint256 jobId, uint64 units) internal view returns (bytes memory) {
+        (uint8 v, bytes32 r, bytes32 s) = VM.sign(key, failureDigest(market, jobId, units));
+        return abi.encodePacked(r, s, v);
+    }
+
     /// @dev `key`'s 65-byte signature (r, s, v) over that digest.
     function sign(uint256 key, address market, uint256 jobId, bytes32 resultHash, uint64 units)
         internal
