@@ -218,6 +218,49 @@ def test_attacks_fail_and_the_site_keeps_serving(site) -> None:
     assert _finished(matcher, job_id)["state"] == "succeeded"
 
 
+LEAVE_BEHIND = {
+    # A link where the site once wrote its manifest, aimed at the provider's keystore: the site
+    # writes its manifest at the buyer's output instead, and the job stands.
+    "a link for the manifest": (
+        ("import os, pathlib\n"
+         "pathlib.Path(os.environ['SWARM_OUTPUT_DIR'], 'a.txt').write_text('1')\n"
+         "os.symlink({home!r} + '/keys/provider.json', 'manifest.json')\n"),
+        "succeeded",
+    ),
+    # A FIFO among the outputs: the site refuses it without opening it, as the buyer's fault.
+    "a FIFO among the outputs": ("import os\nos.mkfifo(os.path.join(os.environ['SWARM_OUTPUT_DIR'], 'x'))\n",
+                                 "failed"),
+    # A lease that would run on past the units it may use.
+    "a lease past its units": ("import time\ntime.sleep(600)\n", "failed"),
+}
+
+
+def test_what_a_lease_leaves_or_holds_cannot_make_the_site_write_hang_or_serve_it_for_free(site) -> None:
+    matcher = _client(site)
+    keystore = site["home"] / "keys" / "provider.json"
+    before = keystore.read_text()
+    started = {}
+    for name, (template, _) in LEAVE_BEHIND.items():
+        spec = _program(site, template.format(home=str(site["home"])))
+        if name == "a lease past its units":
+            spec["max_units"] = 3
+        job_id, body = _assigned(site, spec)
+        matcher.start_lease(job_id, body)
+        started[name] = job_id
+    for name, (_, state) in LEAVE_BEHIND.items():
+        done = _finished(matcher, started[name])
+        assert done["state"] == state, (name, done)
+        if state == "failed":
+            assert done["fault"] == "buyer" and done["units"] >= 1 and done["signature"], (name, done)
+    assert keystore.read_text() == before, "the provider's keystore is untouched"
+    capped = _finished(matcher, started["a lease past its units"])
+    assert capped["broke"] == "units" and capped["units"] == 3
+    ours = {str(job_id) for job_id in started.values()}
+    leases = site["home"] / "site" / "leases"
+    left = [p for p in leases.glob("*/work") if p.parent.name.split("-")[0] in ours]
+    assert left == [], "every lease's directory is given back"
+
+
 def test_the_oracle_committee_probes_every_node_and_challenges_the_site(site) -> None:
     from eth_account import Account
 
@@ -373,7 +416,9 @@ def test_a_lease_runs_on_a_machine_that_joined_the_site_with_nothing_of_the_head
         done = _finished(matcher, job_id)
         assert done["state"] == "succeeded", (done, buyer.logs(job_id)[-2000:])
         (ran,) = (machine / "site" / "leases").glob(f"{job_id}-*")
-        assert (ran / "work" / "outputs" / "answer.txt").read_text() == str(sum(range(1000)))
+        assert (ran / "outcome.json").is_file(), "it ran there"
+        assert not (ran / "work").exists(), "and gave back its disk"
+        assert (Path(done["result_uri"]) / "outputs" / "answer.txt").read_text() == str(sum(range(1000)))
         head_lease = next((site["home"] / "site" / "leases").glob(f"{job_id}-*"))
         assert (head_lease / "lease.json").is_file() and not (head_lease / "work").exists()
         logs = buyer.logs(job_id)
