@@ -287,7 +287,10 @@ def _watch(proc: subprocess.Popen, limits: Limits, start: float,
         pids = _tree(proc.pid)
         files = _tmpfs_bytes(pids, limits.memory_bytes)
         if _rss(pids) + files > limits.memory_bytes or now - last_pss >= PEAK_INTERVAL_S:
-            held, last_pss = _pss(pids) + files, now
+            pss, mapped = _pss(pids)
+            # What its memory file systems hold and no process of it maps (a mapped page, Ray's
+            # object store in /dev/shm, is in its processes' PSS already).
+            held, last_pss = pss + max(0, files - mapped), now
             peak = max(peak, held)
             if held > limits.memory_bytes:
                 _kill_group(proc)
@@ -379,17 +382,22 @@ def _rss(pids: Sequence[int]) -> int:
     return total
 
 
-def _pss(pids: Sequence[int]) -> int:
-    """The processes' proportional set size: each one's private memory plus its share of what
-    it maps with others (a library every worker loads counts once over them all)."""
-    total = 0
+def _pss(pids: Sequence[int]) -> tuple[int, int]:
+    """The processes' proportional set size — each one's private memory plus its share of what
+    it maps with others (a library every worker loads counts once over them all) — and the part
+    of it that is shared memory (tmpfs files, /dev/shm) they map."""
+    total = shmem = 0
     for pid in pids:
         try:
             with open(f"/proc/{pid}/smaps_rollup") as f:
-                total += next(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
-        except (FileNotFoundError, ProcessLookupError, PermissionError, StopIteration):
+                for line in f:
+                    if line.startswith("Pss:"):
+                        total += int(line.split()[1]) * 1024
+                    elif line.startswith("Pss_Shmem:"):
+                        shmem += int(line.split()[1]) * 1024
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
             pass
-    return total
+    return total, shmem
 
 
 def _apply_limits(limits: Limits) -> None:
