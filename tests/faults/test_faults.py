@@ -1,7 +1,8 @@
 """Fault injection (kill -9 of anvil, the market service, the oracle, providers' sites) over
 seeded runs of a small network; after each run the chain must balance to the wei.
 
-`make test` runs one seed (SWARM_FAULT_SEEDS, default 1); `make faults` runs all 20.
+`make test` runs one seed (SWARM_FAULT_SEEDS, default 1); `make faults` runs all 20;
+SWARM_FAULT_SEEDS=21-60 runs those seeds.
 """
 
 from __future__ import annotations
@@ -13,7 +14,14 @@ import pytest
 
 from tests.faults.network import Network
 
-SEEDS = range(1, int(os.environ.get("SWARM_FAULT_SEEDS", "1")) + 1)
+
+def _seeds(text: str) -> range:
+    """`N`: seeds 1 to N; `A-B`: seeds A to B."""
+    first, _, last = text.partition("-")
+    return range(int(first), int(last) + 1) if last else range(1, int(first) + 1)
+
+
+SEEDS = _seeds(os.environ.get("SWARM_FAULT_SEEDS", "1"))
 JOBS = 3
 FAULTS = 4
 WINDOW_S = 20.0
