@@ -95,6 +95,7 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
         outcome = Outcome(state="failed", attempt=plan.attempt, seconds=0.0, returncode=-1,
                           error=_sentence(str(exc)))
         outcome.write(directory)
+        untrusted.remove(directory, WORK)  # what was staged goes with the job
         return outcome
     with open(directory / LOG, "a") as log:
         echo = _Echo(directory / LOG, log.tell())
