@@ -27,6 +27,7 @@ OPERATIONS = ROOT / "docs" / "operations.md"
 # Subordinate ids for the tests' site user when useradd gave it none: apart from the uids a root
 # site gives its leases (200000 up), so the leases of the tests' two kinds of site never share one.
 SUBORDINATE = "300000-365535"
+LOCK = Path("/run/swarm-test-user.lock")
 KEEP = Path("/run/swarm-test-runtime")  # where the runtime is held while its closed parent is emptied
 
 
@@ -53,16 +54,21 @@ def site_unit() -> Unit:
 
 
 def ensure_user(name: str) -> pwd.struct_passwd:
-    """The unit's user, an ordinary one with a home of its own and subordinate ids."""
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-        entry = pwd.getpwnam(name)
-    for table, flag in (("/etc/subuid", "--add-subuids"), ("/etc/subgid", "--add-subgids")):
-        owned = Path(table).read_text() if Path(table).exists() else ""
-        if not re.search(rf"^{re.escape(name)}:", owned, re.MULTILINE):
-            subprocess.run(["usermod", flag, SUBORDINATE, name], check=True)
+    """The unit's user, an ordinary one with a home of its own and subordinate ids. Made under
+    a lock: `make test`'s two pytest processes may both want it at once."""
+    import fcntl
+
+    with open(LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            entry = pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "--create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+            entry = pwd.getpwnam(name)
+        for table, flag in (("/etc/subuid", "--add-subuids"), ("/etc/subgid", "--add-subgids")):
+            owned = Path(table).read_text() if Path(table).exists() else ""
+            if not re.search(rf"^{re.escape(name)}:", owned, re.MULTILINE):
+                subprocess.run(["usermod", flag, SUBORDINATE, name], check=True)
     return entry
 
 
