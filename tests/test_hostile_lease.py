@@ -360,3 +360,25 @@ def test_a_site_user_without_subordinate_ids_is_told_how_to_give_its_leases_user
 
     with pytest.raises(ComputeError, match=r"install Debian's `uidmap` package and run `usermod --add-sub"):
         lease_root(["true"], user="swarm-no-such-user")
+
+
+def test_a_devnets_files_in_the_checkout_are_not_in_sight(site: Site) -> None:
+    """A devnet keeps its SWARM_HOME, its buyers' code and their results in the checkout
+    (`./.swarm`): a lease sees the project's Python packages, not the rest of it."""
+    from provider.lease import PROJECT
+
+    other = PROJECT / f".swarm-test-{site.kind}-{os.getpid()}" / "results" / "job-0" / "outputs" / "w.bin"
+    other.parent.mkdir(parents=True)
+    other.write_text("another buyer's weights")
+    for path in [other, *other.parents]:
+        if path == PROJECT:
+            break
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    try:
+        plan = site.plan(SPY.format(paths=[str(other)]))
+        outcome = site.run(plan)
+    finally:
+        shutil.rmtree(PROJECT / f".swarm-test-{site.kind}-{os.getpid()}", ignore_errors=True)
+    assert outcome.state == "succeeded", outcome.error
+    seen = (stored(site, plan) / "outputs" / "seen.txt").read_text()
+    assert "another buyer's weights" not in seen and f"{other}: No such file or directory" in seen

@@ -253,11 +253,13 @@ def _subordinate(table: Path, name: str, uid: int) -> tuple[int, int] | None:
 
 def default_runtime() -> list[Path]:
     """What a lease runs Swarm's code with: the interpreter's installation, its virtual
-    environment and the project's source."""
+    environment and the project's Python packages — those alone, not the whole checkout, where
+    a devnet's SWARM_HOME, its buyers' files and their results may lie."""
     import sys
 
     project = Path(__file__).resolve().parents[2]
-    return sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), project})
+    packages = {p for p in project.iterdir() if (p / "__init__.py").is_file() and p.name != "tests"}
+    return sorted({Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), *packages})
 
 
 def _watch(proc: subprocess.Popen, limits: Limits, start: float,
