@@ -3,7 +3,7 @@
 that user's own. The user is made when missing, with subordinate uids and gids for its leases'
 users, as the operations guide asks of a provider.
 
-This machine's Python may lie in a home closed to other users (/root/.pyenv): the user's
+The Python the tests run may lie in a home closed to other users (root's, say): the user's
 processes run in a mount namespace of their own in which such a directory is an empty one with
 the runtime bound back into it, as a provider installs Swarm where its user can run it (/opt).
 Nothing else of the machine changes for them.
