@@ -1126,24 +1126,7 @@ contract JobMarketTest is SwarmTestBase {
     }
 
     function testFuzz_ChargePaysEachPartyItsShare(uint128 price, uint64 unitsUsed, uint16 fee) public {
-        price = uint128(bound(price, 0, CAP));
-        unitsUsed = uint64(bound(unitsUsed, 0, UNITS));
-        fee = uint16(bound(fee, 0, market.MAX_FEE_BPS()));
-        vm.prank(admin);
-        market.setFee(fee, treasury);
-        uint256 treasuryBefore = token.balanceOf(treasury);
-        uint256 jobId = _postDefault();
-        _assign(jobId, alice, price);
-        _charge(jobId, unitsUsed);
-        vm.warp(block.timestamp + DISPUTE_WINDOW);
-        market.settleJob(jobId);
-
-        uint256 payment = uint256(price) * unitsUsed;
-        uint256 expectedFee = payment * fee / BPS;
-        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + payment - expectedFee, "provider");
-        assertEq(token.balanceOf(treasury), treasuryBefore + expectedFee, "treasury");
-        assertEq(token.balanceOf(carol), ACTOR_FUNDS - payment, "buyer");
-        assertEq(token.balanceOf(address(market)), market.totalEscrowed());
+        _assertSettlementPaysEachPartyItsShare(price, unitsUsed, fee, true);
     }
 
     function test_FailureDigestIsTheEip712Standard() public view {
@@ -2257,6 +2240,15 @@ contract JobMarketTest is SwarmTestBase {
     }
 
     function testFuzz_SettlementPaysEachPartyItsShare(uint128 price, uint64 unitsUsed, uint16 fee) public {
+        _assertSettlementPaysEachPartyItsShare(price, unitsUsed, fee, false);
+    }
+
+    /// @dev A job completed (or `charged`, failed by its own fault) with `unitsUsed` at `price`
+    /// settles to the wei: the provider the payment less the fee, the treasury the fee, the
+    /// buyer the rest of the escrow.
+    function _assertSettlementPaysEachPartyItsShare(uint128 price, uint64 unitsUsed, uint16 fee, bool charged)
+        internal
+    {
         price = uint128(bound(price, 0, CAP));
         unitsUsed = uint64(bound(unitsUsed, 0, UNITS));
         fee = uint16(bound(fee, 0, market.MAX_FEE_BPS()));
@@ -2265,7 +2257,8 @@ contract JobMarketTest is SwarmTestBase {
         uint256 treasuryBefore = token.balanceOf(treasury);
         uint256 jobId = _postDefault();
         _assign(jobId, alice, price);
-        _complete(jobId, unitsUsed);
+        if (charged) _charge(jobId, unitsUsed);
+        else _complete(jobId, unitsUsed);
         vm.warp(block.timestamp + DISPUTE_WINDOW);
         market.settleJob(jobId);
 
