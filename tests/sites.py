@@ -77,3 +77,34 @@ def site_network(deployed: DeployResult, anvil_node: AnvilNode, swarm_home: Path
         yield network
     finally:
         release_site_network()
+
+
+def served(process, timeout_s: float) -> dict:
+    """The line `swarm provider serve --json` prints once it serves (its URL and fingerprint);
+    the test fails with what the site said if it ends or says nothing for `timeout_s`."""
+    import json
+    import os
+    import select
+    import signal
+
+    ready, _, _ = select.select([process.stdout], [], [], timeout_s)
+    line = process.stdout.readline() if ready else ""
+    if not line:
+        os.killpg(process.pid, signal.SIGKILL)
+        _, err = process.communicate(timeout=30)
+        pytest.fail(f"the site did not start (exit {process.returncode}): {err[-3000:]}")
+    return json.loads(line)
+
+
+def stop_served(process) -> None:
+    """Stops a site as its operator does (SIGTERM to its process group), then for good."""
+    import os
+    import signal
+    import subprocess
+
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+

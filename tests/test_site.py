@@ -34,6 +34,7 @@ from market.spec import validate_spec
 from provider.auth import Refused
 from provider.client import SiteAddress, SiteClient
 from tests.programs import program_spec
+from tests.sites import served, stop_served
 
 MATCHER, PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 4, 6))
 START_TIMEOUT_S = 180
@@ -59,26 +60,17 @@ def site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: Anvil
     process = subprocess.Popen([sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", "1",
                                 "--port", str(port), "--json"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-    ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
-    line = process.stdout.readline() if ready else ""
-    if not line:
-        process.kill()
-        pytest.fail(f"the site did not start: {process.stderr.read()[-3000:]}")
-    served = json.loads(line)
+    site = served(process, START_TIMEOUT_S)
     yield {
         "swarm": swarm,
         "home": home,
-        "url": served["url"],
-        "fingerprint": served["fingerprint"],
+        "url": site["url"],
+        "fingerprint": site["fingerprint"],
         "process": process,
         "rpc_url": anvil_node.config.url,
         "store": tmp_path_factory.mktemp("buyer-store"),
     }
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+    stop_served(process)
     rpc.revert(snapshot)
 
 

@@ -7,11 +7,8 @@ through; the site keeps serving."""
 
 from __future__ import annotations
 
-import json
 import os
-import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,6 +29,7 @@ from ledger.units import ONE
 from market.spec import validate_spec
 from provider.client import SiteAddress, SiteClient
 from tests.programs import program_spec
+from tests.sites import served, stop_served
 
 MATCHER, PROVIDER, BUYER = (dev_account(i) for i in (0, 1, 4))
 START_TIMEOUT_S = 180
@@ -78,20 +76,10 @@ def user_site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: 
     process = as_user(user, [sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", "1",
                              "--port", str(port), "--json"], env, stdout=subprocess.PIPE,
                       stderr=subprocess.PIPE, text=True, start_new_session=True)
-    ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
-    line = process.stdout.readline() if ready else ""
-    if not line:
-        os.killpg(process.pid, signal.SIGKILL)
-        _, err = process.communicate(timeout=30)
-        pytest.fail(f"the user's site did not start (exit {process.returncode}): {err[-3000:]}")
-    served = json.loads(line)
-    yield {"swarm": swarm, "home": home, "store": store, "user": user, "url": served["url"],
-           "fingerprint": served["fingerprint"]}
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+    site = served(process, START_TIMEOUT_S)
+    yield {"swarm": swarm, "home": home, "store": store, "user": user, "url": site["url"],
+           "fingerprint": site["fingerprint"]}
+    stop_served(process)
     rpc.revert(snapshot)
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(ray_tmp, ignore_errors=True)
