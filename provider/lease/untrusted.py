@@ -224,18 +224,26 @@ def create(root: Path, rel: str) -> IO[bytes]:
     and whatever entry held the file's name (a link, a FIFO, a directory) is removed and the
     file created anew, so nothing is written through what the lease left."""
     parts = _parts(rel)
+    with _way_to(root, parts) as parent:
+        remove_entry(parent, parts[-1])
+        fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o644, dir_fd=parent)
+    return os.fdopen(fd, "wb")
+
+
+@contextmanager
+def _way_to(root: Path, parts: tuple[str, ...]) -> Iterator[int]:
+    """The directory that holds `parts[-1]` under `root`, each directory on the way made one
+    (anything else in its place removed), as an open descriptor."""
     with directory(root) as top:
         parent = top
         try:
             for part in parts[:-1]:
                 parent = _ensure_dir(parent, part, top)
-            remove_entry(parent, parts[-1])
-            fd = os.open(parts[-1], os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o644, dir_fd=parent)
+            yield parent
         finally:
             if parent != top:
                 os.close(parent)
-    return os.fdopen(fd, "wb")
 
 
 def write_file(root: Path, rel: str, data: bytes) -> None:
@@ -246,8 +254,9 @@ def write_file(root: Path, rel: str, data: bytes) -> None:
 def clear(root: Path, rel: str) -> None:
     """Makes way for the site to write `root/rel`: each directory on the way a directory, and
     nothing at `rel` itself."""
-    create(root, rel).close()
-    remove(root, rel)
+    parts = _parts(rel)
+    with _way_to(root, parts) as parent:
+        remove_entry(parent, parts[-1])
 
 
 def _ensure_dir(parent: int, name: str, top: int) -> int:
