@@ -8,6 +8,7 @@ import platform
 import signal
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ class AnvilConfig:
     port: int = 8545
     host: str = "127.0.0.1"
     chain_id: int = 31337
-    state_interval: int = 2  # seconds between state dumps, so a killed node loses little
+    state_interval: int = 2  # seconds between the keeper's state dumps, so a killed node loses little
     block_time: int | None = None  # None: mine a block per transaction
     startup_timeout: float = 30.0
 
@@ -123,17 +124,19 @@ class AnvilNode:
             return False
         os.kill(pid, signal.SIGTERM)
         if not _wait_exit(pid, timeout):
-            os.kill(pid, signal.SIGKILL)
+            os.killpg(pid, signal.SIGKILL)
             _wait_exit(pid, 5.0)
+        _wait_group_exit(pid, 5.0)
         self.pid_file.unlink(missing_ok=True)
         return True
 
     def kill(self) -> None:
-        """Kills anvil at once (no final state dump), as a crash would."""
+        """Kills anvil and its keeper at once (no final state dump), as a crash would."""
         pid = self._live_pid()
         if pid is not None:
-            os.kill(pid, signal.SIGKILL)
+            os.killpg(pid, signal.SIGKILL)  # the keeper leads the group anvil runs in
             _wait_exit(pid, 5.0)
+            _wait_group_exit(pid, 5.0)  # anvil too, so its port is free again
         self.pid_file.unlink(missing_ok=True)
 
     def status(self) -> AnvilStatus:
@@ -153,20 +156,22 @@ class AnvilNode:
     # ── internals ────────────────────────────────────────────────────────────
     def _spawn(self) -> subprocess.Popen:
         cfg = self.config
-        args = [
+        anvil = [
             str(anvil_binary()),
             "--host", cfg.host,
             "--port", str(cfg.port),
             "--chain-id", str(cfg.chain_id),
-            "--state", str(self.state_file),
-            "--state-interval", str(cfg.state_interval),
         ]
         if cfg.block_time:
-            args += ["--block-time", str(cfg.block_time)]
+            anvil += ["--block-time", str(cfg.block_time)]
+        # The keeper (anvil/keeper.py) runs anvil and writes its state file whole, never in place.
+        args = [sys.executable, "-m", "anvil.keeper", str(self.state_file), str(cfg.state_interval),
+                str(cfg.port), "--", *anvil]
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child
         try:
             return subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                cwd=REPO_ROOT,
             )
         except OSError as exc:
             raise AnvilError(f"anvil could not be started ({exc}); run `npm ci` in the repository.") from exc
@@ -223,6 +228,24 @@ def _alive(pid: int) -> bool:
             return stat.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return True
+
+
+def _group_alive(group: int) -> bool:
+    """Whether a process of process group `group` still runs (zombies do not count)."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            return True
+    return False
+
+
+def _wait_group_exit(group: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while _group_alive(group) and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _wait_exit(pid: int, timeout: float) -> bool:

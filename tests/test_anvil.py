@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pytest
 
@@ -56,6 +58,53 @@ def test_stake_survives_an_anvil_restart_from_its_state_file(node: AnvilNode, tm
     assert deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), tmp_path).created is False
     info = stake.provider_info(Swarm(chain, result.deployment), provider.address)
     assert (info.registered, info.gpus, info.stake) == (True, 2, 3_000 * ONE)
+
+
+def _whole(path) -> bool:
+    """Whether the state file is a complete dump right now: there, and ending its JSON object."""
+    with open(path, "rb") as handle:
+        size = handle.seek(0, 2)
+        if size == 0:
+            return False
+        handle.seek(size - 1)
+        return handle.read(1) == b"}"
+
+
+def test_a_chain_killed_at_any_moment_starts_again_from_a_whole_state_file(tmp_path) -> None:
+    """anvil's own dumps rewrite the state file in place: sampled while a busy chain dumps every
+    second, about 2 % of looks found it cut short, and a crash then left a chain that could not
+    start (the fault suite saw it). The keeper replaces the file only once the new one is whole."""
+    node = AnvilNode(AnvilConfig(home=tmp_path, port=free_port(), state_interval=1))
+    node.start()
+    try:
+        for _ in range(2):  # a megabyte of state, so that a dump takes a while
+            node.rpc.mine(300)
+        deadline = time.monotonic() + 10
+        while not (node.state_file.exists() and node.state_file.stat().st_size > 900_000):
+            assert time.monotonic() < deadline, "the keeper dumped no state"
+            time.sleep(0.1)
+        end = time.monotonic() + 3.5  # three dumps or more
+
+        def mine() -> None:  # each dump differs from the one before, so each is written
+            while time.monotonic() < end:
+                node.rpc.mine(1)
+                time.sleep(0.2)
+
+        miner = threading.Thread(target=mine)
+        miner.start()
+        looks = torn = 0
+        while time.monotonic() < end:
+            looks += 1
+            torn += not _whole(node.state_file)
+        miner.join()
+        assert looks > 10_000 and torn == 0, f"{torn} of {looks} looks found the state file cut short"
+        saved = json.loads(node.state_file.read_text())["best_block_number"]
+        node.kill()  # a crash, with no dump at the end
+        node.start()
+        saved = int(saved, 0) if isinstance(saved, str) else saved
+        assert node.rpc.block_number() >= saved >= 600
+    finally:
+        node.stop()
 
 
 def test_start_on_a_busy_port_names_the_port_and_the_fix(node: AnvilNode, tmp_path) -> None:
