@@ -3,9 +3,10 @@
 that user's own. The user is made when missing, with subordinate uids and gids for its leases'
 users, as the operations guide asks of a provider.
 
-The Python the tests run may lie in a home closed to other users (root's, say): the user's
-processes run in a mount namespace of their own in which such a directory is an empty one with
-the runtime bound back into it, as a provider installs Swarm where its user can run it (/opt).
+The Python the tests run, or the checkout, may lie in a directory closed to other users (root's
+home, a fresh `mktemp -d`): the user's processes run in a mount namespace of their own in which
+such a directory is an empty one with the runtime and the checkout bound back into it, as a
+provider installs Swarm where its user can run it (/opt).
 Nothing else of the machine changes for them.
 """
 
@@ -72,10 +73,17 @@ def ensure_user(name: str) -> pwd.struct_passwd:
     return entry
 
 
+def installed() -> list[Path]:
+    """What the site's user runs: the sandbox's runtime (the interpreter, its packages) and the
+    whole checkout, whose contracts and compiled artifacts the site reads as well."""
+    paths = sorted({*default_runtime(), ROOT})
+    return [p for p in paths if not any(p != q and p.is_relative_to(q) for q in paths)]
+
+
 def closed_ancestors() -> list[Path]:
-    """The directories on the way to the runtime that other users cannot enter."""
+    """The directories on the way to what the site runs that other users cannot enter."""
     closed: set[Path] = set()
-    for path in default_runtime():
+    for path in installed():
         for step in reversed(path.parents):
             if step != Path("/") and not os.stat(step).st_mode & 0o001:
                 closed.add(step)
@@ -88,7 +96,7 @@ def as_user(user: pwd.struct_passwd, argv: list[str], env: dict[str, str], **pop
     keep = KEEP
     keep.mkdir(exist_ok=True)
     script = ["set -e"]
-    runtime = [p for p in default_runtime() if any(p.is_relative_to(c) for c in closed_ancestors())]
+    runtime = [p for p in installed() if any(p.is_relative_to(c) for c in closed_ancestors())]
     for i, path in enumerate(runtime):
         script += [f"mkdir -p {keep}/{i}", f"mount --rbind {shlex.quote(str(path))} {keep}/{i}"]
     for closed in closed_ancestors():

@@ -45,44 +45,50 @@ def user_site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: 
     assert os.geteuid() == 0, "this test makes the unit's user, as root"
     unit = site_unit()
     user = ensure_user(unit.user)
+    # Reverted whatever happens, even a site that never starts: the provider this registers is
+    # one the next modules register too.
     snapshot = rpc.snapshot()
-    swarm = Swarm(chain, deployed.deployment)
-    sender = swarm.sender(PROVIDER.key)
-    stake.register(swarm, sender, b"\x12" * 32, 1)
-    stake.stake(swarm, sender, 1_000 * ONE)
     root = Path(tempfile.mkdtemp(prefix="swarm-user-site-", dir="/var/tmp"))
-    root.chmod(0o755)
-    home, store = root / "home", root / "store"
-    shutil.copytree(swarm_home / "deployments", home / "deployments")
-    (home / "keys").mkdir()
-    (home / "keys" / "provider.json").write_text('{"crypto": "the provider key"}')
-    secrets = home / "secrets.env"  # the unit's EnvironmentFile, as the operations guide keeps it
-    secrets.write_text("".join(f"{k}={v}\n" for k, v in SECRETS.items()))
-    for path in [home, *home.rglob("*")]:
-        os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
-    home.chmod(0o700)
-    secrets.chmod(0o600)
-    store.mkdir(mode=0o755)
-    (store / "results").mkdir()  # the buyer's output, which the site writes
-    os.chown(store / "results", user.pw_uid, user.pw_gid)
     # Ray keeps the machine's current cluster in its temporary directory, which this machine's
     # root clusters hold: the user's Ray gets one of its own, as on a machine it has to itself.
     # (short: Ray's sockets live under it, and a socket's path has at most 107 bytes)
     ray_tmp = Path(tempfile.mkdtemp(prefix="swarm-ray-", dir="/tmp"))
-    os.chown(ray_tmp, user.pw_uid, user.pw_gid)
-    env = python_env(user, home, unit.environment | SECRETS | {
-        "SWARM_HOME": str(home), "SWARM_RPC_URL": anvil_node.config.url, "RAY_TMPDIR": str(ray_tmp)})
-    port = free_port()
-    process = as_user(user, [sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", "1",
-                             "--port", str(port), "--json"], env, stdout=subprocess.PIPE,
-                      stderr=subprocess.PIPE, text=True, start_new_session=True)
-    site = served(process, START_TIMEOUT_S)
-    yield {"swarm": swarm, "home": home, "store": store, "user": user, "url": site["url"],
-           "fingerprint": site["fingerprint"]}
-    stop_served(process)
-    rpc.revert(snapshot)
-    shutil.rmtree(root, ignore_errors=True)
-    shutil.rmtree(ray_tmp, ignore_errors=True)
+    process = None
+    try:
+        swarm = Swarm(chain, deployed.deployment)
+        sender = swarm.sender(PROVIDER.key)
+        stake.register(swarm, sender, b"\x12" * 32, 1)
+        stake.stake(swarm, sender, 1_000 * ONE)
+        root.chmod(0o755)
+        home, store = root / "home", root / "store"
+        shutil.copytree(swarm_home / "deployments", home / "deployments")
+        (home / "keys").mkdir()
+        (home / "keys" / "provider.json").write_text('{"crypto": "the provider key"}')
+        secrets = home / "secrets.env"  # the unit's EnvironmentFile, as the operations guide keeps it
+        secrets.write_text("".join(f"{k}={v}\n" for k, v in SECRETS.items()))
+        for path in [home, *home.rglob("*")]:
+            os.chown(path, user.pw_uid, user.pw_gid, follow_symlinks=False)
+        home.chmod(0o700)
+        secrets.chmod(0o600)
+        store.mkdir(mode=0o755)
+        (store / "results").mkdir()  # the buyer's output, which the site writes
+        os.chown(store / "results", user.pw_uid, user.pw_gid)
+        os.chown(ray_tmp, user.pw_uid, user.pw_gid)
+        env = python_env(user, home, unit.environment | SECRETS | {
+            "SWARM_HOME": str(home), "SWARM_RPC_URL": anvil_node.config.url, "RAY_TMPDIR": str(ray_tmp)})
+        port = free_port()
+        process = as_user(user, [sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", "1",
+                                 "--port", str(port), "--json"], env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, start_new_session=True)
+        site = served(process, START_TIMEOUT_S)
+        yield {"swarm": swarm, "home": home, "store": store, "user": user, "url": site["url"],
+               "fingerprint": site["fingerprint"]}
+    finally:
+        if process is not None and process.poll() is None:
+            stop_served(process)
+        rpc.revert(snapshot)
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 def _start(site: dict, code: str) -> int:
