@@ -102,12 +102,12 @@ test-contracts: $(NPM_STAMP)
 # Two lanes side by side: the pytest modules that need Ray (`-m "not light"`, tests/conftest.py),
 # which run one at a time and are the longest part of the suite, and beside them the light lane:
 # forge's tests, slither, ruff and mypy, then the modules that need no Ray (`-m light`). The
-# light lane is under half of the heavy one and runs niced: it takes the cores the heavy lane
-# leaves idle (while its leases start, its services wait) rather than slowing it down. Its
-# report follows the heavy lane's; either failing fails the target.
+# light lane is under half of the heavy one and runs at the lowest priority (nice 19): it takes
+# the cores the heavy lane leaves idle (while its leases start, its services wait) rather than
+# slowing it down. Its report follows the heavy lane's; either failing fails the target.
 test-python: install postgres sandbox
 	@light_log=$$(mktemp); \
-	( nice -n 5 $(MAKE) --no-print-directory test-light ) > $$light_log 2>&1 & light=$$!; \
+	( nice -n 19 $(MAKE) --no-print-directory test-light ) > $$light_log 2>&1 & light=$$!; \
 	$(PY) -m pytest -m "not light"; heavy=$$?; \
 	wait $$light; light_status=$$?; \
 	echo "── the light lane (forge, slither, lint, pytest -m light) ──"; cat $$light_log; rm -f $$light_log; \
