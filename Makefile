@@ -15,7 +15,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres browser sandbox system-packages demo test lint slither test-contracts test-python test-light snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-failfast faults clean
+.PHONY: install postgres browser sandbox system-packages demo test lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -69,10 +69,10 @@ demo: install sandbox
 	$(VENV)/bin/swarm demo
 
 # What the tests need is fetched side by side (Debian's packages one apt at a time, node_modules,
-# the venv), then the suite runs in two lanes (test-python): the modules that need Ray, one at a
-# time, and beside them, niced, the contract tests, slither, the linters and the light modules.
+# both venvs), slither, forge and the linters run as soon as theirs are in, then pytest alone.
 test:
-	$(MAKE) --no-print-directory --output-sync=target -j3 system-packages install
+	@mkdir -p $(VENV)  # before the two venvs inside it are made at once
+	$(MAKE) --no-print-directory --output-sync=target -j3 system-packages install slither test-contracts lint
 	$(MAKE) --no-print-directory test-python
 
 # Style that is checked: ruff (pyproject's [tool.ruff]: the pinned ruff's default rules, lines of
@@ -99,27 +99,17 @@ slither: $(NPM_STAMP) $(SLITHER_STAMP)
 test-contracts: $(NPM_STAMP)
 	cd contracts && $(FORGE) test $(FORGE_ARGS)
 
-# Two lanes side by side: the pytest modules that need Ray (`-m "not light"`, tests/conftest.py),
-# which run one at a time and are the longest part of the suite, and beside them the light lane:
-# forge's tests, slither, ruff and mypy, then the modules that need no Ray (`-m light`). The
-# light lane is under half of the heavy one and runs at the lowest priority (nice 19): it takes
-# the cores the heavy lane leaves idle (while its leases start, its services wait) rather than
-# slowing it down. Its report follows the heavy lane's; either failing fails the target.
+# Two pytest processes side by side: the modules that need no Ray (`-m light`, tests/conftest.py)
+# beside those that do, which run one at a time. The light ones' report follows the others'.
+# The light lane is a quarter of the heavy one and runs niced: it takes the cores the heavy
+# lane leaves idle (while its leases start, its services wait) rather than slowing it down.
 test-python: install postgres sandbox
 	@light_log=$$(mktemp); \
-	( nice -n 19 $(MAKE) --no-print-directory test-light ) > $$light_log 2>&1 & light=$$!; \
+	nice -n 5 $(PY) -m pytest -m light -p no:cacheprovider > $$light_log 2>&1 & light=$$!; \
 	$(PY) -m pytest -m "not light"; heavy=$$?; \
 	wait $$light; light_status=$$?; \
-	echo "── the light lane (forge, slither, lint, pytest -m light) ──"; cat $$light_log; rm -f $$light_log; \
+	echo "── the light modules (pytest -m light) ──"; cat $$light_log; rm -f $$light_log; \
 	exit $$(( heavy != 0 || light_status != 0 ))
-
-test-light: install
-	@status=0; \
-	$(MAKE) --no-print-directory test-contracts || status=1; \
-	$(MAKE) --no-print-directory slither || status=1; \
-	$(MAKE) --no-print-directory lint || status=1; \
-	$(PY) -m pytest -m light -p no:cacheprovider || status=1; \
-	exit $$status
 
 # Regenerates the committed gas figures: .gas-snapshot (every test) and snapshots/swarm.json.
 snapshot: $(NPM_STAMP)
