@@ -91,9 +91,9 @@ def user_site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: 
         shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
-def _start(site: dict, code: str) -> int:
+def _start(site: dict, code: str, **fields) -> int:
     swarm = site["swarm"]
-    spec = program_spec(site["store"], code, output=str(site["store"] / "results"))
+    spec = program_spec(site["store"], code, output=str(site["store"] / "results"), **fields)
     for path in site["store"].rglob("*"):
         if path.name != "results":
             path.chmod(0o755 if path.is_dir() else 0o644)
@@ -153,3 +153,22 @@ def test_a_hostile_lease_on_an_ordinary_users_site_finds_no_secret_and_writes_no
     assert keystore.read_text() == '{"crypto": "the provider key"}'
     stored = (Path(done["result_uri"]) / "outputs").stat()
     assert stored.st_uid == user_site["user"].pw_uid, "stored by the site, as its user"
+
+
+def test_on_an_ordinary_users_site_a_fifo_left_behind_or_a_lease_past_its_units_fails_as_the_buyers(
+        user_site: dict) -> None:
+    """What a root site's leases cannot do (tests/test_site.py), tried on the unit user's site:
+    a FIFO among the outputs must not block the site, and a lease that would run on past the
+    units it may use is stopped at them; both fail as the buyer's fault, charged for what they
+    held, and the lease's directories are given back."""
+    fifo = _start(user_site, "import os\nos.mkfifo(os.path.join(os.environ['SWARM_OUTPUT_DIR'], 'x'))\n")
+    past = _start(user_site, "import time\ntime.sleep(600)\n", max_units=3)
+    for job_id in (fifo, past):
+        done = _finished(user_site, job_id)
+        assert done["state"] == "failed" and done["fault"] == "buyer" and done["signature"], done
+        assert done["units"] >= 1, done
+    capped = _finished(user_site, past)
+    assert capped["broke"] == "units" and capped["units"] == 3, capped
+    leases = user_site["home"] / "site" / "leases"
+    left = [p for p in leases.glob("*/work") if p.parent.name.split("-")[0] in {str(fifo), str(past)}]
+    assert left == [], "every lease's directory is given back"
