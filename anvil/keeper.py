@@ -14,15 +14,13 @@ group is how a crash is simulated (AnvilNode.kill).
 
     python -m anvil.keeper STATE_FILE INTERVAL_S PORT -- ANVIL_ARGV...
 
-Only the standard library, like anvil/rpc.py."""
+Only the standard library and anvil's own JSON-RPC client (anvil/rpc.py)."""
 
 from __future__ import annotations
 
 import ctypes
 import gzip
 import hashlib
-import http.client
-import json
 import os
 import signal
 import subprocess
@@ -30,6 +28,9 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+from anvil.errors import AnvilError
+from anvil.rpc import JsonRpc
 
 PR_SET_PDEATHSIG = 1
 WATCH_S = 0.1  # how soon the keeper notices anvil's exit or its own stop
@@ -39,19 +40,13 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
-def dump_state(port: int, timeout: float = 30.0) -> bytes | None:
+def dump_state(rpc: JsonRpc) -> bytes | None:
     """The chain's state as anvil serializes it (the JSON its --load-state reads), or None when
     anvil does not answer yet."""
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "anvil_dumpState"})
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
-        connection.request("POST", "/", body, {"Content-Type": "application/json"})
-        reply = json.loads(connection.getresponse().read())
-    except (OSError, http.client.HTTPException, ValueError):
+        result = rpc.call("anvil_dumpState")
+    except AnvilError:
         return None
-    finally:
-        connection.close()
-    result = reply.get("result") if isinstance(reply, dict) else None
     if not isinstance(result, str) or not result.startswith("0x"):
         return None
     return gzip.decompress(bytes.fromhex(result[2:]))
@@ -74,12 +69,13 @@ def write_whole(path: Path, data: bytes) -> None:
 
 class Keeper:
     def __init__(self, state: Path, interval: float, port: int) -> None:
-        self.state, self.interval, self.port = state, interval, port
+        self.state, self.interval = state, interval
+        self.rpc = JsonRpc(f"http://127.0.0.1:{port}")
         self.stopping = threading.Event()
         self._written = hashlib.sha256(state.read_bytes()).digest() if state.exists() else b""
 
     def save(self) -> None:
-        data = dump_state(self.port)
+        data = dump_state(self.rpc)
         if data is None:
             return
         digest = hashlib.sha256(data).digest()
