@@ -29,7 +29,7 @@ import threading
 import time
 from pathlib import Path
 
-from anvil.errors import AnvilError
+from anvil.errors import SwarmError
 from anvil.rpc import JsonRpc
 
 PR_SET_PDEATHSIG = 1
@@ -45,7 +45,7 @@ def dump_state(rpc: JsonRpc) -> bytes | None:
     anvil does not answer yet."""
     try:
         result = rpc.call("anvil_dumpState")
-    except AnvilError:
+    except SwarmError:  # ChainUnavailable while anvil starts, RpcError
         return None
     if not isinstance(result, str) or not result.startswith("0x"):
         return None
