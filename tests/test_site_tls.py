@@ -16,7 +16,7 @@ from ledger import stake
 from ledger.client import Swarm
 from ledger.errors import InvalidInput
 from ledger.specs import spec_hash
-from provider.tls import connect, fingerprint, make_identity
+from provider.tls import connect, fingerprint, make_identity, pinned_context
 
 
 def _serve(identity, answer: bytes) -> tuple[int, threading.Thread]:
@@ -48,6 +48,17 @@ def test_a_client_talks_to_the_site_whose_certificate_is_registered(tmp_path: Pa
     with connect("127.0.0.1", port, site.fingerprint) as sock:
         assert sock.recv(64) == b"hello from the site"
     thread.join(5)
+
+
+def test_every_call_shares_one_client_context_that_loads_no_authority_and_speaks_tls_1_2_or_later() -> None:
+    """The fingerprint is the only check, so the system's authorities are not loaded: loading them
+    cost every call to a site tens of milliseconds."""
+    context = pinned_context()
+    assert context is pinned_context()
+    system_authorities = ssl.create_default_context().cert_store_stats()["x509_ca"]
+    assert context.cert_store_stats()["x509_ca"] == 0 < system_authorities
+    assert context.minimum_version >= ssl.TLSVersion.TLSv1_2
+    assert context.verify_mode == ssl.CERT_NONE and not context.check_hostname
 
 
 def test_an_impostor_with_another_certificate_is_refused(tmp_path: Path) -> None:
