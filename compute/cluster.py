@@ -23,7 +23,7 @@ from pathlib import Path
 
 from compute.errors import ComputeError
 from compute.node import (
-    LOCAL_HEALTH_CHECKS,
+    SITE_RAY_CONFIG,
     RayHome,
     RayNode,
     auth_env,
@@ -217,7 +217,7 @@ def supervise(home: RayHome, spec: ClusterSpec) -> None:
         "object_store_memory": spec.object_store_bytes,
         "include_dashboard": spec.dashboard,
         "dashboard_agent_listen_port": free_port(),
-        **system_config_args(LOCAL_HEALTH_CHECKS),
+        **system_config_args(SITE_RAY_CONFIG),
     }
     if spec.dashboard:
         head_args |= {"dashboard_host": DASHBOARD_HOST, "dashboard_port": free_port()}

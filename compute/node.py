@@ -37,6 +37,12 @@ _GCS_TIMEOUT_S = 10.0
 # Ray's system config (compute.ray_private.system_config_args).
 LOCAL_HEALTH_CHECKS = {"health_check_period_ms": 1000, "health_check_timeout_ms": 2000,
                        "health_check_failure_threshold": 3}
+# A site's idle workers stay for the next task of their job instead of being ended a second after
+# they idle. Ray keeps no more idle workers than a node has CPUs, counting those its leases and
+# their actors hold, so on a busy node each of the oracle's probes (every few seconds, per node)
+# started a Python worker of its own (about a CPU-second here) that was ended before the next.
+IDLE_WORKER_KEEP_MS = 300_000
+SITE_RAY_CONFIG = LOCAL_HEALTH_CHECKS | {"idle_worker_killing_time_threshold_ms": IDLE_WORKER_KEEP_MS}
 _ADDRESS = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
 
 

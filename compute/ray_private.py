@@ -115,25 +115,28 @@ def gcs_nodes(client: GcsClient, timeout_s: float) -> list[GcsNode]:
 
 # ── starting Ray ─────────────────────────────────────────────────────────────
 
-def system_config_args(config: Mapping[str, int]) -> dict[str, Any]:
+def system_config_args(config: Mapping[str, int | bool]) -> dict[str, Any]:
     """The keyword argument that overrides Ray's internal settings (RayConfig), for a
-    `ray.cluster_utils.Cluster` head's `head_node_args`."""
+    `ray.cluster_utils.Cluster` head's `head_node_args` or a local `ray.init`."""
     return {"_system_config": dict(config)}
 
 
 def init_local_node(*, num_cpus: int, num_gpus: int, object_store_memory: int, node_ip_address: str,
                     temp_dir: str, resources: Mapping[str, float] | None = None,
                     labels: Mapping[str, str] | None = None, include_dashboard: bool = False,
-                    configure_logging: bool = False) -> RayContext:
+                    configure_logging: bool = False,
+                    system_config: Mapping[str, int | bool] | None = None) -> RayContext:
     """Starts a one-node Ray in this process (`ray.init` without an address), bound to
-    `node_ip_address` and keeping its sessions under `temp_dir`: both are underscore arguments
-    of `ray.init`, which Ray documents as unstable."""
+    `node_ip_address`, keeping its sessions under `temp_dir` and with `system_config` as its
+    internal settings: all three underscore arguments of `ray.init`, which Ray documents as
+    unstable."""
     return ray.init(
         num_cpus=num_cpus, num_gpus=num_gpus, object_store_memory=object_store_memory,
         resources=dict(resources) if resources is not None else None,
         labels=dict(labels) if labels is not None else None,
         include_dashboard=include_dashboard, configure_logging=configure_logging,
         _node_ip_address=node_ip_address, _temp_dir=temp_dir,
+        **(system_config_args(system_config) if system_config else {}),
     )
 
 

@@ -16,7 +16,8 @@ import ray
 
 from compute import ray_private
 from compute.errors import ComputeError
-from compute.node import LOCAL_HEALTH_CHECKS
+from compute.node import LOCAL_HEALTH_CHECKS, SITE_RAY_CONFIG
+from provider.lease.worker import LEASE_RAY_CONFIG
 
 pytestmark = pytest.mark.light
 
@@ -70,7 +71,8 @@ def test_init_local_node_passes_only_arguments_ray_init_names() -> None:
     from ray._private.worker import RayContext
 
     ray_init = inspect.signature(ray.init).parameters
-    passed = set(inspect.signature(ray_private.init_local_node).parameters) - {"node_ip_address", "temp_dir"}
+    passed = set(inspect.signature(ray_private.init_local_node).parameters) - {"node_ip_address", "temp_dir",
+                                                                          "system_config"}
     assert passed <= set(ray_init), passed - set(ray_init)
     # What a local ray.init returns; the lease reads the GCS address from its address_info.
     assert "address_info" in inspect.signature(RayContext.__init__).parameters
@@ -80,10 +82,16 @@ def test_a_cluster_head_takes_the_system_config_and_knows_every_health_check_set
     from ray._private.parameter import RayParams
     from ray._raylet import Config
 
-    params = RayParams(**ray_private.system_config_args(LOCAL_HEALTH_CHECKS))
-    assert params._system_config == LOCAL_HEALTH_CHECKS
+    params = RayParams(**ray_private.system_config_args(SITE_RAY_CONFIG))
+    assert params._system_config == SITE_RAY_CONFIG and LOCAL_HEALTH_CHECKS.items() <= SITE_RAY_CONFIG.items()
     for name in LOCAL_HEALTH_CHECKS:  # each a RayConfig entry: the raylet refuses an unknown one at start
         assert isinstance(getattr(Config, name)(), int), name
+    # Python's Config shows only some entries: every one a site's or a lease's Ray is given is a
+    # setting the installed raylet knows by that name (a NUL-terminated string in its binary).
+    raylet = (Path(ray.__file__).parent / "core" / "src" / "ray" / "raylet" / "raylet").read_bytes()
+    for name in SITE_RAY_CONFIG | LEASE_RAY_CONFIG:
+        assert b"\0" + name.encode() + b"\0" in raylet, name
+    assert b"\0not_a_ray_setting\0" not in raylet
 
 
 # ── authentication ───────────────────────────────────────────────────────────

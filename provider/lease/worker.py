@@ -27,6 +27,10 @@ LEASE_OBJECT_STORE_BYTES = 80 * 2**20  # Ray's smallest is 75 MiB
 # dataset through it, and a store much smaller than the batches in flight spills to disk.
 OBJECT_STORE_SHARE = 0.2
 RAY_START_ATTEMPTS = 2  # the lease's own Ray, started again once if a loaded machine was too slow
+# The lease's Ray collects no metrics, which no one reads from a Ray that lives only as long as the
+# lease. (It keeps Ray's default for idle workers: every worker it keeps counts against the
+# lease's memory.)
+LEASE_RAY_CONFIG = {"enable_metrics_collection": False}
 
 
 def start_ray(plan: LeasePlan) -> Any:
@@ -44,7 +48,7 @@ def start_ray(plan: LeasePlan) -> Any:
                                    resources=node_resources(provider) if provider else None,
                                    labels=node_labels(provider) if provider else None,
                                    object_store_memory=object_store_bytes(plan), node_ip_address="127.0.0.1",
-                                   temp_dir="/tmp/ray")
+                                   temp_dir="/tmp/ray", system_config=LEASE_RAY_CONFIG)
         except Exception as exc:  # Ray gives its raylet 30 s to register, which a loaded machine can miss
             ray.shutdown()
             if attempt == RAY_START_ATTEMPTS or "timed out during startup" not in str(exc):
