@@ -37,6 +37,24 @@ for pid in children:
     os.waitpid(pid, 0)
 """
 
+# A child forked by a thread other than the main one (the kernel lists it among that thread's
+# children only), growing a little at a time.
+GROW_IN_A_THREADS_CHILD = """
+import os, threading, time
+def fork():
+    if os.fork() == 0:
+        blobs = []
+        for _ in range(30):
+            blobs.append(b"x" * 64 * 2**20)
+            time.sleep(0.1)
+        print("held", 64 * len(blobs), "MiB", flush=True)
+        os._exit(0)
+    os.wait()
+thread = threading.Thread(target=fork)
+thread.start()
+thread.join()
+"""
+
 
 @pytest.fixture
 def site() -> Iterator[dict[str, Path]]:
@@ -113,6 +131,15 @@ def test_memory_beyond_the_lease_is_refused_and_the_site_serves_the_next_lease(s
 
     honest = _sandbox(site, 2).run([PYTHON, "-c", "print(sum(range(10 ** 6)))"])
     assert honest.returncode == 0 and honest.stdout.strip() == str(sum(range(10**6)))
+
+
+def test_memory_of_a_child_a_thread_forked_counts_against_the_lease(site) -> None:
+    bare = _bare(GROW_IN_A_THREADS_CHILD, site["root"] / "bare")
+    assert "held 1920 MiB" in bare.stdout, "without the sandbox the child holds it all"
+
+    greedy = _sandbox(site, 1).run([PYTHON, "-c", GROW_IN_A_THREADS_CHILD])
+    assert greedy.returncode != 0 and greedy.broke == "memory"
+    assert "held" not in greedy.stdout
 
 
 def test_forking_beyond_the_lease_is_refused_and_the_site_serves_the_next_lease(site) -> None:
