@@ -121,25 +121,24 @@ def test_a_lease_writes_only_its_own_directory(site) -> None:
     assert site["other"].read_text() == "another buyer's weights"
 
 
-def test_memory_beyond_the_lease_is_refused_and_the_site_serves_the_next_lease(site) -> None:
-    bare = _bare(EXHAUST_MEMORY, site["root"] / "bare")
-    assert "allocated" in bare.stdout, "without the sandbox the allocation succeeds"
+MEMORY_ATTACKS = {
+    "in its own process": (EXHAUST_MEMORY, "allocated"),
+    "in a child a thread forked": (GROW_IN_A_THREADS_CHILD, "held 1920 MiB"),
+}
 
-    greedy = _sandbox(site, 1).run([PYTHON, "-c", EXHAUST_MEMORY])
+
+@pytest.mark.parametrize("attack", list(MEMORY_ATTACKS))
+def test_memory_beyond_the_lease_is_refused_and_the_site_serves_the_next_lease(site, attack: str) -> None:
+    code, took = MEMORY_ATTACKS[attack]
+    bare = _bare(code, site["root"] / "bare")
+    assert took in bare.stdout, "without the sandbox the allocation succeeds"
+
+    greedy = _sandbox(site, 1).run([PYTHON, "-c", code])
     assert greedy.returncode != 0 and greedy.broke == "memory"
-    assert "allocated" not in greedy.stdout
+    assert took.split()[0] not in greedy.stdout
 
     honest = _sandbox(site, 2).run([PYTHON, "-c", "print(sum(range(10 ** 6)))"])
     assert honest.returncode == 0 and honest.stdout.strip() == str(sum(range(10**6)))
-
-
-def test_memory_of_a_child_a_thread_forked_counts_against_the_lease(site) -> None:
-    bare = _bare(GROW_IN_A_THREADS_CHILD, site["root"] / "bare")
-    assert "held 1920 MiB" in bare.stdout, "without the sandbox the child holds it all"
-
-    greedy = _sandbox(site, 1).run([PYTHON, "-c", GROW_IN_A_THREADS_CHILD])
-    assert greedy.returncode != 0 and greedy.broke == "memory"
-    assert "held" not in greedy.stdout
 
 
 def test_forking_beyond_the_lease_is_refused_and_the_site_serves_the_next_lease(site) -> None:
