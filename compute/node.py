@@ -386,7 +386,27 @@ def _write_json(path: Path, payload: dict) -> None:
     tmp.replace(path)
 
 
+# Ports a site hands its Ray processes (a dashboard, a node's agent) are drawn between Ray's
+# worker ports (10002–19999) and the kernel's ephemeral range, where the port-0 binds of every
+# other process land: Ray's own make many, and three sites starting at once took one another's.
+PORTS_FROM = 20_000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that is free now and outside the kernel's ephemeral range."""
+    import random
+
+    try:
+        below = int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        below = PORTS_FROM
+    candidates = random.SystemRandom().sample(range(PORTS_FROM, below), min(100, max(0, below - PORTS_FROM)))
+    for port in [*candidates, 0]:  # 0: the kernel's choice, where there is no room below its range
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return s.getsockname()[1]
+    raise ComputeError("No free TCP port on 127.0.0.1; stop a process that holds many.")

@@ -423,3 +423,25 @@ def test_providers_out_of_range_is_a_usage_error(cli, tmp_path: Path, count: str
     done = cli("cluster", "up", "--providers", count, env={"SWARM_HOME": str(tmp_path)})
     assert done.code == 2 and "1<=x<=9" in done.stderr
     assert not (tmp_path / "sites.json").exists()
+
+
+def test_a_sites_ray_ports_are_drawn_where_no_port_0_bind_lands() -> None:
+    """Three sites starting at once once lost a dashboard port to another's port-0 bind (Ray's
+    processes make many), and one site took minutes to start. Ports held by such binds are never
+    handed out, and every port handed out is free."""
+    from compute.node import EPHEMERAL_RANGE
+    from compute.node import free_port as site_port
+
+    low, high = (int(n) for n in EPHEMERAL_RANGE.read_text().split()[:2])
+    held = [socket.create_server(("127.0.0.1", 0)) for _ in range(50)]
+    try:
+        taken = {s.getsockname()[1] for s in held}
+        assert all(low <= port <= high for port in taken)
+        for _ in range(200):
+            port = site_port()
+            assert port not in taken and not low <= port <= high
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", port))  # free: an OSError here fails the test
+    finally:
+        for s in held:
+            s.close()
