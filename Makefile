@@ -15,7 +15,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install postgres browser sandbox system-packages demo test lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-failfast faults clean
+.PHONY: install bytecode postgres browser sandbox system-packages demo test lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP)
 
@@ -36,6 +36,14 @@ $(VENV_STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --no-compile -e '.[test]'
 	$(PY) -m compileall -qq -j0 -x '$(COMPILE_SKIP)' $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || true
 	touch $@
+
+# Swarm's own modules compiled, every time (about a second): the environment may set
+# PYTHONDONTWRITEBYTECODE, and then every process of a run (each command, each Ray worker, each
+# lease) would compile what it imports again. A file edited since is compiled again by the
+# process that imports it, as before.
+SWARM_PACKAGES := anvil ledger compute provider market oracle dashboard scripts devnet tests
+bytecode: $(VENV_STAMP)
+	@$(PY) -m compileall -qq -j0 $(SWARM_PACKAGES)
 
 # PostgreSQL for the ledger tests, which start their own throwaway server: Debian's package,
 # installed once when no initdb is found (Debian keeps it in /usr/lib/postgresql/<v>/bin).
@@ -65,7 +73,7 @@ sandbox:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap uidmap; \
 	fi
 
-demo: install sandbox
+demo: install bytecode sandbox
 	$(VENV)/bin/swarm demo
 
 # What the tests need is fetched side by side (Debian's packages one apt at a time, node_modules,
@@ -103,7 +111,7 @@ test-contracts: $(NPM_STAMP)
 # beside those that do, which run one at a time. The light ones' report follows the others'.
 # The light lane is a quarter of the heavy one and runs niced: it takes the cores the heavy
 # lane leaves idle (while its leases start, its services wait) rather than slowing it down.
-test-python: install postgres sandbox
+test-python: install bytecode postgres sandbox
 	@light_log=$$(mktemp); \
 	nice -n 5 $(PY) -m pytest -m light -p no:cacheprovider > $$light_log 2>&1 & light=$$!; \
 	$(PY) -m pytest -m "not light"; heavy=$$?; \
