@@ -102,19 +102,17 @@ def test_two_workers_on_provider_a_run_only_on_its_two_nodes(ray_cluster, storag
     assert result.metrics["val_accuracy"] > 0.9  # the blobs are easy: training did train
 
 
-def test_bf16_precision_runs_under_autocast_and_is_recorded(ray_cluster, storage: Path) -> None:
-    result = run_job(job(storage, "bf16-on-c", "train", PROVIDER_C,
-                         params={"model": "mlp", "samples": 256, "epochs": 1, "precision": "bf16"}))
-    assert result.metrics["precision"] == "bf16" and result.metrics["compute_dtype"] == "bfloat16"
-    recorded = (Path(result.result_dir) / OUTPUT_DIR / "metrics.json").read_text()
-    assert '"precision": "bf16"' in recorded and '"compute_dtype": "bfloat16"' in recorded
-
-
-def test_checkpoints_go_to_a_pyarrow_filesystem_uri(ray_cluster, tmp_path: Path, monkeypatch) -> None:
+def test_bf16_precision_runs_under_autocast_and_its_checkpoints_go_to_a_pyarrow_filesystem_uri(
+    ray_cluster, tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.setenv("SWARM_HOME", str(tmp_path / "home"))
     remote = tmp_path / "remote"
     result = run_job(ComputeJob.of(job_id="uri-on-c", kind="train", provider=PROVIDER_C, storage=f"file://{remote}",
-                                   timeout_s=WAIT_S, params={"model": "mlp", "samples": 256, "epochs": 2}))
+                                   timeout_s=WAIT_S,
+                                   params={"model": "mlp", "samples": 256, "epochs": 2, "precision": "bf16"}))
+    assert result.metrics["precision"] == "bf16" and result.metrics["compute_dtype"] == "bfloat16"
+    recorded = (Path(result.result_dir) / OUTPUT_DIR / "metrics.json").read_text()
+    assert '"precision": "bf16"' in recorded and '"compute_dtype": "bfloat16"' in recorded
     assert len(checkpoints_of(remote / "uri-on-c")) == 2
     assert Path(result.result_dir) == tmp_path / "home" / "results" / "uri-on-c"
     assert result.result_hash == result_hash(Path(result.result_dir))
