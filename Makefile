@@ -77,11 +77,12 @@ demo: install bytecode sandbox
 	$(VENV)/bin/swarm demo
 
 # What the tests need is fetched side by side (Debian's packages one apt at a time, node_modules,
-# both venvs), slither, forge and the linters run as soon as theirs are in, then pytest alone.
+# both venvs), slither and forge run as soon as theirs are in, then pytest. The Python venv is
+# the last to be ready, so the linters wait for it beside the light tests, not before pytest.
 test:
 	@mkdir -p $(VENV)  # before the two venvs inside it are made at once
-	$(MAKE) --no-print-directory --output-sync=target -j3 system-packages install slither test-contracts lint
-	$(MAKE) --no-print-directory test-python
+	$(MAKE) --no-print-directory --output-sync=target -j3 system-packages install slither test-contracts
+	$(MAKE) --no-print-directory test-python BESIDE=lint
 
 # Style that is checked: ruff (pyproject's [tool.ruff]: the pinned ruff's default rules, lines of
 # at most 110 characters) over the whole tree, and mypy (pyproject's [tool.mypy]) over the packages.
@@ -111,12 +112,15 @@ test-contracts: $(NPM_STAMP)
 # beside those that do, which run one at a time. The light ones' report follows the others'.
 # The light lane is a quarter of the heavy one and runs niced: it takes the cores the heavy
 # lane leaves idle (while its leases start, its services wait) rather than slowing it down.
+# BESIDE names targets (`make test`: lint) run first in the light lane, reported with it.
+BESIDE ?=
 test-python: install bytecode postgres sandbox
 	@light_log=$$(mktemp); \
-	nice -n 5 $(PY) -m pytest -m light -p no:cacheprovider > $$light_log 2>&1 & light=$$!; \
+	{ beside=0; $(if $(BESIDE),nice -n 5 $(MAKE) --no-print-directory $(BESIDE) || beside=1;) \
+	  nice -n 5 $(PY) -m pytest -m light -p no:cacheprovider && exit $$beside; } > $$light_log 2>&1 & light=$$!; \
 	$(PY) -m pytest -m "not light"; heavy=$$?; \
 	wait $$light; light_status=$$?; \
-	echo "── the light modules (pytest -m light) ──"; cat $$light_log; rm -f $$light_log; \
+	echo "── $(if $(BESIDE),$(BESIDE) and )the light modules (pytest -m light) ──"; cat $$light_log; rm -f $$light_log; \
 	exit $$(( heavy != 0 || light_status != 0 ))
 
 # Regenerates the committed gas figures: .gas-snapshot (every test) and snapshots/swarm.json.
