@@ -15,7 +15,9 @@ product (≤ 16·16) and every sum (≤ size·256 < 2^24) is an integer float32 
 exactly, whatever the summation order, the BLAS or the GPU.
 
 Nothing here imports torch or Ray until a node computes: the oracle uses only the seed's
-matrices (numpy) and the verdict.
+matrices (numpy) and the verdict. Only a GPU node's worker imports torch; a CPU node's
+computes the rounds with numpy's BLAS (`step`, the verifier's own function), so a challenge
+does not cost the node the seconds of CPU that loading torch takes.
 """
 
 from __future__ import annotations
@@ -105,8 +107,8 @@ class Challenge:
 
 def step(x: np.ndarray, b: np.ndarray, rounds: int = 1) -> np.ndarray:
     """`rounds` rounds applied to the rows `x` (float32): what the verifier recomputes."""
-    for _ in range(rounds):
-        x = CUBES[np.fmod(x @ b, P).astype(np.uint8)].astype(np.float32)
+    for _ in range(rounds):  # x·B holds exact integers below 2^24: their residues by integer division
+        x = CUBES[(x @ b).astype(np.uint32) % np.uint32(P)].astype(np.float32)
     return x
 
 
@@ -117,18 +119,26 @@ def checkpoints_of(challenge: Challenge, device: str = "cpu") -> list[np.ndarray
     """The checkpoints X_stride, X_2·stride, … X_rounds, each size × size uint8, computed on
     `device` ("cpu" or "cuda"), in the challenge's precision on a GPU that has it (else fp32:
     the same numbers, slower)."""
+    if device != "cuda":
+        x, b = challenge.first(), challenge.b()
+        out: list[np.ndarray] = []
+        for r in range(1, challenge.rounds + 1):
+            x = step(x, b)
+            if r % challenge.stride == 0:
+                out.append(x.astype(np.uint8))
+        return out
     import torch
 
-    b = torch.from_numpy(challenge.b()).to(device)
-    x = torch.from_numpy(challenge.first()).to(device)
-    product = _product(challenge.precision, device, b)
-    out = []
+    b_gpu = torch.from_numpy(challenge.b()).to(device)
+    x_gpu = torch.from_numpy(challenge.first()).to(device)
+    product = _product(challenge.precision, device, b_gpu)
+    kept = []
     for r in range(1, challenge.rounds + 1):
-        y = torch.fmod(product(x), P)  # exact: see the module's docstring
-        x = torch.fmod(y * y * y, P)
+        y = torch.fmod(product(x_gpu), P)  # exact: see the module's docstring
+        x_gpu = torch.fmod(y * y * y, P)
         if r % challenge.stride == 0:
-            out.append(x.to(torch.uint8))
-    return [m.cpu().numpy() for m in out]
+            kept.append(x_gpu.to(torch.uint8))
+    return [m.cpu().numpy() for m in kept]
 
 
 def _product(precision: str, device: str, b):
@@ -165,12 +175,16 @@ class ChallengeWorker:
     commits, keeps the checkpoints, and opens the rows the oracle asks for."""
 
     def __init__(self, device: str) -> None:
-        import torch
-
         self.device = device
         self.prover: Any = None  # compute.proof.Prover, once committed
-        warm = torch.ones(64, 64, device=device)
-        (warm @ warm).sum().item()  # BLAS threads, cuBLAS handles
+        if device == "cuda":
+            import torch
+
+            warm = torch.ones(64, 64, device=device)
+            (warm @ warm).sum().item()  # cuBLAS handles
+        else:
+            warm = np.ones((64, 64), dtype=np.float32)
+            float((warm @ warm).sum())  # BLAS threads
 
     def ready(self, vram_mb: float = 0.0) -> dict[str, Any]:
         """The node, its device and, on a GPU, what NVML says it is and how much of the

@@ -14,6 +14,7 @@ module the command line loads for chain-only work.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -33,11 +34,13 @@ from compute.errors import ComputeError
 
 if TYPE_CHECKING:
     from ray._private.worker import RayContext
+    from ray.train.torch import TorchTrainer
     from ray.train.v2._internal.execution.callback import ControllerCallback
 
 __all__ = [
-    "RAY_VERSION", "ControllerCallback", "GcsNode", "abort_train_controller", "check_version", "gcs_client",
-    "gcs_nodes", "init_local_node", "placement_group", "reload_auth_settings", "system_config_args",
+    "RAY_VERSION", "ControllerCallback", "GcsNode", "TorchTrainer", "abort_train_controller",
+    "check_version", "gcs_client", "gcs_nodes", "init_local_node", "placement_group", "reload_auth_settings",
+    "system_config_args",
 ]
 
 RAY_VERSION = "2.60.0"  # the version pinned in pyproject.toml, and the one every name below was read from
@@ -56,13 +59,40 @@ check_version(ray.__version__)
 
 
 def __getattr__(name: str) -> Any:
-    """`ControllerCallback`, loaded on first use: Ray Train takes seconds to import, and only the
-    runners need it."""
+    """`ControllerCallback` and `TorchTrainer`, loaded on first use: Ray Train takes seconds to
+    import, and only the runners need it."""
     if name == "ControllerCallback":
         from ray.train.v2._internal.execution.callback import ControllerCallback
 
         return ControllerCallback
+    if name == "TorchTrainer":
+        return _lean_torch_trainer()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _lean_torch_trainer() -> type:
+    """Ray Train's TorchTrainer without two of the helpers it starts for every run, each an actor
+    process of its own (about 3 and 4 CPU-seconds here): the dataset manager of a run that has no
+    Ray Data datasets, and the detached placement-group cleaner, which polls the state API every
+    second to remove the run's placement group if its controller dies. A built-in job runs in a
+    lease's own Ray, which ends with the lease, and a run that fails has its provider's placement
+    groups released by Swarm (compute.runners.supervise). `_create_default_callbacks` is internal
+    to Ray Train."""
+    from ray.train.torch import TorchTrainer
+    from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
+    from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
+
+    class LeanTorchTrainer(TorchTrainer):
+        def _create_default_callbacks(self) -> list[Any]:
+            return [
+                callback for callback in super()._create_default_callbacks()
+                if not isinstance(callback, PlacementGroupCleanerCallback)
+                and not (isinstance(callback, DatasetsCallback) and not self.datasets)
+            ]
+
+    LeanTorchTrainer.__name__ = LeanTorchTrainer.__qualname__ = "TorchTrainer"
+    return LeanTorchTrainer
 
 
 # ── authentication ───────────────────────────────────────────────────────────

@@ -191,6 +191,7 @@ LIGHT = {
         "test_spec",
         "test_staking",
         "test_startup",
+        "test_tables",
         "test_tx",
         "test_units",
     )

@@ -101,6 +101,7 @@ def test_a_transformers_classifier_trains_on_a_table_of_texts_and_serves_what_it
     untrained = hf.evaluate(model, tokenizer, *hf.texts(reviews))["accuracy"]
     result = run_job(train_job(tmp_path / "runs", "hf-train", PROVIDER_B, base, reviews, epochs=6))
     assert [h["epoch"] for h in result.metrics["history"]] == [1, 2, 3, 4, 5, 6]
+    assert result.metrics["dataset_read"] == "whole"  # a small table: read by the driver, not streamed
     assert result.metrics["val_accuracy"] >= 0.85 > untrained + 0.2, (untrained, result.metrics["history"])
 
     outputs = Path(result.result_dir) / OUTPUT_DIR

@@ -14,13 +14,16 @@ Params (`job.params`, a `compute.runners.params` class):
   precision     "fp32" | "bf16" — bf16 runs forward passes under autocast (default "fp32")
   max_failures  worker-group failures to recover from, each from the last checkpoint (default 2)
 
-A table streams through Ray Data: the driver reads it in blocks into the cluster's object
-store, holds out a fifth of its rows drawn with the job's seed, and each worker iterates its
-own shard of the rest (`ray.train.get_dataset_shard`), shuffled locally with the job's seed;
-the MLP is sized to the table's columns and classes. A Hugging Face classifier trains every
-weight from its checkpoint, its packed files sent to the workers in their config; each worker
-tokenizes its batches, and the outputs are the trained model and its tokenizer as
-`save_pretrained` writes them, which `infer` and `finetune` read.
+A table larger than WHOLE_TABLE_BYTES streams through Ray Data: the driver reads it in blocks
+into the cluster's object store, holds out a fifth of its rows drawn with the job's seed, and
+each worker iterates its own shard of the rest (`ray.train.get_dataset_shard`), shuffled locally
+with the job's seed. A smaller one is read whole by the driver, as `finetune` and `infer` read
+theirs, split the same way and handed to the workers with their config, each taking an equal
+share of the rest: Ray Data's actors and tasks would cost a small table's lease more than the
+table (`metrics["dataset_read"]` says which). The MLP is sized to the table's columns and
+classes. A Hugging Face classifier trains every weight from its checkpoint, its packed files
+sent to the workers in their config; each worker tokenizes its batches, and the outputs are the
+trained model and its tokenizer as `save_pretrained` writes them, which `infer` and `finetune` read.
 
 `job.workers` workers, each pinned to the provider by label selector and a sliver of its
 custom resource. A checkpoint is written every epoch under `job.storage` (a local directory
@@ -48,7 +51,6 @@ import ray.train
 import torch
 import torch.distributed as dist
 from ray.train import Checkpoint, CheckpointConfig, DataConfig, FailureConfig, RunConfig, ScalingConfig
-from ray.train.torch import TorchTrainer
 from safetensors.torch import load_file, save_file
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
@@ -64,6 +66,7 @@ from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
 from compute.models import build_model
 from compute.placement import LABEL, PIN, label_selector, provider_resource
+from compute.ray_private import TorchTrainer
 from compute.runners.params import TrainParams
 from compute.runners.supervise import ProviderWatch, failure_for, release_placement_groups
 
@@ -76,6 +79,10 @@ RUN_RECORD = "run.json"
 # job's wall time. Swarm's runs poll four times a second unless the environment says otherwise.
 TRAIN_POLL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
 TRAIN_POLL_S = "0.25"
+# A table whose files hold at most this many bytes is read whole; a larger one streams. Streaming
+# starts Ray Data's coordinator, stats and autoscaling actors and its read and split tasks, each a
+# process of its own: about 12 CPU-seconds and as many seconds before the first step on two cores.
+WHOLE_TABLE_BYTES = 8 * 2**20
 
 
 # ── on the workers ───────────────────────────────────────────────────────────
@@ -127,10 +134,27 @@ def table_batches(shard: ray.data.DataIterator, tensors: Tensors, batch_size: in
         yield tensors(batch)
 
 
-def table_validation(shard: ray.data.DataIterator, tensors: Tensors) -> TensorDataset:
+def table_validation(shard: ray.data.DataIterator | dict[str, np.ndarray], tensors: Tensors) -> TensorDataset:
     """The held-out rows of a table, whole on every worker (a fifth, and not split), as one batch."""
+    if isinstance(shard, dict):  # read whole by the driver
+        return TensorDataset(*tensors(shard))
     parts = list(shard.iter_batches(batch_size=1024, batch_format="numpy"))
     return TensorDataset(*tensors({k: np.concatenate([p[k] for p in parts]) for k in parts[0]}))
+
+
+def share_of(rows: dict[str, np.ndarray], rank: int, world: int) -> dict[str, np.ndarray]:
+    """A worker's equal share of a table read whole: every world-th row from its rank, the same
+    count on every worker (so DDP's all-reduces pair up); at most world − 1 rows are left out."""
+    each = len(rows[tabular.LABEL]) // world
+    return {k: v[rank::world][:each] for k, v in rows.items()}
+
+
+def row_batches(rows: dict[str, np.ndarray], tensors: Tensors, batch_size: int, seed: int):
+    """(inputs, labels) batches of a worker's share of a table read whole, in an order drawn with `seed`."""
+    order = np.random.default_rng(seed).permutation(len(rows[tabular.LABEL]))
+    for start in range(0, len(order), batch_size):
+        take = order[start:start + batch_size]
+        yield tensors({k: v[take] for k, v in rows.items()})
 
 
 @torch.no_grad()
@@ -224,8 +248,10 @@ def train_loop(config: dict[str, Any]) -> None:
         loader = DataLoader(train_set, batch_size=params.batch_size, sampler=sampler)
     else:
         assert tensors is not None  # a table's, or its texts'
-        val_set = table_validation(ray.train.get_dataset_shard("validation"), tensors)
-        shard = ray.train.get_dataset_shard("train")
+        whole = config.get("rows")  # a small table, read whole by the driver
+        held_out = whole["validation"] if whole else ray.train.get_dataset_shard("validation")
+        val_set = table_validation(held_out, tensors)
+        shard = share_of(whole["train"], rank, world) if whole else ray.train.get_dataset_shard("train")
     optimizer = torch.optim.Adam(model.parameters(), lr=params.lr)
     state = load_state(ray.train.get_checkpoint(), model, optimizer)
     state["resumed_from_epoch"] = state["epoch"]
@@ -239,7 +265,9 @@ def train_loop(config: dict[str, Any]) -> None:
             sampler.set_epoch(epoch)
         else:
             assert tensors is not None
-            loader = table_batches(shard, tensors, params.batch_size, seed=seed * 1_000 + epoch)
+            epoch_seed = seed * 1_000 + epoch
+            loader = (row_batches(shard, tensors, params.batch_size, epoch_seed) if isinstance(shard, dict)
+                      else table_batches(shard, tensors, params.batch_size, seed=epoch_seed))
         with BusyTimer() as timer:
             loss_sum, count, state["compute_dtype"] = train_epoch(ddp, loader, optimizer, device,
                                                                   params.precision, state)
@@ -270,17 +298,79 @@ def model_config(table: dict[str, Any] | None) -> dict[str, int]:
 
 
 def loop_config(job: ComputeJob, params: TrainParams, table: dict[str, Any] | None = None,
-                checkpoint: dict[str, bytes] | None = None) -> dict[str, Any]:
-    """The workers' config; `checkpoint` is a brought transformers checkpoint's files (hf.pack)."""
+                checkpoint: dict[str, bytes] | None = None,
+                rows: dict[str, dict[str, np.ndarray]] | None = None) -> dict[str, Any]:
+    """The workers' config; `checkpoint` is a brought transformers checkpoint's files (hf.pack),
+    `rows` a small table's training and validation rows, read whole."""
     return {"params": asdict(params), "seed": job.seed, "table": table} | (
-        {"checkpoint": checkpoint} if checkpoint is not None else {})
+        {"checkpoint": checkpoint} if checkpoint is not None else {}) | ({"rows": rows} if rows else {})
+
+
+def table_layout(names: list[str], types: list[Any], path: str, brought: bool) -> tuple[list[str], list[str]]:
+    """(feature columns, columns kept) of a table with these columns: numbers with a label, or for a
+    transformers checkpoint texts with a label; anything else is the buyer's to fix."""
+    import pyarrow as pa
+
+    if brought:
+        if hf.TEXT not in names or tabular.LABEL not in names:
+            raise InvalidJob(
+                f"dataset {Path(path).name} needs a {hf.TEXT!r} and a {tabular.LABEL!r} column; a "
+                f"text model trains on each row's text and its class"
+            )
+        features, kept, numeric = [hf.TEXT], [hf.TEXT, tabular.LABEL], [tabular.LABEL]
+    else:
+        features = tabular.features_of(list(names), Path(path).name)
+        kept = numeric = list(names)
+    odd = [n for n, t in zip(names, types) if n in numeric
+           and not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))]
+    if odd:
+        raise InvalidJob(f"dataset {Path(path).name}: column(s) {', '.join(odd)} are not numbers; every "
+                         f"feature and {tabular.LABEL!r} must be numeric")
+    return features, kept
+
+
+def table_classes(low: int | None, high: int | None, rows: int, path: str) -> int:
+    """How many classes a table's labels name, from their range; a table too small or with a label
+    below 0 is refused."""
+    if rows < 10 or low is None or high is None or low < 0:
+        raise InvalidJob(
+            f"dataset {Path(path).name} needs at least 10 rows with labels that are integers from 0"
+        )
+    return high + 1
+
+
+def dataset_read(params: TrainParams) -> str:
+    """How the job's dataset reaches the workers: "built-in" (made by each worker), "whole" (a
+    table of at most WHOLE_TABLE_BYTES, read by the driver) or "streamed" (through Ray Data)."""
+    if tabular.is_named(params.dataset):
+        return "built-in"
+    _, files = tabular.files_of(params.dataset)
+    return "whole" if sum(Path(f).stat().st_size for f in files) <= WHOLE_TABLE_BYTES else "streamed"
+
+
+def table_rows(params: TrainParams, seed: int) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, Any]]:
+    """A small table read whole: its training and validation rows (a fifth held out, drawn with
+    the job's seed) as columns, and its layout."""
+    path = params.dataset
+    table = tabular.read_table(path)
+    if params.samples:
+        table = table.slice(0, params.samples)
+    features, kept = table_layout(table.schema.names, table.schema.types, path, params.brought)
+    columns = {c: table.column(c).to_numpy(zero_copy_only=False) for c in kept}
+    labels = columns[tabular.LABEL]
+    low, high = (int(labels.min()), int(labels.max())) if len(labels) else (None, None)
+    classes = table_classes(low, high, len(labels), path)
+    order = np.random.default_rng(seed).permutation(len(labels))
+    held_out = max(1, round(len(labels) * 0.2))
+    splits = {"validation": np.sort(order[:held_out]), "train": order[held_out:]}
+    rows = {name: {c: v[index] for c, v in columns.items()} for name, index in splits.items()}
+    return rows, {"features": features, "classes": classes}
 
 
 def table_datasets(params: TrainParams, seed: int) -> tuple[dict[str, ray.data.Dataset], dict[str, Any]]:
-    """A table's training and validation splits (a fifth of its rows, drawn with the job's seed:
-    a table's rows are often in the order they were gathered) and its layout; a table that is
-    not one of numbers with a label (or, for a transformers checkpoint, of texts with a label)
-    is the buyer's to fix."""
+    """A larger table streamed: its training and validation splits (a fifth of its rows, drawn
+    with the job's seed: a table's rows are often in the order they were gathered) as Ray Data
+    datasets, and its layout."""
     import pyarrow as pa
 
     path = params.dataset
@@ -297,23 +387,9 @@ def table_datasets(params: TrainParams, seed: int) -> tuple[dict[str, ray.data.D
         raise InvalidJob(
             f"dataset {Path(path).name} cannot be read: {str(exc).strip().splitlines()[-1]}"
         ) from None
-    if params.brought:
-        if hf.TEXT not in schema.names or tabular.LABEL not in schema.names:
-            raise InvalidJob(
-                f"dataset {Path(path).name} needs a {hf.TEXT!r} and a {tabular.LABEL!r} column; a "
-                f"text model trains on each row's text and its class"
-            )
-        features = [hf.TEXT]
-        dataset = dataset.select_columns([hf.TEXT, tabular.LABEL])
-        numeric = [tabular.LABEL]
-    else:
-        features = tabular.features_of(list(schema.names), Path(path).name)
-        numeric = list(schema.names)
-    odd = [n for n, t in zip(schema.names, schema.types) if n in numeric
-           and not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))]
-    if odd:
-        raise InvalidJob(f"dataset {Path(path).name}: column(s) {', '.join(odd)} are not numbers; every "
-                         f"feature and {tabular.LABEL!r} must be numeric")
+    features, kept = table_layout(list(schema.names), list(schema.types), path, params.brought)
+    if kept != list(schema.names):
+        dataset = dataset.select_columns(kept)
     # The classes: the label column's range, block by block (an aggregate would start a shuffle).
     low, high = None, None
     for block in dataset.iter_batches(batch_size=None, batch_format="numpy"):
@@ -321,12 +397,9 @@ def table_datasets(params: TrainParams, seed: int) -> tuple[dict[str, ray.data.D
         if len(labels):
             low = int(labels.min()) if low is None else min(low, int(labels.min()))
             high = int(labels.max()) if high is None else max(high, int(labels.max()))
-    if dataset.count() < 10 or low is None or high is None or low < 0:
-        raise InvalidJob(
-            f"dataset {Path(path).name} needs at least 10 rows with labels that are integers from 0"
-        )
+    classes = table_classes(low, high, dataset.count(), path)
     train, validation = dataset.train_test_split(test_size=0.2, shuffle=True, seed=seed)
-    return {"train": train, "validation": validation}, {"features": features, "classes": int(high) + 1}
+    return {"train": train, "validation": validation}, {"features": features, "classes": classes}
 
 
 def scaling_config(job: ComputeJob) -> ScalingConfig:
@@ -365,11 +438,16 @@ def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
     if params.brought:  # its configuration and tokenizer load, before any Ray work
         directory, _ = hf.check(params.model)
         checkpoint = hf.pack(directory)
-    datasets, table = ({}, None) if tabular.is_named(params.dataset) else table_datasets(params, job.seed)
+    datasets: dict[str, ray.data.Dataset] = {}
+    rows, table = None, None
+    if dataset_read(params) == "whole":
+        rows, table = table_rows(params, job.seed)
+    elif dataset_read(params) == "streamed":
+        datasets, table = table_datasets(params, job.seed)
     if params.brought:
         assert table is not None  # a transformers checkpoint trains on a table (TrainParams)
         hf.check_classes(directory, table["classes"], params.dataset)
-    trainer = TorchTrainer(train_loop, train_loop_config=loop_config(job, params, table, checkpoint),
+    trainer = TorchTrainer(train_loop, train_loop_config=loop_config(job, params, table, checkpoint, rows),
                            scaling_config=scaling_config(job), run_config=run_config(job, params),
                            datasets=datasets or None, dataset_config=DataConfig(datasets_to_split=["train"]))
     try:
@@ -457,6 +535,7 @@ def run(job: ComputeJob) -> JobResult:
         "compute_dtype": state["compute_dtype"], "resumed_from_epoch": state["resumed_from_epoch"],
         "placements": state["placements"], "first_step_at": state["first_step_at"],
         "checkpoint": result.checkpoint.path, "wall_s": round(time.time() - started, 3),
+        "dataset_read": dataset_read(params),
     }
     record = metrics | {"started_at": started}
     (result_dir / RUN_RECORD).write_text(json.dumps(record, indent=2, sort_keys=True))
