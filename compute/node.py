@@ -43,6 +43,10 @@ LOCAL_HEALTH_CHECKS = {"health_check_period_ms": 1000, "health_check_timeout_ms"
 # started a Python worker of its own (about a CPU-second here) that was ended before the next.
 IDLE_WORKER_KEEP_MS = 300_000
 SITE_RAY_CONFIG = LOCAL_HEALTH_CHECKS | {"idle_worker_killing_time_threshold_ms": IDLE_WORKER_KEEP_MS}
+# Ray Train's helpers that a Swarm run has no use for, each an actor process or callbacks to start:
+# the preemption watcher (a lease's Ray is one node of its own) and the metrics no one scrapes.
+# Read from the environment of the process that builds the trainer.
+TRAIN_HELPERS_OFF = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0", "RAY_TRAIN_METRICS_ENABLED": "0"}
 _ADDRESS = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
 
 

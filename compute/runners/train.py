@@ -65,6 +65,7 @@ from compute.errors import InvalidJob, ProviderFault
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
 from compute.models import build_model
+from compute.node import TRAIN_HELPERS_OFF
 from compute.placement import LABEL, PIN, label_selector, provider_resource
 from compute.ray_private import TorchTrainer
 from compute.runners.params import TrainParams
@@ -434,6 +435,8 @@ def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
     """Runs the trainer; a lost provider, a timeout or dead workers become compute errors."""
     started = time.monotonic()
     os.environ.setdefault(TRAIN_POLL_ENV, TRAIN_POLL_S)  # read by the controller when it starts
+    for name, value in TRAIN_HELPERS_OFF.items():  # as in a lease, wherever the runner runs
+        os.environ.setdefault(name, value)
     checkpoint = None
     if params.brought:  # its configuration and tokenizer load, before any Ray work
         directory, _ = hf.check(params.model)

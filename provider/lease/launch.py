@@ -27,6 +27,7 @@ from typing import Any
 
 from compute.dataplane import shown
 from compute.errors import ComputeError
+from compute.node import TRAIN_HELPERS_OFF
 from provider.lease import LEASES, LOG, OUTCOME, PLAN_ENV, PROJECT, RUN, WORK, untrusted
 from provider.lease.inputs import InputError, fetch_inputs, result_binds, stage_program, store_result
 from provider.lease.outcome import Outcome, verdict_line
@@ -60,10 +61,7 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # the lease's own Ray: one node on its loopback
         "RAY_AUTH_MODE": "disabled",  # nothing but the lease shares that loopback
         "RAY_USAGE_STATS_ENABLED": "0",
-        # Ray Train's helpers that a one-node instance of its own has no use for, each an actor
-        # process to start: the preemption watcher and the metrics no one scrapes.
-        "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0",
-        "RAY_TRAIN_METRICS_ENABLED": "0",
+        **TRAIN_HELPERS_OFF,  # for a buyer's own Ray Train program as for a built-in job
         # The sandbox's copy of the plan, without the verdict's key.
         PLAN_ENV: plan.but(verdict_key="").encode(),
     }
