@@ -72,24 +72,19 @@ def __getattr__(name: str) -> Any:
 
 @functools.cache
 def _lean_torch_trainer() -> type:
-    """Ray Train's TorchTrainer without two of the helpers it starts for every run, each an actor
-    process of its own (about 3 and 4 CPU-seconds here): the dataset manager of a run that has no
-    Ray Data datasets, and the detached placement-group cleaner, which polls the state API every
-    second to remove the run's placement group if its controller dies. A built-in job runs in a
-    lease's own Ray, which ends with the lease, and a run that fails has its provider's placement
-    groups released by Swarm (compute.runners.supervise). `_create_default_callbacks` is internal
-    to Ray Train."""
+    """Ray Train's TorchTrainer without the dataset manager it starts for every run, an actor
+    process of its own (about 3 CPU-seconds here), when the run has no Ray Data datasets: a
+    built-in dataset or a small table reaches the workers in their config. (Its detached
+    placement-group cleaner stays: when a provider's last node is lost and Swarm kills the
+    controller, the cleaner is what removes the placement group the controller was waiting
+    on.) `_create_default_callbacks` is internal to Ray Train."""
     from ray.train.torch import TorchTrainer
     from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
-    from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
 
     class LeanTorchTrainer(TorchTrainer):
         def _create_default_callbacks(self) -> list[Any]:
-            return [
-                callback for callback in super()._create_default_callbacks()
-                if not isinstance(callback, PlacementGroupCleanerCallback)
-                and not (isinstance(callback, DatasetsCallback) and not self.datasets)
-            ]
+            return [callback for callback in super()._create_default_callbacks()
+                    if self.datasets or not isinstance(callback, DatasetsCallback)]
 
     LeanTorchTrainer.__name__ = LeanTorchTrainer.__qualname__ = "TorchTrainer"
     return LeanTorchTrainer

@@ -175,7 +175,7 @@ def test_the_provider_watch_is_a_controller_callback() -> None:
     assert issubclass(ProviderWatch, ray_private.ControllerCallback)
 
 
-def test_swarms_torch_trainer_starts_no_cleaner_and_no_dataset_manager_for_a_run_without_datasets() -> None:
+def test_swarms_torch_trainer_starts_no_dataset_manager_for_a_run_without_datasets() -> None:
     from ray.train import ScalingConfig
     from ray.train.torch import TorchTrainer
     from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
@@ -190,10 +190,8 @@ def test_swarms_torch_trainer_starts_no_cleaner_and_no_dataset_manager_for_a_run
     def loop() -> None:
         pass
 
-    plain = kinds(TorchTrainer(loop, scaling_config=ScalingConfig(num_workers=1)))
-    assert {PlacementGroupCleanerCallback, DatasetsCallback} <= plain  # what Ray Train starts by default
-    without = kinds(lean(loop, scaling_config=ScalingConfig(num_workers=1)))
-    assert without == plain - {PlacementGroupCleanerCallback, DatasetsCallback}
     one = ScalingConfig(num_workers=1)
-    with_data = kinds(lean(loop, scaling_config=one, datasets={"train": lambda: None}))
-    assert with_data == plain - {PlacementGroupCleanerCallback}
+    plain = kinds(TorchTrainer(loop, scaling_config=one))
+    assert {PlacementGroupCleanerCallback, DatasetsCallback} <= plain  # what Ray Train starts by default
+    assert kinds(lean(loop, scaling_config=one)) == plain - {DatasetsCallback}
+    assert kinds(lean(loop, scaling_config=one, datasets={"train": lambda: None})) == plain

@@ -87,7 +87,8 @@ def test_a_table_over_the_limit_is_streamed(digits: Path, monkeypatch: pytest.Mo
     (b"a,label\n" + b"x,1\ny,0\n" * 10, "dataset rows.csv: column.s. a are not numbers"),
     (b"a,label\n" + b"1,-1\n2,0\n" * 10, "needs at least 10 rows with labels that are integers from 0"),
     (b"a,label\n" + b"1,1\n" * 5, "needs at least 10 rows"),
-], ids=["no label", "a column of words", "a negative label", "too few rows"])
+    (b"a,label\n" + b"1,1\n2,0\n" * 10 + b"3,\n", "needs at least 10 rows with labels that are integers"),
+], ids=["no label", "a column of words", "a negative label", "too few rows", "a row without its label"])
 def test_a_small_table_that_cannot_train_is_refused_in_one_sentence(
     tmp_path: Path, content: bytes, message: str
 ) -> None:

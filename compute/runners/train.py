@@ -359,7 +359,8 @@ def table_rows(params: TrainParams, seed: int) -> tuple[dict[str, dict[str, np.n
     features, kept = table_layout(table.schema.names, table.schema.types, path, params.brought)
     columns = {c: table.column(c).to_numpy(zero_copy_only=False) for c in kept}
     labels = columns[tabular.LABEL]
-    low, high = (int(labels.min()), int(labels.max())) if len(labels) else (None, None)
+    every_row_labelled = len(labels) > 0 and bool(np.all(np.isfinite(labels.astype(np.float64))))
+    low, high = (int(labels.min()), int(labels.max())) if every_row_labelled else (None, None)
     classes = table_classes(low, high, len(labels), path)
     order = np.random.default_rng(seed).permutation(len(labels))
     held_out = max(1, round(len(labels) * 0.2))
