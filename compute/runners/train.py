@@ -444,9 +444,10 @@ def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
         checkpoint = hf.pack(directory)
     datasets: dict[str, ray.data.Dataset] = {}
     rows, table = None, None
-    if dataset_read(params) == "whole":
+    read = dataset_read(params)
+    if read == "whole":
         rows, table = table_rows(params, job.seed)
-    elif dataset_read(params) == "streamed":
+    elif read == "streamed":
         datasets, table = table_datasets(params, job.seed)
     if params.brought:
         assert table is not None  # a transformers checkpoint trains on a table (TrainParams)
