@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RAY_VERSION", "ControllerCallback", "GcsNode", "TorchTrainer", "abort_train_controller",
-    "check_version", "gcs_client", "gcs_nodes", "init_local_node", "placement_group", "reload_auth_settings",
-    "system_config_args",
+    "check_version", "dashboard_running", "gcs_client", "gcs_nodes", "init_local_node", "placement_group",
+    "reload_auth_settings", "system_config_args",
 ]
 
 RAY_VERSION = "2.60.0"  # the version pinned in pyproject.toml, and the one every name below was read from
@@ -72,22 +72,72 @@ def __getattr__(name: str) -> Any:
 
 @functools.cache
 def _lean_torch_trainer() -> type:
-    """Ray Train's TorchTrainer without the dataset manager it starts for every run, an actor
-    process of its own (about 3 CPU-seconds here), when the run has no Ray Data datasets: a
-    built-in dataset or a small table reaches the workers in their config. (Its detached
-    placement-group cleaner stays: when a provider's last node is lost and Swarm kills the
-    controller, the cleaner is what removes the placement group the controller was waiting
-    on.) `_create_default_callbacks` is internal to Ray Train."""
+    """Ray Train's TorchTrainer without what a Swarm run has no use for, each an actor process
+    (about 3 CPU-seconds here) or a wait:
+
+    - the dataset manager it starts for every run, when the run has no Ray Data datasets (a
+      built-in dataset or a small table reaches the workers in their config);
+    - the autoscaling coordinator it asks for the run's resources before starting the workers
+      and every 20 s after, waiting up to 5 s each time: a site's cluster and a lease's Ray have
+      no autoscaler, their nodes come and go by the provider's hand;
+    - the detached placement-group cleaner, where the cluster has no dashboard: it asks the
+      dashboard's State API each second whether the controller lives, and without one it never
+      learns (a lease's one-node Ray, which ends with the lease). Where a dashboard runs it stays:
+      when a provider's last node is lost and Swarm kills the controller, the cleaner is what
+      removes the placement group the controller was waiting on.
+
+    `_create_default_callbacks`, `_initialize_and_run_controller` and the scaling policies are
+    internal to Ray Train."""
     from ray.train.torch import TorchTrainer
     from ray.train.v2._internal.callbacks.datasets import DatasetsCallback
+    from ray.train.v2._internal.callbacks.placement_group_callback import PlacementGroupCleanerCallback
+    from ray.train.v2._internal.execution.scaling_policy import FixedScalingPolicy
+
+    class FixedScaling(FixedScalingPolicy):
+        """A fixed number of workers, asked of no autoscaling coordinator."""
+
+        def after_controller_start(self, train_run_context: Any) -> None:
+            pass
+
+        def _maybe_send_resource_request(self) -> None:
+            pass
 
     class LeanTorchTrainer(TorchTrainer):
         def _create_default_callbacks(self) -> list[Any]:
+            state_api = not ray.is_initialized() or dashboard_running()  # unknown yet: as Ray does
             return [callback for callback in super()._create_default_callbacks()
-                    if self.datasets or not isinstance(callback, DatasetsCallback)]
+                    if (self.datasets or not isinstance(callback, DatasetsCallback))
+                    and (state_api or not isinstance(callback, PlacementGroupCleanerCallback))]
+
+        def _initialize_and_run_controller(self, **controller_init_kwargs: Any) -> Any:
+            if type(controller_init_kwargs.get("scaling_policy")) is FixedScalingPolicy:
+                controller_init_kwargs["scaling_policy"] = FixedScaling(self.scaling_config)
+            return super()._initialize_and_run_controller(**controller_init_kwargs)
 
     LeanTorchTrainer.__name__ = LeanTorchTrainer.__qualname__ = "TorchTrainer"
     return LeanTorchTrainer
+
+
+def dashboard_running() -> bool:
+    """Whether the Ray this process is connected to serves its dashboard, and with it the State
+    API: the dashboard writes its HTTP address into the GCS's key-value store as it starts, and
+    the State API is asked there. A Ray started without a dashboard (`include_dashboard=False`)
+    writes an address too, where nothing listens."""
+    import socket
+
+    from ray._private import ray_constants
+    from ray.experimental.internal_kv import _internal_kv_get
+
+    address = _internal_kv_get(ray_constants.DASHBOARD_ADDRESS,
+                               namespace=ray_constants.KV_NAMESPACE_DASHBOARD)
+    if not address:
+        return False
+    host, _, port = address.decode().rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=2.0):
+            return True
+    except (OSError, ValueError):
+        return False
 
 
 # ── authentication ───────────────────────────────────────────────────────────

@@ -173,6 +173,7 @@ def settle_after_window(
 
 def test_posted_job_runs_completes_and_pays_provider_and_refunds_buyer(
     swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine, rpc: RpcClient,
+    site_network: SiteNetwork,
 ) -> None:
     buyer = dev_account(BUYER).address
     treasury = swarm.market.functions.treasury().call()
@@ -189,6 +190,11 @@ def test_posted_job_runs_completes_and_pays_provider_and_refunds_buyer(
     assert "0x" + info.result_hash.hex() == rec.result_hash
     assert 1 <= info.units_used == min(600, math.ceil(rec.units)), "CPU-seconds, rounded up"
     assert rec.metrics["epochs"] == 2 and (Path(rec.result_dir) / "outputs" / "metrics.json").is_file()
+    # The lease's Ray Train asked no autoscaling coordinator for its workers, and started no
+    # placement-group cleaner, which a Ray without a dashboard leaves polling in vain.
+    log = (lease_dir(swarm, site_network, PROVIDER_A, job_id) / "log").read_text()
+    assert "Started training worker group" in log
+    assert "resource request" not in log and "PlacementGroupCleaner" not in log, log
 
     settle_after_window(swarm, rpc, service, ledger_engine, [job_id])
     payment = info.units_used * PRICES[PROVIDER_A]
@@ -417,9 +423,14 @@ def test_the_service_killed_mid_job_and_restarted_assigns_and_settles_once(
     rec = record(ledger_engine, job_id)
     assert rec.attempts == 2, "the market followed the lease twice"
     assert any("interrupted" in t.detail for t in _transitions(ledger_engine, job_id))
-    posted_in = ChainAuthority(swarm).job(job_id).posted_in.hex()[:16]
-    lease = Path(site_network.sites[PROVIDER_A].home) / "site" / "leases" / f"{job_id}-{posted_in}"
+    lease = lease_dir(swarm, site_network, PROVIDER_A, job_id)
     assert json.loads((lease / "lease.json").read_text())["attempt"] == 1, "the site ran it once"
+
+
+def lease_dir(swarm: Swarm, site_network: SiteNetwork, provider: str, job_id: int) -> Path:
+    """Where the provider's site keeps the lease of job `job_id`."""
+    posted_in = ChainAuthority(swarm).job(job_id).posted_in.hex()[:16]
+    return Path(site_network.sites[provider].home) / "site" / "leases" / f"{job_id}-{posted_in}"
 
 
 def _wait(check: Callable[[], bool], timeout: float) -> None:

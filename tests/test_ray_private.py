@@ -193,5 +193,30 @@ def test_swarms_torch_trainer_starts_no_dataset_manager_for_a_run_without_datase
     one = ScalingConfig(num_workers=1)
     plain = kinds(TorchTrainer(loop, scaling_config=one))
     assert {PlacementGroupCleanerCallback, DatasetsCallback} <= plain  # what Ray Train starts by default
+    assert not ray.is_initialized()  # so the cleaner stays: whether a dashboard runs is not known yet
     assert kinds(lean(loop, scaling_config=one)) == plain - {DatasetsCallback}
     assert kinds(lean(loop, scaling_config=one, datasets={"train": lambda: None})) == plain
+
+
+def test_the_names_swarms_torch_trainer_replaces_ray_trains_scaling_policy_by_are_there() -> None:
+    """Where a run's scaling policy comes from and goes (the lease's check that no autoscaling
+    coordinator is asked is in tests/test_market_service.py), and where the dashboard leaves its
+    address."""
+    from ray._private import ray_constants
+    from ray.experimental.internal_kv import _internal_kv_get
+    from ray.train import ScalingConfig
+    from ray.train.v2._internal.execution.scaling_policy import FixedScalingPolicy, create_scaling_policy
+    from ray.train.v2._internal.execution.scaling_policy.scaling_policy import ScalingPolicy
+    from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
+
+    assert type(create_scaling_policy(ScalingConfig(num_workers=2))) is FixedScalingPolicy
+    fit = inspect.getsource(DataParallelTrainer.fit)
+    assert "scaling_policy=create_scaling_policy(self.scaling_config)" in fit
+    controller = inspect.signature(DataParallelTrainer._initialize_and_run_controller).parameters
+    assert [p.kind for p in controller.values()][-1] is inspect.Parameter.VAR_KEYWORD
+    for name in ("after_controller_start", "_maybe_send_resource_request"):
+        assert name in vars(ScalingPolicy), name
+    assert "self._maybe_send_resource_request()" in inspect.getsource(FixedScalingPolicy)
+    assert "namespace" in inspect.signature(_internal_kv_get).parameters
+    assert ray_constants.DASHBOARD_ADDRESS == "dashboard"
+    assert ray_constants.KV_NAMESPACE_DASHBOARD == b"dashboard"
