@@ -194,6 +194,7 @@ LIGHT = {
         "test_tables",
         "test_tx",
         "test_units",
+        "test_venv_install",
     )
 }
 
