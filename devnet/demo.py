@@ -115,7 +115,9 @@ class Demo:
         self._deploy()
         self.progress.advance(chain)
         sites_task = self.progress.add_task("Provider sites: 3 sites, 4 nodes", total=1)
+        preparing = _Background(self._prepare)  # while the sites start, which is waiting here
         self._sites()
+        preparing.join()
         self.progress.advance(sites_task)
         staking = self.progress.add_task("Providers register and stake", total=len(PROVIDERS))
         for p in PROVIDERS:
@@ -157,6 +159,17 @@ class Demo:
         self.engine = open_ledger(database_url(self.home))
         forget_chain(self.engine, chain.chain_id)  # rows of an earlier demo's devnet
         self.supply_at_start = self.swarm.token.functions.totalSupply().call()
+
+    def _prepare(self) -> None:
+        """What the services and the buyers load before they start: the market's and the
+        oracle's modules, torch, and the buyers' table, written where the sites can read it."""
+        import market.service  # noqa: F401
+        import oracle.service  # noqa: F401
+        from compute.checkpoints import registered_checkpoint  # noqa: F401  (torch)
+        from compute.data import write_digits
+
+        self.inputs = write_digits(self.home / "demo" / "digits.parquet")
+        self.inputs.chmod(0o644)  # a site copies in only what every user of its machine may read
 
     def _sites(self) -> None:
         """A site per provider, as `swarm cluster up` starts them: each its own Ray cluster and agent."""
@@ -228,10 +241,8 @@ class Demo:
 
     def _jobs(self) -> None:
         from compute.checkpoints import registered_checkpoint
-        from compute.data import write_digits
 
-        inputs = write_digits(self.home / "demo" / "digits.parquet")
-        inputs.chmod(0o644)  # a site copies in only what every user of its machine may read
+        inputs = self.inputs
         steps = ("posted", "assigned", "running", "completed", "settled")
         train_task = self.progress.add_task("Buyer 1: train (the flaky provider)", total=len(steps))
         (train_id,) = self._post(BUYERS[0], job_specs(inputs)["train"])
@@ -451,6 +462,27 @@ class Demo:
             "dashboard": "swarm dashboard  →  http://127.0.0.1:8600",
             "rpc_url": self.url,
         }
+
+
+class _Background(threading.Thread):
+    """`target` in a thread of its own; `join` raises what it raised."""
+
+    def __init__(self, target) -> None:
+        super().__init__(daemon=True, name="demo-prepare")
+        self.work = target
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self.work()
+        except BaseException as exc:  # noqa: BLE001 -- raised again by join
+            self.error = exc
+
+    def join(self, timeout: float | None = None) -> None:
+        super().join(timeout)
+        if self.error is not None:
+            raise self.error
 
 
 def _accuracy(metrics: dict | None) -> float | None:
