@@ -8,14 +8,18 @@ site plans a lease from (`compute.order`) and what the worker in the lease's san
 are one structure, checked the same way at every step.
 
 `run_job` validates a built-in job before any Ray work — zero workers, more workers than the
-provider's nodes have — then runs it on that provider's nodes only.
+provider's nodes have — then runs it on that provider's nodes only. A job whose work is one
+task (`ONE_TASK_KINDS`) may instead run `in_place`: in the caller's own process, which a lease
+is, on one of the provider's nodes with the devices the job holds.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,7 @@ PARAMS: dict[str, type[Params]] = {c.KIND: c for c in (TrainParams, FinetunePara
                                                       ProgramParams)}
 KINDS = tuple(PARAMS)
 BUILT_IN = tuple(k for k in KINDS if k != ProgramParams.KIND)  # the kinds Swarm's own runners run
+ONE_TASK_KINDS = (InferParams.KIND, FinetuneParams.KIND)  # each one task on one node, never Ray Train
 FIELDS = (
     "format",
     "kind",
@@ -178,6 +183,28 @@ def check_capacity(job: ComputeJob) -> ProviderCapacity:
 Runner = Callable[[ComputeJob], JobResult]
 
 
+_IN_PLACE: ContextVar[str | None] = ContextVar("swarm_in_place", default=None)
+
+
+@contextmanager
+def in_place(provider: str) -> Iterator[None]:
+    """Within it, a job of one of `ONE_TASK_KINDS` runs its task in this process, not as a Ray
+    task pinned to `provider`'s nodes: for a process that already runs on one of them, holding
+    what the job may use, and that something outside stops at the job's time. That is a lease:
+    its sandbox on the node the site placed it on, timed and limited, with no Ray of its own
+    to start for one task."""
+    token = _IN_PLACE.set(provider)
+    try:
+        yield
+    finally:
+        _IN_PLACE.reset(token)
+
+
+def in_place_provider() -> str | None:
+    """The provider whose node this process is, within `in_place`; None elsewhere."""
+    return _IN_PLACE.get()
+
+
 def run_job(job: ComputeJob) -> JobResult:
     """Validates a built-in `job`, then runs it on its provider's nodes and returns its result.
     Only the runner of its kind is imported (finetune's brings in peft, tune's Ray Tune and
@@ -189,6 +216,11 @@ def run_job(job: ComputeJob) -> JobResult:
             f"job {job.job_id} is a {job.kind} job, which runs in a lease, not on a cluster's nodes."
         )
     validate(job)
-    check_capacity(job)
+    here = in_place_provider()
+    if here is None:
+        check_capacity(job)
+    elif job.kind not in ONE_TASK_KINDS or here != job.provider:
+        raise InvalidJob(f"job {job.job_id} is a {job.kind} job for {job.provider}; only "
+                         f"{' and '.join(ONE_TASK_KINDS)} jobs run in place, on their provider's node.")
     run: Runner = importlib.import_module(f"compute.runners.{job.kind}").run
     return run(job)

@@ -149,3 +149,16 @@ def test_the_verdict_is_the_last_one_the_launcher_printed_and_a_job_cannot_forge
     assert verdict("the node died before the launcher could say anything\n", plan.verdict_key) is None
     assert verdict(f"{VERDICT}5ec2e7 {{not json", plan.verdict_key) is None
     assert verdict(f'{VERDICT}5ec2e7 {{"state": "succeeded", "units": 9}}', plan.verdict_key) is None
+
+
+def test_only_a_one_task_job_of_the_leases_own_provider_runs_in_place() -> None:
+    """In a lease an infer or a finetune job runs in the worker's process, with no Ray to
+    start; anything else there is refused before any work, and the lease's place ends with it."""
+    from compute.jobs import in_place, in_place_provider, run_job
+
+    train = ComputeJob.of("ns-8", "train", "0xabc", {"epochs": 1})
+    infer = job_plan().job
+    for job, provider in ((train, "0xabc"), (infer, "0xdef")):
+        with in_place(provider), pytest.raises(InvalidJob, match="only infer and finetune jobs run in place"):
+            run_job(job)
+    assert in_place_provider() is None

@@ -374,6 +374,8 @@ def test_an_infer_job_on_a_model_and_table_pinned_in_s3_runs_in_a_lease_and_its_
     predictions = np.load(stored / "outputs" / "predictions.npy")
     assert predictions.shape == (1797,) and 0 <= outcome.metrics["accuracy"] <= 1
     assert manifest_hash(build_manifest(stored)) == outcome.result_hash
+    # One task: it ran in the lease's own process, which started no Ray (no Ray node to name).
+    assert outcome.metrics["placement"] == {"node_id": None, "provider": plan.job.provider}
 
 
 BAD_TABLE = {

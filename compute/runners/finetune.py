@@ -43,7 +43,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import ray
 import torch
 from peft import LoraConfig, PeftModel, get_peft_model, get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file, save_file
@@ -60,9 +59,8 @@ from compute.device import autocast, task_device
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, file_sha256, result_hash
 from compute.models import build_model
-from compute.placement import task_options
 from compute.runners.params import FinetuneParams, require
-from compute.runners.supervise import await_pinned
+from compute.runners.supervise import on_provider
 from compute.runners.train import evaluate, make_deterministic, split, where_am_i
 from compute.tabular import is_named
 
@@ -141,8 +139,6 @@ def load_base(meta: dict[str, Any], state: dict[str, torch.Tensor]) -> nn.Module
     return model
 
 
-_finetune_task = ray.remote(_finetune)
-
 
 def write_outputs(job: ComputeJob, params: FinetuneParams, meta: dict, base_sha: str, done: dict) -> Path:
     outputs = job.result_dir() / OUTPUT_DIR
@@ -220,8 +216,6 @@ def _finetune_text(files: dict[str, bytes], params: FinetuneParams, dataset: str
         }
 
 
-_finetune_text_task = ray.remote(_finetune_text)
-
 
 def run_text(job: ComputeJob, params: FinetuneParams) -> JobResult:
     """LoRA on a transformers classifier the buyer brings, over a table of texts they bring."""
@@ -235,9 +229,8 @@ def run_text(job: ComputeJob, params: FinetuneParams) -> JobResult:
     result_dir = job.result_dir()
     result_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    ref = _finetune_text_task.options(**task_options(job.provider, num_gpus=1 if job.use_gpu else 0)).remote(
-        hf.pack(directory), params, params.dataset, job.seed, job.use_gpu)
-    done = await_pinned(ref, job, started)
+    done = on_provider(_finetune_text, job, started, hf.pack(directory), params, params.dataset, job.seed,
+                       job.use_gpu)
     outputs = result_dir / OUTPUT_DIR
     shutil.rmtree(outputs, ignore_errors=True)
     hf.unpack(done["model"], outputs)
@@ -282,9 +275,8 @@ def run(job: ComputeJob) -> JobResult:
     result_dir = job.result_dir()
     result_dir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    ref = _finetune_task.options(**task_options(job.provider, num_gpus=1 if job.use_gpu else 0)).remote(
-        meta, base.state_dict(), params, dataset, job.seed, job.use_gpu)
-    done = await_pinned(ref, job, started)
+    done = on_provider(_finetune, job, started, meta, base.state_dict(), params, dataset, job.seed,
+                       job.use_gpu)
     base_sha = "0x" + file_sha256(base_dir / "model.safetensors")
     write_outputs(job, params, meta, base_sha, done)
     used = usage([done["busy_s"]], job.use_gpu)

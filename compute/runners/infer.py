@@ -33,7 +33,6 @@ import warnings
 from typing import Any
 
 import numpy as np
-import ray
 import torch
 from torch import nn
 
@@ -46,9 +45,8 @@ from compute.errors import ComputeError, InvalidJob
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
 from compute.models import build_model
-from compute.placement import task_options
 from compute.runners.params import InferParams, require
-from compute.runners.supervise import await_pinned
+from compute.runners.supervise import on_provider
 from compute.runners.train import make_deterministic, where_am_i
 
 CPU = torch.device("cpu")
@@ -146,8 +144,6 @@ def _infer(meta: dict[str, Any], state: dict[str, torch.Tensor], inputs: torch.T
     }
 
 
-_infer_task = ray.remote(_infer)
-
 
 def model_inputs(inputs: torch.Tensor, model: nn.Module, meta: dict[str, Any],
                  job: ComputeJob) -> torch.Tensor:
@@ -202,32 +198,27 @@ def _infer_text(directory: str, values: list[str], params: InferParams, seed: in
     }
 
 
-_infer_text_task = ray.remote(_infer_text)
-
 
 def run(job: ComputeJob) -> JobResult:
     """Runs the checkpoint's model over every input row on the provider's nodes."""
     params = job.params
     assert isinstance(params, InferParams)
-    options = task_options(job.provider, num_gpus=1 if job.use_gpu else 0)
     if hf.is_checkpoint(params.checkpoint):  # a transformers classifier over a table's texts
         directory, model_type = hf.check(params.checkpoint)
         inputs, labels = hf.texts(params.dataset_path)
         job.result_dir().mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        ref = _infer_text_task.options(**options).remote(
-            str(directory), inputs, params, job.seed, job.use_gpu
-        )
-        return _result(job, params, model_type, inputs, labels, await_pinned(ref, job, started), started)
+        done = on_provider(_infer_text, job, started, str(directory), inputs, params, job.seed, job.use_gpu)
+        return _result(job, params, model_type, inputs, labels, done, started)
     model, meta = load_for_inference(params.checkpoint)
     raw, labels = read_inputs(params.dataset_path, meta.get("features"))
     inputs = model_inputs(raw, model, meta, job)
     job.result_dir().mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     described = {"model": meta["model"], "config": meta.get("config", {})}
-    ref = _infer_task.options(**options).remote(described, model.state_dict(), inputs, params, job.seed,
-                                                job.use_gpu)
-    return _result(job, params, meta["model"], inputs, labels, await_pinned(ref, job, started), started)
+    done = on_provider(_infer, job, started, described, model.state_dict(), inputs, params, job.seed,
+                       job.use_gpu)
+    return _result(job, params, meta["model"], inputs, labels, done, started)
 
 
 def _result(job: ComputeJob, params: InferParams, model: str, inputs: Any, labels: torch.Tensor | None,

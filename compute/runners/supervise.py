@@ -7,19 +7,22 @@ nodes, and no other node may take it.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import ray
 
 from compute.errors import ComputeError, JobTimedOut, ProviderFault
-from compute.jobs import ComputeJob
-from compute.placement import provider_capacity, provider_resource
+from compute.jobs import ComputeJob, in_place_provider
+from compute.placement import provider_capacity, provider_resource, task_options
 from compute.ray_private import ControllerCallback, abort_train_controller, placement_group
 
 POLL_S = 1.0
 ABORT_GRACE_S = 10.0
+T = TypeVar("T")
 
 
 def provider_gone(provider: str) -> bool:
@@ -130,3 +133,18 @@ def await_pinned(ref: ray.ObjectRef, job: ComputeJob, started: float) -> Any:
         if failure is not None:
             ray.cancel(ref, force=True)
             raise failure
+
+
+@functools.cache
+def _remote(function: Callable[..., Any]) -> Any:
+    return ray.remote(function)
+
+
+def on_provider(function: Callable[..., T], job: ComputeJob, started: float, *args: Any) -> T:
+    """`function(*args)`, the one task of `job`, on one of its provider's nodes with a GPU when
+    the job uses one: a Ray task pinned there and watched (`await_pinned`), or, `in_place`
+    (`compute.jobs`), called in this process, which its lease's sandbox times and stops."""
+    if in_place_provider() is not None:
+        return function(*args)
+    options = task_options(job.provider, num_gpus=1 if job.use_gpu else 0)
+    return await_pinned(_remote(function).options(**options).remote(*args), job, started)

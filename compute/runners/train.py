@@ -62,7 +62,7 @@ from compute.checkpoints import save_model
 from compute.data import load_dataset
 from compute.device import autocast, model_device
 from compute.errors import InvalidJob, ProviderFault
-from compute.jobs import ComputeJob, JobResult
+from compute.jobs import ComputeJob, JobResult, in_place_provider
 from compute.manifest import OUTPUT_DIR, result_hash
 from compute.models import build_model
 from compute.node import TRAIN_HELPERS_OFF
@@ -184,7 +184,11 @@ def gather(value: Any) -> list[Any]:
 
 
 def where_am_i(**extra: Any) -> dict[str, Any]:
-    """The node this process runs on and the provider its label names."""
+    """The node this process runs on and the provider its label names; in place (a lease,
+    `compute.jobs.in_place`), the provider alone: the lease has no Ray node of its own."""
+    here = in_place_provider()
+    if here is not None:
+        return extra | {"node_id": None, "provider": here}
     context = ray.get_runtime_context()
     return extra | {"node_id": context.get_node_id(), "provider": context.get_node_labels().get(LABEL, "")}
 

@@ -1,11 +1,13 @@
-"""Inside a lease's sandbox: the job on a Ray instance of the lease's own.
+"""Inside a lease's sandbox: the job on a Ray instance of the lease's own, or in this process.
 
 `python -m provider.lease.worker WORK` reads the sandbox's copy of the lease's plan (without its
 verdict key) from its environment, which the site set, and runs its job in WORK: a built-in
 kind through `compute.jobs.run_job`, a `ray` job through `compute.runners.program`. The
 lease's Ray is one node with exactly the CPUs and GPUs the lease reserved, on a loopback the
 sandbox does not share, so nothing the lease runs can reach the site's cluster, whose Ray API
-would let it schedule work outside the sandbox. A built-in job's report (`run.json`) gives its
+would let it schedule work outside the sandbox. An `infer` or a `finetune` job, one task,
+starts no Ray: it runs in this process (`compute.jobs.in_place`), its math on as many threads
+as the lease has CPUs, as a Ray task's would be. A built-in job's report (`run.json`) gives its
 result directory and metrics; the launcher, outside, hashes the outputs and meters the units
 itself.
 """
@@ -62,16 +64,23 @@ def object_store_bytes(plan: LeasePlan) -> int:
 
 
 def run_built_in(plan: LeasePlan, work: Path) -> None:
-    import ray
+    from compute.jobs import ONE_TASK_KINDS, in_place, run_job
 
-    from compute.jobs import run_job
+    job = plan.in_lease(work)
+    if job.kind in ONE_TASK_KINDS:
+        # As Ray sets it for a task's worker: torch's threads are the lease's CPUs, not the machine's.
+        os.environ.setdefault("OMP_NUM_THREADS", str(max(1, math.ceil(plan.cpus))))
+        with in_place(job.provider):
+            result = run_job(job)
+    else:
+        import ray
 
-    start_ray(plan)
-    try:
-        result = run_job(plan.in_lease(work))
-    except BaseException:
-        ray.shutdown()
-        raise
+        start_ray(plan)
+        try:
+            result = run_job(job)
+        except BaseException:
+            ray.shutdown()
+            raise
     write_json(work / RUN, {"result_dir": result.result_dir, "units": result.units,
                             "metrics": _jsonable(result.metrics)})
 
