@@ -78,12 +78,13 @@ demo: install bytecode sandbox
 	$(VENV)/bin/swarm demo
 
 # What the tests need is fetched side by side (Debian's packages one apt at a time, node_modules,
-# both venvs), slither and forge run as soon as theirs are in, then pytest. The Python venv is
-# the last to be ready, so the linters wait for it beside the light tests, not before pytest.
+# the venv), then pytest. The contracts' tests, slither and the linters run niced beside the
+# light tests, in the cores the Ray tests leave idle, not before pytest: forge compiles with
+# solcjs, minutes on one core.
 test:
-	@mkdir -p $(VENV)  # before the two venvs inside it are made at once
-	$(MAKE) --no-print-directory --output-sync=target -j3 system-packages install slither test-contracts
-	$(MAKE) --no-print-directory test-python BESIDE=lint
+	@mkdir -p $(VENV)  # before the two venvs inside it are made
+	$(MAKE) --no-print-directory --output-sync=target -j2 system-packages install
+	$(MAKE) --no-print-directory test-python BESIDE="lint slither test-contracts"
 
 # Style that is checked: ruff (pyproject's [tool.ruff]: the pinned ruff's default rules, lines of
 # at most 110 characters) over the whole tree, and mypy (pyproject's [tool.mypy]) over the packages.
@@ -110,13 +111,14 @@ test-contracts: $(NPM_STAMP)
 
 # Two pytest processes side by side: the modules that need no Ray (`-m light`, tests/conftest.py)
 # beside those that do, which run one at a time. The light ones' report follows the others'.
-# The light lane is a quarter of the heavy one and runs niced: it takes the cores the heavy
+# The light lane, with BESIDE, is about half the heavy one and runs niced: it takes the cores the heavy
 # lane leaves idle (while its leases start, its services wait) rather than slowing it down.
-# BESIDE names targets (`make test`: lint) run first in the light lane, reported with it.
+# BESIDE names targets (`make test`: lint, slither, the contracts' tests) run first in the light
+# lane, each whatever the others did, reported with it.
 BESIDE ?=
 test-python: install bytecode postgres sandbox
 	@light_log=$$(mktemp); \
-	{ beside=0; $(if $(BESIDE),nice -n 5 $(MAKE) --no-print-directory $(BESIDE) || beside=1;) \
+	{ beside=0; $(if $(BESIDE),nice -n 5 $(MAKE) --no-print-directory --keep-going $(BESIDE) || beside=1;) \
 	  nice -n 5 $(PY) -m pytest -m light -p no:cacheprovider && exit $$beside; } > $$light_log 2>&1 & light=$$!; \
 	$(PY) -m pytest -m "not light"; heavy=$$?; \
 	wait $$light; light_status=$$?; \

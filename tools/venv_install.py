@@ -73,7 +73,7 @@ def main(python: str, requirements: list[str]) -> int:
     options = uv_options(pip_settings(listing.stdout)) if listing.returncode == 0 else None
     uv = Path(python).parent / "uv"
     if options is not None and (uv.exists() or subprocess.run(
-            [*pip, "install", "--quiet", "uv"], check=False).returncode == 0):
+            [*pip, "install", "-qq", "uv"], check=False).returncode == 0):
         args, env = options
         command = [str(uv), "pip", "install", "--quiet", "--python", python, *args, *requirements]
         done = subprocess.run(command, env=os.environ | env, check=False)
