@@ -20,7 +20,7 @@ LISTING = """\
 :env:.cert='/etc/ssl/certs/ca.crt'
 :env:.default-timeout='180'
 :env:.disable-pip-version-check='1'
-:env:.find-links='/opt/wheels'
+:env:.find-links='/srv/wheels'
 global.cert='/etc/ssl/other.crt'
 global.constraint='/etc/pip/constraints.txt'
 global.extra-index-url='file:///mirror/a/simple file:///mirror/b/simple'
@@ -30,11 +30,11 @@ global.find-links='/elsewhere'
 
 def test_a_mirror_a_wheel_directory_and_constraints_reach_uv_and_the_environment_wins() -> None:
     settings = venv_install.pip_settings(LISTING)
-    assert settings["find-links"] == "/opt/wheels" and settings["cert"] == "/etc/ssl/certs/ca.crt"
+    assert settings["find-links"] == "/srv/wheels" and settings["cert"] == "/etc/ssl/certs/ca.crt"
     args, env = venv_install.uv_options(settings)
     pairs = list(zip(args[::2], args[1::2], strict=True))
     assert ("--index-strategy", "unsafe-best-match") in pairs
-    assert ("--find-links", "/opt/wheels") in pairs and ("--find-links", "/elsewhere") not in pairs
+    assert ("--find-links", "/srv/wheels") in pairs and ("--find-links", "/elsewhere") not in pairs
     assert [v for k, v in pairs if k == "--extra-index-url"] == ["file:///mirror/a/simple", "file:///mirror/b/simple"]
     assert ("--constraint", "/etc/pip/constraints.txt") in pairs
     assert env == {"SSL_CERT_FILE": "/etc/ssl/certs/ca.crt", "UV_HTTP_TIMEOUT": "180"}
