@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -115,9 +116,10 @@ class Demo:
         self._deploy()
         self.progress.advance(chain)
         sites_task = self.progress.add_task("Provider sites: 3 sites, 4 nodes", total=1)
-        preparing = _Background(self._prepare)  # while the sites start, which is waiting here
-        self._sites()
-        preparing.join()
+        with ThreadPoolExecutor(1, thread_name_prefix="demo-prepare") as pool:
+            preparing = pool.submit(self._prepare)  # while the sites start, which is waiting here
+            self._sites()
+            preparing.result()
         self.progress.advance(sites_task)
         staking = self.progress.add_task("Providers register and stake", total=len(PROVIDERS))
         for p in PROVIDERS:
@@ -462,27 +464,6 @@ class Demo:
             "dashboard": "swarm dashboard  →  http://127.0.0.1:8600",
             "rpc_url": self.url,
         }
-
-
-class _Background(threading.Thread):
-    """`target` in a thread of its own; `join` raises what it raised."""
-
-    def __init__(self, target) -> None:
-        super().__init__(daemon=True, name="demo-prepare")
-        self.work = target
-        self.error: BaseException | None = None
-        self.start()
-
-    def run(self) -> None:
-        try:
-            self.work()
-        except BaseException as exc:  # noqa: BLE001 -- raised again by join
-            self.error = exc
-
-    def join(self, timeout: float | None = None) -> None:
-        super().join(timeout)
-        if self.error is not None:
-            raise self.error
 
 
 def _accuracy(metrics: dict | None) -> float | None:

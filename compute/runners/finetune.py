@@ -139,7 +139,6 @@ def load_base(meta: dict[str, Any], state: dict[str, torch.Tensor]) -> nn.Module
     return model
 
 
-
 def write_outputs(job: ComputeJob, params: FinetuneParams, meta: dict, base_sha: str, done: dict) -> Path:
     outputs = job.result_dir() / OUTPUT_DIR
     shutil.rmtree(outputs, ignore_errors=True)
@@ -214,7 +213,6 @@ def _finetune_text(files: dict[str, bytes], params: FinetuneParams, dataset: str
             "history": history, "busy_s": timer.seconds, "started_at": started, "placement": where_am_i(),
             "trainable_parameters": sum(p.numel() for p in trainable), "device": device.type,
         }
-
 
 
 def run_text(job: ComputeJob, params: FinetuneParams) -> JobResult:

@@ -144,7 +144,6 @@ def _infer(meta: dict[str, Any], state: dict[str, torch.Tensor], inputs: torch.T
     }
 
 
-
 def model_inputs(inputs: torch.Tensor, model: nn.Module, meta: dict[str, Any],
                  job: ComputeJob) -> torch.Tensor:
     """`inputs` in the dtype the model takes, checked against it with a one-row forward pass."""
@@ -196,7 +195,6 @@ def _infer_text(directory: str, values: list[str], params: InferParams, seed: in
         "batches": -(-len(values) // params.batch_size), "busy_s": timer.seconds, "started_at": started,
         "quantized_layers": quantized_layers(model), "placement": where_am_i(), "device": device.type,
     }
-
 
 
 def run(job: ComputeJob) -> JobResult:
