@@ -41,7 +41,10 @@ from provider.lease.plan import LeasePlan
 MAX_ATTEMPTS = 3  # a lease whose node is lost runs again, from its checkpoint, this often
 LOG_TAIL_BYTES = 64 * 1024
 PROBE_TIMEOUT_S = 10.0
-CHALLENGE_KEEP_S = 300.0  # a readied challenge's worker ends this long after, if never opened
+# A readied challenge's worker holds a CPU (or the GPU) of a node: it ends once the oracle has said
+# nothing of it for this long, outside a commit it is computing, so that no challenge the oracle
+# readied and left (it failed, or judged without opening) keeps a lease from the node for long.
+CHALLENGE_IDLE_S = 10.0
 MAX_CHALLENGES = 8  # readied challenges a site holds at once
 MAX_CELLS = 4096  # rows one opening request may ask for
 
@@ -100,6 +103,7 @@ class Site:
     def start(self, job: JobView, job_id: int, spec: bytes, prior: bytes | None = None) -> LeaseStatus:
         """Starts the job's lease, once: a lease that exists is returned as it is. `prior` is
         the spec of the job whose result this one builds on (`job:<id>`), if any."""
+        self._expire_challenges()  # a challenge the oracle left holds no node from a lease
         with self._lock:
             directory = self._dir(job, job_id)
             if (directory / PLAN).is_file():
@@ -111,6 +115,7 @@ class Site:
         return self.status(job, job_id)
 
     def status(self, job: JobView, job_id: int) -> LeaseStatus:
+        self._expire_challenges()
         directory = self._existing(job, job_id)
         plan = LeasePlan.read(directory)
         if (directory / "stopped").exists():
@@ -273,7 +278,8 @@ class Site:
     # places a worker on one of the site's nodes (its GPU when it has one) before the oracle's
     # clock starts; `challenge_commit` gives it the seed and answers with its Merkle root — what
     # the oracle times; `challenge_open` opens the rows the oracle then asks for and ends it. A
-    # worker the oracle never asks to open is ended CHALLENGE_KEEP_S after it was readied.
+    # worker the oracle leaves is ended CHALLENGE_IDLE_S after its last step: by the next request
+    # of a challenge or of a lease (the market asks after a pending lease every few seconds).
     def challenge_ready(
         self, params: dict[str, Any], timeout_s: float, vram_mb: float = 0.0
     ) -> dict[str, Any]:
@@ -293,24 +299,27 @@ class Site:
             raise Refused(503, str(exc)[0].upper() + str(exc)[1:]) from None
         ticket = secrets.token_hex(16)
         with self._lock:
-            self._challenges[ticket] = (worker, params, time.monotonic() + CHALLENGE_KEEP_S)
+            self._challenges[ticket] = (worker, params, time.monotonic() + CHALLENGE_IDLE_S)
         return {"ticket": ticket, **answer}
 
     def challenge_commit(self, ticket: str, seed: int, timeout_s: float) -> dict[str, Any]:
         import ray
 
         worker, params, _ = self._challenge(ticket)
+        self._hold(ticket, timeout_s + CHALLENGE_IDLE_S)  # not idle while it computes
         ref = worker.commit.remote({**params, "seed": seed})
         ready, _ = ray.wait([ref], timeout=timeout_s)
         if not ready:
             self._end_challenge(ticket)
             raise ComputeError(f"The challenge was not computed within {timeout_s:g} s.")
+        self._hold(ticket, CHALLENGE_IDLE_S)
         return {"root": ray.get(ref)}
 
     def challenge_open(self, ticket: str, cells: list[tuple[int, int]], timeout_s: float) -> dict[str, Any]:
         import ray
 
         worker, _, _ = self._challenge(ticket)
+        self._hold(ticket, timeout_s + CHALLENGE_IDLE_S)
         try:
             ref = worker.open.remote(cells)
             ready, _ = ray.wait([ref], timeout=timeout_s)
@@ -327,10 +336,16 @@ class Site:
         if held is None:
             raise Refused(
                 404,
-                f"This site holds no challenge {ticket[:32]!r}: ready one first (they end when opened "
-                f"or {CHALLENGE_KEEP_S:g} s after).",
+                f"This site holds no challenge {ticket[:32]!r}: ready one first (they end when opened, "
+                f"or {CHALLENGE_IDLE_S:g} s after the last step).",
             )
         return held
+
+    def _hold(self, ticket: str, seconds: float) -> None:
+        with self._lock:
+            held = self._challenges.get(ticket)
+            if held is not None:
+                self._challenges[ticket] = (held[0], held[1], time.monotonic() + seconds)
 
     def _end_challenge(self, ticket: str) -> None:
         import ray

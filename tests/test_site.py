@@ -293,6 +293,34 @@ def test_the_oracle_committee_probes_every_node_and_challenges_the_site(site) ->
             _client(site, who).challenge_ready(challenge.params(), timeout_s=60)
 
 
+def test_a_challenge_the_oracle_readies_and_leaves_keeps_no_lease_from_the_node(site) -> None:
+    """A committee member readies a challenge on the site's one node and never commits it: its
+    worker holds the node's CPU only until the site ends it, and the lease assigned meanwhile
+    runs rather than wait until the market gives it up as the provider's fault."""
+    from eth_account import Account
+
+    from compute.challenge import Challenge
+    from ledger.deploy import devnet_committee_keys
+    from provider.agent import CHALLENGE_IDLE_S
+
+    member = Account.from_key(devnet_committee_keys()[1])
+    oracle = SiteClient(SiteAddress(PROVIDER.address, site["url"], site["fingerprint"]),
+                        lambda message: bytes(member.sign_typed_data(full_message=message).signature),
+                        site["swarm"].chain.chain_id, site["swarm"].market.address)
+    challenge = Challenge(seed=11, size=64, rounds=4)
+    left = oracle.challenge_ready(challenge.params(), timeout_s=60)
+    readied = time.monotonic()
+    matcher = _client(site)
+    job_id, body = _assigned(site, _program(site, WRITE_OUTPUT))
+    assert matcher.start_lease(job_id, body)["state"] == "pending"  # the node's CPU is the challenge's
+    done = _finished(matcher, job_id, timeout=CHALLENGE_IDLE_S + LEASE_TIMEOUT_S)
+    assert done["state"] == "succeeded", done
+    assert time.monotonic() - readied >= CHALLENGE_IDLE_S  # it ran once the challenge was ended
+    with pytest.raises(Refused, match="holds no challenge") as gone:
+        oracle.challenge_commit(left["ticket"], challenge.seed, timeout_s=60)
+    assert gone.value.status == 404
+
+
 def _completed(site: dict, spec: dict, buyer=BUYER) -> tuple[int, bytes, dict]:
     """A job run on the site and completed on chain with the provider's signed result."""
     swarm, matcher = site["swarm"], _client(site)
