@@ -129,7 +129,12 @@ def real_chain(tmp_path: Path) -> Iterator[AnvilNode]:
 
 @pytest.fixture
 def stage(tmp_path: Path, real_chain: AnvilNode, postgres_server) -> Iterator[Stage]:
-    """The placeholders the guide names, and an environment free of this session's settings."""
+    """The placeholders the guide names, and an environment free of this session's settings. The
+    site's user is made first, under the lock the light tests take to make it, so that the guide's
+    `useradd` never races theirs."""
+    from tests.site_user import ensure_user, site_unit
+
+    ensure_user(site_unit().user)
     home, provider_home, worker_home = (
         tmp_path / "swarm",
         tmp_path / "provider",
