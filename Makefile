@@ -112,14 +112,16 @@ test-contracts: $(NPM_STAMP)
 # Two pytest processes side by side: the modules that need no Ray (`-m light`, tests/conftest.py)
 # beside those that do, which run one at a time. The light ones' report follows the others'.
 # The light lane, with BESIDE, is about half the heavy one and runs niced: it takes the cores the heavy
-# lane leaves idle (while its leases start, its services wait) rather than slowing it down.
+# lane leaves idle (while its leases start, its services wait) rather than slowing it down. BESIDE
+# runs at the lowest priority (nothing in it keeps time); the light tests at 10, not 19, since some
+# of them time a lease's limits.
 # BESIDE names targets (`make test`: lint, slither, the contracts' tests) run first in the light
 # lane, each whatever the others did, reported with it.
 BESIDE ?=
 test-python: install bytecode postgres sandbox
 	@light_log=$$(mktemp); \
-	{ beside=0; $(if $(BESIDE),nice -n 5 $(MAKE) --no-print-directory --keep-going $(BESIDE) || beside=1;) \
-	  nice -n 5 $(PY) -m pytest -m light -p no:cacheprovider && exit $$beside; } > $$light_log 2>&1 & light=$$!; \
+	{ beside=0; $(if $(BESIDE),nice -n 19 $(MAKE) --no-print-directory --keep-going $(BESIDE) || beside=1;) \
+	  nice -n 10 $(PY) -m pytest -m light -p no:cacheprovider && exit $$beside; } > $$light_log 2>&1 & light=$$!; \
 	$(PY) -m pytest -m "not light"; heavy=$$?; \
 	wait $$light; light_status=$$?; \
 	echo "── $(if $(BESIDE),$(BESIDE) and )the light modules (pytest -m light) ──"; cat $$light_log; rm -f $$light_log; \
