@@ -106,13 +106,12 @@ class Site:
         self._expire_challenges()  # a challenge the oracle left holds no node from a lease
         with self._lock:
             directory = self._dir(job, job_id)
-            if (directory / PLAN).is_file():
-                return self.status(job, job_id)
-            plan = self.planner(job, job_id, spec, self._next_number(), prior)
-            plan = plan.but(hidden=tuple(plan.hidden) + self.hidden, verdict_key=secrets.token_hex(16))
-            plan.write(directory)
-            self._submit(directory, plan)
-        return self.status(job, job_id)
+            if not (directory / PLAN).is_file():
+                plan = self.planner(job, job_id, spec, self._next_number(), prior)
+                plan = plan.but(hidden=tuple(plan.hidden) + self.hidden, verdict_key=secrets.token_hex(16))
+                plan.write(directory)
+                self._submit(directory, plan)
+        return self.status(job, job_id)  # outside the lock, which status takes
 
     def status(self, job: JobView, job_id: int) -> LeaseStatus:
         self._expire_challenges()
