@@ -9,8 +9,9 @@ are one structure, checked the same way at every step.
 
 `run_job` validates a built-in job before any Ray work — zero workers, more workers than the
 provider's nodes have — then runs it on that provider's nodes only. A job whose work is one
-task (`ONE_TASK_KINDS`) may instead run `in_place`: in the caller's own process, which a lease
-is, on one of the provider's nodes with the devices the job holds.
+process (`runs_in_place`: one task, or a train run of one worker) may instead run `in_place`:
+in the caller's own process, which a lease is, on one of the provider's nodes with the devices
+the job holds.
 """
 
 from __future__ import annotations
@@ -200,6 +201,18 @@ def in_place(provider: str) -> Iterator[None]:
         _IN_PLACE.reset(token)
 
 
+def runs_in_place(job: ComputeJob) -> bool:
+    """Whether a lease runs `job` in its own process, with no Ray to start: a one-task kind, or a
+    train run of one worker (`compute.runners.train.one_process`)."""
+    if job.kind in ONE_TASK_KINDS:
+        return True
+    if job.kind != TrainParams.KIND:
+        return False
+    from compute.runners.train import one_process
+
+    return one_process(job)
+
+
 def in_place_provider() -> str | None:
     """The provider whose node this process is, within `in_place`; None elsewhere."""
     return _IN_PLACE.get()
@@ -219,8 +232,11 @@ def run_job(job: ComputeJob) -> JobResult:
     here = in_place_provider()
     if here is None:
         check_capacity(job)
-    elif job.kind not in ONE_TASK_KINDS or here != job.provider:
-        raise InvalidJob(f"job {job.job_id} is a {job.kind} job for {job.provider}; only "
-                         f"{' and '.join(ONE_TASK_KINDS)} jobs run in place, on their provider's node.")
+    elif here != job.provider or not runs_in_place(job):
+        raise InvalidJob(
+            f"job {job.job_id} is a {job.kind} job of {job.workers} worker(s) for {job.provider}; only "
+            f"{' and '.join(ONE_TASK_KINDS)} jobs and train jobs of one worker run in place, on their "
+            "provider's node."
+        )
     run: Runner = importlib.import_module(f"compute.runners.{job.kind}").run
     return run(job)

@@ -14,9 +14,13 @@ module the command line loads for chain-only work.
 
 from __future__ import annotations
 
+import datetime
 import functools
-from collections.abc import Mapping
+import json
+import shutil
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import ray
@@ -40,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RAY_VERSION", "ControllerCallback", "GcsNode", "TorchTrainer", "abort_train_controller",
     "check_version", "dashboard_running", "gcs_client", "gcs_nodes", "init_local_node", "placement_group",
-    "reload_auth_settings", "system_config_args",
+    "reload_auth_settings", "system_config_args", "train_in_place",
 ]
 
 RAY_VERSION = "2.60.0"  # the version pinned in pyproject.toml, and the one every name below was read from
@@ -227,3 +231,78 @@ def abort_train_controller(controller: ray.actor.ActorHandle) -> ray.ObjectRef:
     """Asks Ray Train's controller actor (as a `ControllerCallback` sees it) to stop its workers
     and end the run; its `abort` method is internal to Ray Train."""
     return controller.abort.remote()
+
+
+# ── one worker in this process ───────────────────────────────────────────────
+
+SNAPSHOT = "checkpoint_manager_snapshot.json"  # Ray Train's record of a run's checkpoints
+
+
+def train_in_place(train_loop: Callable[[dict[str, Any]], Any], config: dict[str, Any], run_dir: Path,
+                   keep: int) -> Any:
+    """Runs `train_loop(config)` as the one worker of a run in this process, as Ray Train's local
+    mode does (a TorchTrainer with no workers: no Ray, no controller, no worker actor), but keeping
+    what its controller keeps: every checkpoint the loop reports is copied to `run_dir` and
+    registered in the run's snapshot in Ray Train's own format, the newest `keep` kept, and the
+    loop's `ray.train.get_checkpoint()` is the run's latest registered one. So a run resumes from
+    its last checkpoint whether it ran in place or on Ray Train's workers, and Ray Train from one
+    written here. Ray Train's local mode (`LocalTrainFnUtils`, `set_train_fn_utils`) is internal."""
+    from ray.train import Checkpoint, Result
+    from ray.train.v2._internal.execution.train_fn_utils import LocalTrainFnUtils, set_train_fn_utils
+
+    class PersistedRun(LocalTrainFnUtils):
+        def __init__(self) -> None:
+            super().__init__(experiment_name=run_dir.name)
+            run_dir.mkdir(parents=True, exist_ok=True)
+            try:
+                self.snapshot = json.loads((run_dir / SNAPSHOT).read_text())
+            except FileNotFoundError:
+                self.snapshot = {
+                    "ray_version": RAY_VERSION, "checkpoint_results": [], "checkpoint_report_indices": [],
+                    "latest_checkpoint_result": None, "pending_training_results": [],
+                    "pending_validation_specs": [], "current_report_index": 0,
+                    "validated_checkpoint_dir_names": [], "timed_out_validation_checkpoint_dir_names": [],
+                    "failed_validation_checkpoint_dir_names": [],
+                }
+            latest = self.snapshot["latest_checkpoint_result"]
+            self._last_checkpoint = (
+                Checkpoint.from_directory(str(run_dir / latest["checkpoint_dir_name"])) if latest else None
+            )
+
+        def report(self, metrics: dict[str, Any], checkpoint: Checkpoint | None = None,
+                   checkpoint_dir_name: str | None = None, **_: Any) -> None:
+            self._last_metrics = metrics
+            index = self.snapshot["current_report_index"]
+            self.snapshot["current_report_index"] = index + 1
+            if checkpoint is None:
+                return
+            name = checkpoint_dir_name or f"checkpoint_{datetime.datetime.now():%Y-%m-%d_%H-%M-%S.%f}"
+            staged = run_dir / f".{name}.staged"
+            staged.mkdir()  # as Ray Train's upload makes it, not with the 0700 of the loop's temporary one:
+            for item in Path(checkpoint.path).iterdir():  # a run resumed by another lease's user reads it
+                if item.is_dir():
+                    shutil.copytree(item, staged / item.name, copy_function=shutil.copyfile)
+                else:
+                    shutil.copyfile(item, staged / item.name)
+            staged.rename(run_dir / name)
+            result = {"version": 0, "checkpoint_dir_name": name, "metrics": metrics}
+            results = [*self.snapshot["checkpoint_results"], result]
+            indices = [*self.snapshot["checkpoint_report_indices"], index]
+            dropped = results[:-keep]
+            self.snapshot |= {"checkpoint_results": results[-keep:], "latest_checkpoint_result": result,
+                              "checkpoint_report_indices": indices[-keep:]}
+            written = run_dir / f".{SNAPSHOT}.staged"
+            written.write_text(json.dumps(self.snapshot, separators=(",", ":")))
+            written.replace(run_dir / SNAPSHOT)  # registered: a run from here on resumes from it
+            self._last_checkpoint = Checkpoint.from_directory(str(run_dir / name))
+            for old in dropped:
+                shutil.rmtree(run_dir / old["checkpoint_dir_name"], ignore_errors=True)
+
+    run = PersistedRun()
+    set_train_fn_utils(run)
+    try:
+        train_loop(config)
+    finally:
+        set_train_fn_utils(None)
+    return Result(metrics=run._get_last_metrics(), checkpoint=run.get_checkpoint(), path=str(run_dir),
+                  error=None)

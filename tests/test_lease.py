@@ -5,7 +5,7 @@ comes back from the job's log."""
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -151,14 +151,19 @@ def test_the_verdict_is_the_last_one_the_launcher_printed_and_a_job_cannot_forge
     assert verdict(f'{VERDICT}5ec2e7 {{"state": "succeeded", "units": 9}}', plan.verdict_key) is None
 
 
-def test_only_a_one_task_job_of_the_leases_own_provider_runs_in_place() -> None:
-    """In a lease an infer or a finetune job runs in the worker's process, with no Ray to
-    start; anything else there is refused before any work, and the lease's place ends with it."""
-    from compute.jobs import in_place, in_place_provider, run_job
+def test_only_a_one_process_job_of_the_leases_own_provider_runs_in_place() -> None:
+    """In a lease an infer or a finetune job, and a train job of one worker, run in the worker's
+    process, with no Ray to start; anything else there is refused before any work, and the
+    lease's place ends with it."""
+    from compute.jobs import in_place, in_place_provider, run_job, runs_in_place
 
-    train = ComputeJob.of("ns-8", "train", "0xabc", {"epochs": 1})
+    one = ComputeJob.of("ns-8", "train", "0xabc", {"epochs": 1})
+    two = replace(one, workers=2)
+    in_s3 = replace(one, storage="s3://bucket/runs")  # Ray Train writes checkpoints through pyarrow
     infer = job_plan().job
-    for job, provider in ((train, "0xabc"), (infer, "0xdef")):
-        with in_place(provider), pytest.raises(InvalidJob, match="only infer and finetune jobs run in place"):
+    assert runs_in_place(one) and runs_in_place(infer)
+    assert not runs_in_place(two) and not runs_in_place(in_s3)
+    for job, provider in ((two, "0xabc"), (in_s3, "0xabc"), (infer, "0xdef")):
+        with in_place(provider), pytest.raises(InvalidJob, match="train jobs of one worker run in place"):
             run_job(job)
     assert in_place_provider() is None

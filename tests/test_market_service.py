@@ -190,11 +190,12 @@ def test_posted_job_runs_completes_and_pays_provider_and_refunds_buyer(
     assert "0x" + info.result_hash.hex() == rec.result_hash
     assert 1 <= info.units_used == min(600, math.ceil(rec.units)), "CPU-seconds, rounded up"
     assert rec.metrics["epochs"] == 2 and (Path(rec.result_dir) / "outputs" / "metrics.json").is_file()
-    # The lease's Ray Train asked no autoscaling coordinator for its workers, and started no
-    # placement-group cleaner, which a Ray without a dashboard leaves polling in vain.
+    # One worker: the lease trained in its own process, on its provider's node, and started no
+    # Ray, no Ray Train controller and no worker actor for it.
+    assert rec.metrics["placements"] == [[{"rank": 0, "node_id": None, "provider": PROVIDER_A}]]
     log = (lease_dir(swarm, site_network, PROVIDER_A, job_id) / "log").read_text()
-    assert "Started training worker group" in log
-    assert "resource request" not in log and "PlacementGroupCleaner" not in log, log
+    for sign in ("TrainController", "RayTrainWorker", "Started a local Ray"):
+        assert sign not in log, log
 
     settle_after_window(swarm, rpc, service, ledger_engine, [job_id])
     payment = info.units_used * PRICES[PROVIDER_A]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import json
 import os
 import signal
 import tomllib
@@ -220,3 +221,49 @@ def test_the_names_swarms_torch_trainer_replaces_ray_trains_scaling_policy_by_ar
     assert "namespace" in inspect.signature(_internal_kv_get).parameters
     assert ray_constants.DASHBOARD_ADDRESS == "dashboard"
     assert ray_constants.KV_NAMESPACE_DASHBOARD == b"dashboard"
+
+
+def _counting_loop(config: dict) -> int:
+    """A worker that counts on from its checkpoint, one report and checkpoint per step."""
+    import json
+    import tempfile
+
+    import ray.train
+
+    start = ray.train.get_checkpoint()
+    done = 0 if start is None else json.loads(Path(start.path, "n").read_text())
+    for n in range(done + 1, done + config["steps"] + 1):
+        with tempfile.TemporaryDirectory() as directory:
+            Path(directory, "n").write_text(str(n))
+            ray.train.report({"n": n}, checkpoint=ray.train.Checkpoint.from_directory(directory))
+    return done
+
+
+def _kept(run_dir: Path) -> list[str]:
+    return sorted(Path(p, "n").read_text() for p in run_dir.glob("checkpoint_*") if p.is_dir())
+
+
+def test_a_run_in_place_keeps_and_registers_its_checkpoints_as_ray_train_does(tmp_path: Path) -> None:
+    """One worker in this process and no Ray: each checkpoint reported is copied to the run's
+    directory and registered in a snapshot Ray Train's own checkpoint manager reads, the newest
+    two kept, and the run started again resumes from the last."""
+    from ray.train.v2._internal.execution.checkpoint.checkpoint_manager import _CheckpointManagerState
+
+    from compute.checkpoints import registered_checkpoint
+
+    run_dir = tmp_path / "results" / "job-1"
+    first = ray_private.train_in_place(_counting_loop, {"steps": 3}, run_dir, keep=2)
+    assert first.metrics == {"n": 3} and Path(first.checkpoint.path, "n").read_text() == "3"
+    assert registered_checkpoint(run_dir) == Path(first.checkpoint.path)
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert Path(first.checkpoint.path).stat().st_mode & 0o777 == 0o777 & ~umask  # not the loop's 0700
+    assert _kept(run_dir) == ["2", "3"]
+    state = _CheckpointManagerState.parse_obj(json.loads((run_dir / ray_private.SNAPSHOT).read_text()))
+    assert [r.metrics["n"] for r in state.checkpoint_results] == [2, 3]
+    assert state.checkpoint_report_indices == [1, 2] and state.current_report_index == 3
+
+    again = ray_private.train_in_place(_counting_loop, {"steps": 2}, run_dir, keep=2)
+    assert again.metrics == {"n": 5}  # two steps on from the third
+    assert _kept(run_dir) == ["4", "5"]
+    assert not ray.is_initialized()  # no Ray was started for it

@@ -28,9 +28,10 @@ trained model and its tokenizer as `save_pretrained` writes them, which `infer` 
 `job.workers` workers, each pinned to the provider by label selector and a sliver of its
 custom resource. A checkpoint is written every epoch under `job.storage` (a local directory
 or any pyarrow filesystem URI) in `<storage>/<job_id>`; running the same job id again
-resumes from the last one. The job's outputs — the final model and its per-epoch metrics —
-go to `<result_dir>/outputs`; where and when it ran goes to `<result_dir>/run.json`, so on
-the CPU with one seed the resultHash is the same on every provider.
+resumes from the last one (a run of one worker in a lease runs in the lease's own process,
+`one_process`, and keeps its checkpoints the same way). The job's outputs — the final model
+and its per-epoch metrics — go to `<result_dir>/outputs`; where and when it ran goes to
+`<result_dir>/run.json`, so on the CPU with one seed the resultHash is the same on every provider.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ from compute.manifest import OUTPUT_DIR, result_hash
 from compute.models import build_model
 from compute.node import TRAIN_HELPERS_OFF
 from compute.placement import LABEL, PIN, label_selector, provider_resource
-from compute.ray_private import TorchTrainer
+from compute.ray_private import TorchTrainer, train_in_place
 from compute.runners.params import TrainParams
 from compute.runners.supervise import ProviderWatch, failure_for, release_placement_groups
 
@@ -84,6 +85,7 @@ TRAIN_POLL_S = "0.25"
 # starts Ray Data's coordinator, stats and autoscaling actors and its read and split tasks, each a
 # process of its own: about 12 CPU-seconds and as many seconds before the first step on two cores.
 WHOLE_TABLE_BYTES = 8 * 2**20
+CHECKPOINTS_KEPT = 2  # the newest of a run's checkpoints kept under its storage
 
 
 # ── on the workers ───────────────────────────────────────────────────────────
@@ -431,13 +433,24 @@ def run_config(job: ComputeJob, params: TrainParams) -> RunConfig:
         name=job.job_id,
         storage_path=storage_path(job),
         failure_config=FailureConfig(max_failures=params.max_failures),
-        checkpoint_config=CheckpointConfig(num_to_keep=2),
+        checkpoint_config=CheckpointConfig(num_to_keep=CHECKPOINTS_KEPT),
         callbacks=[ProviderWatch(job.provider, deadline=time.time() + job.timeout_s)],
     )
 
 
+def one_process(job: ComputeJob) -> bool:
+    """Whether the run is one worker whose checkpoints go to a local directory and whose table,
+    if any, is read whole: in a lease (`compute.jobs.in_place`) it then runs in the lease's own
+    process, as the worker, and starts no Ray. Ray Train's controller, its worker actor and the
+    lease's Ray cost a small job about 15 CPU-seconds and as many seconds before its first step."""
+    params = job.params
+    assert isinstance(params, TrainParams)
+    return job.workers == 1 and "://" not in job.storage and dataset_read(params) != "streamed"
+
+
 def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
-    """Runs the trainer; a lost provider, a timeout or dead workers become compute errors."""
+    """Runs the trainer; a lost provider, a timeout or dead workers become compute errors. In
+    place (`one_process`, which `compute.jobs.run_job` checked) the loop runs in this process."""
     started = time.monotonic()
     os.environ.setdefault(TRAIN_POLL_ENV, TRAIN_POLL_S)  # read by the controller when it starts
     for name, value in TRAIN_HELPERS_OFF.items():  # as in a lease, wherever the runner runs
@@ -456,6 +469,9 @@ def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
     if params.brought:
         assert table is not None  # a transformers checkpoint trains on a table (TrainParams)
         hf.check_classes(directory, table["classes"], params.dataset)
+    if in_place_provider() == job.provider:
+        return train_in_place(train_loop, loop_config(job, params, table, checkpoint, rows),
+                              Path(storage_path(job)) / job.job_id, keep=CHECKPOINTS_KEPT)
     trainer = TorchTrainer(train_loop, train_loop_config=loop_config(job, params, table, checkpoint, rows),
                            scaling_config=scaling_config(job), run_config=run_config(job, params),
                            datasets=datasets or None, dataset_config=DataConfig(datasets_to_split=["train"]))

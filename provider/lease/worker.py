@@ -5,9 +5,10 @@ verdict key) from its environment, which the site set, and runs its job in WORK:
 kind through `compute.jobs.run_job`, a `ray` job through `compute.runners.program`. The
 lease's Ray is one node with exactly the CPUs and GPUs the lease reserved, on a loopback the
 sandbox does not share, so nothing the lease runs can reach the site's cluster, whose Ray API
-would let it schedule work outside the sandbox. An `infer` or a `finetune` job, one task,
-starts no Ray: it runs in this process (`compute.jobs.in_place`), its math on as many threads
-as the lease has CPUs, as a Ray task's would be. A built-in job's report (`run.json`) gives its
+would let it schedule work outside the sandbox. An `infer` or a `finetune` job, one task, and
+a `train` job of one worker (`compute.jobs.runs_in_place`) start no Ray: each runs in this
+process (`compute.jobs.in_place`), its math on as many threads as the lease has CPUs, as Ray
+sets them for a task or a worker. A built-in job's report (`run.json`) gives its
 result directory and metrics; the launcher, outside, hashes the outputs and meters the units
 itself.
 """
@@ -64,11 +65,11 @@ def object_store_bytes(plan: LeasePlan) -> int:
 
 
 def run_built_in(plan: LeasePlan, work: Path) -> None:
-    from compute.jobs import ONE_TASK_KINDS, in_place, run_job
+    from compute.jobs import in_place, run_job, runs_in_place
 
     job = plan.in_lease(work)
-    if job.kind in ONE_TASK_KINDS:
-        # As Ray sets it for a task's worker: torch's threads are the lease's CPUs, not the machine's.
+    if runs_in_place(job):
+        # As Ray sets it for a task or a Train worker: torch's threads are the lease's CPUs.
         os.environ.setdefault("OMP_NUM_THREADS", str(max(1, math.ceil(plan.cpus))))
         with in_place(job.provider):
             result = run_job(job)
