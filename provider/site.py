@@ -125,6 +125,10 @@ def run_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig,
         listener.close()
         raise
     try:
+        # A worker on each node before the oracle's first probe, which would otherwise wait for one
+        # to start: on a busy machine longer than a probe's timeout, and the site's first epoch
+        # would count it down. What it answers is not kept.
+        running.site.probe()
         serve(app, listener, running.identity.certificate, running.identity.key,
               ready=(lambda: ready(running)) if ready else None)
     finally:
