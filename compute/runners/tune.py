@@ -213,6 +213,9 @@ def _tuner(job: ComputeJob, params: TuneParams, dims: dict, setup: TrialSetup, s
             num_samples=1 if params.search == "grid" else params.num_samples,
             max_concurrent_trials=limit,
             time_budget_s=params.time_budget_s or job.timeout_s,
+            # A trial's process takes the next trial (every trial asks the same resources): a new
+            # one per trial costs seconds to start, more than a small trial takes to train.
+            reuse_actors=True,
         ),
         run_config=tune.RunConfig(
             name="tune", storage_path=str(storage.resolve()), verbose=0, stop=stopper,
