@@ -47,6 +47,11 @@ SITE_RAY_CONFIG = LOCAL_HEALTH_CHECKS | {"idle_worker_killing_time_threshold_ms"
 # the preemption watcher (a lease's Ray is one node of its own) and the metrics no one scrapes.
 # Read from the environment of the process that builds the trainer.
 TRAIN_HELPERS_OFF = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0", "RAY_TRAIN_METRICS_ENABLED": "0"}
+# Ray Train's controller acts on its workers only when it polls them, by default every 2 s: a run
+# waits on those polls to start, to register each checkpoint and to end, a third of a small job's
+# wall time. Swarm's runs, and a buyer's Ray Train program in a lease, poll four times a second
+# unless their environment says otherwise.
+TRAIN_POLL = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25"}
 _ADDRESS = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
 
 

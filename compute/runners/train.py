@@ -66,7 +66,7 @@ from compute.errors import InvalidJob, ProviderFault
 from compute.jobs import ComputeJob, JobResult, in_place_provider
 from compute.manifest import OUTPUT_DIR, result_hash
 from compute.models import build_model
-from compute.node import TRAIN_HELPERS_OFF
+from compute.node import TRAIN_HELPERS_OFF, TRAIN_POLL
 from compute.placement import LABEL, PIN, label_selector, provider_resource
 from compute.ray_private import TorchTrainer, train_in_place
 from compute.runners.params import TrainParams
@@ -76,11 +76,6 @@ STATE = "state.json"
 OPTIMIZER = "optimizer.pt"
 WEIGHTS = "model.safetensors"
 RUN_RECORD = "run.json"
-# Ray Train's controller acts on its workers only when it polls them, by default every 2 s: a
-# run waits on those polls to start, to register each checkpoint and to end, a third of a small
-# job's wall time. Swarm's runs poll four times a second unless the environment says otherwise.
-TRAIN_POLL_ENV = "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"
-TRAIN_POLL_S = "0.25"
 # A table whose files hold at most this many bytes is read whole; a larger one streams. Streaming
 # starts Ray Data's coordinator, stats and autoscaling actors and its read and split tasks, each a
 # process of its own: about 12 CPU-seconds and as many seconds before the first step on two cores.
@@ -452,8 +447,8 @@ def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
     """Runs the trainer; a lost provider, a timeout or dead workers become compute errors. In
     place (`one_process`, which `compute.jobs.run_job` checked) the loop runs in this process."""
     started = time.monotonic()
-    os.environ.setdefault(TRAIN_POLL_ENV, TRAIN_POLL_S)  # read by the controller when it starts
-    for name, value in TRAIN_HELPERS_OFF.items():  # as in a lease, wherever the runner runs
+    # Read by the controller when it starts: as in a lease, wherever the runner runs.
+    for name, value in (TRAIN_POLL | TRAIN_HELPERS_OFF).items():
         os.environ.setdefault(name, value)
     checkpoint = None
     if params.brought:  # its configuration and tokenizer load, before any Ray work
