@@ -372,7 +372,8 @@ def stop_session(pid: int, timeout: float) -> None:
         try:
             if os.getsid(proc.pid) == pid:
                 proc.kill()
-                left.append(proc)
+                if proc.status() != psutil.STATUS_ZOMBIE:  # ended already, waiting on its reaper
+                    left.append(proc)
         except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
             pass
     psutil.wait_procs(left, timeout=5)
