@@ -210,7 +210,7 @@ def supervise(home: RayHome, spec: ClusterSpec) -> None:
     from ray.cluster_utils import Cluster
 
     from compute.placement import node_labels, node_resources
-    from compute.ray_private import system_config_args
+    from compute.ray_private import stop_cluster, system_config_args
 
     head_args = {
         "num_cpus": spec.head_cpus,
@@ -247,7 +247,7 @@ def supervise(home: RayHome, spec: ClusterSpec) -> None:
         stopping.recv(1)
     finally:
         home.cluster_state.unlink(missing_ok=True)
-        cluster.shutdown()
+        stop_cluster(cluster)
 
 
 def _stop_signal() -> tuple[socket.socket, socket.socket]:

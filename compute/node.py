@@ -360,8 +360,8 @@ def stop_session(pid: int, timeout: float) -> None:
     try:
         proc = psutil.Process(pid)
         proc.terminate()
-        proc.wait(timeout=timeout)
-    except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+        _wait_ended([proc], timeout)
+    except psutil.NoSuchProcess:
         pass
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -372,11 +372,33 @@ def stop_session(pid: int, timeout: float) -> None:
         try:
             if os.getsid(proc.pid) == pid:
                 proc.kill()
-                if proc.status() != psutil.STATUS_ZOMBIE:  # ended already, waiting on its reaper
-                    left.append(proc)
+                left.append(proc)
         except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
             pass
-    psutil.wait_procs(left, timeout=5)
+    _wait_ended(left, 5.0)
+
+
+def _wait_ended(procs: list, timeout: float, poll_s: float = 0.02) -> None:
+    """Waits until each process has ended, up to `timeout`. A process that is not this one's
+    child stays a zombie until its reaper (often init) collects it, a second or more later;
+    psutil's own wait counts that time, this does not: a zombie has ended."""
+    import psutil
+
+    def running(proc) -> bool:
+        try:
+            return proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
+            return False
+
+    deadline = time.monotonic() + timeout
+    left = procs
+    while (left := [p for p in left if running(p)]) and time.monotonic() < deadline:
+        time.sleep(poll_s)
+    for proc in procs:  # a child of this process is reaped here, or it stays a zombie while this one runs
+        try:
+            proc.wait(timeout=0)
+        except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+            pass
 
 
 def _is_ray_start(pid: int) -> bool:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RAY_VERSION", "ControllerCallback", "GcsNode", "TorchTrainer", "abort_train_controller",
     "check_version", "dashboard_running", "gcs_client", "gcs_nodes", "init_local_node", "placement_group",
-    "reload_auth_settings", "system_config_args", "train_in_place",
+    "reload_auth_settings", "stop_cluster", "system_config_args", "train_in_place",
 ]
 
 RAY_VERSION = "2.60.0"  # the version pinned in pyproject.toml, and the one every name below was read from
@@ -198,6 +198,16 @@ def system_config_args(config: Mapping[str, int | bool]) -> dict[str, Any]:
     """The keyword argument that overrides Ray's internal settings (RayConfig), for a
     `ray.cluster_utils.Cluster` head's `head_node_args` or a local `ray.init`."""
     return {"_system_config": dict(config)}
+
+
+def stop_cluster(cluster: Any) -> None:
+    """Shuts a `ray.cluster_utils.Cluster` down, its head's autoscaler monitor first, at once:
+    `shutdown` gives each process a second to end on SIGTERM before it kills it, and the monitor,
+    of no use where no autoscaler runs, takes all of it. The head's `Node.kill_monitor` is
+    Ray's internal API."""
+    if cluster.head_node is not None:
+        cluster.head_node.kill_monitor(check_alive=False)
+    cluster.shutdown()
 
 
 def init_local_node(*, num_cpus: int, num_gpus: int, object_store_memory: int, node_ip_address: str,

@@ -55,9 +55,11 @@ def release_ray_cluster() -> None:
     """Stops the session's cluster once its last test is done (tests/conftest.py)."""
     import ray
 
+    from compute.ray_private import stop_cluster
+
     while _running:
         ray.shutdown()
-        _running.pop().cluster.shutdown()
+        stop_cluster(_running.pop().cluster)
 
 
 @pytest.fixture(scope="session")

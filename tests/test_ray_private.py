@@ -267,3 +267,13 @@ def test_a_run_in_place_keeps_and_registers_its_checkpoints_as_ray_train_does(tm
     assert again.metrics == {"n": 5}  # two steps on from the third
     assert _kept(run_dir) == ["4", "5"]
     assert not ray.is_initialized()  # no Ray was started for it
+
+
+def test_a_cluster_still_stops_its_heads_monitor_as_stop_cluster_asks() -> None:
+    """tests/test_cluster_cli.py checks that `swarm cluster down` leaves no process of the cluster."""
+    from ray._private.node import Node
+    from ray.cluster_utils import Cluster
+
+    assert list(inspect.signature(Node.kill_monitor).parameters) == ["self", "check_alive"]
+    assert "self.head_node = None" in inspect.getsource(Cluster.__init__)
+    assert list(inspect.signature(Cluster.shutdown).parameters) == ["self"]
