@@ -52,6 +52,11 @@ TRAIN_HELPERS_OFF = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0", "RAY_TRAIN_METR
 # wall time. Swarm's runs, and a buyer's Ray Train program in a lease, poll four times a second
 # unless their environment says otherwise.
 TRAIN_POLL = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25"}
+# Ray Data reads a Parquet dataset's footers on a pool of actors before it reads a row: 32 by default,
+# each a Python process of its own (about 2 CPU-seconds to start here), for every read. One reads a
+# site's tables, of a few files or thousands on S3, with as many threads as the footers need. Read
+# from the environment of the process that calls `ray.data.read_parquet`.
+DATA_FOOTER_READERS = {"RAY_DATA_PARQUET_FOOTER_NUM_ACTORS": "1"}
 _ADDRESS = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
 
 

@@ -12,11 +12,13 @@ until a table is read, so the market checks a dataset's format with it when a sp
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compute.catalog import DATASETS
 from compute.errors import InvalidJob
+from compute.node import DATA_FOOTER_READERS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -67,6 +69,8 @@ def read(path: str | Path) -> ray.data.Dataset:
     file, however many CPUs the cluster has, so its rows split and shuffle alike on every site."""
     import ray.data
 
+    for name, value in DATA_FOOTER_READERS.items():  # read when the reader is made, in this process
+        os.environ.setdefault(name, value)
     kind, files = files_of(path)
     reader = {"parquet": ray.data.read_parquet, "csv": ray.data.read_csv, "json": ray.data.read_json}[kind]
     return reader(files, override_num_blocks=len(files), **({"lines": True} if kind == "json" else {}))

@@ -277,3 +277,20 @@ def test_a_cluster_still_stops_its_heads_monitor_as_stop_cluster_asks() -> None:
     assert list(inspect.signature(Node.kill_monitor).parameters) == ["self", "check_alive"]
     assert "self.head_node = None" in inspect.getsource(Cluster.__init__)
     assert list(inspect.signature(Cluster.shutdown).parameters) == ["self"]
+
+
+def test_ray_data_provisions_as_many_parquet_footer_readers_as_the_variable_swarm_sets_says(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """compute.tabular.read and a lease's environment set DATA_FOOTER_READERS: without it each
+    Parquet read of Ray Data starts 32 actor processes before it reads a row."""
+    from ray.data._internal.datasource_v2.formats.parquet.footer_file_indexer import FooterFileIndexer
+    from ray.data._internal.datasource_v2.formats.parquet.parquet_datasource_v2 import ParquetDatasourceV2
+
+    from compute.node import DATA_FOOTER_READERS
+
+    (name, value), = DATA_FOOTER_READERS.items()
+    monkeypatch.delenv(name, raising=False)
+    assert FooterFileIndexer(ignore_missing_paths=False)._num_actors == 32
+    monkeypatch.setenv(name, value)
+    assert FooterFileIndexer(ignore_missing_paths=False)._num_actors == int(value) == 1
+    assert "FooterFileIndexer(" in inspect.getsource(ParquetDatasourceV2._get_file_indexer)

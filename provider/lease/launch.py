@@ -27,7 +27,7 @@ from typing import Any
 
 from compute.dataplane import shown
 from compute.errors import ComputeError
-from compute.node import TRAIN_HELPERS_OFF, TRAIN_POLL
+from compute.node import DATA_FOOTER_READERS, TRAIN_HELPERS_OFF, TRAIN_POLL
 from provider.lease import LEASES, LOG, OUTCOME, PLAN_ENV, PROJECT, RUN, WORK, untrusted
 from provider.lease.inputs import InputError, fetch_inputs, result_binds, stage_program, store_result
 from provider.lease.outcome import Outcome, verdict_line
@@ -63,6 +63,7 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
         "RAY_USAGE_STATS_ENABLED": "0",
         **TRAIN_HELPERS_OFF,  # for a buyer's own Ray Train program as for a built-in job
         **TRAIN_POLL,
+        **DATA_FOOTER_READERS,  # a lease's Parquet reads start one footer reader, not 32 processes
         # The sandbox's copy of the plan, without the verdict's key.
         PLAN_ENV: plan.but(verdict_key="").encode(),
     }
