@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -207,6 +208,29 @@ LIGHT = {
 def pytest_itemcollected(item: pytest.Item) -> None:
     if item.module.__name__ in LIGHT:
         item.add_marker(pytest.mark.light)
+
+
+# Each lane imports only the modules that can hold its tests: importing the others (torch, peft and
+# transformers for the runners' tests, hypothesis for the chain's) took each lane's collection about
+# 10 of its 17 s. A module not in LIGHT whose source says `mark.light` may hold light tests, so the
+# light lane reads it; the heavy lane leaves out LIGHT and the modules marked light whole.
+_MARKED_LIGHT = re.compile(r"mark\.light\b")
+_WHOLLY_LIGHT = re.compile(r"^pytestmark\s*=\s*pytest\.mark\.light\b", re.MULTILINE)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    lane = config.option.markexpr
+    if lane not in ("light", "not light") or collection_path.suffix != ".py" \
+            or not collection_path.name.startswith("test_"):
+        return None
+    module = ".".join(collection_path.relative_to(Path(__file__).parents[1]).with_suffix("").parts)
+    if module in LIGHT:
+        ignored = lane == "not light"
+    elif lane == "light":
+        ignored = not _MARKED_LIGHT.search(collection_path.read_text())
+    else:
+        ignored = bool(_WHOLLY_LIGHT.search(collection_path.read_text()))
+    return True if ignored else None  # None: what --ignore and the other plugins say still holds
 
 
 # ── tests that need a GPU ──────────────────────────────────────────────────────────────
