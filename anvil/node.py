@@ -268,9 +268,10 @@ def _port_in_use(host: str, port: int) -> bool:
 
 
 # Ports handed out for devnets lie below the kernel's ephemeral range, where every other
-# program's port-0 binds land (Ray's processes make many), and above Ray's worker ports
-# (10002–19999): a port a devnet was given is still free when the devnet starts again on it.
-PORTS_FROM = 20_000
+# program's port-0 binds land (Ray's processes make many), above Ray's worker ports (10002–19999)
+# and below those a site draws for its Ray processes (compute.node.free_port: 26000 up): a port a
+# devnet was given is still free when the devnet starts again on it.
+PORTS_FROM, PORTS_BELOW = 20_000, 26_000
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 
@@ -279,7 +280,7 @@ def free_port() -> int:
     import random
 
     try:
-        below = int(EPHEMERAL_RANGE.read_text().split()[0])
+        below = min(int(EPHEMERAL_RANGE.read_text().split()[0]), PORTS_BELOW)
     except (OSError, ValueError, IndexError):
         below = PORTS_FROM
     draw = random.SystemRandom()

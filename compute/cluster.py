@@ -40,6 +40,11 @@ START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 90.0
 START_ATTEMPTS = 2  # a cluster whose Ray missed its own start deadlines is started once more
 DASHBOARD_HOST = "127.0.0.1"
+# Two processes of a Ray head that a site has no use for, each a Python process of its own (about a
+# CPU-second to start, and polling after): the autoscaler's monitor (a site's nodes come and go by
+# the provider's hand) and the log monitor, which streams workers' output to drivers that ask for it
+# (none of Swarm's does; a lease's output is its job's log, written by Ray's job supervisor).
+HEAD_WITHOUT = {"no_monitor": True, "include_log_monitor": False}
 
 
 @dataclass(frozen=True)
@@ -218,6 +223,7 @@ def supervise(home: RayHome, spec: ClusterSpec) -> None:
         "include_dashboard": spec.dashboard,
         "dashboard_agent_listen_port": free_port(),
         **system_config_args(SITE_RAY_CONFIG),
+        **HEAD_WITHOUT,
     }
     if spec.dashboard:
         head_args |= {"dashboard_host": DASHBOARD_HOST, "dashboard_port": free_port()}

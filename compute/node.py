@@ -423,10 +423,13 @@ def _write_json(path: Path, payload: dict) -> None:
     tmp.replace(path)
 
 
-# Ports a site hands its Ray processes (a dashboard, a node's agent) are drawn between Ray's
-# worker ports (10002–19999) and the kernel's ephemeral range, where the port-0 binds of every
-# other process land: Ray's own make many, and three sites starting at once took one another's.
-PORTS_FROM = 20_000
+# Ports a site hands its Ray processes (a dashboard, a node's agent) are drawn between the
+# devnets' ports (anvil.node.free_port: 20000–25999) and the kernel's ephemeral range, where the
+# port-0 binds of every other process land: Ray's own make many, and three sites starting at once
+# took one another's. Such a port is free when drawn and bound seconds later, once Ray starts the
+# process: drawn from the devnets' range, it was once a port an anvil killed in that moment was
+# about to start again on.
+PORTS_FROM = 26_000
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 

@@ -4,6 +4,7 @@ from the session's), on the session anvil."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -132,6 +133,13 @@ def test_status_lists_the_head_and_a_labelled_node_per_provider(cli, local_clust
     assert len(head) == 1 and head[0]["cpus"] == 0 and head[0]["state"] == "alive"
     assert [(n["provider"], n["state"], n["cpus"]) for n in providers] == [(SIMULATED, "alive", 1.0)]
     assert providers[0]["node_id"] == local_cluster.up["nodes"][0]["node_id"]
+    # the site's Ray runs its daemons but neither monitor (compute.cluster.HEAD_WITHOUT)
+    commands = []
+    for process in psutil.Process(local_cluster.up["pid"]).children(recursive=True):
+        with contextlib.suppress(psutil.NoSuchProcess):  # a worker ending as it is read
+            commands.append(" ".join(process.cmdline()))
+    assert sum("gcs_server" in c for c in commands) == 1 and sum("/raylet " in c for c in commands) == 2
+    assert not [c for c in commands if "autoscaler/_private/monitor.py" in c or "log_monitor.py" in c]
 
     human = cli("provider", "nodes", env=local_cluster.env)
     assert human.code == 0, human.stderr

@@ -294,3 +294,18 @@ def test_ray_data_provisions_as_many_parquet_footer_readers_as_the_variable_swar
     monkeypatch.setenv(name, value)
     assert FooterFileIndexer(ignore_missing_paths=False)._num_actors == int(value) == 1
     assert "FooterFileIndexer(" in inspect.getsource(ParquetDatasourceV2._get_file_indexer)
+
+
+def test_a_sites_head_starts_neither_monitor_when_its_parameters_say_so() -> None:
+    """compute.cluster.HEAD_WITHOUT, passed to the head through `Cluster(head_node_args=…)`;
+    tests/test_cluster_cli.py lists what a site's head runs."""
+    from ray._private.node import Node
+    from ray._private.parameter import RayParams
+
+    from compute.cluster import HEAD_WITHOUT
+
+    params = RayParams(**HEAD_WITHOUT)
+    assert params.no_monitor is True and not params.include_log_monitor
+    heads = inspect.getsource(Node.start_head_processes)
+    assert "if not self._ray_params.no_monitor:" in heads and "self.start_monitor()" in heads
+    assert "if self._ray_params.include_log_monitor:" in inspect.getsource(Node.start_ray_processes)
