@@ -222,22 +222,33 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    # A zombie (exited, not yet reaped by its parent) counts as gone.
+    # A zombie (exited, not yet reaped by its parent) counts as gone once its last thread is.
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(")")[-1].split()[0] != "Z"
+            return stat.read().split(")")[-1].split()[0] != "Z" or _threads_left(pid)
     except FileNotFoundError:
         return True
 
 
+def _threads_left(pid: int) -> bool:
+    """Whether a process whose first thread has ended still has others. A killed process's
+    threads end one by one, and what they share (anvil's listening socket) closes with the last:
+    its first thread shows as a zombie before that (milliseconds apart on a busy machine)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
 def _group_alive(group: int) -> bool:
-    """Whether a process of process group `group` still runs (zombies do not count)."""
+    """Whether a process of process group `group` still runs (zombies whose threads have all
+    ended do not count)."""
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if int(fields[2]) == group and fields[0] != "Z":
+        if int(fields[2]) == group and (fields[0] != "Z" or _threads_left(int(stat.parent.name))):
             return True
     return False
 

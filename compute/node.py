@@ -386,13 +386,19 @@ def stop_session(pid: int, timeout: float) -> None:
 def _wait_ended(procs: list, timeout: float, poll_s: float = 0.02) -> None:
     """Waits until each process has ended, up to `timeout`. A process that is not this one's
     child stays a zombie until its reaper (often init) collects it, a second or more later;
-    psutil's own wait counts that time, this does not: a zombie has ended."""
+    psutil's own wait counts that time, this does not: a zombie has ended once its last thread
+    has (its first shows as a zombie while the others, which share its sockets, still end)."""
     import psutil
 
     def running(proc) -> bool:
         try:
-            return proc.status() != psutil.STATUS_ZOMBIE
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                return True
         except psutil.NoSuchProcess:
+            return False
+        try:
+            return len(os.listdir(f"/proc/{proc.pid}/task")) > 1
+        except (FileNotFoundError, ProcessLookupError):
             return False
 
     deadline = time.monotonic() + timeout

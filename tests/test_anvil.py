@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -168,3 +169,47 @@ def test_a_devnet_port_lies_outside_the_range_other_programs_are_given_and_is_fr
     for port in ports:  # each can be listened on at once
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+SYS_EXIT = {"x86_64": 60, "aarch64": 93}  # the system call that ends one thread, not its process
+
+
+def test_a_process_whose_first_thread_ended_runs_on_while_another_thread_holds_its_port() -> None:
+    """A killed anvil's first thread shows as a zombie while its others still end, and they hold
+    its listening socket: counted as gone then, a chain killed and started again on its port
+    found the port taken (twice in `make test`). Here a first thread ends on its own while another
+    keeps the process's port for a second."""
+    import os
+    import subprocess
+    import sys
+
+    import psutil
+
+    from anvil.node import _alive, _group_alive, _port_in_use
+    from compute.node import _wait_ended
+
+    port = free_port()
+    code = (
+        "import ctypes, socket, threading, time\n"
+        f"server = socket.create_server(('127.0.0.1', {port}))\n"
+        "threading.Thread(target=time.sleep, args=(1.0,)).start()\n"
+        f"ctypes.CDLL(None).syscall({SYS_EXIT[os.uname().machine]}, 0)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        stat = Path(f"/proc/{process.pid}/stat")
+        while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the first thread did not end"
+            time.sleep(0.01)
+        assert _port_in_use("127.0.0.1", port)  # the other thread still holds it
+        assert _alive(process.pid) and _group_alive(process.pid)
+        waited = time.monotonic()  # a site's stop (compute.node.stop_session) waits for it too
+        _wait_ended([psutil.Process(process.pid)], timeout=0.2)
+        assert time.monotonic() - waited >= 0.2 and _port_in_use("127.0.0.1", port)
+        assert process.wait(timeout=10) == 0
+        assert not _alive(process.pid) and not _group_alive(process.pid)
+        assert not _port_in_use("127.0.0.1", port)
+    finally:
+        process.kill()
+        process.wait()
