@@ -433,8 +433,8 @@ def _write_json(path: Path, payload: dict) -> None:
 # devnets' ports (anvil.node.free_port: 20000–25999) and the kernel's ephemeral range, where the
 # port-0 binds of every other process land: Ray's own make many, and three sites starting at once
 # took one another's. Such a port is free when drawn and bound seconds later, once Ray starts the
-# process: drawn from the devnets' range, it was once a port an anvil killed in that moment was
-# about to start again on.
+# process: drawn from the devnets' range, it could be the port of an anvil killed in that moment
+# and about to start again on it.
 PORTS_FROM = 26_000
 EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
