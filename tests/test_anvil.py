@@ -178,7 +178,7 @@ def test_a_process_whose_first_thread_ended_runs_on_while_another_thread_holds_i
     """A killed anvil's first thread shows as a zombie while its others still end, and they hold
     its listening socket: counted as gone then, a chain killed and started again on its port
     found the port taken (twice in `make test`). Here a first thread ends on its own while another
-    keeps the process's port for a second."""
+    keeps the process's port until the test closes its input."""
     import os
     import subprocess
     import sys
@@ -190,12 +190,12 @@ def test_a_process_whose_first_thread_ended_runs_on_while_another_thread_holds_i
 
     port = free_port()
     code = (
-        "import ctypes, socket, threading, time\n"
+        "import ctypes, socket, sys, threading\n"
         f"server = socket.create_server(('127.0.0.1', {port}))\n"
-        "threading.Thread(target=time.sleep, args=(1.0,)).start()\n"
+        "threading.Thread(target=sys.stdin.read).start()\n"
         f"ctypes.CDLL(None).syscall({SYS_EXIT[os.uname().machine]}, 0)\n"
     )
-    process = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, start_new_session=True)
     try:
         deadline = time.monotonic() + 10
         stat = Path(f"/proc/{process.pid}/stat")
@@ -207,6 +207,7 @@ def test_a_process_whose_first_thread_ended_runs_on_while_another_thread_holds_i
         waited = time.monotonic()  # a site's stop (compute.node.stop_session) waits for it too
         _wait_ended([psutil.Process(process.pid)], timeout=0.2)
         assert time.monotonic() - waited >= 0.2 and _port_in_use("127.0.0.1", port)
+        process.stdin.close()  # the other thread's read ends, and with it the process
         assert process.wait(timeout=10) == 0
         assert not _alive(process.pid) and not _group_alive(process.pid)
         assert not _port_in_use("127.0.0.1", port)
