@@ -190,6 +190,7 @@ LIGHT = {
         "test_report_bounds",
         "test_results",
         "test_rewards",
+        "test_sandbox",
         "test_scoring",
         "test_site_auth",
         "test_site_tls",
