@@ -739,5 +739,31 @@ def test_the_read_only_reader_sees_the_claimable_leaf_the_orm_sees(
         assert reward_leaf(reader, chain_id, C.address) is None
 
 
+def test_a_ledger_at_the_newest_schema_opens_without_alembic_and_an_older_one_is_upgraded(
+    ledger_url: str,
+) -> None:
+    """Opening the ledger reads its version table: only a schema behind the newest loads Alembic,
+    which migrates it."""
+    opened = ("import sys; from ledger.db import open_ledger; open_ledger(sys.argv[1]).dispose(); "
+              "print('alembic' in sys.modules)")
+
+    def alembic_loaded_by_opening() -> bool:
+        done = subprocess.run([sys.executable, "-c", opened, ledger_url], capture_output=True, text=True,
+                              check=False, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return {"True": True, "False": False}[done.stdout.strip()]
+
+    engine = open_engine(ledger_url)
+    try:
+        migrate(engine, "0007")  # as a ledger an older Swarm left
+        assert alembic_loaded_by_opening()
+        assert current_revision(engine) == SCHEMA_HEAD
+        assert "gpu_power_w" in {c["name"] for c in inspect(engine).get_columns("probe_samples")}
+        assert not alembic_loaded_by_opening()
+        assert current_revision(engine) == SCHEMA_HEAD
+    finally:
+        engine.dispose()
+
+
 def test_the_readers_schema_head_is_the_newest_migration() -> None:
     assert SCHEMA_HEAD == ScriptDirectory.from_config(alembic_config()).get_current_head()
