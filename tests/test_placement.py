@@ -23,6 +23,26 @@ def test_work_for_a_provider_runs_only_on_its_nodes(ray_cluster) -> None:
         assert set(ran_on) == {provider}
 
 
+def test_the_sessions_workers_run_ahead_of_the_light_lane(ray_cluster) -> None:
+    import re
+    from pathlib import Path
+
+    from tests.ray_cluster import WORKER_NICENESS
+
+    niceness = ray.get([_niceness.options(**task_options(p)).remote() for p in (PROVIDER_A, PROVIDER_C)])
+    assert niceness == [WORKER_NICENESS] * 2
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    light = re.search(r"nice -n (\d+) \$\(PY\) -m pytest -m light", makefile)
+    assert light and WORKER_NICENESS < int(light[1]), "the light lane beside them runs below the Ray tests"
+
+
+@ray.remote
+def _niceness() -> int:
+    import os
+
+    return os.nice(0)
+
+
 def test_capacity_counts_each_providers_nodes(ray_cluster) -> None:
     assert providers_in_cluster() == sorted([PROVIDER_A, PROVIDER_B, PROVIDER_C])
     a = provider_capacity(PROVIDER_A)
