@@ -16,7 +16,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from ledger.config import Settings, database_url
 from ledger.errors import SwarmError
-from ledger.reader import SCHEMA_HEAD, VERSION_TABLE
+from ledger.reader import SCHEMA_HEAD, VERSION_TABLE, SqlAlchemyReader
 
 if TYPE_CHECKING:  # alembic and sqlmodel load when a migration or a session needs them
     from alembic.config import Config
@@ -131,24 +131,16 @@ def migrate(engine: Engine, revision: str = "head") -> None:
     file beside it (two services started together on a fresh file would otherwise both
     create its tables). A database already at the newest schema is read, not migrated: Alembic's
     upgrade, a third of a second of every process that opens the ledger, is left unloaded."""
-    if revision == "head" and _schema_revision(engine) == SCHEMA_HEAD:
-        return
+    if revision == "head":
+        with engine.connect() as conn:  # the readers' own look at the version table
+            if SqlAlchemyReader(conn).schema_revision() == SCHEMA_HEAD:
+                return
     from alembic import command
 
     with _sqlite_migration_lock(engine), engine.begin() as conn:
         if engine.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
         command.upgrade(alembic_config(conn), revision)
-
-
-def _schema_revision(engine: Engine) -> str | None:
-    """The revision the database's version table records; None where it has no such table yet."""
-    with engine.connect() as conn:  # a database that does not answer says so here, once
-        try:
-            found = conn.execute(text(f"SELECT version_num FROM {VERSION_TABLE}")).scalars().all()
-        except DBAPIError:
-            return None
-    return found[0] if len(found) == 1 else None
 
 
 @contextmanager
