@@ -2,6 +2,7 @@
 as the lowest package, the one JSON-RPC client (`anvil.rpc`) and the root of the errors a user can
 act on (`anvil.errors`), which the ledger builds on."""
 
+from anvil import keyfile
 from anvil.accounts import DEV_MNEMONIC, DevAccount, dev_account, dev_accounts, dev_address
 from anvil.errors import AnvilError
 from anvil.node import AnvilConfig, AnvilNode, AnvilStatus
@@ -21,3 +22,5 @@ __all__ = [
     "dev_accounts",
     "dev_address",
 ]
+
+keyfile.install()  # before anything loads eth_account (anvil.accounts loads it when first asked)

@@ -155,6 +155,70 @@ def test_names_and_addresses_are_unique_and_names_well_formed(store: Keystore) -
     assert store.list() == [first]
 
 
+# ── eth_keyfile without BLS12-381 (anvil.keyfile) ─────────────────────────────
+
+def _in_a_fresh_process(code: str) -> dict:
+    """What `code` prints as JSON on its last line, run by a new interpreter in the project root."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1], check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_a_process_that_signs_loads_no_bls12_381_and_a_version_3_keystore_still_round_trips() -> None:
+    found = _in_a_fresh_process(f"""
+import json, sys
+from ledger.tx import Sender  # loads eth_account
+from eth_account import Account
+from eth_account.messages import encode_defunct
+keystore = Account.encrypt("{KEY}", "pw", kdf="pbkdf2", iterations=2)
+key = Account.decrypt(keystore, "pw")
+message = encode_defunct(text="swarm")
+signed = Account.sign_message(message, key)
+print(json.dumps({{"loaded": [m for m in ("py_ecc.bls", "py_ecc.bls12_381") if m in sys.modules],
+                  "version": keystore["version"], "key": key.hex(),
+                  "signer": Account.recover_message(message, signature=signed.signature)}}))
+""")
+    assert found["loaded"] == []  # the 0.45 CPU-seconds of pairing tables were not built
+    assert found["version"] == 3 and found["key"].removeprefix("0x") == KEY
+    assert found["signer"] == ADDRESS
+
+
+def test_a_version_4_keystore_made_without_bls12_381_loaded_is_the_real_ciphersuites() -> None:
+    """The stand-ins' constant bounds a version-4 key as py_ecc's curve order does, and the public key
+    comes from the real ciphersuite, loaded on first use; the real modules are what `import` gives after."""
+    found = _in_a_fresh_process("""
+import json, sys
+import anvil, eth_account, eth_keyfile
+loaded_first = [m for m in ("py_ecc.bls", "py_ecc.bls12_381") if m in sys.modules]
+from py_ecc.bls12_381 import curve_order
+made = {}
+for k in (1, 7, curve_order - 1):
+    made[k] = eth_keyfile.create_keyfile_json(k.to_bytes(32, "big"), b"pw", version=4, kdf="pbkdf2",
+                                              iterations=2)
+try:
+    eth_keyfile.create_keyfile_json(curve_order.to_bytes(32, "big"), b"pw", version=4)
+    refused = False
+except ValueError:
+    refused = True
+from py_ecc.bls import G2ProofOfPossession as bls
+print(json.dumps({"loaded_first": loaded_first, "refused_at_the_order": refused,
+                  "real": all(j["pubkey"] == bls.SkToPk(k).hex() for k, j in made.items()),
+                  "round_trip": all(eth_keyfile.decode_keyfile_json(j, b"pw") == k.to_bytes(32, "big")
+                                    for k, j in made.items()),
+                  "modules_real": hasattr(sys.modules["py_ecc.bls"], "G2Basic")}))
+""")
+    assert found["loaded_first"] == []
+    assert found["refused_at_the_order"] and found["real"] and found["round_trip"] and found["modules_real"]
+    from py_ecc.bls12_381 import curve_order
+
+    from anvil.keyfile import BLS12_381_ORDER
+
+    assert BLS12_381_ORDER == curve_order
+
+
 def test_reprs_hold_no_key(store: Keystore) -> None:
     info = store.import_key(KEY, PASSWORD, name="bob")
     for shown in (repr(info), repr(store), repr(store.list()), str(info.as_dict())):
