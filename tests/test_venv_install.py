@@ -1,12 +1,15 @@
 """pip's settings handed to uv (tools/venv_install.py): the same indexes, wheels and constraints,
 each setting's strongest section winning as it does for pip, and pip itself where a setting has
-no counterpart."""
+no counterpart; a venv made without pip gets its requirements and a pip of its own."""
 
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -57,3 +60,26 @@ def test_a_setting_uv_is_not_given_leaves_the_install_to_pip(name: str, section:
 def test_settings_of_other_commands_and_empty_config_change_nothing() -> None:
     assert venv_install.pip_settings("download.proxy='http://p'\nfreeze.all='1'\n") == {}
     assert venv_install.uv_options({}) == (["--index-strategy", "unsafe-best-match"], {})
+
+
+@pytest.mark.parametrize("runner", ["an interpreter with pip", "an interpreter without pip"])
+def test_a_venv_made_without_pip_gets_its_requirements_and_a_pip_of_its_own(tmp_path: Path,
+                                                                            runner: str) -> None:
+    """Made as `make` makes the project's (`python -m venv --without-pip`), installed into by an
+    interpreter whose pip acts on it, or by one with none, which gives the venv `ensurepip`'s first."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True)
+    python = str(venv / "bin" / "python")
+    interpreter = sys.executable
+    if runner == "an interpreter without pip":
+        bare = tmp_path / "bare"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", bare], check=True)
+        interpreter = str(bare / "bin" / "python")
+    no_pip = subprocess.run([python, "-m", "pip", "--version"], check=False, capture_output=True)
+    assert no_pip.returncode != 0
+    done = subprocess.run([interpreter, ROOT / "tools" / "venv_install.py", python, "idna"],
+                          check=False, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert subprocess.run([python, "-c", "import idna"], check=False).returncode == 0
+    pip = subprocess.run([python, "-m", "pip", "--version"], check=False, capture_output=True, text=True)
+    assert pip.returncode == 0 and str(venv) in pip.stdout  # the venv's own, which a lease's requirements use

@@ -67,15 +67,32 @@ def uv_options(settings: dict[str, str]) -> tuple[list[str], dict[str, str]] | N
     return args, env
 
 
+def installer(python: str) -> tuple[list[str], bool]:
+    """The pip that installs into `python`'s venv, and whether the venv still needs a pip of its own:
+    its own pip, else (a venv made `--without-pip`, which takes a quarter of the time) this
+    interpreter's acting on it, else the one `ensurepip` gives it."""
+    def runs(command: list[str]) -> bool:
+        return subprocess.run([*command, "--version"], capture_output=True, check=False).returncode == 0
+
+    if runs([python, "-m", "pip"]):
+        return [python, "-m", "pip"], False
+    here = [sys.executable, "-m", "pip", "--python", python]
+    if runs(here):
+        return here, True
+    subprocess.run([python, "-m", "ensurepip", "--upgrade", "--default-pip"], check=True)
+    return [python, "-m", "pip"], False
+
+
 def main(python: str, requirements: list[str]) -> int:
-    pip = [python, "-m", "pip"]
+    pip, needs_pip = installer(python)
     listing = subprocess.run([*pip, "config", "list"], capture_output=True, text=True, check=False)
     options = uv_options(pip_settings(listing.stdout)) if listing.returncode == 0 else None
     uv = Path(python).parent / "uv"
     if options is not None and (uv.exists() or subprocess.run(
             [*pip, "install", "-qq", "uv"], check=False).returncode == 0):
         args, env = options
-        command = [str(uv), "pip", "install", "--quiet", "--python", python, *args, *requirements]
+        wanted = [*requirements, "pip"] if needs_pip else requirements  # the venv's own, for what runs in it
+        command = [str(uv), "pip", "install", "--quiet", "--python", python, *args, *wanted]
         done = subprocess.run(command, env=os.environ | env, check=False)
         if done.returncode == 0:
             return 0
@@ -83,6 +100,9 @@ def main(python: str, requirements: list[str]) -> int:
     elif options is None:
         print("pip is set up with a setting not handed to uv; pip installs the requirements.",
               file=sys.stderr)
+    if needs_pip:
+        subprocess.run([python, "-m", "ensurepip", "--upgrade", "--default-pip"], check=True)
+        pip = [python, "-m", "pip"]
     if "--group" in requirements:  # pip reads dependency groups from 25.1 on
         subprocess.run([*pip, "install", "--quiet", "--upgrade", "pip"], check=True)
     return subprocess.run([*pip, "install", "--quiet", "--no-compile", *requirements], check=False).returncode
