@@ -42,7 +42,14 @@ LOCAL_HEALTH_CHECKS = {"health_check_period_ms": 1000, "health_check_timeout_ms"
 # their actors hold, so on a busy node each of the oracle's probes (every few seconds, per node)
 # started a Python worker of its own (about a CPU-second here) that was ended before the next.
 IDLE_WORKER_KEEP_MS = 300_000
-SITE_RAY_CONFIG = LOCAL_HEALTH_CHECKS | {"idle_worker_killing_time_threshold_ms": IDLE_WORKER_KEEP_MS}
+# A site's Ray workers run buyers' paid leases and the oracle's timed challenge. Ray starts task and
+# actor workers at nice 15 (a job's driver at 0), so they yielded to whatever else the provider's
+# machine ran, down to a niced batch job (`make test`'s light lane, at 10, slowed the sites' tests
+# beside it). At 5 they run ahead of such work, still behind the site's agent, the raylets and
+# their health checks. Leases' own Rays start theirs at 5 too (provider.lease.worker).
+WORKER_NICENESS = 5
+SITE_RAY_CONFIG = LOCAL_HEALTH_CHECKS | {"idle_worker_killing_time_threshold_ms": IDLE_WORKER_KEEP_MS,
+                                         "worker_niceness": WORKER_NICENESS}
 # Ray Train's helpers that a Swarm run has no use for, each an actor process or callbacks to start:
 # the preemption watcher (a lease's Ray is one node of its own) and the metrics no one scrapes.
 # Read from the environment of the process that builds the trainer.

@@ -18,15 +18,11 @@ from dataclasses import dataclass, field
 import pytest
 
 from anvil import dev_account
-from compute.node import LOCAL_HEALTH_CHECKS
+from compute.node import LOCAL_HEALTH_CHECKS, WORKER_NICENESS  # as a site's, ahead of the light lane
 from compute.placement import node_labels, node_resources
 
 PROVIDER_A, PROVIDER_B, PROVIDER_C = (dev_account(i).address for i in (1, 2, 3))
 OBJECT_STORE = 80 * 1024 * 1024
-# Ray starts its task and actor workers at nice 15, below `make test`'s light lane (nice 10) that
-# runs beside the Ray tests to take the cores they leave idle: the training these tests time
-# yielded to it instead. At 5 they run ahead of it and still behind the raylets' health checks.
-WORKER_NICENESS = 5
 
 
 @dataclass

@@ -293,6 +293,26 @@ def test_the_oracle_committee_probes_every_node_and_challenges_the_site(site) ->
             _client(site, who).challenge_ready(challenge.params(), timeout_s=60)
 
 
+def test_the_sites_ray_workers_run_ahead_of_background_work(site) -> None:
+    """The workers the probes and challenges above ran on, and those Ray keeps idle for the next, at
+    the site's WORKER_NICENESS, not Ray's 15; a job's driver Ray runs at 0, the agents as started."""
+    import psutil
+
+    from compute import cluster
+    from compute.node import WORKER_NICENESS, RayHome
+
+    state = cluster.running(RayHome.of(site["home"]))
+    assert state is not None
+    raylets = [p for p in psutil.process_iter(["cmdline"])
+               if p.info["cmdline"] and p.info["cmdline"][0].endswith("/raylet")
+               and f"--gcs-address={state.address}" in p.info["cmdline"]]
+    assert len(raylets) == 2  # the head and the provider's node
+    others = ("ray::DashboardAgent", "ray::RuntimeEnvAgent", "ray::JobSupervisor")  # not workers Ray niced
+    workers = [c for r in raylets for c in r.children()
+               if c.name().startswith("ray::") and not c.name().startswith(others)]
+    assert workers and {w.nice() for w in workers} == {WORKER_NICENESS}  # vs the light lane: test_placement
+
+
 def test_a_challenge_the_oracle_readies_and_leaves_keeps_no_lease_from_the_node(site) -> None:
     """A committee member readies a challenge on the site's one node and never commits it: its
     worker holds the node's CPU only until the site ends it, and the lease assigned meanwhile

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from compute.node import WORKER_NICENESS
 from provider.lease import PLAN_ENV, RUN
 from provider.lease.outcome import write_json
 from provider.lease.plan import LeasePlan
@@ -33,7 +34,7 @@ RAY_START_ATTEMPTS = 2  # the lease's own Ray, started again once if a loaded ma
 # The lease's Ray collects no metrics, which no one reads from a Ray that lives only as long as the
 # lease. (It keeps Ray's default for idle workers: every worker it keeps counts against the
 # lease's memory.)
-LEASE_RAY_CONFIG = {"enable_metrics_collection": False}
+LEASE_RAY_CONFIG = {"enable_metrics_collection": False, "worker_niceness": WORKER_NICENESS}
 
 
 def start_ray(plan: LeasePlan) -> Any:
