@@ -7,6 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 NPM_STAMP := node_modules/.swarm-installed
 VENV_STAMP := $(VENV)/.swarm-installed
+COMPILE_STAMP := $(VENV)/.swarm-compiled
 SLITHER_VENV := $(VENV)/slither
 SLITHER_STAMP := $(SLITHER_VENV)/.swarm-installed
 # Run from contracts/: the platform binary npm installed (contracts/foundry), so forge's exit code
@@ -15,9 +16,9 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install bytecode postgres browser sandbox system-packages demo test lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-failfast faults clean
+.PHONY: install compile bytecode postgres browser sandbox system-packages demo test lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-failfast faults clean
 
-install: $(NPM_STAMP) $(VENV_STAMP)
+install: $(NPM_STAMP) $(VENV_STAMP) $(COMPILE_STAMP)
 
 $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund
@@ -27,18 +28,23 @@ $(NPM_STAMP): package.json package-lock.json
 # unpacks wheels side by side, pip one at a time: 16 s against 157 s here), else pip. The venv is
 # made without pip (0.2 s; `ensurepip` takes 8): this Python's pip fetches uv into it, and uv gives
 # it its own pip with the requirements.
-# Neither compiles (pip would, one file at a time): compileall compiles on every core, and
-# leaves out what no process of Swarm imports: the packages' own test suites and the
-# transformers models other than the Auto classes, BERT, GPT-2 and the two that peft loads
-# (about a third of the files). Compiled here because PYTHONDONTWRITEBYTECODE would leave every
-# process compiling Ray and torch again. A file compileall cannot compile (a template, Python 2)
-# is left as it is.
-COMPILE_SKIP := /tests?/|/transformers/models/(?!auto/|bert/|gpt2/|bloom/|encoder_decoder/)[^/]+/
 $(VENV_STAMP): pyproject.toml
 	$(PYTHON) -m venv --without-pip $(VENV)
 	$(PYTHON) tools/venv_install.py $(PY) -e '.[test]'
+	touch $@
+
+# Neither compiles (pip would, one file at a time): compileall compiles on every core, and
+# leaves out what no process of Swarm imports: the packages' own test suites and the
+# transformers models other than the Auto classes, BERT, GPT-2 and the two that peft loads
+# (about a third of the files). Compiled once installed because PYTHONDONTWRITEBYTECODE would
+# leave every process compiling Ray and torch again; a file already compiled is left as it is,
+# and so is one compileall cannot compile (a template, Python 2).
+COMPILE_SKIP := /tests?/|/transformers/models/(?!auto/|bert/|gpt2/|bloom/|encoder_decoder/)[^/]+/
+$(COMPILE_STAMP): $(VENV_STAMP)
 	$(PY) -m compileall -qq -j0 -x '$(COMPILE_SKIP)' $$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') || true
 	touch $@
+
+compile: $(COMPILE_STAMP)
 
 # Swarm's own modules compiled, every time (about a second): the environment may set
 # PYTHONDONTWRITEBYTECODE, and then every process of a run (each command, each Ray worker, each
@@ -80,13 +86,14 @@ demo: install bytecode sandbox
 	$(VENV)/bin/swarm demo
 
 # What the tests need is fetched side by side (Debian's packages one apt at a time, node_modules,
-# the venv), then pytest. The contracts' tests, slither and the linters run niced beside the
-# light tests, in the cores the Ray tests leave idle, not before pytest: forge compiles with
-# solcjs, minutes on one core.
+# the venv), then pytest. The venv's compileall, the contracts' tests, slither and the linters
+# run niced beside the light tests, in the cores the Ray tests leave idle, not before pytest:
+# forge compiles with solcjs, minutes on one core, and compileall 51 s on both. The tests write
+# the bytecode of what they import first (test-python), which compileall then leaves as it is.
 test:
 	@mkdir -p $(VENV)  # before the two venvs inside it are made
-	$(MAKE) --no-print-directory --output-sync=target -j2 system-packages install
-	$(MAKE) --no-print-directory test-python BESIDE="lint slither test-contracts"
+	$(MAKE) --no-print-directory --output-sync=target -j2 system-packages $(NPM_STAMP) $(VENV_STAMP)
+	$(MAKE) --no-print-directory test-python BESIDE="compile lint slither test-contracts"
 
 # Style that is checked: ruff (pyproject's [tool.ruff]: the pinned ruff's default rules, lines of
 # at most 110 characters) over the whole tree, and mypy (pyproject's [tool.mypy]) over the packages.
@@ -117,14 +124,17 @@ test-contracts: $(NPM_STAMP)
 # lane leaves idle (while its leases start, its services wait) rather than slowing it down. BESIDE
 # runs at the lowest priority (nothing in it keeps time); the light tests at 10, not 19, since some
 # of them time a lease's limits.
-# BESIDE names targets (`make test`: lint, slither, the contracts' tests) run first in the light
-# lane, each whatever the others did, reported with it.
+# BESIDE names targets (`make test`: compile, lint, slither, the contracts' tests) run first in the
+# light lane, each whatever the others did, reported with it.
+# The tests' processes write the bytecode of what they import (PYTHONDONTWRITEBYTECODE unset):
+# each module is compiled once, by whichever process imports it first, the venv's as Swarm's.
 BESIDE ?=
-test-python: install bytecode postgres sandbox
+test-python: $(NPM_STAMP) $(VENV_STAMP) bytecode postgres sandbox
 	@light_log=$$(mktemp); \
 	{ beside=0; $(if $(BESIDE),nice -n 19 $(MAKE) --no-print-directory --keep-going $(BESIDE) || beside=1;) \
-	  nice -n 10 $(PY) -m pytest -m light -p no:cacheprovider && exit $$beside; } > $$light_log 2>&1 & light=$$!; \
-	$(PY) -m pytest -m "not light"; heavy=$$?; \
+	  nice -n 10 env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -m light -p no:cacheprovider && exit $$beside; \
+	} > $$light_log 2>&1 & light=$$!; \
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -m "not light"; heavy=$$?; \
 	wait $$light; light_status=$$?; \
 	echo "── $(if $(BESIDE),$(BESIDE) and )the light modules (pytest -m light) ──"; cat $$light_log; rm -f $$light_log; \
 	exit $$(( heavy != 0 || light_status != 0 ))
