@@ -14,11 +14,12 @@ module the command line loads for chain-only work.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import json
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RAY_VERSION", "ControllerCallback", "GcsNode", "TorchTrainer", "abort_train_controller",
-    "check_version", "dashboard_running", "gcs_client", "gcs_nodes", "init_local_node", "placement_group",
-    "reload_auth_settings", "stop_cluster", "system_config_args", "train_in_place",
+    "check_version", "dashboard_modules", "dashboard_running", "gcs_client", "gcs_nodes", "init_local_node",
+    "placement_group", "reload_auth_settings", "stop_cluster", "system_config_args", "train_in_place",
 ]
 
 RAY_VERSION = "2.60.0"  # the version pinned in pyproject.toml, and the one every name below was read from
@@ -198,6 +199,30 @@ def system_config_args(config: Mapping[str, int | bool]) -> dict[str, Any]:
     """The keyword argument that overrides Ray's internal settings (RayConfig), for a
     `ray.cluster_utils.Cluster` head's `head_node_args` or a local `ray.init`."""
     return {"_system_config": dict(config)}
+
+
+@contextlib.contextmanager
+def dashboard_modules(names: Collection[str]) -> Iterator[None]:
+    """Within it, a Ray head this process starts (`ray.init`, a `Cluster` head) runs only the
+    dashboard modules `names` (class names, e.g. "JobHead"), each a process of its own: the
+    dashboard's `--modules-to-load`, which neither exposes. The command line is built by
+    `ray._private.services.start_api_server` and started through the same module's
+    `start_ray_process`, both internal to Ray."""
+    from ray._private import ray_constants, services
+
+    start = services.start_ray_process
+    load = "--modules-to-load=" + ",".join(sorted(names))
+
+    def start_process(command: list[str], process_type: str, *args: Any, **kwargs: Any) -> Any:
+        if process_type == ray_constants.PROCESS_TYPE_DASHBOARD:
+            command = [*command, load]
+        return start(command, process_type, *args, **kwargs)
+
+    services.start_ray_process = start_process
+    try:
+        yield
+    finally:
+        services.start_ray_process = start
 
 
 def stop_cluster(cluster: Any) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import stat
@@ -24,6 +25,7 @@ import pytest
 
 from anvil import AnvilNode, dev_account
 from anvil.node import free_port
+from compute.cluster import SITE_DASHBOARD_MODULES
 from ledger import stake
 from ledger.client import Swarm
 from ledger.deploy import DeployResult
@@ -140,6 +142,9 @@ def test_status_lists_the_head_and_a_labelled_node_per_provider(cli, local_clust
             commands.append(" ".join(process.cmdline()))
     assert sum("gcs_server" in c for c in commands) == 1 and sum("/raylet " in c for c in commands) == 2
     assert not [c for c in commands if "autoscaler/_private/monitor.py" in c or "log_monitor.py" in c]
+    # and of its dashboard's modules, each a process, those the site uses (SITE_DASHBOARD_MODULES)
+    modules = {m[1] for c in commands if (m := re.match(r"ray-dashboard-(\w+)-\d+", c))}
+    assert modules == set(SITE_DASHBOARD_MODULES), commands
 
     human = cli("provider", "nodes", env=local_cluster.env)
     assert human.code == 0, human.stderr

@@ -309,3 +309,35 @@ def test_a_sites_head_starts_neither_monitor_when_its_parameters_say_so() -> Non
     heads = inspect.getsource(Node.start_head_processes)
     assert "if not self._ray_params.no_monitor:" in heads and "self.start_monitor()" in heads
     assert "if self._ray_params.include_log_monitor:" in inspect.getsource(Node.start_ray_processes)
+
+
+def test_a_head_started_within_dashboard_modules_asks_its_dashboard_for_those_alone(tmp_path: Path) -> None:
+    """compute.ray_private.dashboard_modules: the command Ray starts its dashboard with, through the
+    real `start_ray_process`, ends with `--modules-to-load`; other processes' commands, and the
+    dashboard's outside the block, are Ray's own. tests/test_cluster_cli.py lists a site's modules."""
+    import sys
+
+    from ray._private import ray_constants, services
+    from ray.dashboard.subprocesses.module import SubprocessModule
+    from ray.dashboard.utils import get_all_modules
+
+    from compute.cluster import SITE_DASHBOARD_MODULES
+
+    def argv(process_type: str) -> list[str]:
+        out = tmp_path / f"{process_type}.json"
+        with out.open("w") as stdout:
+            show = [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv))"]
+            info = services.start_ray_process(show, process_type, fate_share=False, stdout_file=stdout)
+            info.process.wait(timeout=60)
+        return json.loads(out.read_text())[1:]
+
+    with ray_private.dashboard_modules(["StateHead", "JobHead"]):
+        assert argv(ray_constants.PROCESS_TYPE_DASHBOARD) == ["--modules-to-load=JobHead,StateHead"]
+        assert argv(ray_constants.PROCESS_TYPE_RAYLET) == []
+    assert argv(ray_constants.PROCESS_TYPE_DASHBOARD) == []
+    # Ray builds the dashboard's command in start_api_server, which starts it so; the dashboard reads
+    # the flag; and the site's modules are dashboard modules of this Ray.
+    source = inspect.getsource(services.start_api_server)
+    assert "start_ray_process(" in source and "ray_constants.PROCESS_TYPE_DASHBOARD" in source
+    assert "--modules-to-load" in (Path(ray.__file__).parent / "dashboard" / "dashboard.py").read_text()
+    assert set(SITE_DASHBOARD_MODULES) <= {cls.__name__ for cls in get_all_modules(SubprocessModule)}
