@@ -15,16 +15,20 @@ import {IStakingVault} from "./interfaces/IStakingVault.sol";
 /// @notice Escrow for buyers' jobs. A buyer posts a job, escrowing
 /// `maxPricePerUnit × maxUnits`; the market's matcher (MATCHER_ROLE) assigns it to an
 /// eligible provider at a price within the cap and later completes it with the result
-/// hash and the units used, as the provider signed them (an EIP-712 `JobResult`, checked
-/// against the provider's key or, for a contract wallet, its ERC-1271 answer). After the
+/// hash and the units used, as the provider signed them with its address and its price (an
+/// EIP-712 `JobResult`, checked against the provider's key or, for a contract wallet, its
+/// ERC-1271 answer). After the
 /// buyer's dispute window anyone settles it: the provider gets `units × price` less the
 /// protocol fee, the treasury the fee, the buyer the rest. A failed job refunds the buyer
 /// (and may slash the provider); a disputed one is resolved by ARBITER_ROLE, and a
-/// buyer's dispute posts a bond that the losing side forfeits. When a provider loses its
+/// buyer's dispute posts a bond (a share of the payment, never below a floor) that the
+/// losing side forfeits, and that goes to the provider if the arbiter never rules. When a provider loses its
 /// nodes the matcher reassigns the job to another provider with the escrow in place.
 /// After the deadline anyone may return an unfinished job's escrow to its buyer, and a
 /// dispute the arbiter leaves undecided settles half and half, so no operator can strand
-/// anyone's funds.
+/// anyone's funds. A deadline lies at most `maxJobDuration` (30 days by default) after the
+/// posting and every price at or above `minPricePerUnit`, so a job holds its provider for
+/// a bounded time and never for free.
 ///
 /// Every slash the market can still make for a job lands before its provider can
 /// withdraw: the market holds the provider's stake in the vault until the job's last
@@ -37,12 +41,15 @@ import {IStakingVault} from "./interfaces/IStakingVault.sol";
 ///    (Posted, Assigned, Completed, Disputed; a disputed job's bond included), unless
 ///    tokens are sent directly;
 ///  - a job leaves escrow exactly once (Settled, Failed, Cancelled or Reclaimed);
-///  - the matcher cannot complete a job with a result or units its provider did not sign:
-///    a completed job's (resultHash, unitsUsed) carries its provider's signature;
+///  - the matcher cannot complete a job with a result, units or price its provider did not
+///    sign: a completed job's (provider, pricePerUnit, resultHash, unitsUsed) carries its
+///    provider's signature;
+///  - minPricePerUnit <= every assigned price; deadline <= posting + maxJobDuration <= 30 days;
 ///  - at most one matcher slash per job (failJob or reassignJob), none after its deadline,
 ///    and no arbiter ruling after the arbitration period;
 ///  - the provider of an open job cannot withdraw while a slash for it may still come;
 ///  - minDisputeWindow <= disputeWindow <= MAX_DISPUTE_WINDOW;
+///  - the treasury is never the admin;
 ///  - a pause stops postJob, assignJob and reassignJob, never cancel, reclaim, settle or fail.
 ///
 /// EIP712 is inherited first so that its two fallback strings (never written: the name
@@ -54,22 +61,27 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     bytes32 public constant MATCHER_ROLE = keccak256("MATCHER_ROLE");
     bytes32 public constant ARBITER_ROLE = keccak256("ARBITER_ROLE");
     /// @notice The EIP-712 type a provider signs to vouch for a job's result and units.
-    bytes32 public constant JOB_RESULT_TYPEHASH = keccak256("JobResult(uint256 jobId,bytes32 resultHash,uint64 units)");
+    bytes32 public constant JOB_RESULT_TYPEHASH = keccak256(
+        "JobResult(uint256 jobId,address provider,uint128 pricePerUnit,bytes32 resultHash,uint64 units)"
+    );
     /// @notice What a provider signs when its lease of a job failed by the job's own fault
     /// after holding `units` units: {chargeJob} pays those.
-    bytes32 public constant JOB_FAILURE_TYPEHASH = keccak256("JobFailure(uint256 jobId,uint64 units)");
+    bytes32 public constant JOB_FAILURE_TYPEHASH =
+        keccak256("JobFailure(uint256 jobId,address provider,uint128 pricePerUnit,uint64 units)");
 
     uint16 internal constant BPS = 10_000;
     /// @notice The highest protocol fee the admin may set: 20%.
     uint16 public constant MAX_FEE_BPS = 2_000;
     /// @notice The longest dispute window the admin may set.
-    uint64 public constant MAX_DISPUTE_WINDOW = 30 days;
+    uint64 public constant MAX_DISPUTE_WINDOW = 7 days;
     /// @notice How long after the dispute window the arbiter may rule; after it the
     /// dispute settles half and half (see {reclaimExpired}).
     uint64 public constant ARBITRATION_PERIOD = 14 days;
-    /// @notice The furthest a job's deadline may lie from its posting: the vault holds a
-    /// provider's stake until the deadline, and never longer than a year.
-    uint64 public constant MAX_JOB_DURATION = 180 days;
+    /// @notice The longest `maxJobDuration` the admin may set: the vault holds a provider's
+    /// stake until its job's deadline, then through its dispute window and arbitration.
+    uint64 public constant MAX_JOB_DURATION = 30 days;
+    /// @notice The shortest `maxJobDuration` the admin may set.
+    uint64 public constant MIN_JOB_DURATION = 1 hours;
     /// @notice The smallest dispute bond the admin may set: 1% of the job's payment,
     /// so a dispute never comes free.
     uint16 public constant MIN_DISPUTE_BOND_BPS = 100;
@@ -117,7 +129,13 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     uint64 public disputeWindow;
     uint16 public feeBps;
     uint16 public disputeBondBps; // a buyer's dispute bond, in basis points of the job's payment
+    /// @notice The furthest a job's deadline may lie from its posting.
+    uint64 public maxJobDuration;
     address public treasury;
+    /// @notice The lowest price per unit a job may be posted with or assigned at.
+    uint128 public minPricePerUnit;
+    /// @notice The smallest bond a buyer's dispute posts, whatever the job's payment.
+    uint128 public minDisputeBond;
     uint256 public totalEscrowed;
 
     mapping(uint256 jobId => Job) internal _jobs;
@@ -156,7 +174,8 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     event JobReclaimed(uint256 indexed jobId, uint256 refund);
     event FeeSet(uint16 feeBps, address treasury);
     event DisputeWindowSet(uint64 disputeWindow);
-    event DisputeBondSet(uint16 disputeBondBps);
+    event DisputeBondSet(uint16 disputeBondBps, uint128 minDisputeBond);
+    event JobLimitsSet(uint64 maxJobDuration, uint128 minPricePerUnit);
 
     // ─── Errors ──────────────────────────────────────────────────────────────
     error ZeroAmount();
@@ -178,37 +197,52 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     error DisputeWindowTooShort(uint64 window, uint64 min);
     error MinDisputeWindowOutOfRange(uint64 minWindow, uint64 max);
     error DisputeBondOutOfRange(uint16 bondBps, uint16 min, uint16 max);
+    error JobDurationOutOfRange(uint64 duration, uint64 min, uint64 max);
+    error PriceBelowFloor(uint256 price, uint256 floor);
     error SameProvider(uint256 jobId, address provider);
     error AlreadySlashed(uint256 jobId);
     error SlashWindowClosed(uint256 jobId, uint64 deadline);
     error ArbitrationClosed(uint256 jobId, uint64 arbitrationEnd);
     /// @notice The signature given for job `jobId`'s result is not its provider's over that
-    /// job, result hash and units (see {resultDigest}).
+    /// job, its own address, the job's price, the result hash and the units (see {resultDigest}).
     error BadResultSignature(uint256 jobId);
     error EmptyResult(uint256 jobId);
 
+    /// @notice The market's settings at deployment.
+    struct Params {
+        address guardian; // PAUSER_ROLE
+        address matcher; // MATCHER_ROLE (none if zero)
+        address arbiter; // ARBITER_ROLE (none if zero)
+        address treasury;
+        uint16 feeBps;
+        uint64 disputeWindow;
+        uint64 minDisputeWindow; // the floor, for ever
+        uint16 disputeBondBps;
+        uint128 minDisputeBond;
+        uint64 maxJobDuration;
+        uint128 minPricePerUnit;
+    }
+
+    /// @param admin DEFAULT_ADMIN_ROLE: a timelock whose delay exceeds the unbonding period.
     /// @dev The market needs the vault's SLASHER_ROLE to hold and slash stake; without it
     /// assignment, completion and disputes revert.
-    constructor(
-        IERC20 token_,
-        IStakingVault vault_,
-        address admin,
-        address treasury_,
-        uint16 feeBps_,
-        uint64 disputeWindow_,
-        uint64 minDisputeWindow_,
-        uint16 disputeBondBps_
-    ) SwarmAccess(admin) EIP712("SwarmJobMarket", "1") {
+    constructor(IERC20 token_, IStakingVault vault_, address admin, Params memory params)
+        SwarmAccess(admin, params.guardian)
+        EIP712("SwarmJobMarket", "2")
+    {
         if (address(token_) == address(0) || address(vault_) == address(0)) revert ZeroAddress();
-        if (minDisputeWindow_ == 0 || minDisputeWindow_ > MAX_DISPUTE_WINDOW) {
-            revert MinDisputeWindowOutOfRange(minDisputeWindow_, MAX_DISPUTE_WINDOW);
+        if (params.minDisputeWindow == 0 || params.minDisputeWindow > MAX_DISPUTE_WINDOW) {
+            revert MinDisputeWindowOutOfRange(params.minDisputeWindow, MAX_DISPUTE_WINDOW);
         }
         token = token_;
         vault = vault_;
-        minDisputeWindow = minDisputeWindow_;
-        _setFee(feeBps_, treasury_);
-        _setDisputeWindow(disputeWindow_);
-        _setDisputeBond(disputeBondBps_);
+        minDisputeWindow = params.minDisputeWindow;
+        _setFee(params.feeBps, params.treasury);
+        _setDisputeWindow(params.disputeWindow);
+        _setDisputeBond(params.disputeBondBps, params.minDisputeBond);
+        _setJobLimits(params.maxJobDuration, params.minPricePerUnit);
+        if (params.matcher != address(0)) _grantRole(MATCHER_ROLE, params.matcher);
+        if (params.arbiter != address(0)) _grantRole(ARBITER_ROLE, params.arbiter);
     }
 
     // ─── Buyers ──────────────────────────────────────────────────────────────
@@ -263,7 +297,8 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     /// An undecided dispute is nobody's proven fault, so neither side takes all: the
     /// disputed payment (`units × price`) is split in half. The provider gets half the
     /// payment less the protocol fee on that half, the treasury that fee, and the buyer
-    /// the rest of the escrow and its dispute bond back (odd wei go to the buyer).
+    /// the rest of the escrow (odd wei go to the buyer). The buyer's dispute bond goes to the
+    /// provider, the other party: a dispute left unanswered is never free.
     /// Emits {JobReclaimed}, or for a dispute {DisputeExpired} and {JobSettled}.
     function reclaimExpired(uint256 jobId) external nonReentrant {
         Job storage job = _job(jobId);
@@ -273,7 +308,7 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
             if (block.timestamp <= arbitrationEnd) revert ArbitrationPending(jobId, arbitrationEnd);
             uint256 bond = _releaseBond(jobId);
             emit DisputeExpired(jobId, bond);
-            _settle(jobId, job, uint256(job.unitsUsed) * job.pricePerUnit / 2, bond, false);
+            _settle(jobId, job, uint256(job.unitsUsed) * job.pricePerUnit / 2, bond, true);
             return;
         }
         if (status != Status.Posted && status != Status.Assigned) revert WrongStatus(jobId, status);
@@ -288,8 +323,8 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     /// until ARBITER_ROLE resolves it, and the provider's stake until the arbitration
     /// period ends. The buyer, or MATCHER_ROLE when replicas of the job disagree on the
     /// result. A buyer posts a bond of {bondFor} tokens (approved beforehand): returned if
-    /// the buyer is upheld or the arbiter never rules, paid to the provider if the dispute
-    /// is rejected. The matcher posts none. Emits {JobDisputed}.
+    /// the buyer is upheld, paid to the provider if the dispute is rejected or the arbiter
+    /// never rules. The matcher posts none. Emits {JobDisputed}.
     function disputeJob(uint256 jobId) external nonReentrant {
         Job storage job = _job(jobId);
         bool byMatcher = hasRole(MATCHER_ROLE, msg.sender);
@@ -311,8 +346,8 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     // ─── Matcher (MATCHER_ROLE) ──────────────────────────────────────────────
 
     /// @notice Assigns a posted job to `provider` at `pricePerUnit`, which must not
-    /// exceed the buyer's cap; the provider must be registered, staked above its
-    /// minimum and not jailed. Holds the provider's stake in the vault past the job's
+    /// exceed the buyer's cap nor fall below `minPricePerUnit`; the provider must be
+    /// registered, staked above its minimum net of any slash debt and not jailed. Holds the provider's stake in the vault past the job's
     /// deadline, while the job may still be failed with a slash. Only MATCHER_ROLE.
     /// Stopped by a pause. Emits {JobAssigned}.
     function assignJob(uint256 jobId, address provider, uint128 pricePerUnit)
@@ -323,7 +358,7 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
         Job storage job = _job(jobId);
         _requireStatus(jobId, job, Status.Posted);
         if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
-        if (pricePerUnit > job.maxPricePerUnit) revert PriceAboveCap(pricePerUnit, job.maxPricePerUnit);
+        _checkPrice(pricePerUnit, job.maxPricePerUnit);
         vault.requireEligible(provider);
         job.status = Status.Assigned;
         job.provider = provider;
@@ -351,7 +386,7 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
         if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
         address previous = job.provider;
         if (provider == previous) revert SameProvider(jobId, provider);
-        if (pricePerUnit > job.maxPricePerUnit) revert PriceAboveCap(pricePerUnit, job.maxPricePerUnit);
+        _checkPrice(pricePerUnit, job.maxPricePerUnit);
         vault.requireEligible(provider);
         if (slashBps > 0) _markSlashed(jobId, job);
         job.provider = provider;
@@ -365,7 +400,8 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     /// (at most maxUnits), by its deadline, and opens the buyer's dispute window; the
     /// provider's stake stays held until the window closes. `providerSignature` is the
     /// job's current provider's signature over {resultDigest}`(jobId, resultHash,
-    /// unitsUsed)`: a 65-byte ECDSA signature from its key, or whatever its contract
+    /// unitsUsed)`, which binds the provider's address and the job's price as well:
+    /// a 65-byte ECDSA signature from its key, or whatever its contract
     /// wallet accepts through ERC-1271 ({BadResultSignature} otherwise). The matcher
     /// chooses when to submit a result, never what it says. A zero result hash is
     /// refused ({EmptyResult}): it marks a charged failure ({chargeJob}). Only MATCHER_ROLE.
@@ -471,19 +507,28 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
         return _jobs[jobId];
     }
 
-    /// @notice The EIP-712 digest a provider signs to vouch that job `jobId` produced
-    /// `resultHash` using `units` units: the typed struct
-    /// `JobResult(uint256 jobId,bytes32 resultHash,uint64 units)` in the domain
-    /// "SwarmJobMarket", version "1", of this chain and this market.
+    /// @notice The EIP-712 digest job `jobId`'s provider signs to vouch that the job produced
+    /// `resultHash` using `units` units, run by it at the price it was assigned: the typed struct
+    /// `JobResult(uint256 jobId,address provider,uint128 pricePerUnit,bytes32 resultHash,uint64 units)`
+    /// with the job's current provider and price, in the domain "SwarmJobMarket", version "2",
+    /// of this chain and this market. A signature given at another price or by a provider the
+    /// job was moved away from matches no later assignment.
     function resultDigest(uint256 jobId, bytes32 resultHash, uint64 units) public view returns (bytes32) {
-        return _hashTypedDataV4(keccak256(abi.encode(JOB_RESULT_TYPEHASH, jobId, resultHash, units)));
+        Job storage job = _jobs[jobId];
+        return _hashTypedDataV4(
+            keccak256(abi.encode(JOB_RESULT_TYPEHASH, jobId, job.provider, job.pricePerUnit, resultHash, units))
+        );
     }
 
-    /// @notice The EIP-712 digest a provider signs to vouch that its lease of job `jobId` failed
+    /// @notice The EIP-712 digest job `jobId`'s provider signs to vouch that its lease failed
     /// by the job's own fault after holding `units` units: the typed struct
-    /// `JobFailure(uint256 jobId,uint64 units)` in the market's domain (see {resultDigest}).
+    /// `JobFailure(uint256 jobId,address provider,uint128 pricePerUnit,uint64 units)` with the
+    /// job's current provider and price, in the market's domain (see {resultDigest}).
     function failureDigest(uint256 jobId, uint64 units) public view returns (bytes32) {
-        return _hashTypedDataV4(keccak256(abi.encode(JOB_FAILURE_TYPEHASH, jobId, units)));
+        Job storage job = _jobs[jobId];
+        return _hashTypedDataV4(
+            keccak256(abi.encode(JOB_FAILURE_TYPEHASH, jobId, job.provider, job.pricePerUnit, units))
+        );
     }
 
     /// @notice The tokens job `jobId` holds in escrow while it is open, its dispute bond included.
@@ -493,7 +538,7 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     }
 
     /// @notice The bond a buyer's dispute of job `jobId` would post now: `disputeBondBps`
-    /// of the job's payment (`units × price`), rounded up.
+    /// of the job's payment (`units × price`), rounded up, and at least `minDisputeBond`.
     function bondFor(uint256 jobId) external view returns (uint256) {
         return _bond(_jobs[jobId]);
     }
@@ -501,7 +546,7 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     // ─── Admin (DEFAULT_ADMIN_ROLE) ──────────────────────────────────────────
 
     /// @notice Sets the protocol fee (at most MAX_FEE_BPS) for jobs assigned later, and who
-    /// receives it. Only the admin. Emits {FeeSet}.
+    /// receives it, which may not be the admin ({TreasuryIsAdmin}). Only the admin. Emits {FeeSet}.
     function setFee(uint16 feeBps_, address treasury_) external onlyRole(DEFAULT_ADMIN_ROLE) {
         _setFee(feeBps_, treasury_);
     }
@@ -513,10 +558,17 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     }
 
     /// @notice Sets the bond a buyer posts to dispute a job, in basis points of the job's
-    /// payment, from MIN_DISPUTE_BOND_BPS (1%) to MAX_DISPUTE_BOND_BPS (100%), for
-    /// disputes raised later. Only the admin. Emits {DisputeBondSet}.
-    function setDisputeBond(uint16 bondBps) external onlyRole(DEFAULT_ADMIN_ROLE) {
-        _setDisputeBond(bondBps);
+    /// payment, from MIN_DISPUTE_BOND_BPS (1%) to MAX_DISPUTE_BOND_BPS (100%), and its floor
+    /// in tokens, for disputes raised later. Only the admin. Emits {DisputeBondSet}.
+    function setDisputeBond(uint16 bondBps, uint128 minBond) external onlyRole(DEFAULT_ADMIN_ROLE) {
+        _setDisputeBond(bondBps, minBond);
+    }
+
+    /// @notice Sets the longest a job may run from its posting to its deadline
+    /// (MIN_JOB_DURATION to MAX_JOB_DURATION) and the lowest price per unit (at least 1 wei),
+    /// for jobs posted and assignments made later. Only the admin. Emits {JobLimitsSet}.
+    function setJobLimits(uint64 maxJobDuration_, uint128 minPricePerUnit_) external onlyRole(DEFAULT_ADMIN_ROLE) {
+        _setJobLimits(maxJobDuration_, minPricePerUnit_);
     }
 
     // ─── Internals ───────────────────────────────────────────────────────────
@@ -526,8 +578,9 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
         returns (uint256 jobId)
     {
         if (maxPricePerUnit == 0 || maxUnits == 0) revert ZeroAmount();
+        if (maxPricePerUnit < minPricePerUnit) revert PriceBelowFloor(maxPricePerUnit, minPricePerUnit);
         if (deadline <= block.timestamp) revert DeadlineNotInFuture(deadline, uint64(block.timestamp));
-        uint64 latest = uint64(block.timestamp) + MAX_JOB_DURATION;
+        uint64 latest = uint64(block.timestamp) + maxJobDuration;
         if (deadline > latest) revert DeadlineTooFar(deadline, latest);
         uint256 escrow = uint256(maxPricePerUnit) * maxUnits;
         if (escrow > type(uint128).max) revert EscrowTooLarge(escrow);
@@ -594,10 +647,18 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
         }
     }
 
-    /// @dev `disputeBondBps` of the job's payment, rounded up so a paid job's dispute never comes free.
+    /// @dev `disputeBondBps` of the job's payment, rounded up, and never below the floor:
+    /// no dispute comes free, not even of a job charged nothing.
     function _bond(Job storage job) private view returns (uint256) {
         uint256 payment = uint256(job.unitsUsed) * job.pricePerUnit;
-        return (payment * disputeBondBps + BPS - 1) / BPS;
+        uint256 bond = (payment * disputeBondBps + BPS - 1) / BPS;
+        return bond < minDisputeBond ? minDisputeBond : bond;
+    }
+
+    /// @dev A price within the buyer's cap and at or above the floor.
+    function _checkPrice(uint128 price, uint128 cap) private view {
+        if (price > cap) revert PriceAboveCap(price, cap);
+        if (price < minPricePerUnit) revert PriceBelowFloor(price, minPricePerUnit);
     }
 
     /// @dev Records the job's one matcher slash; a second reverts.
@@ -636,6 +697,8 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     function _setFee(uint16 feeBps_, address treasury_) private {
         if (feeBps_ > MAX_FEE_BPS) revert FeeTooHigh(feeBps_, MAX_FEE_BPS);
         if (treasury_ == address(0)) revert ZeroAddress();
+        (address pendingAdmin,) = pendingDefaultAdmin();
+        if (treasury_ == defaultAdmin() || treasury_ == pendingAdmin) revert TreasuryIsAdmin(treasury_);
         feeBps = feeBps_;
         treasury = treasury_;
         emit FeeSet(feeBps_, treasury_);
@@ -648,11 +711,28 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
         emit DisputeWindowSet(window);
     }
 
-    function _setDisputeBond(uint16 bondBps) private {
+    function _setDisputeBond(uint16 bondBps, uint128 minBond) private {
         if (bondBps < MIN_DISPUTE_BOND_BPS || bondBps > MAX_DISPUTE_BOND_BPS) {
             revert DisputeBondOutOfRange(bondBps, MIN_DISPUTE_BOND_BPS, MAX_DISPUTE_BOND_BPS);
         }
+        if (minBond == 0) revert ZeroAmount();
         disputeBondBps = bondBps;
-        emit DisputeBondSet(bondBps);
+        minDisputeBond = minBond;
+        emit DisputeBondSet(bondBps, minBond);
+    }
+
+    function _setJobLimits(uint64 maxJobDuration_, uint128 minPricePerUnit_) private {
+        if (maxJobDuration_ < MIN_JOB_DURATION || maxJobDuration_ > MAX_JOB_DURATION) {
+            revert JobDurationOutOfRange(maxJobDuration_, MIN_JOB_DURATION, MAX_JOB_DURATION);
+        }
+        if (minPricePerUnit_ == 0) revert ZeroAmount();
+        maxJobDuration = maxJobDuration_;
+        minPricePerUnit = minPricePerUnit_;
+        emit JobLimitsSet(maxJobDuration_, minPricePerUnit_);
+    }
+
+    /// @dev The admin may not become the treasury's holder.
+    function _checkAdminCandidate(address account) internal view override {
+        if (account == treasury) revert TreasuryIsAdmin(account);
     }
 }

@@ -10,25 +10,31 @@ import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {Math} from "@openzeppelin/contracts/utils/math/Math.sol";
 
 import {SwarmAccess} from "./base/SwarmAccess.sol";
-import {IStakingVault} from "./interfaces/IStakingVault.sol";
+import {IStakingVault, IReportHolds} from "./interfaces/IStakingVault.sol";
 
 /// @title StakingVault
 /// @notice The provider registry and its stake. A provider declares its hardware
 /// (the spec's keccak hash on-chain, the GPU count for the minimum stake), stakes,
 /// requests an unstake that unbonds for `unbondingPeriod`, and withdraws after it —
 /// and not before any hold a slasher placed while a slash may still come (a job it
-/// runs, a dispute, a pending epoch report), nor while it owes a slash the rate limit
-/// deferred. SLASHER_ROLE (the reward distributor and the job market) holds, slashes,
-/// jails and tombstones; a slash is capped per incident, per slasher and provider over
-/// SLASH_PERIOD, and network-wide by a token bucket whose shortfall is owed, never forgiven.
-/// The reward distributor records each provider's claimed rewards in its record here.
+/// runs, a dispute, a pending epoch report or a slash it defers to the next), nor while it
+/// owes a slash the rate limit deferred. SLASHER_ROLE (the reward distributor and the job
+/// market) holds, slashes, jails and tombstones; a slash is capped per incident, per slasher
+/// and provider over any SLASH_PERIOD (a sliding window), and network-wide by a token bucket
+/// whose shortfall is owed, never forgiven. The reward distributor records each provider's
+/// claimed rewards in its record here, and its report holds end when it says the report's
+/// holds no longer stand (a veto, a discard, a lapse). The unbonding period always covers
+/// the time a report's slash takes to reach the chain.
 /// @dev Invariants:
 ///  - token.balanceOf(this) >= totalStaked + totalUnbonding (equal unless tokens are sent directly);
 ///  - a slash never takes more than the stake + unbonding it hits, nor more than
 ///    maxSlashBps of it net of the provider's slash debt, nor more than the bucket holds;
 ///  - a provider's slash debt never exceeds its stake + unbonding;
 ///  - a hold reaches at most MAX_HOLD past the moment it is placed;
-///  - one slasher takes at most maxSlashBpsPerPeriod (summed) from one provider per SLASH_PERIOD;
+///  - one slasher takes at most maxSlashBpsPerPeriod (summed) from one provider within any
+///    SLASH_PERIOD, however the slashes fall in time;
+///  - unbondingPeriod >= the distributor's challengeWindow + maxReportLag;
+///  - the treasury is never the admin;
 ///  - no withdrawal before unbondingEnd or heldUntil, and none of the unbonding a debt still claims;
 ///  - a provider's release time never moves earlier;
 ///  - a tombstoned provider stays jailed for ever;
@@ -53,7 +59,14 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     /// @notice The bucket may not be set smaller than this, so slashing cannot be switched off.
     uint128 public constant MIN_BUCKET_CAPACITY = 1 ether;
     /// @notice The furthest from now a slasher may hold a provider's stake.
-    uint64 public constant MAX_HOLD = 365 days;
+    uint64 public constant MAX_HOLD = 120 days;
+    /// @notice The per-period cap is checked over buckets of this length; the buckets summed
+    /// cover the last SLASH_PERIOD and at most one bucket more.
+    uint64 public constant SLASH_BUCKET = 2 days;
+    uint256 internal constant SLASH_BUCKETS = 16; // (16 - 1) × 2 days = SLASH_PERIOD
+    uint256 internal constant COUNTER_BITS = 14; // a bucket's bps (≤ 10,000)
+    uint256 internal constant COUNTER_MASK = (1 << COUNTER_BITS) - 1;
+    uint256 internal constant INDEX_MASK = type(uint32).max;
     /// @notice Stored jail end of a tombstoned provider (reported as type(uint64).max).
     uint40 internal constant FOREVER = type(uint40).max;
     bytes32 internal constant DEBT_REASON = "slash-debt";
@@ -82,15 +95,21 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         bool registered;
         bool tombstoned;
         bytes32 specHash;
-        uint64 heldUntil;
+        uint64 heldUntil; // the slashers' hold (SLASHER_ROLE): never moves earlier
         uint256 claimedRewards;
         uint256 slashDebt;
+        uint64 reportHeldUntil; // the reward distributor's hold while its report's holds stand, else 0
     }
 
-    /// @dev One slasher's slashes of one provider in the current period.
-    struct SlashWindow {
-        uint64 start;
-        uint16 usedBps;
+    /// @dev What the slashing of a provider leaves behind, in one slot: the debt the bucket
+    /// deferred, and the reward distributor's hold (report `reportId`'s, until `holdUntil`,
+    /// while the distributor says that report's holds stand). A report writes the hold before
+    /// it slashes, so a debt its slash defers rewrites a slot that is already in use.
+    struct Owed {
+        uint128 debt;
+        uint64 reportId;
+        uint40 holdUntil;
+        bool deferred;
     }
 
     IERC20 public immutable token;
@@ -100,9 +119,12 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     uint64 public immutable minUnbondingPeriod;
 
     mapping(address provider => Provider) internal _providers;
-    /// @notice Slashed amounts the network-wide bucket deferred: collected as it refills.
-    mapping(address provider => uint256) public slashDebt;
-    mapping(address slasher => mapping(address provider => SlashWindow)) internal _windows;
+    mapping(address provider => Owed) internal _owed;
+    /// @dev One slasher's slashes of one provider over the last SLASH_BUCKETS buckets: the
+    /// index of the latest bucket in the low 32 bits, then one 14-bit counter of bps per
+    /// bucket, bucket k at position k % SLASH_BUCKETS.
+    mapping(address slasher => mapping(address provider => uint256)) internal _windows;
+
 
     // Both totals in one slot: an unstake moves tokens from one to the other in one write.
     uint128 public totalStaked;
@@ -141,6 +163,8 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     event SlashRateLimited(address indexed provider, uint256 requested, uint256 applied);
     event SlashDebtChanged(address indexed provider, uint256 debt);
     event StakeHeld(address indexed provider, uint64 until);
+    event StakeHeldForReport(address indexed provider, uint64 indexed reportId, uint64 until, bool deferred);
+    event SlashSkipped(address indexed provider, address indexed slasher);
     event Jailed(address indexed provider, uint64 until);
     event Unjailed(address indexed provider);
     event Tombstoned(address indexed provider);
@@ -167,6 +191,9 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     error OutOfRange(bytes32 parameter, uint256 value, uint256 min, uint256 max);
     error NotRewardsDistributor(address caller);
     error ClaimNotIncreasing(address provider, uint256 cumulative, uint256 claimed);
+    /// @notice The unbonding period would not cover the time a report's slash takes to reach the
+    /// chain: the distributor's challenge window plus its longest report lag.
+    error UnbondingShorterThanReporting(uint64 unbondingPeriod, uint256 needed);
 
     struct Params {
         uint128 minStakePerGpu;
@@ -179,9 +206,12 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         uint128 slashBucketCapacity;
         uint128 slashRefillPerSecond;
         address rewardsDistributor;
+        address guardian; // PAUSER_ROLE
+        address[] slashers; // SLASHER_ROLE from the start: the distributor and the market
     }
 
-    constructor(IERC20 token_, address admin, Params memory params) SwarmAccess(admin) {
+    /// @param admin DEFAULT_ADMIN_ROLE: a timelock whose delay exceeds the unbonding period.
+    constructor(IERC20 token_, address admin, Params memory params) SwarmAccess(admin, params.guardian) {
         if (address(token_) == address(0) || params.rewardsDistributor == address(0)) revert ZeroAddress();
         if (params.minUnbondingPeriod == 0 || params.minUnbondingPeriod > MAX_UNBONDING_PERIOD) {
             revert OutOfRange("minUnbondingPeriod", params.minUnbondingPeriod, 1, MAX_UNBONDING_PERIOD);
@@ -195,6 +225,10 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         _setSlashRateLimit(params.slashBucketCapacity, params.slashRefillPerSecond);
         _bucketLevel = params.slashBucketCapacity;
         _bucketUpdatedAt = uint64(block.timestamp);
+        for (uint256 i; i < params.slashers.length; ++i) {
+            if (params.slashers[i] == address(0)) revert ZeroAddress();
+            _grantRole(SLASHER_ROLE, params.slashers[i]);
+        }
     }
 
     // ─── Providers ───────────────────────────────────────────────────────────
@@ -266,8 +300,9 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         Provider storage p = _providers[msg.sender];
         if (p.unbonding == 0) revert NothingToWithdraw();
         if (block.timestamp < p.unbondingEnd) revert StillUnbonding(p.unbondingEnd, uint64(block.timestamp));
-        if (block.timestamp < p.heldUntil) revert StakeOnHold(p.heldUntil, uint64(block.timestamp));
-        uint256 debt = slashDebt[msg.sender];
+        uint64 held = _heldUntil(msg.sender, p);
+        if (block.timestamp < held) revert StakeOnHold(held, uint64(block.timestamp));
+        uint256 debt = _owed[msg.sender].debt;
         uint256 collected = 0;
         uint256 toTreasury = 0;
         if (debt > 0) (debt, collected, toTreasury) = _collectDebt(msg.sender, p, debt);
@@ -287,7 +322,7 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     /// Anyone may call. Emits {Slashed} (reason "slash-debt") and {SlashDebtChanged}.
     /// @return debt what is still owed.
     function collectSlashDebt(address provider) external nonReentrant returns (uint256 debt) {
-        debt = slashDebt[provider];
+        debt = _owed[provider].debt;
         if (debt == 0) return 0;
         uint256 collected = 0;
         uint256 toTreasury = 0;
@@ -296,15 +331,14 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     }
 
     /// @notice Lets a jailed provider back in once its jail time is served, if it is not
-    /// tombstoned and its stake meets the minimum. Until it calls this, a provider whose
-    /// time is served stays ineligible. Emits {Unjailed}.
+    /// tombstoned and its stake, net of its slash debt, meets the minimum. Until it calls
+    /// this, a provider whose time is served stays ineligible. Emits {Unjailed}.
     function unjail() external {
         Provider storage p = _registered(msg.sender);
         if (p.tombstoned) revert ProviderTombstoned(msg.sender);
         if (p.jailedUntil == 0) revert NotJailed(msg.sender);
         if (block.timestamp < p.jailedUntil) revert ProviderJailed(msg.sender, p.jailedUntil);
-        uint256 minimum = uint256(minStakePerGpu) * p.gpus;
-        if (p.stake < minimum) revert StakeBelowMinimum(msg.sender, p.stake, minimum);
+        _requireMinimumStake(msg.sender, p);
         p.jailedUntil = 0;
         emit Unjailed(msg.sender);
     }
@@ -315,8 +349,7 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     /// @dev Only SLASHER_ROLE. Emits {StakeHeld} when it extends the hold.
     function hold(address provider, uint64 until) external onlyRole(SLASHER_ROLE) {
         Provider storage p = _registered(provider);
-        uint256 longest = block.timestamp + MAX_HOLD;
-        uint40 stored = uint40(until > longest ? longest : until);
+        uint40 stored = _holdEnd(until);
         if (stored > p.heldUntil) {
             p.heldUntil = stored;
             emit StakeHeld(provider, stored);
@@ -324,12 +357,27 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc IStakingVault
+    /// @dev Emits {StakeHeldForReport} per provider held.
+    function holdForReport(uint64 reportId, uint64 until, bool deferred, address[] calldata providers) external {
+        if (msg.sender != rewardsDistributor) revert NotRewardsDistributor(msg.sender);
+        uint40 stored = _holdEnd(until);
+        for (uint256 i; i < providers.length; ++i) {
+            address provider = providers[i];
+            // An address with no record has no stake to keep.
+            if (_providers[provider].gpus == 0) continue;
+            Owed storage o = _owed[provider];
+            (o.reportId, o.holdUntil, o.deferred) = (reportId, stored, deferred);
+            emit StakeHeldForReport(provider, reportId, stored, deferred);
+        }
+    }
+
+    /// @inheritdoc IStakingVault
     /// @dev Only SLASHER_ROLE. Takes `bps` of active and unbonding stake proportionally.
     /// `bps` is lowered to the per-incident cap and to what is left of this slasher's
-    /// allowance for this provider this period ({SlashCapped}); the network-wide bucket
-    /// then limits the amount ({SlashRateLimited}) and what it holds back becomes the
-    /// provider's slash debt. `treasuryShareBps` of it goes to the treasury, the rest is
-    /// burned. Works while paused. Emits {Slashed}.
+    /// allowance for this provider over the last SLASH_PERIOD ({SlashCapped}); the
+    /// network-wide bucket then limits the amount ({SlashRateLimited}) and what it holds back
+    /// becomes the provider's slash debt. `treasuryShareBps` of it goes to the treasury, the
+    /// rest is burned. Works while paused. Emits {Slashed}.
     function slash(address provider, uint16 bps, bytes32 reason, bytes32 evidenceHash)
         external
         onlyRole(SLASHER_ROLE)
@@ -337,13 +385,37 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         returns (uint256 slashed)
     {
         if (bps == 0) revert InvalidBps(bps, maxSlashBps);
-        Provider storage p = _registered(provider);
-        uint16 applied = _capped(provider, bps);
-        if (applied != bps) emit SlashCapped(provider, msg.sender, bps, applied);
-        if (applied == 0) return 0;
-        (uint256 fromStake, uint256 fromUnbonding) = _slashAmounts(provider, p, applied);
         uint256 toTreasury = 0;
-        (slashed, toTreasury) = _take(provider, p, fromStake, fromUnbonding, applied, reason, evidenceHash);
+        (slashed, toTreasury) = _slash(provider, _registered(provider), bps, reason, evidenceHash);
+        _payOut(slashed, toTreasury);
+    }
+
+    /// @inheritdoc IStakingVault
+    /// @dev Only SLASHER_ROLE. Each slash as {slash}, each jail and tombstone as {jail} and
+    /// {tombstone}; the treasury is paid and the rest burned once for the whole batch. An
+    /// address with no record emits {SlashSkipped}. Works while paused.
+    function slashMany(SlashOrder[] calldata orders) external onlyRole(SLASHER_ROLE) nonReentrant {
+        uint256 slashed = 0;
+        uint256 toTreasury = 0;
+        // Tombstones first, so the network-wide bucket serves fraud before anything else.
+        for (uint256 pass; pass < 2; ++pass) {
+            for (uint256 i; i < orders.length; ++i) {
+                SlashOrder calldata o = orders[i];
+                if (o.tombstone != (pass == 0)) continue;
+                Provider storage p = _providers[o.provider];
+                if (p.gpus == 0) {
+                    emit SlashSkipped(o.provider, msg.sender);
+                    continue;
+                }
+                if (o.bps > 0) {
+                    (uint256 taken, uint256 share) = _slash(o.provider, p, o.bps, o.reason, o.evidenceHash);
+                    slashed += taken;
+                    toTreasury += share;
+                }
+                if (o.tombstone) _tombstone(o.provider, p);
+                else if (o.jailSeconds > 0) _jail(o.provider, p, uint64(block.timestamp) + o.jailSeconds);
+            }
+        }
         _payOut(slashed, toTreasury);
     }
 
@@ -351,23 +423,13 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     /// @dev Only SLASHER_ROLE. Never shortens a jail already running; a time past the
     /// record's range jails until the end of that range. Emits {Jailed}.
     function jail(address provider, uint64 until) external onlyRole(SLASHER_ROLE) {
-        Provider storage p = _registered(provider);
-        uint40 stored = until >= FOREVER ? FOREVER - 1 : uint40(until);
-        if (stored > p.jailedUntil) {
-            p.jailedUntil = stored;
-            emit Jailed(provider, stored);
-        }
+        _jail(provider, _registered(provider), until);
     }
 
     /// @inheritdoc IStakingVault
     /// @dev Only SLASHER_ROLE, for fraud. Emits {Tombstoned} and {Jailed}.
     function tombstone(address provider) external onlyRole(SLASHER_ROLE) {
-        Provider storage p = _registered(provider);
-        if (p.tombstoned) return;
-        p.tombstoned = true;
-        p.jailedUntil = FOREVER;
-        emit Tombstoned(provider);
-        emit Jailed(provider, type(uint64).max);
+        _tombstone(provider, _registered(provider));
     }
 
     // ─── Rewards (the reward distributor) ────────────────────────────────────
@@ -397,8 +459,14 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         info.tombstoned = p.tombstoned;
         info.specHash = p.specHash;
         info.heldUntil = p.heldUntil;
+        info.reportHeldUntil = _reportHeldUntil(provider);
         info.claimedRewards = p.claimedRewards;
-        info.slashDebt = slashDebt[provider];
+        info.slashDebt = _owed[provider].debt;
+    }
+
+    /// @notice Slashed amounts the network-wide bucket deferred for `provider`: collected as it refills.
+    function slashDebt(address provider) external view returns (uint256) {
+        return _owed[provider].debt;
     }
 
     /// @inheritdoc IStakingVault
@@ -418,14 +486,14 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         if (p.tombstoned) revert ProviderTombstoned(provider);
         // A jail ends only by unjail(), which re-checks the stake: serving the time is not enough.
         if (p.jailedUntil != 0) revert ProviderJailed(provider, p.jailedUntil);
-        uint256 minimum = uint256(minStakePerGpu) * p.gpus;
-        if (p.stake < minimum) revert StakeBelowMinimum(provider, p.stake, minimum);
+        _requireMinimumStake(provider, p);
     }
 
     /// @notice Whether `provider` may take work and earn rewards now.
     function isEligible(address provider) external view returns (bool) {
         Provider storage p = _providers[provider];
-        return p.gpus != 0 && !p.tombstoned && p.jailedUntil == 0 && p.stake >= uint256(minStakePerGpu) * p.gpus;
+        return p.gpus != 0 && !p.tombstoned && p.jailedUntil == 0
+            && _netStake(provider, p) >= uint256(minStakePerGpu) * p.gpus;
     }
 
     /// @notice Tokens the network-wide slash limit allows right now.
@@ -433,11 +501,12 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         return _bucketAt(block.timestamp);
     }
 
-    /// @notice What `slasher` may still take from `provider` this period, in basis points.
+    /// @notice What `slasher` may still take from `provider` now, in basis points: the
+    /// per-period cap less what it took over the last SLASH_PERIOD (counted in whole
+    /// SLASH_BUCKETs, so up to one bucket more).
     function slashAllowanceBps(address slasher, address provider) external view returns (uint16) {
-        SlashWindow memory w = _windows[slasher][provider];
-        if (block.timestamp >= uint256(w.start) + SLASH_PERIOD) return maxSlashBpsPerPeriod;
-        return w.usedBps >= maxSlashBpsPerPeriod ? 0 : maxSlashBpsPerPeriod - w.usedBps;
+        uint256 used = _windowSum(_advance(_windows[slasher][provider], block.timestamp / SLASH_BUCKET));
+        return used >= maxSlashBpsPerPeriod ? 0 : uint16(maxSlashBpsPerPeriod - used);
     }
 
     // ─── Admin (DEFAULT_ADMIN_ROLE) ──────────────────────────────────────────
@@ -449,14 +518,20 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     }
 
     /// @notice Sets the unbonding period for later requests, from minUnbondingPeriod to
-    /// MAX_UNBONDING_PERIOD. Emits {UnbondingPeriodSet}.
+    /// MAX_UNBONDING_PERIOD and no shorter than the reward distributor's challenge window plus
+    /// its longest report lag ({UnbondingShorterThanReporting}), so a report's slash reaches the
+    /// chain before an unstake requested at the misconduct is released. Emits {UnbondingPeriodSet}.
     function setUnbondingPeriod(uint64 period) external onlyRole(DEFAULT_ADMIN_ROLE) {
         _setUnbondingPeriod(period);
+        IReportHolds reports = IReportHolds(rewardsDistributor);
+        uint256 needed = uint256(reports.challengeWindow()) + reports.maxReportLag();
+        if (period < needed) revert UnbondingShorterThanReporting(period, needed);
     }
 
     /// @notice Sets the per-incident cap (MIN_SLASH_BPS_LIMIT to MAX_SLASH_BPS_LIMIT), the
     /// per-slasher cap over SLASH_PERIOD (at least the per-incident cap), the treasury's
-    /// share of slashes and the treasury. Emits {SlashPolicySet}.
+    /// share of slashes and the treasury, which may not be the admin ({TreasuryIsAdmin}).
+    /// Emits {SlashPolicySet}.
     function setSlashPolicy(
         uint16 maxSlashBps_,
         uint16 maxSlashBpsPerPeriod_,
@@ -494,20 +569,101 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         if (p.gpus == 0) revert NotRegistered(provider);
     }
 
+    /// @dev Slashes `bps` of `provider` (registered) for the caller, capped, without paying out.
+    function _slash(address provider, Provider storage p, uint16 bps, bytes32 reason, bytes32 evidenceHash)
+        private
+        returns (uint256 slashed, uint256 toTreasury)
+    {
+        uint16 applied = _capped(provider, bps);
+        if (applied != bps) emit SlashCapped(provider, msg.sender, bps, applied);
+        if (applied == 0) return (0, 0);
+        (uint256 fromStake, uint256 fromUnbonding) = _slashAmounts(provider, p, applied);
+        return _take(provider, p, fromStake, fromUnbonding, applied, reason, evidenceHash);
+    }
+
+    function _jail(address provider, Provider storage p, uint64 until) private {
+        uint40 stored = until >= FOREVER ? FOREVER - 1 : uint40(until);
+        if (stored > p.jailedUntil) {
+            p.jailedUntil = stored;
+            emit Jailed(provider, stored);
+        }
+    }
+
+    function _tombstone(address provider, Provider storage p) private {
+        if (p.tombstoned) return;
+        p.tombstoned = true;
+        p.jailedUntil = FOREVER;
+        emit Tombstoned(provider);
+        emit Jailed(provider, type(uint64).max);
+    }
+
+    /// @dev A hold's end, at most MAX_HOLD from now.
+    function _holdEnd(uint64 until) private view returns (uint40) {
+        uint256 longest = block.timestamp + MAX_HOLD;
+        return uint40(until > longest ? longest : until);
+    }
+
+    /// @dev The end of `provider`'s hold: the slashers', or the distributor's if later.
+    function _heldUntil(address provider, Provider storage p) private view returns (uint64) {
+        uint64 report = _reportHeldUntil(provider);
+        return report > p.heldUntil ? report : p.heldUntil;
+    }
+
+    /// @dev The distributor's hold of `provider` while it lasts and its report's holds stand; else 0.
+    function _reportHeldUntil(address provider) private view returns (uint64) {
+        Owed storage o = _owed[provider];
+        uint64 until = o.holdUntil;
+        if (until <= block.timestamp) return 0;
+        if (!IReportHolds(rewardsDistributor).isHoldLive(o.reportId, o.deferred)) return 0;
+        return until;
+    }
+
+    /// @dev Active stake less what the provider owes: a debt is taken before anything else.
+    function _netStake(address provider, Provider storage p) private view returns (uint256) {
+        uint256 owed = _owed[provider].debt;
+        return p.stake > owed ? p.stake - owed : 0;
+    }
+
+    function _requireMinimumStake(address provider, Provider storage p) private view {
+        uint256 minimum = uint256(minStakePerGpu) * p.gpus;
+        uint256 net = _netStake(provider, p);
+        if (net < minimum) revert StakeBelowMinimum(provider, net, minimum);
+    }
+
     /// @dev `bps` lowered to the per-incident cap and to the caller's allowance for
-    /// `provider` this period, which it then uses up.
+    /// `provider` over the last SLASH_PERIOD, which it then uses up.
     function _capped(address provider, uint16 bps) private returns (uint16 applied) {
         applied = bps > maxSlashBps ? maxSlashBps : bps;
-        SlashWindow storage w = _windows[msg.sender][provider];
-        uint16 used = w.usedBps;
-        if (block.timestamp >= uint256(w.start) + SLASH_PERIOD) {
-            w.start = uint64(block.timestamp);
-            used = 0;
+        uint256 bucket = block.timestamp / SLASH_BUCKET;
+        uint256 w = _advance(_windows[msg.sender][provider], bucket);
+        uint256 used = _windowSum(w);
+        uint256 limit = maxSlashBpsPerPeriod;
+        uint256 left = used >= limit ? 0 : limit - used;
+        if (applied > left) applied = uint16(left);
+        _windows[msg.sender][provider] = w + (uint256(applied) << _counterShift(bucket));
+    }
+
+    /// @dev The window moved on to `bucket`: the counters of buckets that fell out of it zeroed.
+    function _advance(uint256 w, uint256 bucket) private pure returns (uint256) {
+        uint256 last = w & INDEX_MASK;
+        if (bucket >= last + SLASH_BUCKETS) return bucket; // every counter is stale
+        for (uint256 k = last + 1; k <= bucket; ++k) {
+            w &= ~(COUNTER_MASK << _counterShift(k));
         }
-        uint16 limit = maxSlashBpsPerPeriod;
-        uint16 left = used >= limit ? 0 : limit - used;
-        if (applied > left) applied = left;
-        w.usedBps = used + applied;
+        return (w & ~INDEX_MASK) | bucket;
+    }
+
+    /// @dev The bps the window's buckets hold in all.
+    function _windowSum(uint256 w) private pure returns (uint256 sum) {
+        w >>= 32;
+        for (uint256 i; i < SLASH_BUCKETS; ++i) {
+            sum += w & COUNTER_MASK;
+            w >>= COUNTER_BITS;
+        }
+    }
+
+    function _counterShift(uint256 bucket) private pure returns (uint256) {
+        return 32 + (bucket % SLASH_BUCKETS) * COUNTER_BITS;
     }
 
     /// @dev `bps` of the provider's stake and unbonding, net of what it already owes (so a
@@ -518,7 +674,7 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     {
         uint256 held = uint256(p.stake) + p.unbonding;
         if (held == 0) return (0, 0);
-        uint256 scale = uint256(bps) * (held - _min(slashDebt[provider], held));
+        uint256 scale = uint256(bps) * (held - _min(_owed[provider].debt, held));
         uint256 denominator = uint256(BPS) * held;
         return _rateLimited(
             provider, Math.mulDiv(p.stake, scale, denominator), Math.mulDiv(p.unbonding, scale, denominator)
@@ -536,8 +692,9 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         if (requested > available) {
             fromStake = fromStake * available / requested;
             fromUnbonding = fromUnbonding * available / requested;
-            uint256 debt = slashDebt[provider] + requested - fromStake - fromUnbonding;
-            slashDebt[provider] = debt;
+            Owed storage o = _owed[provider];
+            uint256 debt = o.debt + requested - fromStake - fromUnbonding;
+            o.debt = uint128(debt); // at most what the provider holds (see _slashAmounts)
             emit SlashRateLimited(provider, requested, fromStake + fromUnbonding);
             emit SlashDebtChanged(provider, debt);
         }
@@ -586,7 +743,7 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
             uint256 fromStake = uint256(p.stake) * collected / held;
             _drawBucket(available, collected);
             owed = debt - collected;
-            slashDebt[provider] = owed;
+            _owed[provider].debt = uint128(owed);
             emit SlashDebtChanged(provider, owed);
             (, toTreasury) = _take(provider, p, fromStake, collected - fromStake, 0, DEBT_REASON, bytes32(0));
         }
@@ -632,6 +789,7 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         }
         if (treasuryShareBps_ > BPS) revert InvalidBps(treasuryShareBps_, BPS);
         if (treasury_ == address(0)) revert ZeroAddress();
+        if (treasury_ == defaultAdmin() || treasury_ == _pendingAdmin()) revert TreasuryIsAdmin(treasury_);
         maxSlashBps = maxSlashBps_;
         maxSlashBpsPerPeriod = maxSlashBpsPerPeriod_;
         treasuryShareBps = treasuryShareBps_;
@@ -647,6 +805,15 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         slashBucketCapacity = capacity;
         slashRefillPerSecond = refillPerSecond;
         emit SlashRateLimitSet(capacity, refillPerSecond);
+    }
+
+    /// @dev The admin may not become the treasury's holder.
+    function _checkAdminCandidate(address account) internal view override {
+        if (account == treasury) revert TreasuryIsAdmin(account);
+    }
+
+    function _pendingAdmin() private view returns (address pending) {
+        (pending,) = pendingDefaultAdmin();
     }
 
     function _min(uint256 a, uint256 b) private pure returns (uint256) {

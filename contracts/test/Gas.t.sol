@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {SwarmTestBase} from "./utils/SwarmTestBase.sol";
 import {RewardDistributor} from "../src/RewardDistributor.sol";
 import {JobMarket} from "../src/JobMarket.sol";
+import {IStakingVault} from "../src/interfaces/IStakingVault.sol";
 
 /// @notice The gas figures the issue sets targets for, written to snapshots/swarm.json.
 /// Each measurement wraps exactly one external call, made with cold storage (every
@@ -50,7 +51,7 @@ contract GasTest is SwarmTestBase {
         vm.startSnapshotGas(GROUP, name);
     }
 
-    function _noSlashes() internal pure returns (RewardDistributor.Slash[] memory none) {}
+    function _noSlashes() internal pure returns (IStakingVault.SlashOrder[] memory none) {}
 
     function _report(uint64 epoch, bytes32 root, uint256 total)
         internal
@@ -60,7 +61,7 @@ contract GasTest is SwarmTestBase {
         return _report(epoch, root, total, _noSlashes());
     }
 
-    function _report(uint64 epoch, bytes32 root, uint256 total, RewardDistributor.Slash[] memory slashes)
+    function _report(uint64 epoch, bytes32 root, uint256 total, IStakingVault.SlashOrder[] memory slashes)
         internal
         view
         returns (RewardDistributor.EpochReport memory)
@@ -71,6 +72,7 @@ contract GasTest is SwarmTestBase {
             totalRewards: total,
             cumulativeTotal: distributor.totalAllocated() + total,
             slashesHash: keccak256(abi.encode(slashes)),
+            deferredHash: keccak256(abi.encode(new address[](0))),
             expiresAt: uint64(block.timestamp + 1 days)
         });
     }
@@ -89,7 +91,7 @@ contract GasTest is SwarmTestBase {
     }
 
     function _submit(RewardDistributor.EpochReport memory report) internal {
-        distributor.submitEpoch(report, _noSlashes(), _sign(report, THRESHOLD));
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), _sign(report, THRESHOLD));
     }
 
     /// @dev Takes `report` through the real flow: 3-of-4 signed submission, the challenge
@@ -288,10 +290,10 @@ contract GasTest is SwarmTestBase {
         (bytes32 root,,) = _bigTree();
         RewardDistributor.EpochReport memory report = _report(1, root, 2 * REWARD);
         bytes[] memory sigs = _sign(report, THRESHOLD);
-        RewardDistributor.Slash[] memory none = _noSlashes();
+        IStakingVault.SlashOrder[] memory none = _noSlashes();
 
         _start("submitEpoch_3sigs");
-        distributor.submitEpoch(report, none, sigs);
+        distributor.submitEpoch(report, none, new address[](0), sigs);
         uint256 gasUsed = vm.stopSnapshotGas();
 
         RewardDistributor.Pending memory pending = distributor.pendingReport();
@@ -304,9 +306,9 @@ contract GasTest is SwarmTestBase {
     function _measureSubmit(string memory name, bytes32 root) internal returns (uint256 gasUsed) {
         RewardDistributor.EpochReport memory report = _report(1, root, 2 * REWARD);
         bytes[] memory sigs = _sign(report, THRESHOLD);
-        RewardDistributor.Slash[] memory none = _noSlashes();
+        IStakingVault.SlashOrder[] memory none = _noSlashes();
         _start(name);
-        distributor.submitEpoch(report, none, sigs);
+        distributor.submitEpoch(report, none, new address[](0), sigs);
         gasUsed = vm.stopSnapshotGas();
         assertEq(distributor.pendingReport().rewardsRoot, root);
     }
@@ -354,7 +356,7 @@ contract GasTest is SwarmTestBase {
         (bytes32 root,,) = _bigTree();
         _submit(_report(2, root, 2 * REWARD));
         vm.warp(block.timestamp + CHALLENGE_WINDOW + 1);
-        RewardDistributor.Slash[] memory none = _noSlashes();
+        IStakingVault.SlashOrder[] memory none = _noSlashes();
 
         _start("finalizeEpoch");
         distributor.finalizeEpoch(none);
@@ -369,7 +371,7 @@ contract GasTest is SwarmTestBase {
     /// jails, MAX_TOMBSTONES_PER_REPORT of them tombstones, each on its own staked provider.
     function test_Gas_FinalizeEpochLargestReport() public {
         uint256 n = distributor.MAX_SLASHES_PER_REPORT();
-        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](n);
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](n);
         for (uint256 i; i < n; ++i) {
             address p = address(uint160(0x100000 + i));
             vm.prank(admin);
@@ -380,7 +382,7 @@ contract GasTest is SwarmTestBase {
             vault.stake(STAKE);
             vm.stopPrank();
             bool tombstone = i < distributor.MAX_TOMBSTONES_PER_REPORT();
-            slashes[i] = RewardDistributor.Slash({
+            slashes[i] = IStakingVault.SlashOrder({
                 provider: p,
                 bps: tombstone ? MAX_SLASH_BPS : 100,
                 reason: "downtime",
@@ -390,7 +392,7 @@ contract GasTest is SwarmTestBase {
             });
         }
         RewardDistributor.EpochReport memory report = _report(1, _smallTreeRoot(10), REWARD, slashes);
-        distributor.submitEpoch(report, slashes, _sign(report, THRESHOLD));
+        distributor.submitEpoch(report, slashes, new address[](0), _sign(report, THRESHOLD));
         vm.warp(block.timestamp + CHALLENGE_WINDOW + 1);
 
         _start("finalizeEpoch_largest_report");
@@ -401,6 +403,93 @@ contract GasTest is SwarmTestBase {
         assertTrue(vault.providerInfo(address(0x100000)).tombstoned);
         assertEq(vault.providerInfo(address(uint160(0x100000 + n - 1))).stake, STAKE - STAKE / 100);
         assertLe(gasUsed, 15_000_000, "the largest report must finalize in 15M gas");
+    }
+
+    /// @dev Submitting the largest report: MAX_SLASHES_PER_REPORT slashes, each holding its
+    /// provider in the vault, in a transaction of its own from cold storage.
+    /// forge-config: default.isolate = true
+    function test_Gas_SubmitEpoch200Slashes() public {
+        uint256 n = distributor.MAX_SLASHES_PER_REPORT();
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](n);
+        for (uint256 i; i < n; ++i) {
+            address p = address(uint160(0x100000 + i));
+            vm.prank(admin);
+            token.transfer(p, STAKE);
+            vm.startPrank(p);
+            token.approve(address(vault), STAKE);
+            vault.register(keccak256(abi.encode(p)), GPUS);
+            vault.stake(STAKE);
+            vm.stopPrank();
+            slashes[i] = IStakingVault.SlashOrder({
+                provider: p,
+                bps: 100,
+                reason: "downtime",
+                evidenceHash: keccak256(abi.encode(i)),
+                jailSeconds: 0,
+                tombstone: false
+            });
+        }
+        RewardDistributor.EpochReport memory report = _report(1, _smallTreeRoot(10), REWARD, slashes);
+        bytes[] memory sigs = _sign(report, THRESHOLD);
+
+        _start("submitEpoch_200_slashes");
+        distributor.submitEpoch(report, slashes, new address[](0), sigs);
+        vm.stopSnapshotGas();
+
+        assertEq(distributor.pendingReport().epoch, 1);
+        assertGt(vault.providerInfo(address(uint160(0x100000 + n - 1))).reportHeldUntil, block.timestamp);
+    }
+
+    /// @dev The heaviest report a committee may submit, finalized in a transaction of its own
+    /// (`isolate`, so each slot is priced from its value before the transaction, as on chain)
+    /// from cold storage: MAX_SLASHES_PER_REPORT slashes, each above the per-incident cap, with
+    /// the longest jail, on providers holding both stake and unbonding, none slashed before;
+    /// MAX_TOMBSTONES_PER_REPORT tombstones first, whose slashes drain the network-wide
+    /// bucket, so every later slash is rate limited into a new slash debt.
+    /// forge-config: default.isolate = true
+    function test_Gas_FinalizeEpochWorstReport() public {
+        uint256 n = distributor.MAX_SLASHES_PER_REPORT();
+        uint256 tombstones = distributor.MAX_TOMBSTONES_PER_REPORT();
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](n);
+        for (uint256 i; i < n; ++i) {
+            address p = address(uint160(0x100000 + i));
+            vm.prank(admin);
+            token.transfer(p, STAKE);
+            vm.startPrank(p);
+            token.approve(address(vault), STAKE);
+            vault.register(keccak256(abi.encode(p)), GPUS);
+            vault.stake(STAKE);
+            vault.requestUnstake(STAKE / 4);
+            vm.stopPrank();
+            slashes[i] = IStakingVault.SlashOrder({
+                provider: p,
+                bps: 10_000, // above the per-incident cap
+                reason: "fraud",
+                evidenceHash: keccak256(abi.encode(i)),
+                jailSeconds: distributor.MAX_JAIL_SECONDS(),
+                tombstone: i >= n - tombstones // the last in provider order, applied first
+            });
+        }
+        // The tombstones' slashes take what the bucket holds: 8 × 50 % of a stake.
+        vm.prank(admin);
+        vault.setSlashRateLimit(uint128(tombstones * STAKE / 2), 1);
+        RewardDistributor.EpochReport memory report = _report(1, _smallTreeRoot(10), REWARD, slashes);
+        distributor.submitEpoch(report, slashes, new address[](0), _sign(report, THRESHOLD));
+        vm.warp(block.timestamp + CHALLENGE_WINDOW + 1);
+
+        _start("finalizeEpoch_worst_report");
+        distributor.finalizeEpoch(slashes);
+        uint256 gasUsed = vm.stopSnapshotGas();
+
+        assertEq(distributor.lastFinalizedEpoch(), 1);
+        address last = address(uint160(0x100000 + n - 1));
+        assertTrue(vault.providerInfo(last).tombstoned);
+        assertEq(vault.providerInfo(last).stake + vault.providerInfo(last).unbonding, STAKE / 2, "taken at the cap");
+        address first = address(0x100000);
+        assertEq(vault.providerInfo(first).stake + vault.providerInfo(first).unbonding, STAKE, "the bucket was empty");
+        assertEq(vault.slashDebt(first), STAKE / 2, "owed instead");
+        assertEq(vault.providerInfo(first).jailedUntil, block.timestamp + distributor.MAX_JAIL_SECONDS());
+        assertLe(gasUsed, 15_000_000, "the worst report must finalize in 15M gas");
     }
 
     // ─── JobMarket ───────────────────────────────────────────────────────────

@@ -124,7 +124,7 @@ contract JobMarketTest is SwarmTestBase {
     }
 
     function _pauseMarket() internal {
-        vm.prank(admin);
+        vm.prank(guardian);
         market.pause();
     }
 
@@ -166,11 +166,19 @@ contract JobMarketTest is SwarmTestBase {
         internal
         returns (JobMarket)
     {
-        return new JobMarket(token_, vault_, admin_, treasury_, fee, window, MIN_DISPUTE_WINDOW, DISPUTE_BOND_BPS);
+        JobMarket.Params memory p = _marketParams();
+        p.treasury = treasury_;
+        p.feeBps = fee;
+        p.disputeWindow = window;
+        return new JobMarket(token_, vault_, admin_, p);
     }
 
     function _deployMarket(uint64 window, uint64 minWindow, uint16 bondBps) internal returns (JobMarket) {
-        return new JobMarket(token, vault, admin, treasury, FEE_BPS, window, minWindow, bondBps);
+        JobMarket.Params memory p = _marketParams();
+        p.disputeWindow = window;
+        p.minDisputeWindow = minWindow;
+        p.disputeBondBps = bondBps;
+        return new JobMarket(token, vault, admin, p);
     }
 
     // ─── Constructor ─────────────────────────────────────────────────────────
@@ -181,7 +189,9 @@ contract JobMarketTest is SwarmTestBase {
         vm.expectEmit();
         emit JobMarket.DisputeWindowSet(DISPUTE_WINDOW);
         vm.expectEmit();
-        emit JobMarket.DisputeBondSet(DISPUTE_BOND_BPS);
+        emit JobMarket.DisputeBondSet(DISPUTE_BOND_BPS, MIN_DISPUTE_BOND);
+        vm.expectEmit();
+        emit JobMarket.JobLimitsSet(MAX_JOB_DURATION, MIN_PRICE_PER_UNIT);
         JobMarket m = _deployMarket(token, vault, admin, treasury, FEE_BPS, DISPUTE_WINDOW);
 
         assertEq(address(m.token()), address(token));
@@ -193,13 +203,19 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(m.disputeBondBps(), DISPUTE_BOND_BPS);
         assertEq(m.nextJobId(), 1);
         assertEq(m.totalEscrowed(), 0);
+        assertEq(m.minDisputeBond(), MIN_DISPUTE_BOND);
+        assertEq(m.maxJobDuration(), MAX_JOB_DURATION);
+        assertEq(m.minPricePerUnit(), MIN_PRICE_PER_UNIT);
         assertTrue(m.hasRole(DEFAULT_ADMIN_ROLE, admin));
-        assertTrue(m.hasRole(m.PAUSER_ROLE(), admin));
+        assertTrue(m.hasRole(m.PAUSER_ROLE(), guardian));
+        assertFalse(m.hasRole(m.PAUSER_ROLE(), admin));
+        assertTrue(m.hasRole(MATCHER_ROLE, matcher));
+        assertTrue(m.hasRole(m.ARBITER_ROLE(), arbiter));
         assertFalse(m.hasRole(MATCHER_ROLE, admin));
     }
 
     function test_Constructor_AcceptsMaximumFeeAndWindow() public {
-        JobMarket m = _deployMarket(token, vault, admin, treasury, 2_000, 30 days);
+        JobMarket m = _deployMarket(token, vault, admin, treasury, 2_000, 7 days);
         assertEq(m.feeBps(), m.MAX_FEE_BPS());
         assertEq(m.disputeWindow(), m.MAX_DISPUTE_WINDOW());
     }
@@ -233,9 +249,9 @@ contract JobMarketTest is SwarmTestBase {
 
     function test_RevertWhen_ConstructorDisputeWindowTooLong() public {
         vm.expectRevert(
-            abi.encodeWithSelector(JobMarket.DisputeWindowTooLong.selector, uint64(30 days + 1), uint64(30 days))
+            abi.encodeWithSelector(JobMarket.DisputeWindowTooLong.selector, uint64(7 days + 1), uint64(7 days))
         );
-        _deployMarket(token, vault, admin, treasury, FEE_BPS, 30 days + 1);
+        _deployMarket(token, vault, admin, treasury, FEE_BPS, 7 days + 1);
     }
 
     // ─── setFee / setDisputeWindow ───────────────────────────────────────────
@@ -271,10 +287,10 @@ contract JobMarketTest is SwarmTestBase {
 
     function test_SetDisputeWindow_UpdatesAndEmits() public {
         vm.expectEmit(address(market));
-        emit JobMarket.DisputeWindowSet(30 days);
+        emit JobMarket.DisputeWindowSet(7 days);
         vm.prank(admin);
-        market.setDisputeWindow(30 days);
-        assertEq(market.disputeWindow(), 30 days);
+        market.setDisputeWindow(7 days);
+        assertEq(market.disputeWindow(), 7 days);
     }
 
     function test_SetDisputeWindow_AppliesToJobsCompletedLater() public {
@@ -287,10 +303,10 @@ contract JobMarketTest is SwarmTestBase {
 
     function test_RevertWhen_SetDisputeWindowTooLong() public {
         vm.expectRevert(
-            abi.encodeWithSelector(JobMarket.DisputeWindowTooLong.selector, uint64(30 days + 1), uint64(30 days))
+            abi.encodeWithSelector(JobMarket.DisputeWindowTooLong.selector, uint64(7 days + 1), uint64(7 days))
         );
         vm.prank(admin);
-        market.setDisputeWindow(30 days + 1);
+        market.setDisputeWindow(7 days + 1);
         assertEq(market.disputeWindow(), DISPUTE_WINDOW);
     }
 
@@ -312,7 +328,7 @@ contract JobMarketTest is SwarmTestBase {
         JobMarket m = _deployMarket(MIN_DISPUTE_WINDOW, MIN_DISPUTE_WINDOW, 100);
         assertEq(m.disputeWindow(), MIN_DISPUTE_WINDOW);
         assertEq(m.disputeBondBps(), m.MIN_DISPUTE_BOND_BPS());
-        m = _deployMarket(30 days, 30 days, 10_000);
+        m = _deployMarket(7 days, 7 days, 10_000);
         assertEq(m.minDisputeWindow(), m.MAX_DISPUTE_WINDOW());
         assertEq(m.disputeBondBps(), m.MAX_DISPUTE_BOND_BPS());
     }
@@ -325,13 +341,13 @@ contract JobMarketTest is SwarmTestBase {
     }
 
     function test_RevertWhen_ConstructorZeroDisputeWindowFloor() public {
-        vm.expectRevert(abi.encodeWithSelector(JobMarket.MinDisputeWindowOutOfRange.selector, 0, 30 days));
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.MinDisputeWindowOutOfRange.selector, 0, 7 days));
         _deployMarket(DISPUTE_WINDOW, 0, DISPUTE_BOND_BPS);
     }
 
     function test_RevertWhen_ConstructorDisputeWindowFloorAboveCeiling() public {
-        vm.expectRevert(abi.encodeWithSelector(JobMarket.MinDisputeWindowOutOfRange.selector, 30 days + 1, 30 days));
-        _deployMarket(30 days, 30 days + 1, DISPUTE_BOND_BPS);
+        vm.expectRevert(abi.encodeWithSelector(JobMarket.MinDisputeWindowOutOfRange.selector, 7 days + 1, 7 days));
+        _deployMarket(7 days, 7 days + 1, DISPUTE_BOND_BPS);
     }
 
     function test_RevertWhen_ConstructorDisputeBondOutOfRange() public {
@@ -361,21 +377,22 @@ contract JobMarketTest is SwarmTestBase {
 
     function test_SetDisputeBond_UpdatesAndEmits() public {
         vm.expectEmit(address(market));
-        emit JobMarket.DisputeBondSet(10_000);
+        emit JobMarket.DisputeBondSet(10_000, 5 ether);
         vm.prank(admin);
-        market.setDisputeBond(10_000);
+        market.setDisputeBond(10_000, 5 ether);
         assertEq(market.disputeBondBps(), 10_000);
+        assertEq(market.minDisputeBond(), 5 ether);
         vm.prank(admin);
-        market.setDisputeBond(100);
+        market.setDisputeBond(100, 1);
         assertEq(market.disputeBondBps(), 100);
     }
 
     function test_RevertWhen_SetDisputeBondOutOfRange() public {
         vm.startPrank(admin);
         vm.expectRevert(abi.encodeWithSelector(JobMarket.DisputeBondOutOfRange.selector, 0, 100, 10_000));
-        market.setDisputeBond(0);
+        market.setDisputeBond(0, MIN_DISPUTE_BOND);
         vm.expectRevert(abi.encodeWithSelector(JobMarket.DisputeBondOutOfRange.selector, 10_001, 100, 10_000));
-        market.setDisputeBond(10_001);
+        market.setDisputeBond(10_001, MIN_DISPUTE_BOND);
         vm.stopPrank();
         assertEq(market.disputeBondBps(), DISPUTE_BOND_BPS);
     }
@@ -383,7 +400,7 @@ contract JobMarketTest is SwarmTestBase {
     function test_RevertWhen_SetDisputeBondCallerNotAdmin() public {
         _expectUnauthorized(matcher, DEFAULT_ADMIN_ROLE);
         vm.prank(matcher);
-        market.setDisputeBond(500);
+        market.setDisputeBond(500, MIN_DISPUTE_BOND);
     }
 
     // ─── postJob ─────────────────────────────────────────────────────────────
@@ -494,7 +511,7 @@ contract JobMarketTest is SwarmTestBase {
 
     function test_PostJob_WorksAfterUnpause() public {
         _pauseMarket();
-        vm.prank(admin);
+        vm.prank(guardian);
         market.unpause();
         assertEq(_postDefault(), 1);
         assertEq(market.totalEscrowed(), ESCROW);
@@ -1130,19 +1147,22 @@ contract JobMarketTest is SwarmTestBase {
     }
 
     function test_FailureDigestIsTheEip712Standard() public view {
-        assertEq(market.failureDigest(7, USED), JobResults.failureDigest(address(market), 7, USED));
+        assertEq(market.failureDigest(7, USED), JobResults.failureDigest(address(market), 7, address(0), 0, USED));
         assertTrue(market.failureDigest(7, USED) != market.resultDigest(7, bytes32(0), USED));
     }
 
     // ─── completeJob: the provider's signature ───────────────────────────────
 
     function test_ResultDigest_IsTheEip712JobResultInTheMarketsDomain() public view {
-        assertEq(market.resultDigest(7, RESULT, USED), JobResults.digest(address(market), 7, RESULT, USED));
-        assertEq(market.JOB_RESULT_TYPEHASH(), keccak256("JobResult(uint256 jobId,bytes32 resultHash,uint64 units)"));
+        assertEq(market.resultDigest(7, RESULT, USED), JobResults.digest(address(market), 7, address(0), 0, RESULT, USED));
+        assertEq(
+            market.JOB_RESULT_TYPEHASH(),
+            keccak256("JobResult(uint256 jobId,address provider,uint128 pricePerUnit,bytes32 resultHash,uint64 units)")
+        );
         (, string memory name, string memory version, uint256 chainId, address verifyingContract,,) =
             market.eip712Domain();
         assertEq(name, "SwarmJobMarket");
-        assertEq(version, "1");
+        assertEq(version, "2");
         assertEq(chainId, block.chainid);
         assertEq(verifyingContract, address(market));
     }
@@ -1250,7 +1270,7 @@ contract JobMarketTest is SwarmTestBase {
         // The key behind the wallet, not any other, vouches for the wallet's result.
         _expectBadSignature(jobId);
         _completeWith(jobId, RESULT, USED, _signResult(aliceKey, jobId, RESULT, USED));
-        _completeWith(jobId, RESULT, USED, _signResult(ownerKey, jobId, RESULT, USED));
+        _completeWith(jobId, RESULT, USED, JobResults.signFor(ownerKey, address(market), jobId, wallet, RESULT, USED));
         assertEq(uint8(_status(jobId)), uint8(JobMarket.Status.Completed));
 
         vm.warp(block.timestamp + DISPUTE_WINDOW);
@@ -1678,13 +1698,14 @@ contract JobMarketTest is SwarmTestBase {
 
     function test_CompleteJob_HoldsTheProviderUntilTheDisputeWindowCloses() public {
         vm.prank(admin);
-        market.setDisputeWindow(20 days);
+        market.setDisputeWindow(7 days);
         uint256 jobId = _assignedThenUnstaked(2 days);
+        vm.warp(block.timestamp + 1 days); // completed a day after the unstake: the window ends after the release
         _complete(jobId, USED);
         uint64 disputeEnd = market.getJob(jobId).disputeEnd;
         assertEq(vault.providerInfo(alice).heldUntil, disputeEnd);
 
-        vm.warp(block.timestamp + UNBONDING_PERIOD);
+        vm.warp(block.timestamp + UNBONDING_PERIOD - 1 days); // the unbonding is over
         _expectOnHold(disputeEnd);
         vm.warp(disputeEnd - 1);
         _expectOnHold(disputeEnd);
@@ -1840,9 +1861,12 @@ contract JobMarketTest is SwarmTestBase {
         assertGe(_stakeOf(alice), ALICE_STAKE * (BPS - MAX_SLASH_BPS_PER_PERIOD) / BPS);
         assertEq(vault.slashAllowanceBps(address(market), alice), 0);
 
-        // The next period allows more, never within the same one.
+        // More only once those slashes have left every window of SLASH_PERIOD that counts
+        // them: the buckets make that at most one bucket later.
         uint256 left = _stakeOf(alice);
-        vm.warp(block.timestamp + vault.SLASH_PERIOD());
+        vm.warp(block.timestamp + vault.SLASH_PERIOD() - 1);
+        assertEq(vault.slashAllowanceBps(address(market), alice), 0, "still within 30 days");
+        vm.warp(block.timestamp + 1 + vault.SLASH_BUCKET());
         deadline = uint64(block.timestamp + 2 days);
         vm.startPrank(alice);
         vault.stake(ALICE_STAKE); // back above the minimum
@@ -1860,21 +1884,25 @@ contract JobMarketTest is SwarmTestBase {
         uint256 jobId = _completed();
         assertEq(market.bondFor(jobId), BOND);
         vm.prank(admin);
-        market.setDisputeBond(10_000);
+        market.setDisputeBond(10_000, MIN_DISPUTE_BOND);
         assertEq(market.bondFor(jobId), PAYMENT);
         vm.prank(admin);
-        market.setDisputeBond(100);
+        market.setDisputeBond(100, MIN_DISPUTE_BOND);
+        assertEq(market.bondFor(jobId), MIN_DISPUTE_BOND, "never below the floor");
+        vm.prank(admin);
+        market.setDisputeBond(100, 1);
         assertEq(market.bondFor(jobId), 0.14 ether + 1);
     }
 
-    function test_DisputeJob_ZeroUnitsTakesNoBond() public {
+    /// @dev A job that used nothing still costs its floor to dispute: a dispute never comes free.
+    function test_DisputeJob_ZeroUnitsTakesTheFloorBond() public {
         uint256 jobId = _assigned();
         _complete(jobId, 0);
         vm.expectEmit(address(market));
-        emit JobMarket.JobDisputed(jobId, carol, 0);
+        emit JobMarket.JobDisputed(jobId, carol, MIN_DISPUTE_BOND);
         vm.prank(carol);
         market.disputeJob(jobId);
-        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW);
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - ESCROW - MIN_DISPUTE_BOND);
     }
 
     function test_RevertWhen_DisputeJobBondNotApproved() public {
@@ -2049,9 +2077,10 @@ contract JobMarketTest is SwarmTestBase {
         vm.prank(stranger); // anyone may settle it
         market.reclaimExpired(jobId);
 
-        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + 6.825 ether + 3);
+        // The buyer's bond goes to the provider: a dispute the arbiter never answers is not free.
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + 6.825 ether + 3 + BOND);
         assertEq(token.balanceOf(treasury), treasuryBefore + 0.175 ether);
-        assertEq(token.balanceOf(carol), ACTOR_FUNDS - 7 ether - 3); // 23e18 - 3 of the escrow and the bond
+        assertEq(token.balanceOf(carol), ACTOR_FUNDS - 7 ether - 3 - BOND); // 23e18 - 3 of the escrow
         assertEq(token.balanceOf(stranger), 0);
         assertEq(token.balanceOf(address(market)), 0);
         assertEq(market.totalEscrowed(), 0);
@@ -2135,7 +2164,7 @@ contract JobMarketTest is SwarmTestBase {
     ) public {
         maxUnits = uint64(bound(maxUnits, 1, 1e9));
         cap = uint128(bound(cap, 1, ACTOR_FUNDS / maxUnits));
-        price = uint128(bound(price, 0, cap));
+        price = uint128(bound(price, MIN_PRICE_PER_UNIT, cap));
         unitsUsed = uint64(bound(unitsUsed, 0, maxUnits));
         fee = uint16(bound(fee, 0, market.MAX_FEE_BPS()));
         vm.prank(admin);
@@ -2179,7 +2208,7 @@ contract JobMarketTest is SwarmTestBase {
     }
 
     function testFuzz_ReclaimFailsAtDeadlineAndWorksOneSecondLater(uint64 lifetime, bool assign) public {
-        lifetime = uint64(bound(lifetime, 1, 180 days));
+        lifetime = uint64(bound(lifetime, 1, MAX_JOB_DURATION));
         uint64 jobDeadline = uint64(block.timestamp) + lifetime;
         uint256 jobId = _post(carol, CAP, UNITS, jobDeadline);
         if (assign) _assign(jobId, alice, RATE);
@@ -2207,7 +2236,7 @@ contract JobMarketTest is SwarmTestBase {
     }
 
     function testFuzz_ReassignConservesEscrow(uint128 price, uint16 slashBps, uint64 unitsUsed) public {
-        price = uint128(bound(price, 0, CAP));
+        price = uint128(bound(price, MIN_PRICE_PER_UNIT, CAP));
         slashBps = uint16(bound(slashBps, 0, MAX_SLASH_BPS));
         unitsUsed = uint64(bound(unitsUsed, 0, UNITS));
         uint256 jobId = _assigned();
@@ -2249,7 +2278,7 @@ contract JobMarketTest is SwarmTestBase {
     function _assertSettlementPaysEachPartyItsShare(uint128 price, uint64 unitsUsed, uint16 fee, bool charged)
         internal
     {
-        price = uint128(bound(price, 0, CAP));
+        price = uint128(bound(price, MIN_PRICE_PER_UNIT, CAP));
         unitsUsed = uint64(bound(unitsUsed, 0, UNITS));
         fee = uint16(bound(fee, 0, market.MAX_FEE_BPS()));
         vm.prank(admin);
@@ -2277,14 +2306,14 @@ contract JobMarketTest is SwarmTestBase {
         uint16 bondBps,
         uint8 outcome
     ) public {
-        price = uint128(bound(price, 0, CAP));
+        price = uint128(bound(price, MIN_PRICE_PER_UNIT, CAP));
         unitsUsed = uint64(bound(unitsUsed, 0, UNITS));
         fee = uint16(bound(fee, 0, market.MAX_FEE_BPS()));
         bondBps = uint16(bound(bondBps, market.MIN_DISPUTE_BOND_BPS(), market.MAX_DISPUTE_BOND_BPS()));
         outcome = uint8(bound(outcome, 0, 2)); // upheld, rejected, undecided
         vm.startPrank(admin);
         market.setFee(fee, treasury);
-        market.setDisputeBond(bondBps);
+        market.setDisputeBond(bondBps, MIN_DISPUTE_BOND);
         vm.stopPrank();
         uint256 treasuryBefore = token.balanceOf(treasury);
         uint256 jobId = _postDefault();
@@ -2292,6 +2321,7 @@ contract JobMarketTest is SwarmTestBase {
         _complete(jobId, unitsUsed);
         uint256 payment = uint256(price) * unitsUsed;
         uint256 bond = (payment * bondBps + BPS - 1) / BPS;
+        if (bond < MIN_DISPUTE_BOND) bond = MIN_DISPUTE_BOND;
         assertEq(market.bondFor(jobId), bond);
         vm.prank(carol);
         market.disputeJob(jobId);
@@ -2316,8 +2346,8 @@ contract JobMarketTest is SwarmTestBase {
             market.reclaimExpired(jobId);
             uint256 half = payment / 2;
             toTreasury = half * fee / BPS;
-            toProvider = half - toTreasury;
-            toBuyer = ESCROW - half + bond;
+            toProvider = half - toTreasury + bond; // the bond is forfeited to the other party
+            toBuyer = ESCROW - half;
         }
         assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE + toProvider, "provider");
         assertEq(token.balanceOf(treasury), treasuryBefore + toTreasury, "treasury");
@@ -2351,11 +2381,11 @@ contract JobMarketTest is SwarmTestBase {
     ) public {
         vm.prank(admin);
         vault.setUnbondingPeriod(MIN_UNBONDING_PERIOD); // so the hold, not the unbonding, decides
-        window = uint64(bound(window, MIN_DISPUTE_WINDOW, 30 days));
+        window = uint64(bound(window, MIN_DISPUTE_WINDOW, 7 days));
         vm.prank(admin);
         market.setDisputeWindow(window);
         path = uint8(bound(path, 0, 3));
-        lifetime = uint64(bound(lifetime, 1 hours, 60 days));
+        lifetime = uint64(bound(lifetime, 1 hours, MAX_JOB_DURATION));
         uint64 jobDeadline = uint64(block.timestamp) + lifetime;
         uint256 jobId = _post(carol, CAP, UNITS, jobDeadline);
 

@@ -47,16 +47,16 @@ contract RewardDistributorTest is SwarmTestBase {
         distributor.fund(amount);
     }
 
-    function _noSlashes() internal pure returns (RewardDistributor.Slash[] memory) {
-        return new RewardDistributor.Slash[](0);
+    function _noSlashes() internal pure returns (IStakingVault.SlashOrder[] memory) {
+        return new IStakingVault.SlashOrder[](0);
     }
 
     function _slash(address provider, uint16 bps, uint64 jailSeconds, bool tombstone)
         internal
         pure
-        returns (RewardDistributor.Slash memory)
+        returns (IStakingVault.SlashOrder memory)
     {
-        return RewardDistributor.Slash({
+        return IStakingVault.SlashOrder({
             provider: provider,
             bps: bps,
             reason: REASON,
@@ -67,17 +67,17 @@ contract RewardDistributorTest is SwarmTestBase {
     }
 
     /// @dev Two slashes in the order a report must list them: by provider, ascending.
-    function _slashes(RewardDistributor.Slash memory a, RewardDistributor.Slash memory b)
+    function _slashes(IStakingVault.SlashOrder memory a, IStakingVault.SlashOrder memory b)
         internal
         pure
-        returns (RewardDistributor.Slash[] memory list)
+        returns (IStakingVault.SlashOrder[] memory list)
     {
-        list = new RewardDistributor.Slash[](2);
+        list = new IStakingVault.SlashOrder[](2);
         (list[0], list[1]) = a.provider < b.provider ? (a, b) : (b, a);
     }
 
     /// @dev A report whose cumulative total is what is allocated now plus `total`, valid for a day.
-    function _report(uint64 epoch, bytes32 root, uint256 total, RewardDistributor.Slash[] memory slashes)
+    function _report(uint64 epoch, bytes32 root, uint256 total, IStakingVault.SlashOrder[] memory slashes)
         internal
         view
         returns (RewardDistributor.EpochReport memory)
@@ -88,6 +88,7 @@ contract RewardDistributorTest is SwarmTestBase {
             totalRewards: total,
             cumulativeTotal: distributor.totalAllocated() + total,
             slashesHash: keccak256(abi.encode(slashes)),
+            deferredHash: keccak256(abi.encode(new address[](0))),
             expiresAt: uint64(block.timestamp + 1 days)
         });
     }
@@ -144,15 +145,15 @@ contract RewardDistributorTest is SwarmTestBase {
         return keys;
     }
 
-    function _submit(RewardDistributor.EpochReport memory report, RewardDistributor.Slash[] memory slashes) internal {
-        distributor.submitEpoch(report, slashes, _sign(report, THRESHOLD));
+    function _submit(RewardDistributor.EpochReport memory report, IStakingVault.SlashOrder[] memory slashes) internal {
+        distributor.submitEpoch(report, slashes, new address[](0), _sign(report, THRESHOLD));
     }
 
     function _warpToFinalizable() internal {
         vm.warp(distributor.pendingReport().finalizableAt);
     }
 
-    function _submitAndFinalize(RewardDistributor.EpochReport memory report, RewardDistributor.Slash[] memory slashes)
+    function _submitAndFinalize(RewardDistributor.EpochReport memory report, IStakingVault.SlashOrder[] memory slashes)
         internal
     {
         _submit(report, slashes);
@@ -182,7 +183,7 @@ contract RewardDistributorTest is SwarmTestBase {
     }
 
     /// @dev Sorts `list` by provider, ascending, as a report must list its slashes.
-    function _sortSlashes(RewardDistributor.Slash[] memory list) internal pure {
+    function _sortSlashes(IStakingVault.SlashOrder[] memory list) internal pure {
         for (uint256 i = 1; i < list.length; ++i) {
             for (uint256 j = i; j > 0 && list[j].provider < list[j - 1].provider; --j) {
                 (list[j], list[j - 1]) = (list[j - 1], list[j]);
@@ -232,7 +233,7 @@ contract RewardDistributorTest is SwarmTestBase {
         internal
         returns (RewardDistributor)
     {
-        return new RewardDistributor(token, own, admin, committee, t, window, MIN_CHALLENGE_WINDOW);
+        return new RewardDistributor(token, own, admin, guardian, committee, t, window, MIN_CHALLENGE_WINDOW, MAX_REPORT_LAG);
     }
 
     /// @dev A vault that names the next contract this test creates as its distributor.
@@ -274,9 +275,11 @@ contract RewardDistributorTest is SwarmTestBase {
         assertEq(distributor.threshold(), THRESHOLD);
         assertEq(distributor.challengeWindow(), CHALLENGE_WINDOW);
         assertTrue(distributor.hasRole(DEFAULT_ADMIN_ROLE, admin));
-        assertTrue(distributor.hasRole(distributor.GUARDIAN_ROLE(), admin));
-        assertTrue(distributor.hasRole(distributor.PAUSER_ROLE(), admin));
+        assertFalse(distributor.hasRole(distributor.GUARDIAN_ROLE(), admin));
+        assertFalse(distributor.hasRole(distributor.PAUSER_ROLE(), admin));
         assertTrue(distributor.hasRole(distributor.GUARDIAN_ROLE(), guardian));
+        assertTrue(distributor.hasRole(distributor.PAUSER_ROLE(), guardian));
+        assertEq(distributor.maxReportLag(), MAX_REPORT_LAG);
         for (uint256 i; i < signerAddrs.length; ++i) {
             assertTrue(distributor.isSigner(signerAddrs[i]));
         }
@@ -291,22 +294,22 @@ contract RewardDistributorTest is SwarmTestBase {
         emit RewardDistributor.CommitteeSet(signerAddrs, 3);
         vm.expectEmit(next);
         emit RewardDistributor.ChallengeWindowSet(2 hours);
-        assertEq(address(new RewardDistributor(token, own, admin, signerAddrs, 3, 2 hours, MIN_CHALLENGE_WINDOW)), next);
+        assertEq(address(new RewardDistributor(token, own, admin, guardian, signerAddrs, 3, 2 hours, MIN_CHALLENGE_WINDOW, MAX_REPORT_LAG)), next);
     }
 
     function test_RevertWhen_ConstructorGetsZeroTokenVaultOrAdmin() public {
         StakingVault own = _linkedVault();
         vm.expectRevert(SwarmAccess.ZeroAddress.selector);
-        new RewardDistributor(IERC20(address(0)), own, admin, signerAddrs, THRESHOLD, CHALLENGE_WINDOW, 1);
+        new RewardDistributor(IERC20(address(0)), own, admin, guardian, signerAddrs, THRESHOLD, CHALLENGE_WINDOW, 1, MAX_REPORT_LAG);
         vm.expectRevert(SwarmAccess.ZeroAddress.selector);
-        new RewardDistributor(token, IStakingVault(address(0)), admin, signerAddrs, THRESHOLD, CHALLENGE_WINDOW, 1);
+        new RewardDistributor(token, IStakingVault(address(0)), admin, guardian, signerAddrs, THRESHOLD, CHALLENGE_WINDOW, 1, MAX_REPORT_LAG);
         vm.expectRevert(abi.encodeWithSignature("AccessControlInvalidDefaultAdmin(address)", address(0)));
-        new RewardDistributor(token, own, address(0), signerAddrs, THRESHOLD, CHALLENGE_WINDOW, 1);
+        new RewardDistributor(token, own, address(0), guardian, signerAddrs, THRESHOLD, CHALLENGE_WINDOW, 1, MAX_REPORT_LAG);
     }
 
     function test_RevertWhen_ConstructorGetsAVaultThatNamesAnotherDistributor() public {
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.VaultNotLinked.selector, address(distributor)));
-        new RewardDistributor(token, vault, admin, signerAddrs, THRESHOLD, CHALLENGE_WINDOW, MIN_CHALLENGE_WINDOW);
+        new RewardDistributor(token, vault, admin, guardian, signerAddrs, THRESHOLD, CHALLENGE_WINDOW, MIN_CHALLENGE_WINDOW, MAX_REPORT_LAG);
     }
 
     function test_RevertWhen_ConstructorGetsInvalidCommittee() public {
@@ -442,9 +445,9 @@ contract RewardDistributorTest is SwarmTestBase {
         RewardDistributor.EpochReport memory report = _report(1, 100 ether);
         bytes[] memory oldSigs = _sign(report, 4);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.NotASigner.selector, signerAddrs[0]));
-        distributor.submitEpoch(report, _noSlashes(), oldSigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), oldSigs);
 
-        distributor.submitEpoch(report, _noSlashes(), _signWith(report, _arr(freshKeys[0], freshKeys[2])));
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), _signWith(report, _arr(freshKeys[0], freshKeys[2])));
         assertEq(distributor.pendingReport().epoch, 1);
     }
 
@@ -465,7 +468,7 @@ contract RewardDistributorTest is SwarmTestBase {
     }
 
     function test_SetChallengeWindow_EmitsAndAppliesToNextReport() public {
-        uint64 max = distributor.MAX_CHALLENGE_WINDOW();
+        uint64 max = UNBONDING_PERIOD - MAX_REPORT_LAG; // the longest the vault's unbonding covers
         vm.expectEmit(address(distributor));
         emit RewardDistributor.ChallengeWindowSet(max);
         vm.prank(admin);
@@ -516,7 +519,7 @@ contract RewardDistributorTest is SwarmTestBase {
 
     function _expectSubmitted(
         RewardDistributor.EpochReport memory report,
-        RewardDistributor.Slash[] memory slashes,
+        IStakingVault.SlashOrder[] memory slashes,
         uint64 finalizableAt
     ) internal {
         vm.expectEmit(address(distributor));
@@ -541,14 +544,14 @@ contract RewardDistributorTest is SwarmTestBase {
 
     function _submitWithSigners(uint256 n) internal {
         _fund(POOL);
-        RewardDistributor.Slash[] memory slashes = _slashes(_slash(alice, 100, 1 days, false), _slash(bob, 0, 0, true));
+        IStakingVault.SlashOrder[] memory slashes = _slashes(_slash(alice, 100, 1 days, false), _slash(bob, 0, 0, true));
         RewardDistributor.EpochReport memory report = _report(1, keccak256("root1"), 400 ether, slashes);
         uint64 finalizableAt = uint64(block.timestamp) + CHALLENGE_WINDOW;
         bytes[] memory sigs = _sign(report, n);
 
         _expectSubmitted(report, slashes, finalizableAt);
         vm.prank(carol); // anyone may submit
-        distributor.submitEpoch(report, slashes, sigs);
+        distributor.submitEpoch(report, slashes, new address[](0), sigs);
         _assertPending(report, finalizableAt);
         assertEq(distributor.rewardsRoot(), bytes32(0), "nothing published before finalization");
         assertEq(distributor.totalAllocated(), 0);
@@ -565,7 +568,7 @@ contract RewardDistributorTest is SwarmTestBase {
     function test_SubmitEpoch_AnyAscendingSubsetOfThree() public {
         _fund(1 ether);
         RewardDistributor.EpochReport memory report = _report(1, 1 ether);
-        distributor.submitEpoch(report, _noSlashes(), _signWith(report, _committeeKeys(_arr(0, 2, 3))));
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), _signWith(report, _committeeKeys(_arr(0, 2, 3))));
         _assertPending(report, uint64(block.timestamp) + CHALLENGE_WINDOW);
     }
 
@@ -574,7 +577,7 @@ contract RewardDistributorTest is SwarmTestBase {
         RewardDistributor.EpochReport memory report = _report(1, 1 ether);
         bytes[] memory sigs = _sign(report, 2);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.NotEnoughSignatures.selector, 2, THRESHOLD));
-        distributor.submitEpoch(report, _noSlashes(), sigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
     }
 
     function test_RevertWhen_SubmitEpochWithDuplicateSigner() public {
@@ -584,7 +587,7 @@ contract RewardDistributorTest is SwarmTestBase {
         vm.expectRevert(
             abi.encodeWithSelector(RewardDistributor.SignersNotAscending.selector, signerAddrs[1], signerAddrs[1])
         );
-        distributor.submitEpoch(report, _noSlashes(), sigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
     }
 
     function test_RevertWhen_SubmitEpochWithUnsortedSigners() public {
@@ -594,7 +597,7 @@ contract RewardDistributorTest is SwarmTestBase {
         vm.expectRevert(
             abi.encodeWithSelector(RewardDistributor.SignersNotAscending.selector, signerAddrs[1], signerAddrs[0])
         );
-        distributor.submitEpoch(report, _noSlashes(), sigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
     }
 
     function test_RevertWhen_SubmitEpochWithNonMemberSignature() public {
@@ -606,7 +609,7 @@ contract RewardDistributorTest is SwarmTestBase {
         (withOutsider[0], withOutsider[1], withOutsider[2], withOutsider[3]) = (keys[0], keys[1], keys[2], outsiderKey);
         bytes[] memory sigs = _signWith(report, _sortByAddress(withOutsider));
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.NotASigner.selector, outsider));
-        distributor.submitEpoch(report, _noSlashes(), sigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
     }
 
     function test_RevertWhen_SubmitEpochWithSignaturesOverAnotherReport() public {
@@ -616,7 +619,7 @@ contract RewardDistributorTest is SwarmTestBase {
         (address recovered,,) = ECDSA.tryRecover(distributor.hashReport(report), otherSigs[0]);
         assertFalse(distributor.isSigner(recovered));
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.NotASigner.selector, recovered));
-        distributor.submitEpoch(report, _noSlashes(), otherSigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), otherSigs);
     }
 
     function test_RevertWhen_SubmitEpochWithMalformedSignature() public {
@@ -625,7 +628,7 @@ contract RewardDistributorTest is SwarmTestBase {
         bytes[] memory sigs = _sign(report, THRESHOLD);
         sigs[1] = hex"deadbeef";
         vm.expectRevert(abi.encodeWithSelector(ECDSA.ECDSAInvalidSignatureLength.selector, 4));
-        distributor.submitEpoch(report, _noSlashes(), sigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
     }
 
     function test_RevertWhen_SubmitEpochWithMalleableSignature() public {
@@ -636,13 +639,13 @@ contract RewardDistributorTest is SwarmTestBase {
         bytes32 highS = bytes32(SECP256K1_N - uint256(s));
         sigs[0] = abi.encodePacked(r, highS, v == 27 ? uint8(28) : uint8(27));
         vm.expectRevert(abi.encodeWithSelector(ECDSA.ECDSAInvalidSignatureS.selector, highS));
-        distributor.submitEpoch(report, _noSlashes(), sigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
     }
 
     function test_RevertWhen_SubmitEpochSlashesDifferFromSigned() public {
         _fund(1 ether);
-        RewardDistributor.Slash[] memory signed = _slashes(_slash(alice, 100, 0, false), _slash(bob, 100, 0, false));
-        RewardDistributor.Slash[] memory given = _slashes(_slash(alice, 100, 0, false), _slash(bob, 200, 0, false));
+        IStakingVault.SlashOrder[] memory signed = _slashes(_slash(alice, 100, 0, false), _slash(bob, 100, 0, false));
+        IStakingVault.SlashOrder[] memory given = _slashes(_slash(alice, 100, 0, false), _slash(bob, 200, 0, false));
         RewardDistributor.EpochReport memory report = _report(1, keccak256("root"), 1 ether, signed);
         bytes[] memory sigs = _sign(report, THRESHOLD);
         vm.expectRevert(
@@ -650,7 +653,7 @@ contract RewardDistributorTest is SwarmTestBase {
                 RewardDistributor.SlashesMismatch.selector, report.slashesHash, keccak256(abi.encode(given))
             )
         );
-        distributor.submitEpoch(report, given, sigs);
+        distributor.submitEpoch(report, given, new address[](0), sigs);
     }
 
     function test_RevertWhen_SubmitEpochZero() public {
@@ -658,7 +661,7 @@ contract RewardDistributorTest is SwarmTestBase {
         RewardDistributor.EpochReport memory report = _report(0, 1 ether);
         bytes[] memory sigs = _sign(report, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.WrongEpoch.selector, 0, 1));
-        distributor.submitEpoch(report, _noSlashes(), sigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
     }
 
     function test_RevertWhen_SubmitEpochIsNotTheNextOne() public {
@@ -670,17 +673,17 @@ contract RewardDistributorTest is SwarmTestBase {
         RewardDistributor.EpochReport memory same = _report(2, 1 ether);
         bytes[] memory sigs = _sign(same, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.WrongEpoch.selector, 2, 3));
-        distributor.submitEpoch(same, _noSlashes(), sigs);
+        distributor.submitEpoch(same, _noSlashes(), new address[](0), sigs);
 
         RewardDistributor.EpochReport memory older = _report(1, 1 ether);
         sigs = _sign(older, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.WrongEpoch.selector, 1, 3));
-        distributor.submitEpoch(older, _noSlashes(), sigs);
+        distributor.submitEpoch(older, _noSlashes(), new address[](0), sigs);
 
         RewardDistributor.EpochReport memory skipping = _report(4, 1 ether);
         sigs = _sign(skipping, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.WrongEpoch.selector, 4, 3));
-        distributor.submitEpoch(skipping, _noSlashes(), sigs);
+        distributor.submitEpoch(skipping, _noSlashes(), new address[](0), sigs);
     }
 
     function test_RevertWhen_SubmitEpochWhileAnotherIsPending() public {
@@ -692,21 +695,21 @@ contract RewardDistributorTest is SwarmTestBase {
         RewardDistributor.EpochReport memory next = _report(2, 1 ether);
         bytes[] memory sigs = _sign(next, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.ReportPending.selector, 1, finalizableAt));
-        distributor.submitEpoch(next, _noSlashes(), sigs);
+        distributor.submitEpoch(next, _noSlashes(), new address[](0), sigs);
     }
 
     function test_RevertWhen_SubmitEpochAboveUnallocatedFunds() public {
         RewardDistributor.EpochReport memory report = _report(1, 1 ether);
         bytes[] memory sigs = _sign(report, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.Underfunded.selector, 1 ether, 0));
-        distributor.submitEpoch(report, _noSlashes(), sigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
 
         _fund(100 ether);
         _publish(1, keccak256("root1"), 60 ether);
         report = _report(2, 50 ether);
         sigs = _sign(report, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.Underfunded.selector, 50 ether, 40 ether));
-        distributor.submitEpoch(report, _noSlashes(), sigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
 
         _submit(_report(2, 40 ether), _noSlashes()); // exactly what is left
         assertEq(distributor.pendingReport().totalRewards, 40 ether);
@@ -714,12 +717,12 @@ contract RewardDistributorTest is SwarmTestBase {
 
     function test_RevertWhen_SubmitEpochPaused() public {
         _fund(1 ether);
-        vm.prank(admin);
+        vm.prank(guardian);
         distributor.pause();
         RewardDistributor.EpochReport memory report = _report(1, 1 ether);
         bytes[] memory sigs = _sign(report, THRESHOLD);
         vm.expectRevert(Pausable.EnforcedPause.selector);
-        distributor.submitEpoch(report, _noSlashes(), sigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
     }
 
     function test_SubmitEpoch_CorrectedReportForSameEpochAfterVeto() public {
@@ -752,7 +755,7 @@ contract RewardDistributorTest is SwarmTestBase {
         bytes[] memory allSigs = _sign(vetoed, 4);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.ReportVetoed.selector, 1));
         vm.prank(alice);
-        distributor.submitEpoch(vetoed, _noSlashes(), allSigs);
+        distributor.submitEpoch(vetoed, _noSlashes(), new address[](0), allSigs);
     }
 
     function test_RevertWhen_OlderVetoedReportIsReplayedAfterASecondVeto() public {
@@ -767,7 +770,7 @@ contract RewardDistributorTest is SwarmTestBase {
 
         bytes[] memory sigs = _sign(first, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.ReportVetoed.selector, 1));
-        distributor.submitEpoch(first, _noSlashes(), sigs);
+        distributor.submitEpoch(first, _noSlashes(), new address[](0), sigs);
     }
 
     // ─── vetoEpoch ───────────────────────────────────────────────────────────
@@ -844,7 +847,7 @@ contract RewardDistributorTest is SwarmTestBase {
 
     function test_Veto_WorksWhilePaused() public {
         _submitEpochOne();
-        vm.prank(admin);
+        vm.prank(guardian);
         distributor.pause();
         vm.prank(guardian);
         distributor.vetoEpoch(1);
@@ -853,7 +856,7 @@ contract RewardDistributorTest is SwarmTestBase {
 
     function test_RevertWhen_FinalizingVetoedReport() public {
         uint64 finalizableAt = _submitEpochOne();
-        vm.prank(admin); // the admin holds GUARDIAN_ROLE too
+        vm.prank(guardian);
         distributor.vetoEpoch(1);
         vm.warp(finalizableAt);
         vm.expectRevert(RewardDistributor.NoPendingReport.selector);
@@ -893,10 +896,10 @@ contract RewardDistributorTest is SwarmTestBase {
 
     function test_RevertWhen_FinalizeWithOtherSlashes() public {
         _fund(1 ether);
-        RewardDistributor.Slash[] memory signed = _slashes(_slash(alice, 100, 0, false), _slash(bob, 100, 0, false));
+        IStakingVault.SlashOrder[] memory signed = _slashes(_slash(alice, 100, 0, false), _slash(bob, 100, 0, false));
         _submit(_report(1, keccak256("root"), 1 ether, signed), signed);
         _warpToFinalizable();
-        RewardDistributor.Slash[] memory none = _noSlashes();
+        IStakingVault.SlashOrder[] memory none = _noSlashes();
         vm.expectRevert(
             abi.encodeWithSelector(
                 RewardDistributor.SlashesMismatch.selector, keccak256(abi.encode(signed)), keccak256(abi.encode(none))
@@ -908,12 +911,12 @@ contract RewardDistributorTest is SwarmTestBase {
     function test_RevertWhen_FinalizePausedThenWorksAfterUnpause() public {
         _submitEpochOne();
         _warpToFinalizable();
-        vm.prank(admin);
+        vm.prank(guardian);
         distributor.pause();
         vm.expectRevert(Pausable.EnforcedPause.selector);
         distributor.finalizeEpoch(_noSlashes());
 
-        vm.prank(admin);
+        vm.prank(guardian);
         distributor.unpause();
         distributor.finalizeEpoch(_noSlashes());
         assertEq(distributor.lastFinalizedEpoch(), 1);
@@ -927,7 +930,7 @@ contract RewardDistributorTest is SwarmTestBase {
         RewardDistributor.EpochReport memory tooBig = _report(1, 10 ether + 1);
         bytes[] memory sigs = _sign(tooBig, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.Underfunded.selector, 10 ether + 1, 10 ether));
-        distributor.submitEpoch(tooBig, _noSlashes(), sigs);
+        distributor.submitEpoch(tooBig, _noSlashes(), new address[](0), sigs);
 
         _submitAndFinalize(_report(1, 10 ether), _noSlashes());
         assertEq(distributor.totalAllocated(), distributor.totalFunded());
@@ -956,7 +959,7 @@ contract RewardDistributorTest is SwarmTestBase {
         _registerAndStake(alice, 1, STAKE);
         _registerAndStake(bob, 1, STAKE);
         _fund(1 ether);
-        RewardDistributor.Slash[] memory slashes =
+        IStakingVault.SlashOrder[] memory slashes =
             _slashes(_slash(alice, 1_000, 1 days, false), _slash(bob, 2_000, 0, true));
         _submit(_report(1, keccak256("root"), 1 ether, slashes), slashes);
         _warpToFinalizable();
@@ -993,23 +996,20 @@ contract RewardDistributorTest is SwarmTestBase {
         assertEq(distributor.lastFinalizedEpoch(), 1);
     }
 
-    function test_FinalizeEpoch_RefusedSlashesEmitSlashNotAppliedAndDoNotBlock() public {
+    function test_FinalizeEpoch_AnUnknownProviderIsSkippedAndDoesNotBlock() public {
         _registerAndStake(alice, 1, STAKE);
         _registerAndStake(bob, 1, STAKE);
         _fund(1 ether);
-        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](3);
-        slashes[0] = _slash(carol, 1_000, 1 days, false); // never registered: slash and jail refused
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](3);
+        slashes[0] = _slash(carol, 1_000, 1 days, false); // never registered: skipped
         slashes[1] = _slash(alice, MAX_SLASH_BPS + 1, 1 hours, false); // above the vault cap: applied at the cap
         slashes[2] = _slash(bob, 1_000, 0, false); // valid
         _sortSlashes(slashes);
         _submit(_report(1, keccak256("root"), 1 ether, slashes), slashes);
         _warpToFinalizable();
 
-        bytes memory notRegistered = abi.encodeWithSelector(StakingVault.NotRegistered.selector, carol);
-        vm.expectEmit(address(distributor));
-        emit RewardDistributor.SlashNotApplied(1, carol, notRegistered);
-        vm.expectEmit(address(distributor));
-        emit RewardDistributor.SlashNotApplied(1, carol, notRegistered);
+        vm.expectEmit(address(vault));
+        emit StakingVault.SlashSkipped(carol, address(distributor));
         distributor.finalizeEpoch(slashes);
 
         assertEq(vault.providerInfo(alice).stake, STAKE - STAKE * MAX_SLASH_BPS / 10_000, "taken at the cap");
@@ -1020,10 +1020,12 @@ contract RewardDistributorTest is SwarmTestBase {
         assertEq(distributor.totalAllocated(), 1 ether);
     }
 
-    function test_FinalizeEpoch_SlashNotAppliedWhenDistributorLosesSlasherRole() public {
+    /// @dev The slashes are applied in one call that nothing swallows: without its slasher
+    /// role the distributor finalizes nothing, and the report stays pending until it lapses.
+    function test_RevertWhen_FinalizeEpochWithoutTheSlasherRole_TheReportStaysPending() public {
         _registerAndStake(alice, 1, STAKE);
         _fund(1 ether);
-        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](1);
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](1);
         slashes[0] = _slash(alice, 0, 0, true); // tombstone only
         _submit(_report(1, keccak256("root"), 1 ether, slashes), slashes);
         bytes32 slasherRole = vault.SLASHER_ROLE();
@@ -1031,32 +1033,27 @@ contract RewardDistributorTest is SwarmTestBase {
         vault.revokeRole(slasherRole, address(distributor));
         _warpToFinalizable();
 
-        vm.expectEmit(address(distributor));
-        emit RewardDistributor.SlashNotApplied(
-            1,
-            alice,
+        vm.expectRevert(
             abi.encodeWithSelector(
                 IAccessControl.AccessControlUnauthorizedAccount.selector, address(distributor), slasherRole
             )
         );
         distributor.finalizeEpoch(slashes);
         assertFalse(vault.providerInfo(alice).tombstoned);
-        assertEq(distributor.lastFinalizedEpoch(), 1);
+        assertEq(distributor.lastFinalizedEpoch(), 0);
+        assertEq(distributor.pendingReport().epoch, 1);
     }
 
-    function test_FinalizeEpoch_EmptySlashCallsNoVault() public {
+    function test_RevertWhen_SubmitEpochOrdersAnEntryWithNoPenalty() public {
+        _registerAndStake(alice, 1, STAKE);
         _fund(1 ether);
-        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](1);
-        slashes[0] = _slash(carol, 0, 0, false); // unregistered, but nothing is asked of the vault
-        _submit(_report(1, keccak256("root"), 1 ether, slashes), slashes);
-        _warpToFinalizable();
-
-        vm.recordLogs();
-        distributor.finalizeEpoch(slashes);
-        Vm.Log[] memory logs = vm.getRecordedLogs();
-        assertEq(logs.length, 1, "only EpochFinalized");
-        assertEq(logs[0].emitter, address(distributor));
-        assertEq(logs[0].topics[0], RewardDistributor.EpochFinalized.selector);
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](1);
+        slashes[0] = _slash(alice, 0, 0, false); // no bps, no jail, no tombstone: a hold with no reason
+        RewardDistributor.EpochReport memory report = _report(1, keccak256("root"), 1 ether, slashes);
+        bytes[] memory sigs = _sign(report, THRESHOLD);
+        vm.expectRevert(abi.encodeWithSelector(RewardDistributor.EmptySlash.selector, 0, alice));
+        distributor.submitEpoch(report, slashes, new address[](0), sigs);
+        assertEq(vault.providerInfo(alice).heldUntil, 0, "nothing held");
     }
 
     function testFuzz_FinalizeSlashTakesItsBpsAndJails(uint16 bps, uint64 jailSeconds, uint256 stakeAmount) public {
@@ -1065,7 +1062,7 @@ contract RewardDistributorTest is SwarmTestBase {
         stakeAmount = bound(stakeAmount, MIN_STAKE_PER_GPU, 100_000 ether);
         _registerAndStake(alice, 1, stakeAmount);
         _fund(1 ether);
-        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](1);
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](1);
         slashes[0] = _slash(alice, bps, jailSeconds, false);
         _submit(_report(1, keccak256("root"), 1 ether, slashes), slashes);
         _warpToFinalizable();
@@ -1144,7 +1141,7 @@ contract RewardDistributorTest is SwarmTestBase {
 
     function test_Claim_WorksWhilePaused() public {
         bytes32[] memory leaves = _epochOne();
-        vm.prank(admin);
+        vm.prank(guardian);
         distributor.pause();
         _claim(leaves, 0, alice, 100 ether);
         assertEq(token.balanceOf(alice), ACTOR_FUNDS + 100 ether);
@@ -1216,8 +1213,8 @@ contract RewardDistributorTest is SwarmTestBase {
 
     /// @dev The largest report allowed: MAX_SLASHES_PER_REPORT slashes, each with a jail,
     /// MAX_TOMBSTONES_PER_REPORT of them tombstones.
-    function _largestSlashes(address[] memory providers) internal view returns (RewardDistributor.Slash[] memory list) {
-        list = new RewardDistributor.Slash[](distributor.MAX_SLASHES_PER_REPORT());
+    function _largestSlashes(address[] memory providers) internal view returns (IStakingVault.SlashOrder[] memory list) {
+        list = new IStakingVault.SlashOrder[](distributor.MAX_SLASHES_PER_REPORT());
         for (uint256 i; i < list.length; ++i) {
             bool tombstone = i < distributor.MAX_TOMBSTONES_PER_REPORT();
             list[i] = _slash(providers[i], tombstone ? MAX_SLASH_BPS : 100, distributor.MAX_JAIL_SECONDS(), tombstone);
@@ -1226,7 +1223,7 @@ contract RewardDistributorTest is SwarmTestBase {
 
     function test_FinalizeEpoch_TheLargestReportAllowedFitsInFifteenMillionGas() public {
         address[] memory providers = _stakedProviders(distributor.MAX_SLASHES_PER_REPORT());
-        RewardDistributor.Slash[] memory slashes = _largestSlashes(providers);
+        IStakingVault.SlashOrder[] memory slashes = _largestSlashes(providers);
         _fund(1 ether);
         _submit(_report(1, keccak256("root"), 1 ether, slashes), slashes);
         _warpToFinalizable();
@@ -1245,7 +1242,7 @@ contract RewardDistributorTest is SwarmTestBase {
 
     function test_RevertWhen_SubmitEpochOrdersMoreSlashesThanTheMaximum() public {
         uint256 max = distributor.MAX_SLASHES_PER_REPORT();
-        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](max + 1);
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](max + 1);
         for (uint256 i; i < slashes.length; ++i) {
             slashes[i] = _slash(address(uint160(0x100000 + i)), 100, 0, false);
         }
@@ -1253,12 +1250,12 @@ contract RewardDistributorTest is SwarmTestBase {
         RewardDistributor.EpochReport memory report = _report(1, keccak256("root"), 1 ether, slashes);
         bytes[] memory sigs = _sign(report, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.TooManySlashes.selector, max + 1, max));
-        distributor.submitEpoch(report, slashes, sigs);
+        distributor.submitEpoch(report, slashes, new address[](0), sigs);
     }
 
     function test_RevertWhen_SubmitEpochOrdersMoreTombstonesThanTheMaximum() public {
         uint256 max = distributor.MAX_TOMBSTONES_PER_REPORT();
-        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](max + 1);
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](max + 1);
         for (uint256 i; i < slashes.length; ++i) {
             slashes[i] = _slash(address(uint160(0x100000 + i)), 0, 0, true);
         }
@@ -1266,24 +1263,24 @@ contract RewardDistributorTest is SwarmTestBase {
         RewardDistributor.EpochReport memory report = _report(1, keccak256("root"), 1 ether, slashes);
         bytes[] memory sigs = _sign(report, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.TooManyTombstones.selector, max + 1, max));
-        distributor.submitEpoch(report, slashes, sigs);
+        distributor.submitEpoch(report, slashes, new address[](0), sigs);
     }
 
     function testFuzz_RevertWhen_SubmitEpochJailsPastTheMaximum(uint64 jailSeconds) public {
         uint64 max = distributor.MAX_JAIL_SECONDS();
         jailSeconds = uint64(bound(jailSeconds, uint256(max) + 1, type(uint64).max));
-        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](1);
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](1);
         slashes[0] = _slash(alice, 100, jailSeconds, false);
         _fund(1 ether);
         RewardDistributor.EpochReport memory report = _report(1, keccak256("root"), 1 ether, slashes);
         bytes[] memory sigs = _sign(report, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.JailTooLong.selector, alice, jailSeconds, max));
-        distributor.submitEpoch(report, slashes, sigs);
+        distributor.submitEpoch(report, slashes, new address[](0), sigs);
     }
 
     function test_FinalizeEpoch_TheLongestJailAllowedFinalizes() public {
         _registerAndStake(alice, 1, STAKE);
-        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](1);
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](1);
         slashes[0] = _slash(alice, 0, distributor.MAX_JAIL_SECONDS(), false);
         _fund(1 ether);
         _submitAndFinalize(_report(1, keccak256("root"), 1 ether, slashes), slashes);
@@ -1293,25 +1290,25 @@ contract RewardDistributorTest is SwarmTestBase {
     function test_RevertWhen_SubmitEpochSlashesAreUnsortedOrRepeated() public {
         _fund(1 ether);
         (address low, address high) = alice < bob ? (alice, bob) : (bob, alice);
-        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](2);
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](2);
         (slashes[0], slashes[1]) = (_slash(high, 100, 0, false), _slash(low, 100, 0, false));
         RewardDistributor.EpochReport memory report = _report(1, keccak256("root"), 1 ether, slashes);
         bytes[] memory sigs = _sign(report, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.SlashesNotSorted.selector, 1, low));
-        distributor.submitEpoch(report, slashes, sigs);
+        distributor.submitEpoch(report, slashes, new address[](0), sigs);
 
         (slashes[0], slashes[1]) = (_slash(low, 100, 0, false), _slash(low, 200, 0, false));
         report = _report(1, keccak256("root"), 1 ether, slashes);
         sigs = _sign(report, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.SlashesNotSorted.selector, 1, low));
-        distributor.submitEpoch(report, slashes, sigs);
+        distributor.submitEpoch(report, slashes, new address[](0), sigs);
 
-        slashes = new RewardDistributor.Slash[](1);
+        slashes = new IStakingVault.SlashOrder[](1);
         slashes[0] = _slash(address(0), 100, 0, false);
         report = _report(1, keccak256("root"), 1 ether, slashes);
         sigs = _sign(report, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.SlashesNotSorted.selector, 0, address(0)));
-        distributor.submitEpoch(report, slashes, sigs);
+        distributor.submitEpoch(report, slashes, new address[](0), sigs);
     }
 
     function testFuzz_RevertWhen_SubmitEpochCumulativeTotalIsNotWhatWasAllocated(uint256 claimedTotal) public {
@@ -1323,7 +1320,7 @@ contract RewardDistributorTest is SwarmTestBase {
         report.cumulativeTotal = claimedTotal;
         bytes[] memory sigs = _sign(report, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.CumulativeTotalMismatch.selector, claimedTotal, 5 ether));
-        distributor.submitEpoch(report, _noSlashes(), sigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
     }
 
     function test_RevertWhen_SubmitEpochAfterItsExpiry() public {
@@ -1334,9 +1331,9 @@ contract RewardDistributorTest is SwarmTestBase {
         vm.expectRevert(
             abi.encodeWithSelector(RewardDistributor.ReportExpired.selector, report.expiresAt, report.expiresAt + 1)
         );
-        distributor.submitEpoch(report, _noSlashes(), sigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
         vm.warp(report.expiresAt);
-        distributor.submitEpoch(report, _noSlashes(), sigs);
+        distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
         assertEq(distributor.pendingReport().epoch, 1);
     }
 
@@ -1379,7 +1376,7 @@ contract RewardDistributorTest is SwarmTestBase {
         stuck.expiresAt = uint64(block.timestamp + 1 days); // same content, a new expiry
         bytes[] memory sigs = _sign(stuck, THRESHOLD);
         vm.expectRevert(abi.encodeWithSelector(RewardDistributor.ReportVetoed.selector, 1));
-        distributor.submitEpoch(stuck, _noSlashes(), sigs);
+        distributor.submitEpoch(stuck, _noSlashes(), new address[](0), sigs);
 
         _submit(_report(1, keccak256("replacement"), 1 ether, _noSlashes()), _noSlashes());
         assertEq(distributor.pendingReport().epoch, 1);
@@ -1389,12 +1386,12 @@ contract RewardDistributorTest is SwarmTestBase {
         _registerAndStake(alice, 1, STAKE);
         vm.prank(alice);
         vault.requestUnstake(STAKE);
-        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](1);
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](1);
         slashes[0] = _slash(alice, 1_000, 0, false);
         _fund(1 ether);
         _submit(_report(1, keccak256("root"), 1 ether, slashes), slashes);
         uint64 heldUntil = distributor.pendingReport().finalizableAt + distributor.FINALIZE_PERIOD() + 1;
-        assertEq(vault.providerInfo(alice).heldUntil, heldUntil);
+        assertEq(vault.providerInfo(alice).reportHeldUntil, heldUntil);
 
         // The unbonding period ends while the report waits: the stake still cannot leave.
         vm.warp(vault.providerInfo(alice).unbondingEnd);
@@ -1417,7 +1414,7 @@ contract RewardDistributorTest is SwarmTestBase {
         vm.prank(admin);
         vault.setSlashRateLimit(1_000 ether, 1);
         (address honest, address fraud) = alice < bob ? (alice, bob) : (bob, alice);
-        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](2);
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](2);
         // The fraud sorts second but is applied first: it takes the whole bucket.
         slashes[0] = _slash(honest, 1_000, 0, false);
         slashes[1] = _slash(fraud, 1_000, 0, true);
@@ -1454,7 +1451,7 @@ contract RewardDistributorTest is SwarmTestBase {
             abi.encode(
                 keccak256("EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)"),
                 keccak256("SwarmRewardDistributor"),
-                keccak256("2"),
+                keccak256("3"),
                 block.chainid,
                 address(distributor)
             )
@@ -1465,7 +1462,7 @@ contract RewardDistributorTest is SwarmTestBase {
         assertEq(distributor.domainSeparator(), _expectedDomainSeparator());
         (, string memory name, string memory version, uint256 chainId, address verifying,,) = distributor.eip712Domain();
         assertEq(name, "SwarmRewardDistributor");
-        assertEq(version, "2");
+        assertEq(version, "3");
         assertEq(chainId, block.chainid);
         assertEq(verifying, address(distributor));
 
@@ -1476,11 +1473,11 @@ contract RewardDistributorTest is SwarmTestBase {
     function test_HashReport_MatchesIndependentDigest() public view {
         bytes32 typehash = keccak256(
             "EpochReport(uint64 epoch,bytes32 rewardsRoot,uint256 totalRewards,uint256 cumulativeTotal,"
-            "bytes32 slashesHash,uint64 expiresAt)"
+            "bytes32 slashesHash,bytes32 deferredHash,uint64 expiresAt)"
         );
         assertEq(distributor.EPOCH_REPORT_TYPEHASH(), typehash);
 
-        RewardDistributor.Slash[] memory slashes = _slashes(_slash(alice, 100, 1 days, false), _slash(bob, 0, 0, true));
+        IStakingVault.SlashOrder[] memory slashes = _slashes(_slash(alice, 100, 1 days, false), _slash(bob, 0, 0, true));
         RewardDistributor.EpochReport memory report = _report(42, keccak256("root"), 123 ether, slashes);
         bytes32 structHash = keccak256(
             abi.encode(
@@ -1490,6 +1487,7 @@ contract RewardDistributorTest is SwarmTestBase {
                 uint256(123 ether),
                 uint256(123 ether),
                 keccak256(abi.encode(slashes)),
+                keccak256(abi.encode(new address[](0))),
                 uint64(block.timestamp + 1 days)
             )
         );
@@ -1567,7 +1565,7 @@ contract RewardDistributorTest is SwarmTestBase {
     }
 
     function testFuzz_FinalizeOnlyFromFinalizableAt(uint64 window, uint256 delay) public {
-        window = uint64(bound(window, MIN_CHALLENGE_WINDOW, distributor.MAX_CHALLENGE_WINDOW()));
+        window = uint64(bound(window, MIN_CHALLENGE_WINDOW, UNBONDING_PERIOD - MAX_REPORT_LAG));
         vm.warp(block.timestamp + bound(delay, 0, 365 days));
         vm.prank(admin);
         distributor.setChallengeWindow(window);
@@ -1588,7 +1586,7 @@ contract RewardDistributorTest is SwarmTestBase {
     }
 
     function testFuzz_VetoOnlyBeforeFinalizableAt(uint64 window, uint256 elapsed) public {
-        window = uint64(bound(window, MIN_CHALLENGE_WINDOW, distributor.MAX_CHALLENGE_WINDOW()));
+        window = uint64(bound(window, MIN_CHALLENGE_WINDOW, UNBONDING_PERIOD - MAX_REPORT_LAG));
         vm.prank(admin);
         distributor.setChallengeWindow(window);
         uint64 finalizableAt = _submitEpochOne();
@@ -1633,10 +1631,10 @@ contract RewardDistributorTest is SwarmTestBase {
         bytes[] memory sigs = _signWith(report, chosen);
         if (count < t) {
             vm.expectRevert(abi.encodeWithSelector(RewardDistributor.NotEnoughSignatures.selector, count, t));
-            distributor.submitEpoch(report, _noSlashes(), sigs);
+            distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
             assertEq(distributor.pendingReport().epoch, 0);
         } else {
-            distributor.submitEpoch(report, _noSlashes(), sigs);
+            distributor.submitEpoch(report, _noSlashes(), new address[](0), sigs);
             assertEq(distributor.pendingReport().epoch, 1);
         }
     }

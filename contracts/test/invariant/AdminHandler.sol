@@ -31,19 +31,27 @@ contract AdminHandler is HandlerBase {
 
     // ─── Vault ───────────────────────────────────────────────────────────────
 
+    /// @dev In range: from the larger of the floor and the distributor's challenge window plus
+    /// its report lag, to the ceiling. Below the floor: OutOfRange; above it but below the
+    /// reporting time: UnbondingShorterThanReporting; above the ceiling: OutOfRange.
     function setUnbondingPeriod(uint256 seed) external step {
         uint64 floor = vault.minUnbondingPeriod();
+        uint64 reporting = distributor.challengeWindow() + distributor.maxReportLag();
+        uint64 lowest = reporting > floor ? reporting : floor;
         uint64 ceiling = vault.MAX_UNBONDING_PERIOD();
         uint64 period;
         bool inRange = seed % 2 == 0;
-        if (inRange) period = uint64(_bound(seed >> 1, floor, ceiling));
-        else if ((seed >> 1) % 2 == 0) period = uint64(_bound(seed >> 2, 0, floor - 1));
+        if (inRange) period = uint64(_bound(seed >> 1, lowest, ceiling));
+        else if ((seed >> 1) % 2 == 0) period = uint64(_bound(seed >> 2, 0, lowest - 1));
         else period = uint64(_bound(seed >> 2, uint256(ceiling) + 1, type(uint64).max));
+        bytes4 expected = period >= floor && period < reporting
+            ? StakingVault.UnbondingShorterThanReporting.selector
+            : StakingVault.OutOfRange.selector;
         vm.prank(admin);
         try vault.setUnbondingPeriod(period) {
             _taken(inRange, "setUnbondingPeriod");
         } catch (bytes memory err) {
-            _refused(inRange, err, StakingVault.OutOfRange.selector, "setUnbondingPeriod");
+            _refused(inRange, err, expected, "setUnbondingPeriod");
         }
     }
 
@@ -120,22 +128,55 @@ contract AdminHandler is HandlerBase {
     // ─── Distributor ─────────────────────────────────────────────────────────
 
     /// @dev In range: mostly up to two days, one call in eight up to MAX_CHALLENGE_WINDOW.
+    /// @dev In range: from the floor to the smaller of the ceiling and what the vault's
+    /// unbonding leaves beside the report lag (ReportingLongerThanUnbonding beyond that).
     function setChallengeWindow(uint256 seed) external step {
         uint64 floor = distributor.minChallengeWindow();
         uint64 ceiling = distributor.MAX_CHALLENGE_WINDOW();
+        uint64 room = vault.unbondingPeriod() - distributor.maxReportLag();
+        uint64 highest = room < ceiling ? room : ceiling;
         bool inRange = seed % 2 == 0;
-        uint64 window = uint64(_bound(seed >> 4, floor, (seed >> 1) % 8 == 0 ? ceiling : 2 days));
+        uint64 window = uint64(_bound(seed >> 4, floor, (seed >> 1) % 8 == 0 ? highest : _min64(2 days, highest)));
         if (!inRange) {
             window = (seed >> 1) % 2 == 0
                 ? uint64(_bound(seed >> 4, 0, floor - 1))
-                : uint64(_bound(seed >> 4, uint256(ceiling) + 1, type(uint64).max));
+                : uint64(_bound(seed >> 4, uint256(highest) + 1, type(uint64).max));
         }
+        bytes4 expected = window >= floor && window <= ceiling
+            ? RewardDistributor.ReportingLongerThanUnbonding.selector
+            : RewardDistributor.ChallengeWindowOutOfRange.selector;
         vm.prank(admin);
         try distributor.setChallengeWindow(window) {
             _taken(inRange, "setChallengeWindow");
         } catch (bytes memory err) {
-            _refused(inRange, err, RewardDistributor.ChallengeWindowOutOfRange.selector, "setChallengeWindow");
+            _refused(inRange, err, expected, "setChallengeWindow");
         }
+    }
+
+    /// @dev In range: 1 second to the smaller of MAX_REPORT_LAG and what the vault's unbonding
+    /// leaves beside the challenge window (ReportingLongerThanUnbonding beyond that).
+    function setMaxReportLag(uint256 seed) external step {
+        uint64 ceiling = distributor.MAX_REPORT_LAG();
+        uint64 room = vault.unbondingPeriod() - distributor.challengeWindow();
+        uint64 highest = room < ceiling ? room : ceiling;
+        bool inRange = seed % 2 == 0;
+        uint64 lag = uint64(_bound(seed >> 4, 1, highest));
+        if (!inRange) {
+            lag = (seed >> 1) % 2 == 0 ? 0 : uint64(_bound(seed >> 4, uint256(highest) + 1, type(uint64).max));
+        }
+        bytes4 expected = lag >= 1 && lag <= ceiling
+            ? RewardDistributor.ReportingLongerThanUnbonding.selector
+            : RewardDistributor.ReportLagOutOfRange.selector;
+        vm.prank(admin);
+        try distributor.setMaxReportLag(lag) {
+            _taken(inRange, "setMaxReportLag");
+        } catch (bytes memory err) {
+            _refused(inRange, err, expected, "setMaxReportLag");
+        }
+    }
+
+    function _min64(uint64 a, uint64 b) private pure returns (uint64) {
+        return a < b ? a : b;
     }
 
     // ─── Market ───────────────────────────────────────────────────────────────
@@ -186,7 +227,7 @@ contract AdminHandler is HandlerBase {
                 : uint16(_bound(seed >> 2, uint256(ceiling) + 1, type(uint16).max));
         }
         vm.prank(admin);
-        try market.setDisputeBond(bond) {
+        try market.setDisputeBond(bond, uint128(_bound(seed >> 20, 1, 100 ether))) {
             _taken(inRange, "setDisputeBond");
         } catch (bytes memory err) {
             _refused(inRange, err, JobMarket.DisputeBondOutOfRange.selector, "setDisputeBond");

@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {RewardDistributor} from "../../src/RewardDistributor.sol";
 import {HandlerBase} from "./HandlerBase.sol";
 import {DistributorHandler} from "./DistributorHandler.sol";
+import {IStakingVault} from "../../src/interfaces/IStakingVault.sol";
 
 /// @notice A committee whose keys are in hostile hands. It signs, with a quorum of real
 /// committee keys, every report the distributor's checks exist to refuse — a cumulative
@@ -72,17 +73,17 @@ contract AdversarialCommitteeHandler is HandlerBase {
         Malformed kind = Malformed(kindSeed % (uint256(type(Malformed).max) + 1));
         uint256 rewards = _bound(seed, 0, _min(_unallocated(), MAX_REWARDS));
         uint256[] memory cumulative = record.split(rewards, seed >> 8);
-        RewardDistributor.Slash[] memory slashes;
+        IStakingVault.SlashOrder[] memory slashes;
         RewardDistributor.EpochReport memory report;
         bytes4 expected;
 
         if (kind == Malformed.DuplicateSlash) {
-            slashes = new RewardDistributor.Slash[](2);
+            slashes = new IStakingVault.SlashOrder[](2);
             slashes[0] = _slash(_provider(seed), 100, 0, false);
             slashes[1] = slashes[0];
             expected = RewardDistributor.SlashesNotSorted.selector;
         } else if (kind == Malformed.UnsortedSlashes) {
-            slashes = new RewardDistributor.Slash[](2);
+            slashes = new IStakingVault.SlashOrder[](2);
             (address a, address b) = (providers[0], providers[1]);
             if (a < b) (a, b) = (b, a);
             slashes[0] = _slash(a, 100, 0, false);
@@ -91,7 +92,7 @@ contract AdversarialCommitteeHandler is HandlerBase {
         } else if (kind == Malformed.TooManySlashes) {
             slashes = _crowdSlashes(_crowd.length, seed, 0);
             uint256 n = slashes.length;
-            RewardDistributor.Slash[] memory more = new RewardDistributor.Slash[](n + 1);
+            IStakingVault.SlashOrder[] memory more = new IStakingVault.SlashOrder[](n + 1);
             for (uint256 i; i < n; ++i) {
                 more[i] = slashes[i];
             }
@@ -102,14 +103,14 @@ contract AdversarialCommitteeHandler is HandlerBase {
             slashes = _crowdSlashes(distributor.MAX_TOMBSTONES_PER_REPORT() + 1, seed, type(uint256).max);
             expected = RewardDistributor.TooManyTombstones.selector;
         } else if (kind == Malformed.JailTooLong) {
-            slashes = new RewardDistributor.Slash[](1);
+            slashes = new IStakingVault.SlashOrder[](1);
             uint64 jail = uint64(_bound(seed >> 16, uint256(distributor.MAX_JAIL_SECONDS()) + 1, type(uint64).max));
             if (seed % 2 == 0) jail = type(uint64).max - uint64(seed % 1000);
             slashes[0] = _slash(_provider(seed), 100, jail, false);
             expected = RewardDistributor.JailTooLong.selector;
         }
         report = _epochReport(distributor.lastFinalizedEpoch() + 1, cumulative, rewards, slashes);
-        RewardDistributor.Slash[] memory submitted = slashes;
+        IStakingVault.SlashOrder[] memory submitted = slashes;
         bytes[] memory sigs;
 
         if (kind == Malformed.CumulativeTotal) {
@@ -129,7 +130,7 @@ contract AdversarialCommitteeHandler is HandlerBase {
             report.expiresAt = uint64(block.timestamp) - 1 - uint64((seed >> 24) % 30 days);
             expected = RewardDistributor.ReportExpired.selector;
         } else if (kind == Malformed.SlashesMismatch) {
-            submitted = new RewardDistributor.Slash[](1);
+            submitted = new IStakingVault.SlashOrder[](1);
             submitted[0] = _slash(_provider(seed), 100, 0, false);
             expected = RewardDistributor.SlashesMismatch.selector;
         } else if (kind == Malformed.Underfunded) {
@@ -152,7 +153,7 @@ contract AdversarialCommitteeHandler is HandlerBase {
             sigs = record.sign(report, signerSeed);
         }
 
-        try distributor.submitEpoch(report, submitted, sigs) {
+        try distributor.submitEpoch(report, submitted, new address[](0), sigs) {
             malformedAccepted = true;
         } catch (bytes memory err) {
             bool foreignOrder =
@@ -165,12 +166,12 @@ contract AdversarialCommitteeHandler is HandlerBase {
     /// @dev Re-signs the contents the guardian last vetoed or discarded under a new expiry:
     /// refused for ever, whatever the expiry.
     function resubmitRefused(uint256 signerSeed, uint256 expirySeed) external step {
-        (bool has, RewardDistributor.EpochReport memory report, RewardDistributor.Slash[] memory slashes) =
+        (bool has, RewardDistributor.EpochReport memory report, IStakingVault.SlashOrder[] memory slashes) =
             record.lastRefused();
         if (!has || report.epoch != distributor.lastFinalizedEpoch() + 1 || record.livePending()) return;
         if (report.cumulativeTotal != distributor.totalAllocated() + report.totalRewards) return;
         report.expiresAt = uint64(block.timestamp + _bound(expirySeed, 1, 30 days));
-        try distributor.submitEpoch(report, slashes, record.sign(report, signerSeed)) {
+        try distributor.submitEpoch(report, slashes, new address[](0), record.sign(report, signerSeed)) {
             malformedAccepted = true;
         } catch (bytes memory err) {
             if (bytes4(err) != RewardDistributor.ReportVetoed.selector) malformedRefusedWrongly = true;
@@ -188,7 +189,7 @@ contract AdversarialCommitteeHandler is HandlerBase {
         uint256[] memory cumulative = record.split(rewards, rewardSeed >> 8);
         uint256 excess = _bound(excessSeed, 1, MAX_EXCESS);
         cumulative[(excessSeed >> 128) % cumulative.length] += excess;
-        RewardDistributor.Slash[] memory none;
+        IStakingVault.SlashOrder[] memory none;
         RewardDistributor.EpochReport memory report =
             _epochReport(distributor.lastFinalizedEpoch() + 1, cumulative, rewards, none);
         if (!_submitValid(report, none, signerSeed)) return;
@@ -206,7 +207,7 @@ contract AdversarialCommitteeHandler is HandlerBase {
         uint256 n = _largestCalls++ % FULL_REPORT_EVERY == 0
             ? distributor.MAX_SLASHES_PER_REPORT()
             : _bound(sizeSeed, distributor.MAX_TOMBSTONES_PER_REPORT(), 40);
-        RewardDistributor.Slash[] memory slashes = _crowdSlashes(n, slashSeed, _nextTombstone);
+        IStakingVault.SlashOrder[] memory slashes = _crowdSlashes(n, slashSeed, _nextTombstone);
         _nextTombstone += distributor.MAX_TOMBSTONES_PER_REPORT();
         uint256[] memory cumulative = record.split(0, slashSeed);
         RewardDistributor.EpochReport memory report =
@@ -221,7 +222,7 @@ contract AdversarialCommitteeHandler is HandlerBase {
     /// the per-period cap must bound what the distributor takes from it.
     function slashEveryEpoch(uint256 providerSeed, uint256 bpsSeed, uint256 signerSeed) external step {
         record.finalizePending();
-        RewardDistributor.Slash[] memory slashes = new RewardDistributor.Slash[](1);
+        IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](1);
         slashes[0] = _slash(_provider(providerSeed), uint16(_bound(bpsSeed, 1, BPS)), uint64(bpsSeed % 2 days), false);
         uint256[] memory cumulative = record.split(0, bpsSeed);
         RewardDistributor.EpochReport memory report =
@@ -236,11 +237,11 @@ contract AdversarialCommitteeHandler is HandlerBase {
     /// @dev Submits a report within every bound; it must be accepted.
     function _submitValid(
         RewardDistributor.EpochReport memory report,
-        RewardDistributor.Slash[] memory slashes,
+        IStakingVault.SlashOrder[] memory slashes,
         uint256 signerSeed
     ) private returns (bool) {
         if (record.livePending() || distributor.paused()) return false;
-        try distributor.submitEpoch(report, slashes, record.sign(report, signerSeed)) {
+        try distributor.submitEpoch(report, slashes, new address[](0), record.sign(report, signerSeed)) {
             return true;
         } catch (bytes memory err) {
             // The one refusal a valid report may meet: contents the guardian refused before.
@@ -256,9 +257,9 @@ contract AdversarialCommitteeHandler is HandlerBase {
     function _crowdSlashes(uint256 n, uint256 seed, uint256 tombstoneFrom)
         private
         view
-        returns (RewardDistributor.Slash[] memory slashes)
+        returns (IStakingVault.SlashOrder[] memory slashes)
     {
-        slashes = new RewardDistributor.Slash[](n);
+        slashes = new IStakingVault.SlashOrder[](n);
         uint256 maxTombstones = distributor.MAX_TOMBSTONES_PER_REPORT();
         uint64 jail = distributor.MAX_JAIL_SECONDS();
         for (uint256 i; i < n; ++i) {
@@ -275,9 +276,9 @@ contract AdversarialCommitteeHandler is HandlerBase {
     function _slash(address provider, uint16 bps, uint64 jailSeconds, bool tombstone)
         private
         pure
-        returns (RewardDistributor.Slash memory)
+        returns (IStakingVault.SlashOrder memory)
     {
-        return RewardDistributor.Slash({
+        return IStakingVault.SlashOrder({
             provider: provider,
             bps: bps,
             reason: "adversary",

@@ -7,6 +7,7 @@ import {StakingVault} from "../../src/StakingVault.sol";
 import {RewardDistributor} from "../../src/RewardDistributor.sol";
 import {HandlerBase} from "./HandlerBase.sol";
 import {StandardTree} from "./StandardTree.sol";
+import {IStakingVault} from "../../src/interfaces/IStakingVault.sol";
 
 /// @notice Plays the oracle committee, the guardian, a funder and the claimants: funds the
 /// pool, builds each epoch's cumulative earnings into a real StandardMerkleTree root,
@@ -22,7 +23,6 @@ contract DistributorHandler is HandlerBase {
     uint256 public constant FINALIZE_GAS_LIMIT = 15_000_000;
 
     address internal immutable funder;
-    address internal immutable guardian;
     uint256[] internal _signerKeys; // ascending by address, as the distributor requires
 
     /// @dev Cumulative earnings per provider in the finalized root, and in the one before.
@@ -37,13 +37,13 @@ contract DistributorHandler is HandlerBase {
     /// @dev The report last accepted (pending, or vetoed/discarded), with its slashes,
     /// leaves and excess.
     RewardDistributor.EpochReport internal _report;
-    RewardDistributor.Slash[] internal _slashes;
+    IStakingVault.SlashOrder[] internal _slashes;
     uint256[] internal _pendingCumulative;
     uint256 internal _pendingExcess;
 
     /// @dev The last vetoed or discarded report, kept to try submitting it again.
     RewardDistributor.EpochReport internal _vetoed;
-    RewardDistributor.Slash[] internal _vetoedSlashes;
+    IStakingVault.SlashOrder[] internal _vetoedSlashes;
     bool internal _hasVetoed;
     /// @dev Contents (epoch, root, rewards, slashes) the guardian vetoed or discarded.
     mapping(bytes32 content => bool) public wasRefused;
@@ -62,14 +62,15 @@ contract DistributorHandler is HandlerBase {
     bool public claimBeyondAllocationPaid; // a claim paid more than was allocated and unclaimed
     bool public acceptedReportNotFinalizable; // finalize of an accepted report reverted in its window
     bool public lapsedReportFinalized; // finalize succeeded after the report lapsed
+    bool public lapsedReportResubmittedByStranger; // someone outside the committee brought a lapsed report back
+    bool public holdOutlivedItsReport; // a provider stayed held by a vetoed, discarded or lapsed report
     bool public earlyDiscardAccepted; // discardEpoch succeeded before RECOVERY_DELAY
     bool public tombstonesNotFirst; // a tombstone applied after another slash of its report
     bool public tooManyTombstones; // a finalized report tombstoned more than the maximum
     uint256 public vetoedReplaysAccepted;
 
-    constructor(Deps memory d, address funder_, address guardian_, uint256[] memory signerKeys_) HandlerBase(d) {
+    constructor(Deps memory d, address funder_, uint256[] memory signerKeys_) HandlerBase(d) {
         funder = funder_;
-        guardian = guardian_;
         _signerKeys = signerKeys_;
         for (uint256 i; i < providers.length; ++i) {
             _committed.push(0);
@@ -123,11 +124,22 @@ contract DistributorHandler is HandlerBase {
         if (!_livePending() && !_submit(rewardSeed, slashSeed, signerSeed)) return;
         RewardDistributor.Pending memory p = distributor.pendingReport();
         _advanceTo(uint256(p.finalizableAt) + distributor.FINALIZE_PERIOD() + 1);
-        RewardDistributor.Slash[] memory slashes = _slashes;
+        IStakingVault.SlashOrder[] memory slashes = _slashes;
         try distributor.finalizeEpoch(slashes) {
             lapsedReportFinalized = true;
         } catch {
             _count("lapseRefused");
+        }
+        _checkHoldsReleased(slashes);
+        // Signed again with a later expiry: a stranger relaying it again is refused.
+        RewardDistributor.EpochReport memory lapsed = _report;
+        lapsed.expiresAt = uint64(block.timestamp + 1 days);
+        bytes[] memory sigs = sign(lapsed, signerSeed);
+        vm.prank(outsider);
+        try distributor.submitEpoch(lapsed, slashes, new address[](0), sigs) {
+            lapsedReportResubmittedByStranger = true;
+        } catch (bytes memory err) {
+            if (bytes4(err) == RewardDistributor.LapsedReportNotFromCommittee.selector) _count("lapsedReplayRefused");
         }
         if (_submit(rewardSeed >> 1, slashSeed >> 1, signerSeed >> 1)) _count("replaceLapsed");
     }
@@ -135,8 +147,8 @@ contract DistributorHandler is HandlerBase {
     /// @dev Anyone holding a vetoed or discarded report's signatures tries to submit it again.
     function replayVetoed(uint256 signerSeed) external step {
         if (!_hasVetoed || _livePending() || _vetoed.epoch != distributor.lastFinalizedEpoch() + 1) return;
-        RewardDistributor.Slash[] memory slashes = _vetoedSlashes;
-        try distributor.submitEpoch(_vetoed, slashes, sign(_vetoed, signerSeed)) {
+        IStakingVault.SlashOrder[] memory slashes = _vetoedSlashes;
+        try distributor.submitEpoch(_vetoed, slashes, new address[](0), sign(_vetoed, signerSeed)) {
             ++vetoedReplaysAccepted;
             refusedContentAccepted = true;
         } catch {
@@ -149,11 +161,11 @@ contract DistributorHandler is HandlerBase {
     function submitStaleEpoch(uint256 epochSeed, uint256 rewardSeed, uint256 signerSeed) external step {
         uint64 last = distributor.lastFinalizedEpoch();
         if (last == 0 || _livePending()) return;
-        RewardDistributor.Slash[] memory none;
+        IStakingVault.SlashOrder[] memory none;
         uint256[] memory cumulative = _split(0, rewardSeed);
         RewardDistributor.EpochReport memory report =
             _epochReport(uint64(_bound(epochSeed, 1, last)), cumulative, 0, none);
-        try distributor.submitEpoch(report, none, sign(report, signerSeed)) {
+        try distributor.submitEpoch(report, none, new address[](0), sign(report, signerSeed)) {
             finalizedOutOfOrder = true;
         } catch {
             _count("staleEpochRefused");
@@ -205,15 +217,15 @@ contract DistributorHandler is HandlerBase {
     /// @dev Pauses the distributor for one call: submit and finalize must stop; a claim
     /// must still pay.
     function pauseInterlude(uint256 providerSeed) external step {
-        vm.prank(admin);
+        vm.prank(guardian);
         distributor.pause();
-        RewardDistributor.Slash[] memory slashes = _slashes;
+        IStakingVault.SlashOrder[] memory slashes = _slashes;
         try distributor.finalizeEpoch(slashes) {
             _expectPaused(true, "");
         } catch (bytes memory err) {
             _expectPaused(false, err);
         }
-        try distributor.submitEpoch(_report, slashes, sign(_report, providerSeed)) {
+        try distributor.submitEpoch(_report, slashes, new address[](0), sign(_report, providerSeed)) {
             _expectPaused(true, "");
         } catch (bytes memory err) {
             _expectPaused(false, err);
@@ -228,7 +240,7 @@ contract DistributorHandler is HandlerBase {
                 break;
             }
         }
-        vm.prank(admin);
+        vm.prank(guardian);
         distributor.unpause();
     }
 
@@ -258,7 +270,7 @@ contract DistributorHandler is HandlerBase {
     /// its leaves, which may commit `excess` beyond its cumulativeTotal. Not a campaign target.
     function adopt(
         RewardDistributor.EpochReport memory report,
-        RewardDistributor.Slash[] memory slashes,
+        IStakingVault.SlashOrder[] memory slashes,
         uint256[] memory cumulative,
         uint256 excess
     ) external {
@@ -273,7 +285,7 @@ contract DistributorHandler is HandlerBase {
     /// Not a campaign target.
     function finalizeAdopted(
         RewardDistributor.EpochReport memory report,
-        RewardDistributor.Slash[] memory slashes,
+        IStakingVault.SlashOrder[] memory slashes,
         uint256[] memory cumulative
     ) external {
         _report = report;
@@ -322,7 +334,7 @@ contract DistributorHandler is HandlerBase {
     function lastRefused()
         external
         view
-        returns (bool, RewardDistributor.EpochReport memory, RewardDistributor.Slash[] memory)
+        returns (bool, RewardDistributor.EpochReport memory, IStakingVault.SlashOrder[] memory)
     {
         return (_hasVetoed, _vetoed, _vetoedSlashes);
     }
@@ -372,11 +384,15 @@ contract DistributorHandler is HandlerBase {
         }
         uint256 rewards = _bound(rewardSeed, 0, _min(unallocated, MAX_EPOCH_REWARDS));
         uint256[] memory cumulative = _split(rewards, uint256(keccak256(abi.encode(rewardSeed, "split"))));
-        RewardDistributor.Slash[] memory slashes = _orderSlashes(slashSeed);
+        IStakingVault.SlashOrder[] memory slashes = _orderSlashes(slashSeed);
         RewardDistributor.EpochReport memory report =
             _epochReport(distributor.lastFinalizedEpoch() + 1, cumulative, rewards, slashes);
         if (wasRefused[_content(report)]) return false;
-        distributor.submitEpoch(report, slashes, sign(report, signerSeed));
+        bytes[] memory sigs = sign(report, signerSeed);
+        // A committee member relays its committee's report: a report that lapsed may come
+        // back only from one of them.
+        vm.prank(vm.addr(_signerKeys[0]));
+        distributor.submitEpoch(report, slashes, new address[](0), sigs);
         _report = report;
         _storeSlashes(slashes);
         _pendingCumulative = cumulative;
@@ -399,27 +415,27 @@ contract DistributorHandler is HandlerBase {
 
     /// @dev A third of reports order one or two slashes, sorted by provider without
     /// duplicates: mostly within the vault's cap, some above it (applied at the cap), some
-    /// with zero bps or against an unregistered address (the vault refuses those and the
-    /// epoch still finalizes), jails, rarely a tombstone.
-    function _orderSlashes(uint256 seed) private view returns (RewardDistributor.Slash[] memory slashes) {
+    /// with zero bps (then a jail: no entry comes without a penalty) or against an unregistered
+    /// address (the vault skips it and the epoch still finalizes), jails, rarely a tombstone.
+    function _orderSlashes(uint256 seed) private view returns (IStakingVault.SlashOrder[] memory slashes) {
         if (seed % 3 != 0) return slashes;
         uint256 count = 1 + (seed >> 8) % 2;
         uint16 cap = vault.maxSlashBps();
-        slashes = new RewardDistributor.Slash[](count);
+        slashes = new IStakingVault.SlashOrder[](count);
         uint256 n;
         for (uint256 k; k < count; ++k) {
             uint256 r = uint256(keccak256(abi.encode(seed, k)));
             uint256 bpsRoll = (r >> 16) % 10;
             uint16 bps =
                 bpsRoll == 0 ? uint16(_bound(r >> 32, cap, BPS)) : bpsRoll == 1 ? 0 : uint16(_bound(r >> 32, 1, cap));
-            RewardDistributor.Slash memory s = RewardDistributor.Slash({
+            IStakingVault.SlashOrder memory s = IStakingVault.SlashOrder({
                 provider: r % 8 == 0 ? outsider : providers[(r >> 8) % providers.length],
                 bps: bps,
                 reason: "oracle",
                 evidenceHash: bytes32(r),
-                jailSeconds: (r >> 64) % 3 == 0 ? uint64(_bound(r >> 96, 1 hours, 2 days)) : 0,
+                jailSeconds: (r >> 64) % 3 == 0 || bps == 0 ? uint64(_bound(r >> 96, 1 hours, 2 days)) : 0,
                 tombstone: (r >> 160) % 64 == 0
-            });
+            }); // every entry carries a penalty: a zero-bps one jails
             // Insert in ascending provider order; a second slash of the same provider is dropped.
             uint256 j = n;
             bool duplicate;
@@ -446,7 +462,7 @@ contract DistributorHandler is HandlerBase {
 
     /// @dev Finalizes the pending report, which was accepted with `slashes`, under the gas
     /// cap: in its window and unpaused it must go through.
-    function _finalizeWith(RewardDistributor.Slash[] memory slashes) private {
+    function _finalizeWith(IStakingVault.SlashOrder[] memory slashes) private {
         RewardDistributor.Pending memory p = distributor.pendingReport();
         if (block.timestamp < p.finalizableAt) _advanceTo(p.finalizableAt);
         uint64 before = distributor.lastFinalizedEpoch();
@@ -482,7 +498,7 @@ contract DistributorHandler is HandlerBase {
 
     /// @dev Counts the report's tombstones and checks none came after a slash of a provider
     /// the report did not tombstone.
-    function _checkSlashOrder(Vm.Log[] memory logs, RewardDistributor.Slash[] memory slashes) private {
+    function _checkSlashOrder(Vm.Log[] memory logs, IStakingVault.SlashOrder[] memory slashes) private {
         uint256 tombstones;
         bool otherSeen;
         for (uint256 i; i < logs.length; ++i) {
@@ -501,7 +517,7 @@ contract DistributorHandler is HandlerBase {
     }
 
     /// @dev Whether the report (sorted by provider) orders `provider` tombstoned.
-    function _tombstoneOrdered(RewardDistributor.Slash[] memory slashes, address provider) private pure returns (bool) {
+    function _tombstoneOrdered(IStakingVault.SlashOrder[] memory slashes, address provider) private pure returns (bool) {
         uint256 lo;
         uint256 hi = slashes.length;
         while (lo < hi) {
@@ -527,24 +543,32 @@ contract DistributorHandler is HandlerBase {
 
     /// @dev The pending report was vetoed or discarded: its contents are refused for ever.
     function _refused() private {
+        _checkHoldsReleased(_slashes);
         wasRefused[_content(_report)] = true;
         _vetoed = _report;
         _copySlashes(_slashes, _vetoedSlashes);
         _hasVetoed = true;
     }
 
+    /// @dev No provider the refused or lapsed report slashed is still held by a report.
+    function _checkHoldsReleased(IStakingVault.SlashOrder[] memory slashes) private {
+        for (uint256 i; i < slashes.length; ++i) {
+            if (vault.providerInfo(slashes[i].provider).reportHeldUntil != 0) holdOutlivedItsReport = true;
+        }
+    }
+
     function _content(RewardDistributor.EpochReport memory report) private pure returns (bytes32) {
         return keccak256(abi.encode(report.epoch, report.rewardsRoot, report.totalRewards, report.slashesHash));
     }
 
-    function _storeSlashes(RewardDistributor.Slash[] memory slashes) private {
+    function _storeSlashes(IStakingVault.SlashOrder[] memory slashes) private {
         delete _slashes;
         for (uint256 i; i < slashes.length; ++i) {
             _slashes.push(slashes[i]);
         }
     }
 
-    function _copySlashes(RewardDistributor.Slash[] storage from, RewardDistributor.Slash[] storage to) private {
+    function _copySlashes(IStakingVault.SlashOrder[] storage from, IStakingVault.SlashOrder[] storage to) private {
         while (to.length > 0) {
             to.pop();
         }

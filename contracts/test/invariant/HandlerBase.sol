@@ -11,6 +11,7 @@ import {StakingVault} from "../../src/StakingVault.sol";
 import {RewardDistributor} from "../../src/RewardDistributor.sol";
 import {JobMarket} from "../../src/JobMarket.sol";
 import {StandardTree} from "./StandardTree.sol";
+import {IStakingVault} from "../../src/interfaces/IStakingVault.sol";
 
 /// @notice The campaign's clock. Every handler call starts by warping to it, so time only
 /// moves forward and by the amounts the handlers choose, whatever the fuzzer does to the
@@ -38,6 +39,10 @@ contract Clock {
 contract SlashLedger {
     uint256 internal constant BPS = 10_000;
     uint256 internal constant SLASH_PERIOD = 30 days;
+    /// @dev The vault counts a slasher's slashes in 2-day buckets: at time t, every slash whose
+    /// bucket is one of the 16 ending with t's. The ghost keeps every slash and recounts.
+    uint256 internal constant SLASH_BUCKET = 2 days;
+    uint256 internal constant COUNTED_BUCKETS = 16;
 
     struct SlashRecord {
         address provider;
@@ -58,20 +63,19 @@ contract SlashLedger {
         bool debt; // a "slash-debt" collection
     }
 
-    /// @dev Mirror of one slasher's period for one provider, started (as the vault starts
-    /// it) by the first slash SLASH_PERIOD or more after the previous start.
-    struct Window {
-        uint64 start;
-        uint16 usedBps; // summed applied bps in this period
-        uint16 maxCap; // the highest per-period cap in force at any slash of the period
-        uint256 baseline; // stake + unbonding just before the period's first slash
-        uint256 deposits; // staked since the period started
-        uint256 charged; // taken + owed by this slasher's slashes in this period
+    /// @dev One applied slash of one provider by one slasher, kept for ever: the per-period cap
+    /// is checked over every SLASH_PERIOD that ends at a slash.
+    struct Applied {
+        uint64 time;
+        uint16 bps;
+        uint16 cap; // the per-period cap in force
+        uint256 held; // stake + unbonding just before it
+        uint256 charged; // taken + owed
     }
 
     SlashRecord[] internal _records; // the actor providers' slashes
     uint256 public crowdSlashCount;
-    mapping(address slasher => mapping(address provider => Window)) public windows;
+    mapping(address slasher => mapping(address provider => Applied[])) internal _history;
     address[] internal _slashers;
 
     uint256 public totalSlashed; // sum of amounts taken, from the Slashed events
@@ -105,8 +109,8 @@ contract SlashLedger {
     bool public slashAboveBucket; // took more than the network-wide bucket held
     bool public treasuryShareWrong;
     bool public debtOverCollected; // a debt collection took more than was owed
-    bool public periodBpsExceeded; // one slasher summed more than the per-period cap on one provider
-    bool public periodTakeExceeded; // ... or charged more than that share of the provider's holdings
+    bool public periodBpsExceeded; // one slasher summed more than the per-period cap on one provider within 30 days
+    bool public periodTakeExceeded; // ... or charged more than that share of the most the provider held then
 
     uint64 public maxEpochSeen;
     bool public epochDecreased;
@@ -153,23 +157,54 @@ contract SlashLedger {
         if ((taken + r.debtAdded) * BPS > net * r.bps) slashAboveBps = true;
         if (r.bps != r.requestedBps) ++cappedSlashes;
 
-        Window storage w = _window(r.slasher, r.provider, r.held);
-        uint256 left = w.usedBps >= r.maxBpsPerPeriod ? 0 : r.maxBpsPerPeriod - w.usedBps;
+        uint256 used = counted(r.slasher, r.provider);
+        uint256 left = used >= r.maxBpsPerPeriod ? 0 : r.maxBpsPerPeriod - used;
         if (r.bps != _min(_min(r.requestedBps, r.maxBps), left)) slashNotAtCap = true;
-        w.usedBps += r.bps;
-        if (r.maxBpsPerPeriod > w.maxCap) w.maxCap = r.maxBpsPerPeriod;
-        w.charged += taken + r.debtAdded;
-        if (w.usedBps > w.maxCap) periodBpsExceeded = true;
-        if (w.charged * BPS > (w.baseline + w.deposits) * w.maxCap) periodTakeExceeded = true;
+        Applied[] storage history = _history[r.slasher][r.provider];
+        history.push(
+            Applied({
+                time: uint64(block.timestamp),
+                bps: r.bps,
+                cap: r.maxBpsPerPeriod,
+                held: r.held,
+                charged: taken + r.debtAdded
+            })
+        );
+        // Over the SLASH_PERIOD that ends now: the bps summed within the highest cap in force,
+        // and what was charged within that share of the most the provider held.
+        uint256 bpsSum;
+        uint256 charged;
+        uint256 maxCap;
+        uint256 maxHeld;
+        for (uint256 i = history.length; i > 0; --i) {
+            Applied storage a = history[i - 1];
+            if (uint256(a.time) + SLASH_PERIOD < block.timestamp) break;
+            bpsSum += a.bps;
+            charged += a.charged;
+            if (a.cap > maxCap) maxCap = a.cap;
+            if (a.held > maxHeld) maxHeld = a.held;
+        }
+        if (bpsSum > maxCap) periodBpsExceeded = true;
+        if (charged * BPS > maxHeld * maxCap) periodTakeExceeded = true;
+    }
+
+    /// @dev The bps `slasher` has applied to `provider` that the vault counts now: those of
+    /// the COUNTED_BUCKETS buckets ending with the current one.
+    function counted(address slasher, address provider) public view returns (uint256 sum) {
+        Applied[] storage history = _history[slasher][provider];
+        uint256 current = block.timestamp / SLASH_BUCKET;
+        for (uint256 i = history.length; i > 0; --i) {
+            Applied storage a = history[i - 1];
+            if (uint256(a.time) / SLASH_BUCKET + COUNTED_BUCKETS <= current) break;
+            sum += a.bps;
+        }
     }
 
     /// @dev A slash the per-period cap dropped entirely (SlashCapped to 0, no Slashed event):
     /// right only if this slasher's allowance for the provider was used up.
     function recordDropped(address slasher, address provider, uint16 maxBpsPerPeriod) external {
         ++droppedSlashes;
-        Window storage w = windows[slasher][provider];
-        bool expired = block.timestamp >= uint256(w.start) + SLASH_PERIOD;
-        if (expired || w.usedBps < maxBpsPerPeriod) slashNotAtCap = true;
+        if (counted(slasher, provider) < maxBpsPerPeriod) slashNotAtCap = true;
     }
 
     function recordCall(uint256 treasuryIn, uint256 burnt, uint256 fees, bool stateOk, bool splitOk) external {
@@ -178,12 +213,6 @@ contract SlashLedger {
         marketFees += fees;
         if (!stateOk) stateDeltaMismatch = true;
         if (!splitOk) splitMismatch = true;
-    }
-
-    function noteDeposit(address provider, uint256 amount) external {
-        for (uint256 i; i < _slashers.length; ++i) {
-            windows[_slashers[i]][provider].deposits += amount;
-        }
     }
 
     function countRateLimited() external {
@@ -237,22 +266,6 @@ contract SlashLedger {
         return _records[i];
     }
 
-    function window(address slasher, address provider) external view returns (Window memory) {
-        return windows[slasher][provider];
-    }
-
-    function _window(address slasher, address provider, uint256 held) private returns (Window storage w) {
-        w = windows[slasher][provider];
-        if (block.timestamp >= uint256(w.start) + SLASH_PERIOD) {
-            w.start = uint64(block.timestamp);
-            w.usedBps = 0;
-            w.maxCap = 0;
-            w.baseline = held;
-            w.deposits = 0;
-            w.charged = 0;
-        }
-    }
-
     function _min(uint256 a, uint256 b) private pure returns (uint256) {
         return a < b ? a : b;
     }
@@ -272,7 +285,8 @@ abstract contract HandlerBase is CommonBase, StdUtils {
         Clock clock;
         SlashLedger ledger;
         address treasury;
-        address admin; // DEFAULT_ADMIN_ROLE and PAUSER_ROLE everywhere
+        address admin; // DEFAULT_ADMIN_ROLE everywhere (the timelock)
+        address guardian; // PAUSER_ROLE everywhere
         address[] providers;
         address outsider; // never registered
     }
@@ -311,6 +325,7 @@ abstract contract HandlerBase is CommonBase, StdUtils {
     SlashLedger internal immutable ledger;
     address internal immutable treasury;
     address internal immutable admin;
+    address internal immutable guardian;
     address internal immutable outsider;
     address[] internal providers;
 
@@ -327,8 +342,14 @@ abstract contract HandlerBase is CommonBase, StdUtils {
         ledger = d.ledger;
         treasury = d.treasury;
         admin = d.admin;
+        guardian = d.guardian;
         outsider = d.outsider;
         providers = d.providers;
+    }
+
+    /// @dev The hold a withdrawal waits for: the slashers', or a report's while it stands.
+    function _held(StakingVault.ProviderView memory info) internal pure returns (uint64) {
+        return info.reportHeldUntil > info.heldUntil ? info.reportHeldUntil : info.heldUntil;
     }
 
     /// @dev Runs a handler action at the campaign's time and records the epoch and the
@@ -349,7 +370,7 @@ abstract contract HandlerBase is CommonBase, StdUtils {
         uint64 epoch,
         uint256[] memory cumulative,
         uint256 rewards,
-        RewardDistributor.Slash[] memory slashes
+        IStakingVault.SlashOrder[] memory slashes
     ) internal view returns (RewardDistributor.EpochReport memory) {
         return RewardDistributor.EpochReport({
             epoch: epoch,
@@ -357,6 +378,7 @@ abstract contract HandlerBase is CommonBase, StdUtils {
             totalRewards: rewards,
             cumulativeTotal: distributor.totalAllocated() + rewards,
             slashesHash: keccak256(abi.encode(slashes)),
+            deferredHash: keccak256(abi.encode(new address[](0))),
             expiresAt: uint64(block.timestamp) + 1 days
         });
     }
@@ -450,9 +472,9 @@ abstract contract HandlerBase is CommonBase, StdUtils {
                     (uint256 requested, uint256 applied) = abi.decode(log.data, (uint256, uint256));
                     (c.limitedProvider, c.debtAdded) = (address(uint160(uint256(log.topics[1]))), requested - applied);
                     ledger.countRateLimited();
+                } else if (topic == StakingVault.SlashSkipped.selector) {
+                    ledger.countNotApplied();
                 }
-            } else if (log.emitter == address(distributor) && topic == RewardDistributor.SlashNotApplied.selector) {
-                ledger.countNotApplied();
             } else if (log.emitter == address(market) && topic == JobMarket.JobSettled.selector) {
                 (, uint256 fee,) = abi.decode(log.data, (uint256, uint256, uint256));
                 fees += fee;

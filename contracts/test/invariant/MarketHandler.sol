@@ -63,8 +63,8 @@ contract MarketHandler is HandlerBase {
     /// went through.
     bool public secondJobSlashAccepted;
     bool public lateSlashAccepted;
-    /// @dev A dispute bond other than the bond rate of the payment (rounded up) for a
-    /// buyer, or other than zero for the matcher.
+    /// @dev A dispute bond other than the bond rate of the payment (rounded up, at least the
+    /// floor) for a buyer, or other than zero for the matcher.
     bool public disputeBondWrong;
     /// @dev The provider of an open job was not held in the vault until the job's last
     /// slashable second (past the deadline; the dispute window; the arbitration period).
@@ -226,7 +226,7 @@ contract MarketHandler is HandlerBase {
         address provider = _eligibleProvider(providerSeed, job.provider);
         if (provider == address(0)) return;
         uint16 bps = priceSeed % 2 == 0 || job.slashed ? 0 : _slashBps(priceSeed >> 1);
-        _reassign(id, job, provider, uint128(_bound(priceSeed >> 17, 0, job.maxPricePerUnit)), bps);
+        _reassign(id, job, provider, uint128(_bound(priceSeed >> 17, market.minPricePerUnit(), job.maxPricePerUnit)), bps);
     }
 
     /// @dev Half the failures blame the provider and slash it. A job already slashed
@@ -275,7 +275,7 @@ contract MarketHandler is HandlerBase {
     /// @dev Pauses the market for one call: posting, assigning and reassigning must stop;
     /// cancelling, failing and settling must not.
     function pauseInterlude(uint256 jobSeed) external step {
-        vm.prank(admin);
+        vm.prank(guardian);
         market.pause();
         address buyer = _buyers[jobSeed % _buyers.length];
         vm.prank(buyer);
@@ -312,7 +312,7 @@ contract MarketHandler is HandlerBase {
                 }
             }
         }
-        vm.prank(admin);
+        vm.prank(guardian);
         market.unpause();
         _count("pauseInterlude");
     }
@@ -425,6 +425,7 @@ contract MarketHandler is HandlerBase {
         }
         uint256 payment = uint256(job.unitsUsed) * job.pricePerUnit;
         uint256 expected = by == matcher ? 0 : (payment * market.disputeBondBps() + BPS - 1) / BPS;
+        if (by != matcher && expected < market.minDisputeBond()) expected = market.minDisputeBond();
         uint256 bond = market.disputeBond(id);
         if (bond != expected) disputeBondWrong = true;
         _ghosts[id].bond = bond;
@@ -469,7 +470,7 @@ contract MarketHandler is HandlerBase {
         vm.prank(outsider);
         market.reclaimExpired(id);
         _recordClose(id, job, before, _audit(w));
-        _checkSplit(id, job, before, uint256(job.unitsUsed) * job.pricePerUnit / 2, false);
+        _checkSplit(id, job, before, uint256(job.unitsUsed) * job.pricePerUnit / 2, true); // the bond goes to the provider
         _count("disputeExpired");
     }
 
@@ -535,8 +536,9 @@ contract MarketHandler is HandlerBase {
         returns (JobMarket.Job memory assigned)
     {
         uint16 fee = market.feeBps();
+        uint128 assigned_ = uint128(_bound(price, market.minPricePerUnit(), job.maxPricePerUnit));
         vm.prank(matcher);
-        market.assignJob(id, provider, uint128(_bound(price, 0, job.maxPricePerUnit)));
+        market.assignJob(id, provider, assigned_);
         _ghosts[id].feeBps = fee;
         assigned = market.getJob(id);
         if (assigned.feeBps != fee) feeNotLockedAtAssignment = true;

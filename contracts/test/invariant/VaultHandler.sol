@@ -61,7 +61,7 @@ contract VaultHandler is HandlerBase {
         if (info.unbonding == 0) return;
         uint256 mode = waitSeed % 4;
         if (mode == 1) _advanceTo(info.unbondingEnd);
-        else if (mode > 1) _advanceTo(info.unbondingEnd > info.heldUntil ? info.unbondingEnd : info.heldUntil);
+        else if (mode > 1) _advanceTo(info.unbondingEnd > _held(info) ? info.unbondingEnd : _held(info));
         uint256 debt = vault.slashDebt(p);
         if (mode == 3 && debt > 0 && debt <= vault.slashBucketCapacity()) {
             uint256 available = vault.availableSlashCapacity();
@@ -81,13 +81,18 @@ contract VaultHandler is HandlerBase {
         _collect(p);
     }
 
-    /// @dev Serves the jail and tops the stake up to the minimum first if needed.
+    /// @dev Serves the jail and tops the stake up to the minimum plus any slash debt first if
+    /// needed: a debt counts against the stake that unjails.
     function unjail(uint256 providerSeed) external step {
         address p = _provider(providerSeed);
         StakingVault.ProviderView memory info = vault.providerInfo(p);
         if (info.jailedUntil == 0 || info.tombstoned) return;
         if (block.timestamp < info.jailedUntil) _advanceTo(info.jailedUntil);
-        uint256 minimum = vault.minStake(p);
+        if (info.slashDebt > 0) {
+            _collect(p); // what the bucket allows is taken first; the rest counts against the stake
+            info = vault.providerInfo(p);
+        }
+        uint256 minimum = vault.minStake(p) + info.slashDebt;
         if (info.stake < minimum) {
             uint256 topUp = minimum - info.stake;
             if (token.balanceOf(p) < topUp || vault.paused()) return;
@@ -109,12 +114,11 @@ contract VaultHandler is HandlerBase {
     /// @dev Pauses the vault for one call: stake must stop; unstake and withdraw must not.
     function pauseInterlude(uint256 providerSeed, uint256 amount) external step {
         address p = _provider(providerSeed);
-        vm.prank(admin);
+        vm.prank(guardian);
         vault.pause();
         vm.prank(p);
         try vault.stake(1 ether) {
             deposited += 1 ether;
-            ledger.noteDeposit(p, 1 ether);
             _expectPaused(true, "");
         } catch (bytes memory err) {
             _expectPaused(false, err);
@@ -127,7 +131,7 @@ contract VaultHandler is HandlerBase {
         } else if (info.unbonding > 0) {
             _tryWithdraw(p);
         }
-        vm.prank(admin);
+        vm.prank(guardian);
         vault.unpause();
     }
 
@@ -154,7 +158,7 @@ contract VaultHandler is HandlerBase {
                 info = vault.providerInfo(p);
             }
             if (info.unbondingEnd > releaseAt) releaseAt = info.unbondingEnd;
-            if (info.heldUntil > releaseAt) releaseAt = info.heldUntil;
+            if (_held(info) > releaseAt) releaseAt = _held(info);
         }
         _advanceTo(releaseAt);
         for (uint256 i; i < providers.length; ++i) {
@@ -177,7 +181,6 @@ contract VaultHandler is HandlerBase {
         vm.prank(p);
         vault.stake(amount);
         deposited += amount;
-        ledger.noteDeposit(p, amount);
         _count("stake");
     }
 
@@ -189,7 +192,7 @@ contract VaultHandler is HandlerBase {
         uint256 collectable = _min(_min(debt, vault.availableSlashCapacity()), uint256(info.stake) + info.unbonding);
         bytes4 due;
         if (block.timestamp < info.unbondingEnd) due = StakingVault.StillUnbonding.selector;
-        else if (block.timestamp < info.heldUntil) due = StakingVault.StakeOnHold.selector;
+        else if (block.timestamp < _held(info)) due = StakingVault.StakeOnHold.selector;
         else if (debt > 0 && collectable == 0 && debt >= info.unbonding) due = StakingVault.SlashDebtOutstanding.selector;
 
         uint256 before = token.balanceOf(p);
@@ -200,7 +203,7 @@ contract VaultHandler is HandlerBase {
             _audit(w);
             uint256 paid = token.balanceOf(p) - before;
             if (paid != w.exitPaid) withdrawalPaidWrong = true;
-            if (block.timestamp < info.unbondingEnd || block.timestamp < info.heldUntil) {
+            if (block.timestamp < info.unbondingEnd || block.timestamp < _held(info)) {
                 withdrawalBeforeRelease = true;
             }
             uint256 owed = vault.slashDebt(p);

@@ -2,15 +2,20 @@
 pragma solidity ^0.8.24;
 
 import {Test} from "forge-std/Test.sol";
+import {TimelockController} from "@openzeppelin/contracts/governance/TimelockController.sol";
 
 import {SwarmToken} from "../../src/SwarmToken.sol";
 import {StakingVault} from "../../src/StakingVault.sol";
 import {RewardDistributor} from "../../src/RewardDistributor.sol";
 import {JobMarket} from "../../src/JobMarket.sol";
+import {IStakingVault} from "../../src/interfaces/IStakingVault.sol";
 import {JobResults} from "./JobResults.sol";
 
 /// @notice Deploys and wires the four contracts the way `ledger/deploy.py` does, with
-/// funded actors, for every Foundry test.
+/// funded actors, for every Foundry test. The admin of every contract is a
+/// TimelockController whose one proposer is `governor`'s key: a test that pranks `admin`
+/// acts as an operation the timelock executes after its delay; an attack by the admin's key
+/// goes through {_schedule} and {_execute}.
 abstract contract SwarmTestBase is Test {
     uint128 internal constant MIN_STAKE_PER_GPU = 1_000 ether;
     uint64 internal constant UNBONDING_PERIOD = 7 days;
@@ -26,9 +31,17 @@ abstract contract SwarmTestBase is Test {
     uint64 internal constant DISPUTE_WINDOW = 1 days;
     uint64 internal constant MIN_DISPUTE_WINDOW = 1 hours;
     uint16 internal constant DISPUTE_BOND_BPS = 1_000;
+    uint128 internal constant MIN_DISPUTE_BOND = 1 ether;
+    uint64 internal constant MAX_JOB_DURATION = 30 days;
+    uint128 internal constant MIN_PRICE_PER_UNIT = 1;
+    uint64 internal constant MAX_REPORT_LAG = 12 hours; // with the window, within the unbonding floor
+    /// @dev Longer than the unbonding period: a provider sees a change scheduled and leaves first.
+    uint256 internal constant TIMELOCK_DELAY = UNBONDING_PERIOD + 1 days;
     uint256 internal constant ACTOR_FUNDS = 10_000_000 ether;
 
-    address internal admin = makeAddr("admin");
+    address internal governor = makeAddr("governor"); // the admin's key: the timelock's proposer
+    TimelockController internal timelock;
+    address internal admin; // the timelock
     address internal treasury = makeAddr("treasury");
     address internal guardian = makeAddr("guardian");
     address internal matcher = makeAddr("matcher");
@@ -61,21 +74,23 @@ abstract contract SwarmTestBase is Test {
         }
         _sortSigners();
 
+        address[] memory proposers = new address[](1);
+        proposers[0] = governor;
+        address[] memory executors = new address[](1); // address(0): anyone executes a ready operation
+        timelock = new TimelockController(TIMELOCK_DELAY, proposers, executors, address(0));
+        admin = address(timelock);
+
         vm.startPrank(admin);
         token = new SwarmToken(admin, admin, 500_000_000 ether);
-        // The vault names the distributor, created right after it, as the one that records claims.
-        vault = new StakingVault(token, admin, _vaultParams(vm.computeCreateAddress(admin, vm.getNonce(admin) + 1)));
-        distributor =
-            new RewardDistributor(token, vault, admin, signerAddrs, THRESHOLD, CHALLENGE_WINDOW, MIN_CHALLENGE_WINDOW);
-        market = new JobMarket(
-            token, vault, admin, treasury, FEE_BPS, DISPUTE_WINDOW, MIN_DISPUTE_WINDOW, DISPUTE_BOND_BPS
+        // The vault names the distributor and the market, created right after it, as its
+        // slashers, and the distributor as the one that records claims and report holds.
+        address nextDistributor = vm.computeCreateAddress(admin, vm.getNonce(admin) + 1);
+        address nextMarket = vm.computeCreateAddress(admin, vm.getNonce(admin) + 2);
+        vault = new StakingVault(token, admin, _vaultParams(nextDistributor, nextMarket));
+        distributor = new RewardDistributor(
+            token, vault, admin, guardian, signerAddrs, THRESHOLD, CHALLENGE_WINDOW, MIN_CHALLENGE_WINDOW, MAX_REPORT_LAG
         );
-
-        vault.grantRole(vault.SLASHER_ROLE(), address(distributor));
-        vault.grantRole(vault.SLASHER_ROLE(), address(market));
-        distributor.grantRole(distributor.GUARDIAN_ROLE(), guardian);
-        market.grantRole(market.MATCHER_ROLE(), matcher);
-        market.grantRole(market.ARBITER_ROLE(), arbiter);
+        market = new JobMarket(token, vault, admin, _marketParams());
 
         address[4] memory actors = [alice, bob, carol, dave];
         for (uint256 i; i < actors.length; ++i) {
@@ -95,7 +110,17 @@ abstract contract SwarmTestBase is Test {
         }
     }
 
-    /// @dev The vault's parameters, with `rewardsDistributor` as the contract that records claims.
+    /// @dev The vault's parameters, with `rewardsDistributor` as the contract that records
+    /// claims, and it and `market_` as the slashers.
+    function _vaultParams(address rewardsDistributor, address market_) internal view returns (StakingVault.Params memory p) {
+        p = _vaultParams(rewardsDistributor);
+        p.slashers = new address[](2);
+        p.slashers[0] = rewardsDistributor;
+        p.slashers[1] = market_;
+    }
+
+    /// @dev The vault's parameters, with `rewardsDistributor` as the contract that records claims
+    /// and no slasher.
     function _vaultParams(address rewardsDistributor) internal view returns (StakingVault.Params memory) {
         return StakingVault.Params({
             minStakePerGpu: MIN_STAKE_PER_GPU,
@@ -107,8 +132,39 @@ abstract contract SwarmTestBase is Test {
             treasury: treasury,
             slashBucketCapacity: BUCKET_CAPACITY,
             slashRefillPerSecond: BUCKET_REFILL,
-            rewardsDistributor: rewardsDistributor
+            rewardsDistributor: rewardsDistributor,
+            guardian: guardian,
+            slashers: new address[](0)
         });
+    }
+
+    /// @dev The market's parameters: the test's guardian, matcher, arbiter and treasury.
+    function _marketParams() internal view returns (JobMarket.Params memory) {
+        return JobMarket.Params({
+            guardian: guardian,
+            matcher: matcher,
+            arbiter: arbiter,
+            treasury: treasury,
+            feeBps: FEE_BPS,
+            disputeWindow: DISPUTE_WINDOW,
+            minDisputeWindow: MIN_DISPUTE_WINDOW,
+            disputeBondBps: DISPUTE_BOND_BPS,
+            minDisputeBond: MIN_DISPUTE_BOND,
+            maxJobDuration: MAX_JOB_DURATION,
+            minPricePerUnit: MIN_PRICE_PER_UNIT
+        });
+    }
+
+    /// @dev `governor` schedules `data` on `target` through the timelock; returns the operation id.
+    function _schedule(address target, bytes memory data) internal returns (bytes32 id) {
+        vm.prank(governor);
+        timelock.schedule(target, 0, data, bytes32(0), bytes32(0), TIMELOCK_DELAY);
+        return timelock.hashOperation(target, 0, data, bytes32(0), bytes32(0));
+    }
+
+    /// @dev Anyone executes the operation `data` on `target` once the timelock allows it.
+    function _execute(address target, bytes memory data) internal {
+        timelock.execute(target, 0, data, bytes32(0), bytes32(0));
     }
 
     /// @dev Registers `provider` with `gpus` GPUs and stakes `amount`.
