@@ -46,8 +46,17 @@ from ledger.indexer import (
 )
 from ledger.indexer.store import count_rows
 from ledger.merkle import RewardTree
-from ledger.reports import SLASH_TUPLE, EpochReport, Slash, reason_bytes, slashes_hash, sorted_slashes
-from ledger.results import sign_result
+from ledger.reports import (
+    REPORT_TUPLE,
+    SLASH_TUPLE,
+    EpochReport,
+    Slash,
+    deferred_hash,
+    reason_bytes,
+    slashes_hash,
+    sorted_slashes,
+)
+from ledger.results import JobTerms, sign_result
 from ledger.rewards import sign
 from ledger.tx import Sender
 from ledger.units import ONE
@@ -88,6 +97,7 @@ class Workload:
         self.swarm = swarm
         self.d = swarm.deployment.addresses
         self.deployer = dev_account(0).address
+        self.guardian = swarm.deployment.params["guardian"]  # vetoes: the deployer on a devnet
         self.nonces: dict[str, int] = {}
 
     def nonce(self, sender: str) -> int:
@@ -206,7 +216,8 @@ class Workload:
         completions = []
         for j in job_ids:
             result = keccak(j.to_bytes(32, "big"))
-            signature = sign_result(provider_keys[j % len(providers)], chain_id, market, j, result, 7)
+            terms = JobTerms(j, providers[j % len(providers)], ONE)  # assigned above at ONE a unit
+            signature = sign_result(provider_keys[j % len(providers)], chain_id, market, terms, result, 7)
             completions.append((self.deployer, market, calldata(*complete, [j, result, 7, signature])))
         self.send(completions)
         self.rpc.call("evm_increaseTime", 3_600)
@@ -220,9 +231,9 @@ class Workload:
     def _submit(self, report: EpochReport, slashes: list[Slash]) -> None:
         signatures = sign(self.swarm, report, devnet_committee_keys()[:3])
         data = calldata(
-            f"submitEpoch((uint64,bytes32,uint256,uint256,bytes32,uint64),{SLASH_TUPLE}[],bytes[])",
-            ["(uint64,bytes32,uint256,uint256,bytes32,uint64)", f"{SLASH_TUPLE}[]", "bytes[]"],
-            [report.as_tuple(), [s.as_tuple() for s in slashes], signatures],
+            f"submitEpoch({REPORT_TUPLE},{SLASH_TUPLE}[],address[],bytes[])",
+            [REPORT_TUPLE, f"{SLASH_TUPLE}[]", "address[]", "bytes[]"],
+            [report.as_tuple(), [s.as_tuple() for s in slashes], [], signatures],
         )
         self.send([(self.deployer, self.d["RewardDistributor"], data)], gas=10_000_000)
 
@@ -232,10 +243,11 @@ class Workload:
                 Slash(providers[i % len(providers)], 100, reason_bytes("downtime"), secrets.token_bytes(32))
                 for i in range(SLASHES_PER_REPORT)
             ])
-            report = EpochReport(1, secrets.token_bytes(32), 0, 0, slashes_hash(slashes), self._expiry())
+            report = EpochReport(1, secrets.token_bytes(32), 0, 0, slashes_hash(slashes), deferred_hash([]),
+                                 self._expiry())
             self._submit(report, slashes)
             self.send(
-                [(self.deployer, self.d["RewardDistributor"], calldata("vetoEpoch(uint64)", ["uint64"], [1]))]
+                [(self.guardian, self.d["RewardDistributor"], calldata("vetoEpoch(uint64)", ["uint64"], [1]))]
             )
 
     def _final_epoch(self, providers: list[str]) -> None:
@@ -246,7 +258,8 @@ class Workload:
             for p in providers[:FINAL_SLASHES]
         ])
         total = sum(cumulative.values())
-        report = EpochReport(1, tree.root, total, total, slashes_hash(slashes), self._expiry())
+        report = EpochReport(1, tree.root, total, total, slashes_hash(slashes), deferred_hash([]),
+                             self._expiry())
         self._submit(report, slashes)
         self.rpc.call("evm_increaseTime", 60)
         finalize = calldata(

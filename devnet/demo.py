@@ -430,6 +430,8 @@ class Demo:
                                           for s in e.slashes]})
         holders = {f"account {i}": dev_account(i).address for i in range(10)}
         holders |= {name: address for name, address in self.swarm.deployment.addresses.items()}
+        # The fees and the slashes' share: the market's treasury, which is the vault's too.
+        holders["treasury"] = self.swarm.read("JobMarket", "treasury")
         balances = {name: str(self.swarm.balance_of(address)) for name, address in holders.items()}
         supply = self.swarm.token.functions.totalSupply().call()
         return {

@@ -21,12 +21,15 @@ SOLC_WRAPPER = CONTRACTS_DIR / "solc"
 NODE_MODULES = REPO_ROOT / "node_modules"
 BUILD_DIR = REPO_ROOT / "build" / "contracts"
 
-# The deployable contracts, by source file.
+# The deployable contracts, by the source key the compiler gives them: Swarm's own, and the
+# admin of them all, OpenZeppelin's TimelockController as the library ships it (brought into the
+# build by contracts/src/SwarmTimelock.sol).
 CONTRACTS = {
-    "SwarmToken": "SwarmToken.sol",
-    "StakingVault": "StakingVault.sol",
-    "RewardDistributor": "RewardDistributor.sol",
-    "JobMarket": "JobMarket.sol",
+    "SwarmToken": "contracts/src/SwarmToken.sol",
+    "StakingVault": "contracts/src/StakingVault.sol",
+    "RewardDistributor": "contracts/src/RewardDistributor.sol",
+    "JobMarket": "contracts/src/JobMarket.sol",
+    "TimelockController": "node_modules/@openzeppelin/contracts/governance/TimelockController.sol",
 }
 
 # Must match contracts/foundry.toml, so the gas measured by forge is the gas deployed.
@@ -123,7 +126,7 @@ def _parse(output: dict, fingerprint: str) -> Artifacts:
         for name, data in by_name.items():
             if data.get("abi"):
                 abis.setdefault(name, data["abi"])
-            if name in CONTRACTS and source.endswith(CONTRACTS[name]):
+            if CONTRACTS.get(name) == source:
                 runtime = data["evm"]["deployedBytecode"]["object"]
                 contracts[name] = Artifact(
                     name=name,

@@ -7,7 +7,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from ledger import abi
-from ledger.artifacts import Artifacts, load_artifacts
+from ledger.artifacts import CONTRACTS, Artifacts, load_artifacts
 from ledger.chain import Chain, connect
 from ledger.config import Settings
 from ledger.deploy import Deployment
@@ -49,6 +49,13 @@ class Swarm:
             raise NotDeployed(
                 f"Swarm is not deployed on chain {chain.chain_id} ({settings.rpc_url}) for SWARM_HOME "
                 f"{settings.home}; run `swarm chain deploy` first."
+            )
+        missing = sorted(set(CONTRACTS) - set(deployment.addresses))
+        if missing:
+            raise NotDeployed(
+                f"The deployment recorded in {Deployment.path(settings.home, chain.chain_id)} has no "
+                f"{', '.join(missing)} (it predates the timelock that administers the contracts); run "
+                "`swarm chain deploy --force` to deploy them anew."
             )
         if not deployment.is_live(chain):
             raise NotDeployed(

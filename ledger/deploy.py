@@ -1,16 +1,23 @@
-"""Deploy the four contracts to any chain, once: addresses go to
-$SWARM_HOME/deployments/<chainId>.json and a second deploy reuses them."""
+"""Deploy the contracts to any chain, once: addresses go to
+$SWARM_HOME/deployments/<chainId>.json and a second deploy reuses them.
+
+Every contract's admin is an OpenZeppelin TimelockController deployed first: the deployer's key
+is its one proposer, anyone executes an operation once its delay has passed, and the timelock
+administers itself. The deployer's key therefore changes nothing directly after deployment
+(ledger/governance.py schedules and executes through the timelock); the guardian pauses and
+vetoes at once. Every role the contracts need is granted by their constructors, so a deploy
+sends no grant afterwards."""
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from anvil.accounts import dev_account, dev_accounts
-from ledger.artifacts import Artifacts, load_artifacts
+from ledger.artifacts import CONTRACTS, Artifacts, load_artifacts
 from ledger.chain import Chain
 from ledger.errors import ErrorDecoder, SwarmError
 from ledger.units import ONE
@@ -21,14 +28,17 @@ if TYPE_CHECKING:
 # Devnet committee: public keys derived from anvil's test mnemonic, far from the funded accounts.
 DEVNET_COMMITTEE_INDICES = (100, 101, 102, 103)
 DEVNET_THRESHOLD = 3
+# Devnet treasury: another public key of the mnemonic, neither the deployer nor an account the
+# devnet funds (providers and buyers), so the fees and slashes it receives stand apart.
+DEVNET_TREASURY_INDEX = 110
 DEVNET_ACCOUNT_FUNDING = 1_000_000 * ONE
 DEVNET_REWARD_POOL = 10_000_000 * ONE
-
+ZERO_ADDRESS = "0x" + "00" * 20
 
 
 @dataclass(frozen=True)
 class DeployParams:
-    """Constructor parameters of the four contracts."""
+    """Constructor parameters of the timelock and the four contracts."""
 
     committee: tuple[str, ...]
     threshold: int
@@ -42,16 +52,29 @@ class DeployParams:
     slash_refill_per_second: int = 12 * ONE  # about a million tokens a day
     challenge_window: int = 86_400
     min_challenge_window: int = 12 * 3_600  # the floor, fixed at deployment
+    # The longest from a misconduct to the report that slashes it; with the challenge window
+    # within the unbonding period, and the oracle's epochs at most half of it.
+    max_report_lag: int = 2 * 86_400
     fee_bps: int = 250
     dispute_window: int = 2 * 86_400
     min_dispute_window: int = 86_400  # the floor under every dispute window the admin may set, for ever
     dispute_bond_bps: int = 1_000  # a buyer's dispute bond: 10% of the job's payment
+    min_dispute_bond: int = ONE  # and never less than this
+    max_job_duration: int = 30 * 86_400  # a deadline at most this far from the posting
+    # No job runs for free: a micro-SWARM a unit (a CPU- or GPU-second), under every price the
+    # examples, the demo and the market's default ask.
+    min_price_per_unit: int = 10**12
     initial_supply: int = 500_000_000 * ONE
-    treasury: str | None = None  # default: the deployer
+    # Every admin change waits this long in public: longer than the unbonding period plus the
+    # challenge window plus the report lag, so a provider can leave before a change it refuses.
+    timelock_delay: int = 21 * 86_400
+    guardian: str | None = None  # pauses and vetoes at once; default: the deployer
+    treasury: str | None = None  # receives fees and slash shares; required off devnets, never the deployer
 
     @classmethod
     def devnet(cls) -> DeployParams:
-        """Short windows so a devnet shows a whole lifecycle in minutes."""
+        """Short windows so a devnet shows a whole lifecycle in minutes; its timelock has no
+        delay, so an admin change is scheduled and executed at once."""
         return cls(
             committee=tuple(dev_account(i).address for i in DEVNET_COMMITTEE_INDICES),
             threshold=DEVNET_THRESHOLD,
@@ -59,9 +82,17 @@ class DeployParams:
             min_unbonding_period=300,
             challenge_window=30,
             min_challenge_window=10,
+            max_report_lag=240,
             dispute_window=60,
             min_dispute_window=30,
+            timelock_delay=0,
+            treasury=dev_account(DEVNET_TREASURY_INDEX).address,
         )
+
+    @property
+    def reporting_s(self) -> int:
+        """How long a report's slash may take to reach the chain: the challenge window plus the report lag."""
+        return self.challenge_window + self.max_report_lag
 
 
 def devnet_committee_keys() -> list[bytes]:
@@ -104,7 +135,10 @@ class Deployment:
         return path
 
     def is_live(self, chain: Chain) -> bool:
-        """Whether every recorded address still holds code on `chain`."""
+        """Whether every contract is recorded and its address still holds code on `chain` (a
+        deployment made before the timelock administered the contracts is not)."""
+        if not set(CONTRACTS) <= set(self.addresses):
+            return False
         return all(len(chain.code(a)) > 0 for a in self.addresses.values())
 
 
@@ -135,7 +169,8 @@ def deploy(
                 "pass the committee's addresses and threshold explicitly."
             )
         params = DeployParams.devnet()
-    _check_params(params)
+    params = _resolve(params, chain, sender.address)
+    _check_params(params, chain, sender.address)
 
     deployment = _deploy_contracts(chain, sender, artifacts, params)
     funded: tuple[str, ...] = ()
@@ -145,12 +180,47 @@ def deploy(
     return DeployResult(deployment, created=True, stale=False, funded=funded)
 
 
-def _check_params(params: DeployParams) -> None:
+def _resolve(params: DeployParams, chain: Chain, deployer: str) -> DeployParams:
+    """The parameters with their defaults filled in: the deployer as guardian and, on a devnet,
+    the devnet's treasury."""
+    guardian = params.guardian or deployer
+    treasury = params.treasury
+    if treasury is None and chain.is_devnet:
+        treasury = dev_account(DEVNET_TREASURY_INDEX).address
+    return replace(params, guardian=guardian, treasury=treasury)
+
+
+def _check_params(params: DeployParams, chain: Chain, deployer: str) -> None:
     n = len(params.committee)
     if not n // 2 < params.threshold <= n:
         raise SwarmError(
             f"A committee of {n} signers cannot have threshold {params.threshold}; "
             f"choose a threshold from {n // 2 + 1} (a majority) to {n}."
+        )
+    if params.reporting_s > params.unbonding_period:
+        raise SwarmError(
+            f"The challenge window ({params.challenge_window} s) plus max_report_lag "
+            f"({params.max_report_lag} s) exceeds the unbonding period ({params.unbonding_period} s), so a "
+            "slash could arrive after the stake has left; lower max_report_lag to at most "
+            f"{params.unbonding_period - params.challenge_window} s."
+        )
+    if params.treasury is None:
+        raise SwarmError(
+            f"Chain {chain.chain_id} is not a devnet, so Swarm will not pick its treasury; pass --treasury "
+            "with the address that receives fees and slashes (not the deployer's)."
+        )
+    if params.treasury.lower() == deployer.lower():
+        raise SwarmError(
+            f"The treasury {params.treasury} is the deployer, whose key proposes every admin change; pass "
+            "--treasury with another address."
+        )
+    needed = params.unbonding_period + params.reporting_s
+    if not chain.is_devnet and params.timelock_delay <= needed:
+        raise SwarmError(
+            f"A timelock_delay of {params.timelock_delay} s does not exceed "
+            f"the unbonding period plus the challenge window plus max_report_lag ({needed} s), so a provider "
+            "could not leave before an admin change takes effect; pass --timelock-delay of more than "
+            f"{needed} s."
         )
 
 
@@ -164,8 +234,8 @@ def create_address(sender: str, nonce: int) -> str:
 
 def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params: DeployParams) -> Deployment:
     w3 = chain.w3
-    admin = sender.address
-    treasury = params.treasury or admin
+    deployer = sender.address
+    assert params.guardian is not None and params.treasury is not None  # _resolve and _check_params
 
     def create(name: str, *args) -> str:
         art = artifacts[name]
@@ -173,15 +243,22 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
         assert receipt.contract_address is not None  # a creation's receipt names what it created
         return receipt.contract_address
 
+    def next_created(after: int) -> str:
+        """The address of the contract the deployer creates `after` transactions from now."""
+        return create_address(deployer, w3.eth.get_transaction_count(deployer, "pending") + after)
+
     start_block = w3.eth.block_number
-    token = create("SwarmToken", admin, admin, params.initial_supply)
-    # The vault names the distributor, created by the very next transaction, as the only
-    # contract that records reward claims; the distributor checks it at construction.
-    expected_distributor = create_address(admin, w3.eth.get_transaction_count(admin, "pending") + 1)
+    # The deployer proposes, anyone executes a ready operation, and the timelock is its own admin.
+    timelock = create("TimelockController", params.timelock_delay, [deployer], [ZERO_ADDRESS], ZERO_ADDRESS)
+    token = create("SwarmToken", timelock, deployer, params.initial_supply)
+    # The vault names the distributor and the market, created by the next two transactions: the
+    # distributor as the only contract that records reward claims (it checks so at construction),
+    # both as its slashers.
+    distributor_at, market_at = next_created(1), next_created(2)
     vault = create(
         "StakingVault",
         token,
-        admin,
+        timelock,
         (
             params.min_stake_per_gpu,
             params.unbonding_period,
@@ -189,52 +266,64 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
             params.max_slash_bps,
             params.max_slash_bps_per_period,
             params.treasury_share_bps,
-            treasury,
+            params.treasury,
             params.slash_bucket_capacity,
             params.slash_refill_per_second,
-            expected_distributor,
+            distributor_at,
+            params.guardian,
+            [distributor_at, market_at],
         ),
     )
     distributor = create(
         "RewardDistributor",
         token,
         vault,
-        admin,
+        timelock,
+        params.guardian,
         list(params.committee),
         params.threshold,
         params.challenge_window,
         params.min_challenge_window,
+        params.max_report_lag,
     )
+    # The deployer runs the market service and arbitrates on a fresh deployment; the timelock
+    # hands these roles on later.
     market = create(
         "JobMarket",
         token,
         vault,
-        admin,
-        treasury,
-        params.fee_bps,
-        params.dispute_window,
-        params.min_dispute_window,
-        params.dispute_bond_bps,
+        timelock,
+        (
+            params.guardian,
+            deployer,
+            deployer,
+            params.treasury,
+            params.fee_bps,
+            params.dispute_window,
+            params.min_dispute_window,
+            params.dispute_bond_bps,
+            params.min_dispute_bond,
+            params.max_job_duration,
+            params.min_price_per_unit,
+        ),
     )
-
-    vault_c = w3.eth.contract(address=vault, abi=artifacts["StakingVault"].abi)
-    market_c = w3.eth.contract(address=market, abi=artifacts["JobMarket"].abi)
-    slasher = vault_c.functions.SLASHER_ROLE().call()
-    sender.send(vault_c.functions.grantRole(slasher, distributor))
-    sender.send(vault_c.functions.grantRole(slasher, market))
-    # The deployer runs the market service on a fresh deployment; hand these roles on later.
-    sender.send(market_c.functions.grantRole(market_c.functions.MATCHER_ROLE().call(), admin))
-    sender.send(market_c.functions.grantRole(market_c.functions.ARBITER_ROLE().call(), admin))
+    if (distributor, market) != (distributor_at, market_at):
+        raise SwarmError(
+            f"The distributor and the market were created at {distributor} and {market}, not at the "
+            "addresses the vault was given; another transaction of the deployer came between. Deploy again "
+            "with --force."
+        )
 
     return Deployment(
         chain_id=chain.chain_id,
         addresses={
+            "TimelockController": timelock,
             "SwarmToken": token,
             "StakingVault": vault,
             "RewardDistributor": distributor,
             "JobMarket": market,
         },
-        deployer=admin,
+        deployer=deployer,
         block_number=start_block + 1,
         source_hash=artifacts.source_hash,
         params={k: v for k, v in asdict(params).items() if k != "committee"}

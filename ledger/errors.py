@@ -59,7 +59,9 @@ HINTS = {
     "EnforcedPause": "the contract is paused by its operators; try again after it is unpaused.",
     "AccessControlUnauthorizedAccount": "the sender lacks the role this call needs.",
     "DeadlineNotInFuture": "choose a deadline after the current chain time.",
-    "DeadlineTooFar": "choose a deadline at most 180 days after now.",
+    "DeadlineTooFar": "choose a deadline no later than {latest}, the market's maxJobDuration from now.",
+    "PriceBelowFloor": "the price per unit is under the market's minPricePerUnit of {floor} wei; offer at "
+                       "least that.",
     "DeadlineNotReached": "the buyer can reclaim only after the job's deadline.",
     "NotBuyer": "only the job's buyer may do this.",
     "WrongStatus": "the job is not in a state that allows this.",
@@ -89,6 +91,18 @@ HINTS = {
     "WrongEpoch": "a report must be for the epoch after the last finalized one.",
     "ReportLapsed": "the report was not finalized in time; submit the epoch again.",
     "RecoveryNotYet": "a stuck report can be discarded only after the recovery delay.",
+    "LapsedReportNotFromCommittee": "this report lapsed once; only a committee member's key may submit it "
+                                    "again.",
+    "EmptySlash": "every slash entry must order a penalty: bps, a jail or a tombstone.",
+    "TreasuryIsAdmin": "the treasury may not be the admin; choose another treasury address.",
+    "ReportingLongerThanUnbonding": "the challenge window plus maxReportLag must fit in the vault's "
+                                    "unbonding period; shorten one of them first.",
+    "UnbondingShorterThanReporting": "the unbonding period must cover the distributor's challenge window "
+                                     "plus its maxReportLag; lengthen it or shorten those first.",
+    "TimelockUnexpectedOperationState": "the operation is not in the state this needs (see `swarm chain "
+                                        "admin status`).",
+    "TimelockInsufficientDelay": "schedule with a delay of at least the timelock's minimum delay.",
+    "TimelockUnauthorizedCaller": "only the timelock itself may call this; schedule it through the timelock.",
 }
 
 # Panic codes of Solidity's built-in checks.

@@ -11,6 +11,7 @@ from ledger.client import Swarm
 from ledger.errors import InvalidInput
 from ledger.permit import Allowance, prepare_spend
 from ledger.reports import reason_bytes
+from ledger.results import JobTerms
 from ledger.units import format_amount, parse_address
 
 if TYPE_CHECKING:
@@ -54,6 +55,11 @@ class JobInfo:
     def escrow(self) -> int:
         return self.max_price_per_unit * self.max_units
 
+    @property
+    def terms(self) -> JobTerms:
+        """What its provider signs a result or a failure under: the job, the provider, the price."""
+        return JobTerms(self.job_id, self.provider, self.price_per_unit)
+
 
 def job_info(swarm: Swarm, job_id: int) -> JobInfo:
     j = swarm.read("JobMarket", "getJob", job_id)
@@ -90,10 +96,22 @@ def post_job(
         raise InvalidInput(f"max price per unit must be greater than zero, got {max_price_per_unit}.")
     if not 0 < max_units <= MAX_UINT64:
         raise InvalidInput(f"max units must be a whole number from 1 to {MAX_UINT64}, got {max_units}.")
+    floor = int(swarm.read("JobMarket", "minPricePerUnit"))
+    if max_price_per_unit < floor:
+        raise InvalidInput(
+            f"max price per unit {max_price_per_unit} wei is under the market's floor of {floor} wei per "
+            "unit; offer at least that."
+        )
     now = swarm.chain.timestamp()
     if deadline <= now:
         raise InvalidInput(
             f"deadline {deadline} is not after the chain's current time {now}; choose a later one."
+        )
+    longest = int(swarm.read("JobMarket", "maxJobDuration"))
+    if deadline > now + longest:
+        raise InvalidInput(
+            f"deadline {deadline} is more than the market's longest job of {longest} s after the chain's "
+            f"current time {now}; choose one at most {longest // 86_400} days ahead."
         )
     escrow = max_price_per_unit * max_units
     if escrow > MAX_UINT128:

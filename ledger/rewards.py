@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from ledger.client import Swarm
 from ledger.errors import InvalidInput
 from ledger.merkle import RewardTree
-from ledger.reports import EpochReport, Slash, order_signatures, sign_report, slashes_hash
+from ledger.reports import EpochReport, Slash, deferred_hash, order_signatures, sign_report, slashes_hash
 from ledger.units import parse_address
 
 if TYPE_CHECKING:
@@ -21,14 +21,17 @@ class PendingReport:
     epoch: int
     finalizable_at: int
     vetoed: bool
+    report_id: int  # the submission's number, which tags the holds it placed
     rewards_root: bytes
     total_rewards: int
     slashes_hash: bytes
+    deferred_hash: bytes
 
 
 def pending_report(swarm: Swarm) -> PendingReport | None:
     p = swarm.read("RewardDistributor", "pendingReport")
-    return None if p[0] == 0 else PendingReport(p[0], p[1], p[2], bytes(p[3]), p[4], bytes(p[5]))
+    return None if p[0] == 0 else PendingReport(p[0], p[1], p[2], p[3], bytes(p[4]), p[5], bytes(p[6]),
+                                                bytes(p[7]))
 
 
 def fund(swarm: Swarm, sender: Sender, amount: int) -> Receipt:
@@ -43,11 +46,12 @@ def fund(swarm: Swarm, sender: Sender, amount: int) -> Receipt:
 
 
 def build_report(swarm: Swarm, epoch: int, tree: RewardTree, total_rewards: int, slashes: Sequence[Slash],
-                 valid_for_s: int = 86_400) -> EpochReport:
-    """The report of `tree`, adding `total_rewards` to what is allocated, submittable for
-    `valid_for_s` seconds of chain time from now."""
+                 valid_for_s: int = 86_400, deferred: Sequence[str] = ()) -> EpochReport:
+    """The report of `tree`, adding `total_rewards` to what is allocated, ordering `slashes` and
+    deferring the slashes of `deferred` (sorted), submittable for `valid_for_s` seconds of chain
+    time from now."""
     return EpochReport(epoch, tree.root, total_rewards, sum(tree.values.values()), slashes_hash(slashes),
-                       swarm.chain.timestamp() + valid_for_s)
+                       deferred_hash(deferred), swarm.chain.timestamp() + valid_for_s)
 
 
 def sign(swarm: Swarm, report: EpochReport, keys: Sequence[bytes]) -> list[bytes]:
@@ -57,15 +61,18 @@ def sign(swarm: Swarm, report: EpochReport, keys: Sequence[bytes]) -> list[bytes
 
 
 def submit_epoch(
-    swarm: Swarm, sender: Sender, report: EpochReport, slashes: Sequence[Slash], signatures: Sequence[bytes]
+    swarm: Swarm, sender: Sender, report: EpochReport, slashes: Sequence[Slash], signatures: Sequence[bytes],
+    deferred: Sequence[str] = (),
 ) -> Receipt:
+    """Submits `report` with the slashes and the deferred providers it was signed with."""
     fn = swarm.distributor.functions.submitEpoch(
-        report.as_tuple(), [s.as_tuple() for s in slashes], list(signatures)
+        report.as_tuple(), [s.as_tuple() for s in slashes], list(deferred), list(signatures)
     )
     return sender.send(fn)
 
 
 def veto_epoch(swarm: Swarm, sender: Sender, epoch: int) -> Receipt:
+    """Vetoes the pending report during its challenge window; `sender` must be the guardian."""
     return sender.send(swarm.distributor.functions.vetoEpoch(epoch))
 
 

@@ -102,8 +102,9 @@ class ProviderInfo:
     tombstoned: bool
     spec_hash: bytes
     min_stake: int
-    held_until: int = 0  # no withdrawal before this: a slash may still come
+    held_until: int = 0  # no withdrawal before this: a slash may still come (a slasher's or a report's hold)
     slash_debt: int = 0  # slashed amounts the rate limit deferred, still owed
+    report_held_until: int = 0  # the part of the hold an epoch report placed, while that report's holds stand
 
     def jailed_at(self, now: int) -> bool:
         return self.tombstoned or now < self.jailed_until
@@ -123,8 +124,9 @@ def provider_info(swarm: Swarm, address: str) -> ProviderInfo:
         tombstoned=p[6],
         spec_hash=bytes(p[7]),
         min_stake=int(swarm.read("StakingVault", "minStake", address)),
-        held_until=p[8],
+        held_until=max(p[8], p[11]),
         slash_debt=p[10],
+        report_held_until=p[11],
     )
 
 

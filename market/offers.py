@@ -133,11 +133,14 @@ def build_offers(
     default_price: int,
     newcomer: Newcomer = Newcomer(),
     exclude: Iterable[str] = (),
+    min_price: int = 0,
 ) -> list[ProviderOffer]:
     """One offer per registered provider, or per provider whose site reported capacity.
 
     A provider with a site but not registered on chain is offered as unstaked, so that
     an explanation counts it; one registered but with no live node offers no capacity.
+    A price under the market's floor (`min_price`, JobMarket.minPricePerUnit), which the chain
+    would refuse, is offered at the floor.
     """
     excluded = set(exclude)
     rows = {p.address: p for p in session.exec(select(Provider).where(Provider.chain_id == chain_id))}
@@ -162,7 +165,7 @@ def build_offers(
             memory_gb=max(0.0, free.memory_gb),
             node_cpus=free.node_cpus,
             node_gpus=free.node_gpus,
-            price_per_unit=int(spec.get("price_per_unit", default_price)),
+            price_per_unit=max(min_price, int(spec.get("price_per_unit", default_price))),
             stake_ok=staked,
             jailed=row is not None and (row.tombstoned or row.jailed_until != 0),
             score=known.score,

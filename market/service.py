@@ -140,7 +140,7 @@ class MarketService:
         if not swarm.market.functions.hasRole(role, sender.address).call():
             raise SwarmError(
                 f"{sender.address} does not hold the market's MATCHER_ROLE; run the service with the key "
-                "the deployer granted it (on a devnet, dev account 0)."
+                "that holds it (granted at deployment or through the timelock; on a devnet, dev account 0)."
             )
 
     # ── the loop ─────────────────────────────────────────────────────────────
@@ -533,8 +533,9 @@ class MarketService:
         providers = session.exec(select(Provider).where(Provider.chain_id == self.chain_id)).all()
         capacity = self.sites.capacities((p.address, p.spec_hash) for p in providers
                                          if p.address not in exclude and p.stake > 0)
+        floor = int(self.swarm.market.functions.minPricePerUnit().call())
         return build_offers(session, self.chain_id, self.home, min_stake, capacity, busy,
-                            self.config.default_price_per_unit, self.config.newcomer, exclude)
+                            self.config.default_price_per_unit, self.config.newcomer, exclude, floor)
 
     def _spec_body(self, spec_hash: str) -> bytes:
         """A spec as posted: the bytes whose keccak is the spec hash on chain."""

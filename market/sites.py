@@ -43,7 +43,7 @@ class LeaseResult:
     result_hash: str  # 0x…
     units: int
     unit: str
-    signature: str  # 0x…, the provider's over (jobId, resultHash, units)
+    signature: str  # 0x…, the provider's over (jobId, provider, price, resultHash, units)
     metrics: dict
     result_dir: str  # where the site stored the results: <the buyer's output>/<compute job id>
 
@@ -121,7 +121,9 @@ def follow_lease(client: SiteClient, job_id: int, spec: bytes, prior: bytes | No
     (CHAIN_DOWN_S while it says its chain node is down), leaves the lease pending for
     `pending_limit_s`, or reports it lost the lease's node too often — asking the site to stop
     the lease first, so a lease the market gave up on does not hold the site — and InvalidJob
-    when the job failed by its own doing (it broke a limit of its lease, or its code failed)."""
+    when the job failed by its own doing (it broke a limit of its lease, or its code failed) or
+    the site would not run or sign it for the assignment the chain shows (another provider, a
+    price under its asking): no fault of the provider's, so the job fails without a slash."""
     provider = client.site.provider
     silent_since: float | None = None
     pending_since: float | None = None

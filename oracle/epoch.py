@@ -42,7 +42,16 @@ from ledger.indexer.models import Cursor
 from ledger.indexer.queries import providers_at
 from ledger.indexer.rewards import store_reward_tree
 from ledger.merkle import RewardTree
-from ledger.reports import EpochReport, Slash, reason_bytes, sign_report, slashes_hash, sorted_slashes
+from ledger.reports import (
+    EpochReport,
+    Slash,
+    deferred_hash,
+    reason_bytes,
+    sign_report,
+    slashes_hash,
+    sorted_deferred,
+    sorted_slashes,
+)
 from ledger.tx import Sender
 from oracle.collector import declared_model
 from oracle.config import OracleConfig
@@ -178,13 +187,15 @@ class EpochRunner:
 
     def check_epoch_length(self) -> None:
         """Refuses epochs so long that a provider could misbehave, unstake and withdraw before
-        the epoch's report reaches the chain and holds its stake."""
-        unbonding = int(self.swarm.vault.functions.unbondingPeriod().call())
-        if 2 * self.epoch_length_s > unbonding:
+        the epoch's report reaches the chain and holds its stake: an epoch, its aggregation and
+        its signing must fit in the distributor's maxReportLag, which with the challenge window
+        the contracts keep within the unbonding period. Half the lag is the epoch's share."""
+        lag = int(self.swarm.distributor.functions.maxReportLag().call())
+        if 2 * self.epoch_length_s > lag:
             raise SwarmError(
-                f"An epoch of {self.epoch_length_s:g} s is too long for the vault's unbonding period of "
-                f"{unbonding} s: a slash could arrive after the stake has left. Use epochs of at most "
-                f"{unbonding // 2} s."
+                f"An epoch of {self.epoch_length_s:g} s is too long for the distributor's maxReportLag of "
+                f"{lag} s: its report could reach the chain after the stake it slashes has left. Use epochs "
+                f"of at most {lag // 2} s."
             )
 
     def _compute(self, session: Session, epoch: int, start: float, end: float, from_block: int, to_block: int,
@@ -393,16 +404,22 @@ class EpochRunner:
         return "0x" + keccak(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hex()
 
     # ── 2. sign ──────────────────────────────────────────────────────────────
-    def report(self, record: OracleEpoch) -> tuple[EpochReport, list[Slash]]:
-        """The report to sign, with the slashes it orders (sorted by provider; the deferred
-        ones wait for the next epoch)."""
+    def report(self, record: OracleEpoch) -> tuple[EpochReport, list[Slash], list[str]]:
+        """The report to sign, with the slashes it orders (sorted by provider) and the providers
+        whose slashes it defers to the next epoch and holds meanwhile (sorted): both read from
+        the stored record, so every member and every restart builds the same report."""
         slashes = sorted_slashes([_slash(s) for s in record.slashes if not s.get("deferred")])
-        return EpochReport(record.epoch, bytes.fromhex(record.rewards_root[2:]), record.emission_wei,
-                           record.cumulative_total, slashes_hash(slashes), record.expires_at), slashes
+        deferred = sorted_deferred(
+            [s["provider"] for s in record.slashes if s.get("deferred") and s.get("held")]
+        )
+        report = EpochReport(record.epoch, bytes.fromhex(record.rewards_root[2:]), record.emission_wei,
+                             record.cumulative_total, slashes_hash(slashes), deferred_hash(deferred),
+                             record.expires_at)
+        return report, slashes, deferred
 
     def sign_as(self, session: Session, record: OracleEpoch, key: bytes) -> bool:
         """One committee member signs the stored report; False if it had signed already."""
-        report, _ = self.report(record)
+        report, _, _ = self.report(record)
         signer, signature = sign_report(report, key, self.chain_id, self.swarm.distributor.address)
         if signer.lower() not in self.committee:
             raise SwarmError(f"{signer} is not on the distributor's committee; it cannot sign epoch reports.")
@@ -425,7 +442,7 @@ class EpochRunner:
 
     # ── 3. submit ────────────────────────────────────────────────────────────
     def _submit(self, session: Session, record: OracleEpoch, outcome: EpochOutcome) -> None:
-        report, slashes = self.report(record)
+        report, slashes, deferred = self.report(record)
         pending = chain_rewards.pending_report(self.swarm)
         if (
             pending is not None
@@ -433,6 +450,7 @@ class EpochRunner:
             and not pending.vetoed
             and pending.rewards_root == report.rewards_root
             and pending.slashes_hash == report.slashes_hash
+            and pending.deferred_hash == report.deferred_hash
         ):
             self._move(session, record, "submitted")  # sent before a crash, not recorded then
             return
@@ -446,7 +464,9 @@ class EpochRunner:
         ordered = sorted(record.signatures, key=lambda s: int(s[0], 16))[: self.threshold]
         signatures = [bytes.fromhex(s[1][2:]) for s in ordered]
         try:
-            receipt = chain_rewards.submit_epoch(self.swarm, self.sender, report, slashes, signatures)
+            receipt = chain_rewards.submit_epoch(
+                self.swarm, self.sender, report, slashes, signatures, deferred
+            )
         except TransactionFailed as exc:
             self.log(f"epoch {record.epoch}: submit refused: {exc}")
             return
@@ -472,7 +492,7 @@ class EpochRunner:
                 self._drop(session, record, "its report lapsed unfinalized")
                 outcome.step("lapsed")
                 return
-            _, slashes = self.report(record)
+            _, slashes, _ = self.report(record)
             try:
                 receipt = chain_rewards.finalize_epoch(self.swarm, self.sender, slashes)
             except TransactionFailed as exc:

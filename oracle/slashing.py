@@ -126,6 +126,8 @@ def slashing_matrix(
             bps = math.floor(bps * multiplier + 0.5)  # to whole bps, halves up
         bps = min(bps, s.max_bps)
         jail_seconds = 0 if row.tombstone else round(row.jail_epochs * epoch_s)
+        if not (bps or jail_seconds or row.tombstone):
+            continue  # a penalty that rounds to nothing is no slash: a report may not carry an empty one
         key = ("fraud:proof" if refuted[i] else "fraud:replication") if name == "fraud" else name
         evidence = _evidence(key, i, inputs, measures, config)
         consequence = _consequence(bps, jail_seconds, row.tombstone)
@@ -237,18 +239,29 @@ MATRIX_ROWS: tuple[MatrixRow, ...] = tuple(matrix_rows(load_config()))  # with t
 # epoch's record, and carried into the next epoch's report, severest and oldest first. A
 # provider with a deferred slash and a new decision gets one merged slash: the basis points
 # added (the vault caps them), the longer jail, a tombstone if either has one.
+# The report names the providers whose slashes it defers, at most MAX_DEFERRED_PER_REPORT of
+# them (the first in that same order, `held` in the record): the vault holds their stake
+# until the next report may arrive, so none of them can withdraw before its slash lands.
+# Every entry orders a penalty (bps, a jail or a tombstone): the distributor refuses an empty one.
 
 SEVERITY = {row: rank for rank, row in enumerate(ROWS)}
 
 
 def schedule_slashes(carried: list[dict], decided: list[dict]) -> list[dict]:
     """This epoch's slash entries: those in the report first (sorted by provider, with
-    `deferred` false), then those carried to the next epoch (`deferred` true).
+    `deferred` false), then those carried to the next epoch (`deferred` true), in the order
+    they will be taken; `held` marks the deferred ones the report names, whose stake the
+    vault holds meanwhile.
 
     `carried` are the previous epoch's deferred entries, `decided` this epoch's decisions;
     each entry is the record's JSON form of a slash (provider, bps, reason, evidence_hash,
-    jail_seconds, tombstone, row, detail, decided_epoch)."""
-    from ledger.reports import MAX_JAIL_SECONDS, MAX_SLASHES_PER_REPORT, MAX_TOMBSTONES_PER_REPORT
+    jail_seconds, tombstone, row, detail, decided_epoch). An entry that orders nothing is left out."""
+    from ledger.reports import (
+        MAX_DEFERRED_PER_REPORT,
+        MAX_JAIL_SECONDS,
+        MAX_SLASHES_PER_REPORT,
+        MAX_TOMBSTONES_PER_REPORT,
+    )
 
     by_provider: dict[str, dict] = {}
     for entry in [*carried, *decided]:
@@ -257,7 +270,7 @@ def schedule_slashes(carried: list[dict], decided: list[dict]) -> list[dict]:
         earlier = by_provider.get(key)
         by_provider[key] = entry if earlier is None else _merge(earlier, entry)
     queue = sorted(
-        by_provider.values(),
+        (e for e in by_provider.values() if e["bps"] > 0 or e["jail_seconds"] > 0 or e["tombstone"]),
         key=lambda e: (
             not e["tombstone"],
             e["decided_epoch"],
@@ -274,9 +287,9 @@ def schedule_slashes(carried: list[dict], decided: list[dict]) -> list[dict]:
         )
         if fits:
             tombstones += entry["tombstone"]
-            now.append({**entry, "deferred": False})
+            now.append({**entry, "deferred": False, "held": False})
         else:
-            later.append({**entry, "deferred": True})
+            later.append({**entry, "deferred": True, "held": len(later) < MAX_DEFERRED_PER_REPORT})
     return sorted(now, key=lambda e: int(e["provider"], 16)) + later
 
 

@@ -11,8 +11,10 @@ lost, the site submits the lease again and it resumes from its last checkpoint (
 buyer's output when that is a directory the site's machines share, or in the lease's
 directory when it runs on the same machine again).
 When a lease succeeds the site
-signs (jobId, resultHash, units) with the provider's key: the provider's own word on the
-result, which the market must bring to the chain.
+signs (jobId, provider, price, resultHash, units) with the provider's key: the provider's own
+word on the result, which the market must bring to the chain. The site keeps the price it
+started the lease at, and signs nothing if the chain no longer shows the job as its provider's
+at that price or more: the lease then fails as no fault of the provider's.
 
 This module knows no chain and no market: the caller (`provider.site`) brings the planning of
 a lease from a job's spec and the signing of results.
@@ -32,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from compute.errors import ComputeError
-from provider.auth import JobView, Refused
+from provider.auth import JobView, Refused, WontSign
 from provider.lease import PLAN
 from provider.lease.launch import ray_job
 from provider.lease.outcome import Outcome, verdict, without_verdicts
@@ -47,14 +49,17 @@ PROBE_TIMEOUT_S = 10.0
 CHALLENGE_IDLE_S = 10.0
 MAX_CHALLENGES = 8  # readied challenges a site holds at once
 MAX_CELLS = 4096  # rows one opening request may ask for
+PRICE = "price"  # a lease's file: the price per unit (wei) the chain showed when the site started it
 
 # (what the chain says of the job, job_id, spec bytes, lease number, the spec of the job whose
 # result it builds on or None) -> the lease to run; raises Refused for a spec it cannot run
 Planner = Callable[[JobView, int, bytes, int, "bytes | None"], LeasePlan]
-# (job_id, result_hash, units) -> the provider's signature
-ResultSigner = Callable[[int, bytes, int], bytes]
-# (job_id, units) -> the provider's signature that its lease failed by the job's fault after `units`
-FailureSigner = Callable[[int, int], bytes]
+# (job_id, the price the lease was started at, result_hash, units) -> the provider's signature; raises
+# WontSign when the chain no longer shows the job as the provider's at that price
+ResultSigner = Callable[[int, int, bytes, int], bytes]
+# (job_id, the price the lease was started at, units) -> the provider's signature that its lease
+# failed by the job's fault after `units`; raises WontSign as ResultSigner does
+FailureSigner = Callable[[int, int, int], bytes]
 
 
 @dataclass(frozen=True)
@@ -67,11 +72,13 @@ class LeaseStatus:
     result_hash: str | None = None
     units: int = 0
     unit: str = "cpu-seconds"
-    # 0x, the provider's over (jobId, resultHash, units); for a failure by the job's own fault
-    # that held units, over (jobId, units), which the market charges
+    # 0x, the provider's over (jobId, provider, price, resultHash, units); for a failure by the job's
+    # own fault that held units, over (jobId, provider, price, units), which the market charges
     signature: str | None = None
     metrics: dict[str, Any] | None = None
-    fault: str | None = None  # a failed lease's: "buyer" (its job) or "provider" (the site lost it)
+    # a failed lease's: "buyer" (its job), "provider" (the site lost it) or "market" (the chain shows
+    # the job assigned otherwise than the site agreed to run it, so it signed nothing)
+    fault: str | None = None
     compute_id: str | None = None  # its compute job id: the name of its results in the buyer's output
     result_uri: str | None = None  # where its results went: <the buyer's output>/<compute id>
 
@@ -110,6 +117,7 @@ class Site:
                 plan = self.planner(job, job_id, spec, self._next_number(), prior)
                 plan = plan.but(hidden=tuple(plan.hidden) + self.hidden, verdict_key=secrets.token_hex(16))
                 plan.write(directory)
+                (directory / PRICE).write_text(str(job.price_per_unit))
                 self._submit(directory, plan)
         return self.status(job, job_id)  # outside the lock, which status takes
 
@@ -189,12 +197,18 @@ class Site:
             return status
         signed = directory / "signature"
         if not signed.is_file():
-            if outcome.state == "succeeded":
-                assert outcome.result_hash is not None  # a lease that succeeded has one
-                signature = self.signer(job_id, bytes.fromhex(outcome.result_hash[2:]), outcome.units)
-            else:
-                assert self.failure_signer is not None
-                signature = self.failure_signer(job_id, outcome.units)
+            agreed = int((directory / PRICE).read_text()) if (directory / PRICE).is_file() else 0
+            try:
+                if outcome.state == "succeeded":
+                    assert outcome.result_hash is not None  # a lease that succeeded has one
+                    result_hash = bytes.fromhex(outcome.result_hash[2:])
+                    signature = self.signer(job_id, agreed, result_hash, outcome.units)
+                else:
+                    assert self.failure_signer is not None
+                    signature = self.failure_signer(job_id, agreed, outcome.units)
+            except WontSign as exc:
+                return LeaseStatus(job_id, "failed", outcome.attempt, error=str(exc), units=outcome.units,
+                                   unit=outcome.unit, fault="market", compute_id=plan.job.job_id)
             signed.write_text("0x" + signature.hex())
         return LeaseStatus(**(status.as_dict() | {"signature": signed.read_text().strip()}))
 

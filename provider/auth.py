@@ -51,6 +51,12 @@ class Refused(ComputeError):
         self.status = status
 
 
+class WontSign(ComputeError):
+    """The site will not sign a lease's outcome: the chain shows the job assigned otherwise than
+    the site agreed to run it (to another provider, or at a lower price). The lease then fails
+    as no fault of the provider's, and the job is refunded."""
+
+
 @dataclass(frozen=True)
 class SiteRequest:
     action: str
@@ -99,6 +105,7 @@ class JobView:
     spec_hash: bytes
     posted_in: bytes = b""  # the hash of the block the job was posted in: with its id, the job's identity
     result_hash: bytes = bytes(32)  # the result the chain holds for it (zero before one)
+    price_per_unit: int = 0  # wei per unit, as the job is assigned (0 before an assignment)
 
 
 class Authority(Protocol):

@@ -1,7 +1,8 @@
 """The chain's answers a provider's site needs to authorize a signed request
 (`provider.auth.Authority`): who holds MATCHER_ROLE, who sits on the oracle committee,
 and what a job is on chain — its provider, its buyer, its status, the spec hash it was
-posted with and its result hash."""
+posted with, its result hash and its price; and the terms a site signs a lease's outcome
+under (`terms_to_sign`), read from the chain right before it signs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from functools import cached_property
 
 from ledger.client import Swarm
 from ledger.jobs import job_info
-from provider.auth import JobView
+from ledger.results import JobTerms
+from provider.auth import JobView, WontSign
 
 
 class ChainAuthority:
@@ -53,7 +55,8 @@ class ChainAuthority:
             return None
         spec_hash, block = self._posted(job_id)
         return JobView(
-            info.provider, info.buyer, info.status.name.lower(), spec_hash, block, info.result_hash
+            info.provider, info.buyer, info.status.name.lower(), spec_hash, block, info.result_hash,
+            info.price_per_unit,
         )
 
     def _cached(self, key: tuple, read):
@@ -82,3 +85,23 @@ class ChainAuthority:
             return b"", b""
         start = 2 + 64 * self._spec_word
         return bytes.fromhex(logs[0]["data"][start:start + 64]), bytes.fromhex(logs[0]["blockHash"][2:])
+
+
+def terms_to_sign(swarm: Swarm, provider: str, job_id: int, agreed_price: int = 0) -> JobTerms:
+    """The job's provider and price as the chain holds them now, which the provider's signature
+    binds; raises WontSign when the job is not `provider`'s, or its price is under what the site
+    agreed to run it for (`agreed_price`, the price it started the lease at) or, with none known,
+    under the market's floor."""
+    info = job_info(swarm, job_id)
+    if info.provider.lower() != provider.lower():
+        raise WontSign(
+            f"Job {job_id} is assigned to {info.provider} on chain, not to this site's provider {provider}, "
+            "so the site signs nothing for it."
+        )
+    floor = max(agreed_price, int(swarm.read("JobMarket", "minPricePerUnit")))
+    if info.price_per_unit < floor:
+        raise WontSign(
+            f"Job {job_id} is assigned at {info.price_per_unit} wei per unit on chain, under the {floor} wei "
+            "the site agreed to run it for, so the site signs nothing for it."
+        )
+    return JobTerms(job_id, info.provider, info.price_per_unit)

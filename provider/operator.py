@@ -104,7 +104,7 @@ class ProviderStatus:
     slash_debt_wei: int
     jailed_until: int | None  # None: never jailed, or unjailed
     tombstoned: bool  # jailed for ever
-    eligible: bool  # for work: registered, staked to the minimum, not jailed
+    eligible: bool  # for work: registered, staked to the minimum net of any slash debt, not jailed
     balance_wei: int  # SWARM in the wallet
     # finalized rewards not yet claimed; None when the ledger has not indexed the chain
     claimable_wei: int | None
@@ -207,11 +207,13 @@ class Provider:
         return self._sent(Staked, receipt, amount_wei=amount)
 
     def stake_to_minimum(self) -> Staked | None:
-        """Stakes what the declared GPUs' minimum still lacks; None when the stake already covers it."""
+        """Stakes what the declared GPUs' minimum still lacks, net of any slash debt; None when the
+        stake already covers it."""
         info = self._registered(self._signer())
-        if info.stake >= info.min_stake:
+        net = max(0, info.stake - info.slash_debt)
+        if net >= info.min_stake:
             return None
-        return self.stake(info.min_stake - info.stake)
+        return self.stake(info.min_stake - net)
 
     def unstake(self, amount: int) -> Unstaking:
         """Starts unbonding `amount` wei of the stake; `withdraw` takes it after the unbonding period."""
@@ -265,10 +267,12 @@ class Provider:
             raise SwarmError(
                 f"{sender.address} is jailed until {when(info.jailed_until)}; unjail after that."
             )
-        if info.stake < info.min_stake:
+        net = max(0, info.stake - info.slash_debt)  # a slash debt is taken before anything else
+        if net < info.min_stake:
+            owed = f" beside the {format_amount(info.slash_debt)} slash debt" if info.slash_debt else ""
             raise SwarmError(
-                f"Unjailing needs the minimum stake of {format_amount(info.min_stake)}; "
-                f"stake {format_amount(info.min_stake - info.stake)} more first."
+                f"Unjailing needs the minimum stake of {format_amount(info.min_stake)}{owed}; "
+                f"stake {format_amount(info.min_stake - net)} more first."
             )
         return self._sent(Unjailed, stake.unjail(self.swarm, sender))
 

@@ -2,7 +2,9 @@
 the agent (`provider.agent`) serving it over HTTPS (`provider.api`), the chain's authorization
 (`provider.auth`, `provider.authority`), the planning of a lease from a job's posted spec
 (`provider.lease.plan`, which reads it as `compute.order` does) and the signing of results
-with the provider's key (`ledger.results`).
+with the provider's key (`ledger.results`), under the job's provider and price read from the
+chain right before (`provider.authority.terms_to_sign`). A lease assigned under the provider's
+declared asking price is not started.
 
 `swarm provider serve` runs `run_site` in the foreground. The site's Ray cluster is started in
 the provider's SWARM_HOME with a token of its own that never leaves the provider (its other
@@ -20,13 +22,16 @@ from pathlib import Path
 from compute import cluster
 from compute.node import RayHome
 from compute.order import job_namespace
+from ledger import stake
 from ledger.client import Swarm
+from ledger.errors import SwarmError
 from ledger.results import failure_typed_data, result_typed_data
+from ledger.specs import load_spec
 from ledger.tx import Sender
 from provider.agent import Site
 from provider.api import listen, make_app, serve
 from provider.auth import LEASE_ACTIONS, JobView, NonceBook, Refused, SiteRequest, authorize
-from provider.authority import ChainAuthority
+from provider.authority import ChainAuthority, terms_to_sign
 from provider.lease.plan import LeasePlan, plan_lease, prior_result, read_order
 from provider.lease.sandbox import lease_root
 from provider.tls import SiteIdentity, make_identity
@@ -78,6 +83,10 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
     authority = ChainAuthority(swarm)
 
     def planner(job: JobView, job_id: int, spec: bytes, number: int, prior_spec: bytes | None) -> LeasePlan:
+        asking = asking_price(swarm, home, provider)
+        if asking is not None and job.price_per_unit < asking:
+            raise Refused(409, f"Job {job_id} is assigned at {job.price_per_unit} wei per unit, under this "
+                               f"provider's asking price of {asking} wei; the site does not run it.")
         try:
             order = read_order(spec, "the job's spec")
             prior = prior_result(order, job.buyer, prior_spec, authority, namespace)
@@ -85,11 +94,13 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
         except ValueError as exc:
             raise Refused(400, f"Job {job_id}: {exc}") from None
 
-    def signer(job_id: int, result_hash: bytes, units: int) -> bytes:
-        return sender.sign_typed_data(result_typed_data(chain_id, market, job_id, result_hash, units))
+    def signer(job_id: int, agreed_price: int, result_hash: bytes, units: int) -> bytes:
+        terms = terms_to_sign(swarm, provider, job_id, agreed_price)
+        return sender.sign_typed_data(result_typed_data(chain_id, market, terms, result_hash, units))
 
-    def failure_signer(job_id: int, units: int) -> bytes:
-        return sender.sign_typed_data(failure_typed_data(chain_id, market, job_id, units))
+    def failure_signer(job_id: int, agreed_price: int, units: int) -> bytes:
+        terms = terms_to_sign(swarm, provider, job_id, agreed_price)
+        return sender.sign_typed_data(failure_typed_data(chain_id, market, terms, units))
 
     site = Site(root, provider, state.dashboard, planner, signer, hidden=(str(home),),
                 failure_signer=failure_signer)
@@ -112,6 +123,17 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
     url = f"https://{config.host}:{config.port}"
     running = RunningSite(site, identity, url, started, ray_home)
     return running, make_app(site, authorizer, chain_id, market)
+
+
+def asking_price(swarm: Swarm, home: Path, provider: str) -> int | None:
+    """The price per unit (wei) the provider's registered hardware spec asks, as stored in its
+    SWARM_HOME by `swarm provider register`; None when it declares none or is not stored here."""
+    spec_hash = stake.provider_info(swarm, provider).spec_hash
+    try:
+        price = load_spec(home, spec_hash).get("price_per_unit")
+    except SwarmError:
+        return None
+    return None if price is None else int(price)
 
 
 def run_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig,

@@ -16,6 +16,7 @@ import pytest
 
 from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account, dev_accounts
 from anvil.node import free_port
+from ledger import governance
 from ledger.chain import Chain, connect
 from ledger.client import Swarm
 from ledger.deploy import DeployResult, deploy, error_decoder
@@ -67,8 +68,17 @@ def _dev_keys() -> dict[str, bytes]:
 
 def provider_signature(swarm: Swarm, job_id: int, result_hash: bytes, units: int) -> bytes:
     """What job `job_id`'s provider, one of anvil's dev accounts, signs to vouch for its result."""
-    key = _dev_keys()[job_info(swarm, job_id).provider]
-    return sign_result(key, swarm.chain.chain_id, swarm.market.address, job_id, result_hash, units)
+    info = job_info(swarm, job_id)
+    return sign_result(_dev_keys()[info.provider], swarm.chain.chain_id, swarm.market.address, info.terms,
+                       result_hash, units)
+
+
+def grant_role(swarm: Swarm, contract: str, role: str, account: str) -> None:
+    """Grants `contract`'s `role` to `account` as its admin does: through the deployment's
+    timelock, scheduled and executed at once (a devnet's timelock has no delay)."""
+    proposer = swarm.sender(dev_account(0).key)
+    call = governance.admin_call(swarm, contract, "grantRole", swarm.read(contract, role), account)
+    governance.enact(swarm, proposer, call)
 
 
 @dataclass(frozen=True)
@@ -170,6 +180,7 @@ LIGHT = {
         "test_dashboard",
         "test_deploy",
         "test_econ",
+        "test_governance",
         "test_hostile_lease",
         "test_indexer",
         "test_job_cli",

@@ -30,7 +30,7 @@ from ledger import stake
 from ledger.client import Swarm
 from ledger.deploy import DeployResult
 from ledger.units import ONE
-from tests.conftest import one_line_error
+from tests.conftest import grant_role, one_line_error
 
 SIMULATED = dev_account(1).address
 JOINER = 4  # the dev account that joins with its own node
@@ -292,7 +292,7 @@ def test_join_starts_a_labelled_node_that_runs_pinned_work_and_leave_stops_it(
 def _jail(swarm: Swarm, address: str, until: int) -> None:
     admin = swarm.sender(dev_account(0).key)
     vault = swarm.vault.functions
-    admin.send(vault.grantRole(vault.SLASHER_ROLE().call(), admin.address))
+    grant_role(swarm, "StakingVault", "SLASHER_ROLE", admin.address)
     admin.send(vault.jail(address, until))
 
 

@@ -223,6 +223,9 @@ def test_the_operations_guide_runs_block_by_block(stage: Stage) -> None:
     assert deployment["deployer"] == dev_account(0).address
     assert deployment["params"]["threshold"] == 2
     assert sorted(deployment["params"]["committee"]) == sorted(keys[f"oracle-{i}"] for i in (1, 2, 3))
+    assert deployment["params"]["treasury"] == keys["treasury"] != deployment["deployer"]
+    assert "TimelockController" in deployment["addresses"]
+    assert "Cancelled operation" in everything and "Executed JobMarket.setDisputeWindow(120)" in everything
 
     engine = open_ledger(stage.env["DB_URL"])
     try:

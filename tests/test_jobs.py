@@ -220,7 +220,17 @@ def test_a_buyers_dispute_approves_and_posts_the_bond_which_a_rejection_pays_the
     assert swarm.balance_of(buyer.address) == buyer0 - bond + PRICE * UNITS - payment
 
 
-def test_a_dispute_the_arbiter_leaves_undecided_is_split_half_and_half(
+def test_a_dispute_of_a_small_payment_posts_at_least_the_markets_minimum_bond(swarm: Swarm, parties) -> None:
+    _, buyer, _ = parties
+    job_id = _completed(swarm, parties, units=1)  # 2 SWARM paid: 10 % of it is under the floor
+    floor = swarm.market.functions.minDisputeBond().call()
+    assert -(-PRICE * swarm.market.functions.disputeBondBps().call() // 10_000) < floor == ONE
+    assert jobs.dispute_bond(swarm, buyer.address, job_id) == floor
+    (disputed,) = swarm.events(jobs.dispute_job(swarm, buyer, job_id), "JobDisputed")
+    assert disputed.args["bond"] == floor
+
+
+def test_a_dispute_the_arbiter_leaves_undecided_is_split_half_and_half_and_its_bond_paid_to_the_provider(
     swarm: Swarm, rpc: RpcClient, parties
 ) -> None:
     provider, buyer, matcher = parties
@@ -228,6 +238,7 @@ def test_a_dispute_the_arbiter_leaves_undecided_is_split_half_and_half(
     treasury = swarm.market.functions.treasury().call()
     job_id = _completed(swarm, parties, units=61)
     buyer0, provider0, treasury0 = (swarm.balance_of(a) for a in (buyer.address, provider.address, treasury))
+    bond = jobs.dispute_bond(swarm, buyer.address, job_id)
     jobs.dispute_job(swarm, buyer, job_id)
     info = jobs.job_info(swarm, job_id)
     arbitration_end = info.dispute_end + swarm.market.functions.ARBITRATION_PERIOD().call()
@@ -244,10 +255,11 @@ def test_a_dispute_the_arbiter_leaves_undecided_is_split_half_and_half(
     (settled,) = swarm.events(receipt, "JobSettled")
     assert settled.args == {"jobId": job_id, "provider": provider.address, "payment": half - fee, "fee": fee,
                             "refund": PRICE * UNITS - half}
-    assert swarm.balance_of(provider.address) == provider0 + half - fee
+    # A dispute left unanswered is never free: its bond goes to the provider, the other party.
+    assert swarm.balance_of(provider.address) == provider0 + half - fee + bond
     assert swarm.balance_of(treasury) == treasury0 + fee
-    assert swarm.balance_of(buyer.address) == buyer0 + PRICE * UNITS - half  # the bond back too
-    assert expired.args["bondRefund"] > 0
+    assert swarm.balance_of(buyer.address) == buyer0 - bond + PRICE * UNITS - half
+    assert expired.args["bondRefund"] == bond > 0
     assert jobs.job_info(swarm, job_id).status is JobStatus.SETTLED
     assert swarm.balance_of(swarm.market.address) == swarm.market.functions.totalEscrowed().call()
 
@@ -265,14 +277,16 @@ def test_a_job_that_failed_by_its_own_fault_is_charged_the_units_its_provider_si
     job_id, _ = jobs.post_job(swarm, buyer, SPEC, PRICE, UNITS, swarm.chain.timestamp() + 3_600)
     jobs.assign_job(swarm, matcher, job_id, provider.address, PRICE)
     chain_id, market = swarm.chain.chain_id, swarm.market.address
+    terms = jobs.job_info(swarm, job_id).terms
+    assert (terms.provider, terms.price_per_unit) == (provider.address, PRICE)
     on_chain = swarm.market.functions.failureDigest(job_id, 7).call()
-    assert failure_digest(chain_id, market, job_id, 7) == on_chain
-    typed = encode_typed_data(full_message=failure_typed_data(chain_id, market, job_id, 7))
+    assert failure_digest(chain_id, market, terms, 7) == on_chain
+    typed = encode_typed_data(full_message=failure_typed_data(chain_id, market, terms, 7))
     assert bytes(typed.body) != b"" and Account.recover_message(
-        typed, signature=provider.sign_typed_data(failure_typed_data(chain_id, market, job_id, 7))
+        typed, signature=provider.sign_typed_data(failure_typed_data(chain_id, market, terms, 7))
     ) == provider.address, "what the site signs through its sender is what chargeJob checks"
 
-    signed = sign_failure(dev_account(1).key, chain_id, market, job_id, 7)
+    signed = sign_failure(dev_account(1).key, chain_id, market, terms, 7)
     with pytest.raises(TransactionFailed, match="BadResultSignature"):  # the matcher cannot inflate it
         jobs.charge_job(swarm, matcher, job_id, "job-failed", 8, signed)
     receipt = jobs.charge_job(swarm, matcher, job_id, "job-failed", 7, signed)

@@ -250,15 +250,16 @@ def test_a_report_with_too_few_or_duplicate_signatures_is_refused(
     runner = oracle.runner
     with Session(oracle.engine) as session:
         record = runner.aggregate(session, time.time())
-        report, slashes = runner.report(record)
+        report, slashes, deferred = runner.report(record)
     signed = chain_rewards.sign(swarm, report, devnet_committee_keys())
     submitter = swarm.sender(dev_account(0).key)
     with pytest.raises(TransactionFailed):
-        chain_rewards.submit_epoch(swarm, submitter, report, slashes, signed[:2])  # threshold is 3
+        chain_rewards.submit_epoch(swarm, submitter, report, slashes, signed[:2], deferred)  # threshold is 3
     with pytest.raises(TransactionFailed):
-        chain_rewards.submit_epoch(swarm, submitter, report, slashes, [signed[0], signed[0], signed[1]])
+        chain_rewards.submit_epoch(swarm, submitter, report, slashes, [signed[0], signed[0], signed[1]],
+                                   deferred)
     assert chain_rewards.pending_report(swarm) is None
-    chain_rewards.submit_epoch(swarm, submitter, report, slashes, signed[:3])
+    chain_rewards.submit_epoch(swarm, submitter, report, slashes, signed[:3], deferred)
     assert chain_rewards.pending_report(swarm).epoch == record.epoch
 
 
@@ -330,10 +331,10 @@ def test_killed_after_submitting_before_recording_the_restart_pays_once(
         record = runner.aggregate(session, time.time())
         for key in devnet_committee_keys()[:3]:
             runner.sign_as(session, record, key)
-        report, slashes = runner.report(record)
+        report, slashes, deferred = runner.report(record)
         signatures = [bytes.fromhex(s[1][2:]) for s in sorted(record.signatures, key=lambda s: int(s[0], 16))]
         # The submission reaches the chain; the process dies before writing "submitted".
-        chain_rewards.submit_epoch(swarm, runner.sender, report, slashes, signatures)
+        chain_rewards.submit_epoch(swarm, runner.sender, report, slashes, signatures, deferred)
         assert record.state == "aggregated"
         epoch, emission = record.epoch, record.emission_wei
     restarted = _restarted(oracle)

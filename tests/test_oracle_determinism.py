@@ -25,12 +25,13 @@ from ledger.client import Swarm
 from ledger.db import open_ledger
 from ledger.deploy import DEVNET_COMMITTEE_INDICES, devnet_committee_keys
 from ledger.errors import SwarmError
+from ledger.reports import deferred_hash
 from ledger.specs import store_spec
 from market.records import MarketJob
 from oracle.config import load_config
 from oracle.epoch import EpochRunner
 from oracle.records import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
-from tests.conftest import one_line_error, provider_signature
+from tests.conftest import grant_role, one_line_error, provider_signature
 
 ONE = 10**18
 STAKE = 2_000 * ONE
@@ -114,10 +115,9 @@ def aggregate(runner: EpochRunner, now: float) -> OracleEpoch:
 def move_the_ledger_on(swarm: Swarm, swarm_home: Path, rpc: RpcClient) -> None:
     """Everything that may happen on chain between an epoch's end and a member's signature."""
     admin = swarm.sender(dev_account(0).key)
-    vault = swarm.vault.functions
     register(swarm, swarm_home, 3)  # a new provider
     stake.stake(swarm, swarm.sender(dev_account(1).key), 500 * ONE)  # more stake
-    admin.send(vault.grantRole(vault.SLASHER_ROLE().call(), admin.address))
+    grant_role(swarm, "StakingVault", "SLASHER_ROLE", admin.address)
     stake.slash(swarm, admin, B, 1_000, "fraud", b"\x07" * 32)
     done = [run_job(swarm, A), run_job(swarm, B)]
     lose_job(swarm, B, A)
@@ -150,6 +150,42 @@ def test_a_member_recomputes_and_signs_the_same_root_after_the_ledger_moved_on(
         assert all(runner.sign_as(session, stored, key) for key in devnet_committee_keys()[:runner.threshold])
     assert runner.run().state == "submitted"
     assert chain_rewards.pending_report(swarm).rewards_root.hex() == record.rewards_root[2:]
+
+
+def test_a_report_names_the_providers_whose_slashes_it_defers_and_the_next_one_slashes_them(
+    swarm: Swarm, swarm_home: Path, rpc: RpcClient, open_runner, tmp_path: Path,
+) -> None:
+    register(swarm, swarm_home, 1)
+    register(swarm, swarm_home, 2)
+    runner = open_runner(f"sqlite:///{tmp_path / 'ledger.db'}")
+    chain_id = swarm.chain.chain_id
+    end = measure([runner.engine], chain_id, [A, B], time.time())
+    record = aggregate(runner, end)
+    # B's slash had no room in this report (as beyond 200 slashes): it waits for the next one.
+    waiting = {"provider": B, "bps": 100, "reason": "downtime", "row": "downtime",
+               "evidence_hash": "0x" + "11" * 32, "jail_seconds": 0, "tombstone": False, "detail": "down",
+               "decided_epoch": record.epoch, "deferred": True, "held": True}
+    with Session(runner.engine) as session:
+        stored = session.get(OracleEpoch, (chain_id, record.epoch))
+        stored.slashes = [*stored.slashes, waiting]
+        session.add(stored)
+        session.commit()
+        report, slashes, deferred = runner.report(stored)
+    assert deferred == [B] and B not in {s.provider for s in slashes}
+    assert report.deferred_hash == deferred_hash([B])
+
+    assert runner.run(now=end).state == "submitted"
+    assert chain_rewards.pending_report(swarm).deferred_hash == deferred_hash([B])
+    held = stake.provider_info(swarm, B).report_held_until
+    assert held > swarm.chain.timestamp(), "B cannot withdraw before its slash lands"
+    rpc.increase_time(swarm.distributor.functions.challengeWindow().call() + 1)
+    rpc.mine()
+    assert runner.run(now=end).state == "finalized"
+    assert stake.provider_info(swarm, B).report_held_until == held, "held until the next report may arrive"
+
+    end = measure([runner.engine], chain_id, [A, B], end)
+    carried = [s for s in aggregate(runner, end).slashes if s["provider"] == B]
+    assert [(s["bps"], s["deferred"], s["decided_epoch"]) for s in carried] == [(100, False, record.epoch)]
 
 
 def test_members_with_sqlite_and_postgresql_syncing_at_different_times_compute_the_same_report(
@@ -301,19 +337,23 @@ def test_sign_refuses_an_epoch_the_chain_has_not_reached(
     assert f"runs to block {ahead}" in text and "has reached" in text
 
 
-def test_an_epoch_longer_than_half_the_unbonding_period_is_refused(swarm: Swarm, swarm_home: Path,
-                                                                   tmp_path: Path) -> None:
-    # A provider could misbehave, unstake and withdraw before such an epoch's report held its stake.
-    unbonding = swarm.vault.functions.unbondingPeriod().call()
+def test_an_epoch_longer_than_half_the_max_report_lag_is_refused(swarm: Swarm, swarm_home: Path,
+                                                                  tmp_path: Path) -> None:
+    # Its report could reach the chain after a provider misbehaved, unstaked and withdrew: the
+    # distributor's maxReportLag (within the unbonding period, with the challenge window) covers
+    # an epoch, its aggregation and its signing only if the epoch takes at most half of it.
+    lag = swarm.distributor.functions.maxReportLag().call()
+    challenge = swarm.distributor.functions.challengeWindow().call()
+    assert challenge + lag <= swarm.vault.functions.unbondingPeriod().call()
     engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
     runner = EpochRunner(swarm, engine, swarm_home, load_config(), swarm.sender(dev_account(0).key),
-                         devnet_committee_keys(), epoch_length_s=unbonding / 2 + 1)
+                         devnet_committee_keys(), epoch_length_s=lag / 2 + 1)
     with Session(engine) as session, \
-            pytest.raises(SwarmError, match=rf"too long for the vault's unbonding period of {unbonding} s"):
-        runner.aggregate(session, time.time() + unbonding)
+            pytest.raises(SwarmError, match=rf"too long for the distributor's maxReportLag of {lag} s"):
+        runner.aggregate(session, time.time() + lag)
     with Session(engine) as session:
         assert session.exec(select(OracleEpoch)).all() == [], "nothing was aggregated"
-    runner.epoch_length_s = unbonding / 2
+    runner.epoch_length_s = lag / 2
     runner.check_epoch_length()
     engine.dispose()
 

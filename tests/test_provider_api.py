@@ -17,6 +17,7 @@ from ledger.errors import InvalidInput, SwarmError
 from ledger.specs import load_spec
 from ledger.units import ONE
 from provider.operator import Provider
+from tests.conftest import grant_role
 
 P = 1  # the provider's dev account
 ADDRESS = dev_account(P).address
@@ -239,7 +240,7 @@ def test_unjail_after_the_jail_time_makes_the_provider_eligible_again(
     provider.stake(8_000 * ONE)
     admin = swarm.sender(dev_account(0).key)
     vault = swarm.vault.functions
-    admin.send(vault.grantRole(vault.SLASHER_ROLE().call(), admin.address))
+    grant_role(swarm, "StakingVault", "SLASHER_ROLE", admin.address)
     until = swarm.chain.timestamp() + 300
     admin.send(vault.jail(ADDRESS, until))
     status = provider.status()

@@ -10,9 +10,9 @@ from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
 from ledger import jobs, stake
 from ledger.client import Swarm
-from ledger.deploy import DEVNET_COMMITTEE_INDICES
+from ledger.deploy import DEVNET_COMMITTEE_INDICES, DEVNET_TREASURY_INDEX
 from ledger.units import ONE
-from tests.conftest import one_line_error
+from tests.conftest import grant_role, one_line_error
 
 P = 1  # the provider's dev account
 ADDRESS = dev_account(P).address
@@ -160,7 +160,7 @@ def test_unjail_after_the_jail_time(cli, swarm: Swarm, rpc: RpcClient) -> None:
     _json(cli("provider", "stake", "8000", "--account", str(P), "--json"))
     admin = swarm.sender(dev_account(0).key)
     vault = swarm.vault.functions
-    admin.send(vault.grantRole(vault.SLASHER_ROLE().call(), admin.address))
+    grant_role(swarm, "StakingVault", "SLASHER_ROLE", admin.address)
     admin.send(vault.jail(ADDRESS, swarm.chain.timestamp() + 300))
     assert "is jailed until" in one_line_error(cli("provider", "unjail", "--account", str(P)))
     rpc.increase_time(301)
@@ -308,7 +308,13 @@ def test_account_is_refused_on_a_chain_that_is_not_a_devnet(cli, tmp_path) -> No
         env = {"SWARM_HOME": str(tmp_path), "SWARM_RPC_URL": node.config.url,
                "SWARM_DEPLOYER_KEY": dev_account(0).key.hex()}
         committee = ",".join(dev_account(i).address for i in DEVNET_COMMITTEE_INDICES)
-        deployed = cli("chain", "deploy", "--committee", committee, "--threshold", "3", "--json", env=env)
+        deploy = ("chain", "deploy", "--committee", committee, "--threshold", "3")
+        assert "pass --treasury" in one_line_error(cli(*deploy, env=env))  # off a devnet it is never guessed
+        assert "pass --timelock-delay of more than" in one_line_error(
+            cli(*deploy, "--treasury", dev_account(DEVNET_TREASURY_INDEX).address, "--timelock-delay", "3600",
+                env=env))
+        assert node.rpc.block_number() == 0, "a refused deploy sends nothing"
+        deployed = cli(*deploy, "--treasury", dev_account(DEVNET_TREASURY_INDEX).address, "--json", env=env)
         assert deployed.code == 0, deployed.stderr
         assert json.loads(deployed.stdout)["funded"] == []  # no dev funding off a devnet
         before = node.rpc.block_number()

@@ -1,12 +1,18 @@
 """The oracle keeps every report within RewardDistributor's bounds without dropping a slash:
-what does not fit waits for the next epoch, merged with anything new for the same provider."""
+what does not fit waits for the next epoch, merged with anything new for the same provider,
+and the report names (and so holds) the first of those it defers; no entry is ever empty."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ledger.reports import MAX_JAIL_SECONDS, MAX_SLASHES_PER_REPORT, MAX_TOMBSTONES_PER_REPORT
+from ledger.reports import (
+    MAX_DEFERRED_PER_REPORT,
+    MAX_JAIL_SECONDS,
+    MAX_SLASHES_PER_REPORT,
+    MAX_TOMBSTONES_PER_REPORT,
+)
 from oracle.slashing import ROWS, schedule_slashes
 
 PROVIDERS = [f"0x{i:040x}" for i in range(1, 400)]
@@ -47,9 +53,13 @@ def test_every_report_fits_and_no_decision_is_ever_dropped(first, second, third)
         # Every provider with a pending decision is either in this report or still queued.
         pending = {e["provider"] for e in carried} | {e["provider"] for e in decided}
         assert {e["provider"] for e in entries} == pending
+        later = [e for e in entries if e["deferred"]]
+        held = [e for e in later if e["held"]]
+        assert held == later[:MAX_DEFERRED_PER_REPORT], "the report names the first deferred, in queue order"
+        assert not any(e["held"] for e in now)
         for e in now:
             applied[e["provider"]] = applied.get(e["provider"], 0) + 1
-        carried = [e for e in entries if e["deferred"]]
+        carried = later
     # The queue drains: with no new decisions, later epochs apply everything left, each
     # taking a full report (or all that is left) until it is empty.
     for _ in range(len(PROVIDERS)):
@@ -99,7 +109,33 @@ def test_tombstones_and_older_decisions_go_first_when_the_report_is_full() -> No
     assert len(now) == MAX_SLASHES_PER_REPORT
 
 
+def test_beyond_the_deferred_bound_the_oldest_are_held_first_and_the_rest_still_queued() -> None:
+    many = [f"0x{i:040x}" for i in range(1, 451)]
+
+    def entry(provider: str, epoch: int) -> dict:
+        return {"provider": provider, "bps": 10, "reason": "downtime", "row": "downtime",
+                "evidence_hash": "0x" + "00" * 32, "jail_seconds": 0, "tombstone": False, "detail": "",
+                "decided_epoch": epoch}
+
+    older, newer = [entry(p, 1) for p in many[150:]], [entry(p, 2) for p in many[:150]]
+    entries = schedule_slashes(older, newer)
+    later = [e for e in entries if e["deferred"]]
+    assert len(later) == 450 - MAX_SLASHES_PER_REPORT > MAX_DEFERRED_PER_REPORT
+    held = [e for e in later if e["held"]]
+    assert len(held) == MAX_DEFERRED_PER_REPORT
+    assert {e["provider"] for e in held} == set(many[350:]) | set(many[:100]), "the older decisions first"
+
+
+def test_an_entry_that_orders_nothing_is_left_out() -> None:
+    nothing = {"provider": PROVIDERS[0], "bps": 0, "reason": "downtime", "row": "downtime",
+               "evidence_hash": "0x" + "00" * 32, "jail_seconds": 0, "tombstone": False, "detail": "",
+               "decided_epoch": 1}
+    jail_only = {**nothing, "provider": PROVIDERS[1], "jail_seconds": 60}
+    assert [e["provider"] for e in schedule_slashes([], [nothing, jail_only])] == [PROVIDERS[1]]
+
+
 def test_the_oracle_bounds_are_the_distributors(swarm) -> None:
     d = swarm.distributor.functions
-    assert (MAX_SLASHES_PER_REPORT, MAX_TOMBSTONES_PER_REPORT, MAX_JAIL_SECONDS) == (
-        d.MAX_SLASHES_PER_REPORT().call(), d.MAX_TOMBSTONES_PER_REPORT().call(), d.MAX_JAIL_SECONDS().call())
+    assert (MAX_SLASHES_PER_REPORT, MAX_TOMBSTONES_PER_REPORT, MAX_DEFERRED_PER_REPORT, MAX_JAIL_SECONDS) == (
+        d.MAX_SLASHES_PER_REPORT().call(), d.MAX_TOMBSTONES_PER_REPORT().call(),
+        d.MAX_DEFERRED_PER_REPORT().call(), d.MAX_JAIL_SECONDS().call())

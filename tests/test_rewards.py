@@ -1,5 +1,6 @@
 """Epoch settlement on a real anvil: a report signed by 3 of 4 Python keys (EIP-712),
-finalized after the challenge window, claimed for two epochs with one proof."""
+finalized after the challenge window, claimed for two epochs with one proof; the stake of a
+provider whose slash a report defers held until the next report may arrive."""
 
 from __future__ import annotations
 
@@ -24,13 +25,13 @@ def _register(swarm: Swarm, *indices: int) -> None:
 
 
 def _settle(
-    swarm: Swarm, rpc: RpcClient, epoch: int, cumulative: dict[str, int], total: int, slashes=()
+    swarm: Swarm, rpc: RpcClient, epoch: int, cumulative: dict[str, int], total: int, slashes=(), deferred=()
 ) -> RewardTree:
     tree = RewardTree.build(cumulative)
-    report = rewards.build_report(swarm, epoch, tree, total, slashes)
+    report = rewards.build_report(swarm, epoch, tree, total, slashes, deferred=deferred)
     signatures = rewards.sign(swarm, report, devnet_committee_keys()[:3])
     keeper = swarm.sender(dev_account(9).key)
-    receipt = rewards.submit_epoch(swarm, keeper, report, slashes, signatures)
+    receipt = rewards.submit_epoch(swarm, keeper, report, slashes, signatures, deferred)
     (submitted,) = swarm.events(receipt, "EpochSubmitted")
     assert submitted.args["epoch"] == epoch and submitted.args["rewardsRoot"] == tree.root
     window = swarm.distributor.functions.challengeWindow().call()
@@ -117,3 +118,37 @@ def test_guardian_veto_blocks_finalization(swarm: Swarm, rpc: RpcClient) -> None
     with pytest.raises(TransactionFailed, match=r"NoPendingReport\(\)"):
         rewards.finalize_epoch(swarm, keeper, [])
     assert swarm.distributor.functions.lastFinalizedEpoch().call() == 0
+
+
+def test_a_slash_with_no_penalty_is_refused(swarm: Swarm) -> None:
+    empty = Slash(A, 0, reason_bytes("downtime"), b"\x02" * 32)
+    assert not empty.has_penalty
+    report = rewards.build_report(swarm, 1, RewardTree.build({A: 1 * ONE}), 1 * ONE, [empty])
+    signatures = rewards.sign(swarm, report, devnet_committee_keys()[:3])
+    with pytest.raises(TransactionFailed, match=rf"EmptySlash\(index=0, provider={A}\)"):
+        rewards.submit_epoch(swarm, swarm.sender(dev_account(9).key), report, [empty], signatures)
+
+
+def test_a_provider_whose_slash_is_deferred_is_held_until_the_next_report_may_arrive(
+        swarm: Swarm, rpc: RpcClient) -> None:
+    provider = swarm.sender(dev_account(3).key)
+    stake.register(swarm, provider, b"\x01" * 32, 1)
+    stake.stake(swarm, provider, 2_000 * ONE)
+    stake.request_unstake(swarm, provider, 500 * ONE)
+    distributor = swarm.distributor.functions
+    _settle(swarm, rpc, 1, {A: 1 * ONE}, 1 * ONE, deferred=[provider.address])
+    finalized = distributor.lastFinalizedReportId().call()
+    assert finalized == distributor.reportCount().call() and distributor.isHoldLive(finalized, True).call()
+
+    info = stake.provider_info(swarm, provider.address)
+    assert info.held_until > info.unbonding_end, "the next report may come after the unbonding ends"
+    rpc.increase_time(info.unbonding_end - swarm.chain.timestamp() + 1)
+    with pytest.raises(TransactionFailed, match="StakeOnHold"):
+        stake.withdraw(swarm, provider)
+
+    # The next report applies the deferred slash; the hold ends with it.
+    slash = Slash(provider.address, 500, reason_bytes("downtime"), b"\x02" * 32)
+    _settle(swarm, rpc, 2, {A: 2 * ONE}, 1 * ONE, [slash])
+    assert not distributor.isHoldLive(finalized, True).call()
+    assert stake.provider_info(swarm, provider.address).unbonding == 475 * ONE
+    stake.withdraw(swarm, provider)

@@ -27,7 +27,7 @@ from ledger import jobs, stake
 from ledger.chain import Chain
 from ledger.client import Swarm
 from ledger.deploy import DeployResult
-from ledger.results import result_signer
+from ledger.results import JobTerms, result_signer
 from ledger.specs import canonical
 from ledger.units import ONE
 from market.spec import validate_spec
@@ -36,7 +36,8 @@ from provider.client import SiteAddress, SiteClient
 from tests.programs import program_spec
 from tests.sites import served, stop_served
 
-MATCHER, PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 4, 6))
+MATCHER, PROVIDER, OTHER_PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 2, 4, 6))
+PRICE = 10**12  # wei per unit: the market's floor
 START_TIMEOUT_S = 180
 LEASE_TIMEOUT_S = 150
 
@@ -82,15 +83,16 @@ def _client(site: dict, who=MATCHER, fingerprint: str | None = None) -> SiteClie
     )
 
 
-def _assigned(site: dict, spec: dict, buyer=BUYER) -> tuple[int, bytes]:
-    """A job posted by `buyer` with `spec` and assigned to the site's provider; its id and spec bytes."""
+def _assigned(site: dict, spec: dict, buyer=BUYER, price: int = PRICE) -> tuple[int, bytes]:
+    """A job posted by `buyer` with `spec` and assigned to the site's provider at `price`; its id and
+    spec bytes."""
     swarm = site["swarm"]
     body = canonical(validate_spec(spec).canonical())
     from eth_utils import keccak
 
-    job_id, _ = jobs.post_job(swarm, swarm.sender(buyer.key), keccak(body), 10**12, spec["max_units"],
+    job_id, _ = jobs.post_job(swarm, swarm.sender(buyer.key), keccak(body), price, spec["max_units"],
                               swarm.chain.timestamp() + 3_600)
-    jobs.assign_job(swarm, swarm.sender(MATCHER.key), job_id, PROVIDER.address, 10**12)
+    jobs.assign_job(swarm, swarm.sender(MATCHER.key), job_id, PROVIDER.address, price)
     return job_id, body
 
 
@@ -136,8 +138,9 @@ def test_a_lease_runs_and_its_result_is_the_providers_own_word(site) -> None:
     assert stored.parent == site["store"] / "results" and stored.name.endswith(f"-{job_id}")
     assert result_hash(stored) == done["result_hash"]
     assert 1 <= done["units"] <= 600
+    terms = JobTerms(job_id, PROVIDER.address, PRICE)  # the provider and price the job is assigned at
     signer = result_signer(bytes.fromhex(done["signature"][2:]), swarm.chain.chain_id, swarm.market.address,
-                           job_id, bytes.fromhex(done["result_hash"][2:]), done["units"])
+                           terms, bytes.fromhex(done["result_hash"][2:]), done["units"])
     assert signer == PROVIDER.address
 
     buyer = _client(site, BUYER)
@@ -146,6 +149,29 @@ def test_a_lease_runs_and_its_result_is_the_providers_own_word(site) -> None:
     with pytest.raises(Refused, match="neither the matcher nor the buyer") as refused:
         _client(site, STRANGER).status(job_id)
     assert refused.value.status == 403
+
+
+def test_a_site_signs_nothing_for_a_lease_the_chain_moved_under_its_price(site) -> None:
+    """The matcher moved the job away and back at half the price the lease was started at: the
+    site will not vouch for the work at that price, and the lease fails as no fault of the
+    provider's (the market fails the job without a slash)."""
+    swarm = site["swarm"]
+    other = swarm.sender(OTHER_PROVIDER.key)
+    stake.register(swarm, other, b"\x22" * 32, 1)
+    stake.stake(swarm, other, 1_000 * ONE)
+    job_id, body = _assigned(site, _program(site, WRITE_OUTPUT), price=4 * PRICE)
+    matcher = _client(site)
+    matcher.start_lease(job_id, body)
+    market = swarm.sender(MATCHER.key)
+    jobs.reassign_job(swarm, market, job_id, OTHER_PROVIDER.address, 4 * PRICE, "provider-lost")
+    jobs.reassign_job(swarm, market, job_id, PROVIDER.address, 2 * PRICE, "provider-lost")
+
+    done = _finished(matcher, job_id)
+    assert (done["state"], done["fault"], done["signature"]) == ("failed", "market", None), done
+    assert done["error"] == (
+        f"Job {job_id} is assigned at {2 * PRICE} wei per unit on chain, under the {4 * PRICE} wei the site "
+        "agreed to run it for, so the site signs nothing for it."
+    )
 
 
 def test_the_site_serves_only_what_the_chain_authorizes(site) -> None:

@@ -1,5 +1,6 @@
 """A site serves a signed request only as the chain allows: each test is a request someone
-could send, on a real anvil, and what the site answers."""
+could send, on a real anvil, and what the site answers. And it signs a lease's outcome only for
+the assignment it agreed to run: its own provider, at its price or more."""
 
 from __future__ import annotations
 
@@ -9,15 +10,28 @@ from pathlib import Path
 import pytest
 
 from anvil import dev_account
-from ledger import jobs, stake
+from ledger import governance, jobs, stake
 from ledger.client import Swarm
 from ledger.deploy import devnet_committee_keys
+from ledger.results import JobTerms
+from ledger.specs import store_spec
 from ledger.units import ONE
-from provider.auth import MAX_VALIDITY_S, NonceBook, Refused, SiteRequest, authorize, body_hash, sign_request
-from provider.authority import ChainAuthority
+from provider.auth import (
+    MAX_VALIDITY_S,
+    NonceBook,
+    Refused,
+    SiteRequest,
+    WontSign,
+    authorize,
+    body_hash,
+    sign_request,
+)
+from provider.authority import ChainAuthority, terms_to_sign
+from provider.site import asking_price
 
 MATCHER, PROVIDER, OTHER_PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 2, 4, 6))
 SPEC = b"\x5e" * 32
+PRICE = 10**15
 
 
 @pytest.fixture
@@ -28,8 +42,8 @@ def site(swarm: Swarm, tmp_path: Path):
         stake.register(swarm, sender, secrets.token_bytes(32), 1)
         stake.stake(swarm, sender, 1_000 * ONE)
     deadline = swarm.chain.timestamp() + 3_600
-    job_id, _ = jobs.post_job(swarm, swarm.sender(BUYER.key), SPEC, 10**15, 100, deadline)
-    jobs.assign_job(swarm, swarm.sender(MATCHER.key), job_id, PROVIDER.address, 10**15)
+    job_id, _ = jobs.post_job(swarm, swarm.sender(BUYER.key), SPEC, PRICE, 100, deadline)
+    jobs.assign_job(swarm, swarm.sender(MATCHER.key), job_id, PROVIDER.address, PRICE)
     nonces = NonceBook(tmp_path / "nonces.db")
     yield {"swarm": swarm, "job": job_id, "authority": ChainAuthority(swarm), "nonces": nonces}
     nonces.close()
@@ -149,3 +163,39 @@ def test_expired_long_lived_tampered_and_unknown_requests_are_refused(site) -> N
                   market=swarm.market.address, authority=site["authority"], nonces=site["nonces"],
                   now=swarm.chain.timestamp())
     assert bad.value.status == 401
+
+
+# ── what a site signs ─────────────────────────────────────────────────────────────────
+def test_a_site_signs_under_the_provider_and_price_the_chain_holds(site) -> None:
+    swarm = site["swarm"]
+    terms = terms_to_sign(swarm, PROVIDER.address, site["job"], agreed_price=PRICE)
+    assert terms == JobTerms(site["job"], PROVIDER.address, PRICE)
+    assert site["authority"].job(site["job"]).price_per_unit == PRICE, "what a lease's start records"
+
+
+def test_a_site_refuses_to_sign_for_a_job_the_chain_shows_elsewhere_or_cheaper(site) -> None:
+    swarm, job_id = site["swarm"], site["job"]
+    cheaper = rf"^Job {job_id} is assigned at {PRICE} wei per unit on chain, under the {2 * PRICE} wei "
+    with pytest.raises(WontSign, match=cheaper + "the site agreed to run it for, so the site signs nothing"):
+        terms_to_sign(swarm, PROVIDER.address, job_id, agreed_price=2 * PRICE)
+    matcher = swarm.sender(MATCHER.key)
+    jobs.reassign_job(swarm, matcher, job_id, OTHER_PROVIDER.address, PRICE, "provider-lost")
+    elsewhere = rf"^Job {job_id} is assigned to {OTHER_PROVIDER.address} on chain, not to this site's "
+    with pytest.raises(WontSign, match=elsewhere + rf"provider {PROVIDER.address}, so the site signs"):
+        terms_to_sign(swarm, PROVIDER.address, job_id, agreed_price=PRICE)
+
+
+def test_with_no_agreed_price_a_site_refuses_a_price_under_the_markets_floor(site) -> None:
+    swarm, job_id = site["swarm"], site["job"]
+    assert terms_to_sign(swarm, PROVIDER.address, job_id).price_per_unit == PRICE
+    raise_floor = governance.admin_call(swarm, "JobMarket", "setJobLimits", 30 * 86_400, 2 * PRICE)
+    governance.enact(swarm, swarm.sender(MATCHER.key), raise_floor)
+    with pytest.raises(WontSign, match=f"under the {2 * PRICE} wei the site agreed"):
+        terms_to_sign(swarm, PROVIDER.address, job_id)
+
+
+def test_a_sites_asking_price_is_its_registered_specs(site, swarm: Swarm, tmp_path: Path) -> None:
+    assert asking_price(swarm, tmp_path, PROVIDER.address) is None, "a spec not stored here: no known price"
+    asking = {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1, "price_per_unit": str(3 * PRICE)}
+    stake.update_spec(swarm, swarm.sender(PROVIDER.key), store_spec(tmp_path, asking), 1)
+    assert asking_price(swarm, tmp_path, PROVIDER.address) == 3 * PRICE

@@ -13,6 +13,7 @@ from ledger.reports import reason_bytes
 from ledger.specs import spec_hash
 from ledger.stake import HardwareSpec
 from ledger.units import ONE
+from tests.conftest import grant_role
 
 PROVIDER = 1
 SPEC = b"\x42" * 32
@@ -66,7 +67,7 @@ def test_slash_through_the_role_pays_treasury_and_burns_the_rest(swarm: Swarm) -
 
     admin = swarm.sender(dev_account(0).key)
     vault = swarm.vault.functions
-    admin.send(vault.grantRole(vault.SLASHER_ROLE().call(), admin.address))
+    grant_role(swarm, "StakingVault", "SLASHER_ROLE", admin.address)
     treasury = vault.treasury().call()
     treasury_before = swarm.balance_of(treasury)
     supply_before = swarm.token.functions.totalSupply().call()
@@ -118,7 +119,7 @@ def test_unjail_after_serving_time_restores_eligibility(swarm: Swarm, rpc: RpcCl
     stake.stake(swarm, p, 1_000 * ONE)
     admin = swarm.sender(dev_account(0).key)
     vault = swarm.vault.functions
-    admin.send(vault.grantRole(vault.SLASHER_ROLE().call(), admin.address))
+    grant_role(swarm, "StakingVault", "SLASHER_ROLE", admin.address)
     until = swarm.chain.timestamp() + 600
     admin.send(vault.jail(p.address, until))
     assert not vault.isEligible(p.address).call()

@@ -1,11 +1,10 @@
 """Raw `eth_getLogs` entries into Swarm events, fast.
 
-The topic → event table is built once. Every Swarm event but two has only static
-fields, so its data is sliced into 32-byte words straight from the hex text; the two
-with dynamic fields (CommitteeSet's signer list, SlashNotApplied's revert data) go
-through eth_abi. Values come out JSON-ready: ints, checksummed addresses, 0x hex for
-bytes, dicts for structs — the same form the `events.args` column stores and a reorg
-replays from.
+The topic → event table is built once. Every Swarm event but one has only static
+fields, so its data is sliced into 32-byte words straight from the hex text; the one
+with dynamic fields (CommitteeSet's signer list) goes through eth_abi. Values come out
+JSON-ready: ints, checksummed addresses, 0x hex for bytes, dicts for structs — the same
+form the `events.args` column stores and a reorg replays from.
 """
 
 from __future__ import annotations
