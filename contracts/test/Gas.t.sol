@@ -51,7 +51,20 @@ contract GasTest is SwarmTestBase {
         vm.startSnapshotGas(GROUP, name);
     }
 
-    function _noSlashes() internal pure returns (IStakingVault.SlashOrder[] memory none) {}
+    /// @dev The `i`-th provider of a large report: funded, registered and staked, at an address
+    /// no other test uses.
+    function _stakedProvider(uint256 i) internal returns (address p) {
+        p = address(uint160(0x100000 + i));
+        vm.prank(admin);
+        token.transfer(p, STAKE);
+        vm.startPrank(p);
+        token.approve(address(vault), STAKE);
+        vault.register(keccak256(abi.encode(p)), GPUS);
+        vault.stake(STAKE);
+        vm.stopPrank();
+    }
+
+        function _noSlashes() internal pure returns (IStakingVault.SlashOrder[] memory none) {}
 
     function _report(uint64 epoch, bytes32 root, uint256 total)
         internal
@@ -373,14 +386,7 @@ contract GasTest is SwarmTestBase {
         uint256 n = distributor.MAX_SLASHES_PER_REPORT();
         IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](n);
         for (uint256 i; i < n; ++i) {
-            address p = address(uint160(0x100000 + i));
-            vm.prank(admin);
-            token.transfer(p, STAKE);
-            vm.startPrank(p);
-            token.approve(address(vault), STAKE);
-            vault.register(keccak256(abi.encode(p)), GPUS);
-            vault.stake(STAKE);
-            vm.stopPrank();
+            address p = _stakedProvider(i);
             bool tombstone = i < distributor.MAX_TOMBSTONES_PER_REPORT();
             slashes[i] = IStakingVault.SlashOrder({
                 provider: p,
@@ -412,14 +418,7 @@ contract GasTest is SwarmTestBase {
         uint256 n = distributor.MAX_SLASHES_PER_REPORT();
         IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](n);
         for (uint256 i; i < n; ++i) {
-            address p = address(uint160(0x100000 + i));
-            vm.prank(admin);
-            token.transfer(p, STAKE);
-            vm.startPrank(p);
-            token.approve(address(vault), STAKE);
-            vault.register(keccak256(abi.encode(p)), GPUS);
-            vault.stake(STAKE);
-            vm.stopPrank();
+            address p = _stakedProvider(i);
             slashes[i] = IStakingVault.SlashOrder({
                 provider: p,
                 bps: 100,
@@ -452,15 +451,9 @@ contract GasTest is SwarmTestBase {
         uint256 tombstones = distributor.MAX_TOMBSTONES_PER_REPORT();
         IStakingVault.SlashOrder[] memory slashes = new IStakingVault.SlashOrder[](n);
         for (uint256 i; i < n; ++i) {
-            address p = address(uint160(0x100000 + i));
-            vm.prank(admin);
-            token.transfer(p, STAKE);
-            vm.startPrank(p);
-            token.approve(address(vault), STAKE);
-            vault.register(keccak256(abi.encode(p)), GPUS);
-            vault.stake(STAKE);
+            address p = _stakedProvider(i);
+            vm.prank(p);
             vault.requestUnstake(STAKE / 4);
-            vm.stopPrank();
             slashes[i] = IStakingVault.SlashOrder({
                 provider: p,
                 bps: 10_000, // above the per-incident cap
