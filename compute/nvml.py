@@ -134,3 +134,57 @@ def gpu_snapshot() -> GpuSnapshot:
         return GpuSnapshot(gpus=count, devices=[], error=f"NVML could not read the devices: {exc}")
     finally:
         pynvml.nvmlShutdown()
+
+
+@dataclass(frozen=True)
+class GpuDevice:
+    """One GPU of this machine as a lease is given it: the id Ray assigned it by (an index or a
+    UUID, as CUDA_VISIBLE_DEVICES names GPUs), NVML's index and UUID, and the minor number of
+    its device node, `/dev/nvidia<minor>`."""
+
+    assigned: str
+    index: int
+    uuid: str
+    minor: int
+
+    @property
+    def node(self) -> str:
+        return f"nvidia{self.minor}"
+
+
+def gpu_devices(ids: list[str]) -> tuple[list[GpuDevice], str | None]:
+    """The GPUs `ids` name on this machine, as NVML knows them; or, where NVML cannot start or
+    names none of them, what it found (nothing) and why, in a clause."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as exc:
+        return [], f"NVML cannot start on this machine ({exc})"
+    try:
+        found = []
+        for assigned in ids:
+            try:
+                handle = (pynvml.nvmlDeviceGetHandleByUUID(assigned) if assigned.startswith(("GPU-", "MIG-"))
+                          else pynvml.nvmlDeviceGetHandleByIndex(int(assigned)))
+                found.append(GpuDevice(assigned, pynvml.nvmlDeviceGetIndex(handle),
+                                       _text(pynvml.nvmlDeviceGetUUID(handle)),
+                                       pynvml.nvmlDeviceGetMinorNumber(handle)))
+            except (pynvml.NVMLError, ValueError) as exc:
+                return found, f"NVML knows no GPU {assigned!r} on this machine ({exc})"
+        return found, None
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def visible_uuids() -> list[str]:
+    """The UUIDs of the GPUs NVML sees from this process (inside a lease: those bound into it)."""
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return []
+    try:
+        return [_text(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i)))
+                for i in range(pynvml.nvmlDeviceGetCount())]
+    except pynvml.NVMLError:
+        return []
+    finally:
+        pynvml.nvmlShutdown()

@@ -55,7 +55,7 @@ from compute.catalog import DATASET_FOR, LORA_TARGETS
 from compute.checkpoints import find_checkpoint, load_model, save_model
 from compute.data import load_dataset
 from compute.dataplane import digest
-from compute.device import autocast, task_device
+from compute.device import autocast, device_name, task_device
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, file_sha256, result_hash
 from compute.models import build_model
@@ -125,7 +125,7 @@ def _finetune(meta: dict[str, Any], base_state: dict[str, torch.Tensor], params:
     return {
         "adapter": adapter, "base_after": base_after, "history": history, "busy_s": timer.seconds,
         "trainable_parameters": sum(p.numel() for p in trainable), "started_at": started,
-        "placement": where_am_i(), "device": device.type,
+        "placement": where_am_i(), "device": device.type, "device_name": device_name(device),
     }
 
 
@@ -212,6 +212,7 @@ def _finetune_text(files: dict[str, bytes], params: FinetuneParams, dataset: str
             "adapter": hf.pack(adapter_dir), "model": hf.pack(merged), "model_type": model_type,
             "history": history, "busy_s": timer.seconds, "started_at": started, "placement": where_am_i(),
             "trainable_parameters": sum(p.numel() for p in trainable), "device": device.type,
+            "device_name": device_name(device),
         }
 
 
@@ -243,7 +244,7 @@ def run_text(job: ComputeJob, params: FinetuneParams) -> JobResult:
     metrics = {"epochs": params.epochs, "loss": last["loss"], "val_accuracy": last["val_accuracy"],
                "history": done["history"], "trainable_parameters": done["trainable_parameters"],
                "model": model_type, "base_checkpoint": str(directory), "placement": done["placement"],
-               "device": done["device"],
+               "device": done["device"], "device_name": done["device_name"],
                "wall_s": round(time.monotonic() - started, 3)}
     (result_dir / RUN_RECORD).write_text(json.dumps(metrics | {"started_at": done["started_at"]}, indent=2))
     used = usage([done["busy_s"]], job.use_gpu)
@@ -282,7 +283,7 @@ def run(job: ComputeJob) -> JobResult:
     metrics = {"epochs": params.epochs, "loss": last["loss"], "val_accuracy": last["val_accuracy"],
                "history": done["history"], "trainable_parameters": done["trainable_parameters"],
                "base_checkpoint": str(base_dir), "placement": done["placement"], "device": done["device"],
-               "wall_s": round(time.monotonic() - started, 3)}
+               "device_name": done["device_name"], "wall_s": round(time.monotonic() - started, 3)}
     (result_dir / RUN_RECORD).write_text(json.dumps(metrics | {"started_at": done["started_at"]}, indent=2))
     return JobResult(job.job_id, job.kind, job.provider, metrics, str(result_dir), result_hash(result_dir),
                      used.amount, used.unit)

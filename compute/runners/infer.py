@@ -40,7 +40,7 @@ from compute import hf
 from compute.accounting import BusyTimer, usage
 from compute.checkpoints import find_checkpoint, load_model
 from compute.data import read_inputs
-from compute.device import autocast, task_device
+from compute.device import autocast, device_name, task_device
 from compute.errors import ComputeError, InvalidJob
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
@@ -140,7 +140,7 @@ def _infer(meta: dict[str, Any], state: dict[str, torch.Tensor], inputs: torch.T
         "logits": logits, "batch_size": batch, "final_batch_size": sizes[-1] if sizes else batch,
         "batches": len(sizes), "busy_s": timer.seconds, "started_at": started,
         "quantized_layers": quantized_layers(model),
-        "placement": where_am_i(), "device": device.type,
+        "placement": where_am_i(), "device": device.type, "device_name": device_name(device),
     }
 
 
@@ -194,6 +194,7 @@ def _infer_text(directory: str, values: list[str], params: InferParams, seed: in
         "logits": logits, "batch_size": params.batch_size, "final_batch_size": params.batch_size,
         "batches": -(-len(values) // params.batch_size), "busy_s": timer.seconds, "started_at": started,
         "quantized_layers": quantized_layers(model), "placement": where_am_i(), "device": device.type,
+        "device_name": device_name(device),
     }
 
 
@@ -237,7 +238,7 @@ def _result(job: ComputeJob, params: InferParams, model: str, inputs: Any, label
         record["accuracy"] = round(float((logits.argmax(dim=1) == labels).double().mean()), 6)
     (outputs / "metrics.json").write_text(json.dumps(record, sort_keys=True, indent=2))
     used = usage([done["busy_s"]], job.use_gpu)
-    observed = ("final_batch_size", "batches", "quantized_layers", "placement", "device")
+    observed = ("final_batch_size", "batches", "quantized_layers", "placement", "device", "device_name")
     metrics = record | {key: done[key] for key in observed} | {"wall_s": round(time.monotonic() - started, 3)}
     (result_dir / RUN_RECORD).write_text(json.dumps(metrics | {"started_at": done["started_at"]}, indent=2))
     return JobResult(job.job_id, job.kind, job.provider, metrics, str(result_dir), result_hash(result_dir),

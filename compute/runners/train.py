@@ -61,7 +61,7 @@ from compute import hf, tabular
 from compute.accounting import BusyTimer, usage
 from compute.checkpoints import save_model
 from compute.data import load_dataset
-from compute.device import autocast, model_device
+from compute.device import autocast, device_name, model_device, require_cuda
 from compute.errors import InvalidJob, ProviderFault
 from compute.jobs import ComputeJob, JobResult, in_place_provider
 from compute.manifest import OUTPUT_DIR, result_hash
@@ -234,6 +234,8 @@ def train_loop(config: dict[str, Any]) -> None:
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()
     device = ray.train.torch.get_device()
+    if ray.get_gpu_ids() and device.type != "cuda":  # a worker that holds a GPU trains on it
+        require_cuda()
 
     table = config.get("table")  # a table's {"features", "classes"}; None for a built-in dataset
     tensors: Tensors | None
@@ -259,6 +261,7 @@ def train_loop(config: dict[str, Any]) -> None:
     state["resumed_from_epoch"] = state["epoch"]
     state["model_config"] = {} if params.brought else model_config(table)
     state["features"] = table and table["features"]
+    state["device_name"] = device_name(device)
     state["placements"].append(gather(where_am_i(rank=rank)))
     ddp = DistributedDataParallel(model) if world > 1 else model
 
@@ -525,6 +528,7 @@ def write_outputs(
         "workers": job.workers,
         "history": state["history"],
         "compute_dtype": state["compute_dtype"],
+        "device_name": state.get("device_name"),
     }
     (outputs / "metrics.json").write_text(json.dumps(record, sort_keys=True, indent=2))
     return outputs
@@ -552,8 +556,9 @@ def run(job: ComputeJob) -> JobResult:
     metrics = {
         "epochs": state["epoch"], "loss": last["loss"], "val_loss": last["val_loss"],
         "val_accuracy": last["val_accuracy"], "history": state["history"], "precision": params.precision,
-        "compute_dtype": state["compute_dtype"], "resumed_from_epoch": state["resumed_from_epoch"],
-        "placements": state["placements"], "first_step_at": state["first_step_at"],
+        "compute_dtype": state["compute_dtype"], "device_name": state.get("device_name"),
+        "resumed_from_epoch": state["resumed_from_epoch"], "placements": state["placements"],
+        "first_step_at": state["first_step_at"],
         "checkpoint": result.checkpoint.path, "wall_s": round(time.time() - started, 3),
         "dataset_read": dataset_read(params),
     }

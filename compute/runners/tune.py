@@ -48,6 +48,7 @@ from compute.accounting import BusyTimer, usage
 from compute.catalog import DATASET_FOR
 from compute.checkpoints import load_model, save_model
 from compute.data import load_dataset
+from compute.device import device_name, task_device
 from compute.errors import ComputeError, InvalidJob
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
@@ -137,7 +138,7 @@ def _trial(config: dict[str, Any], setup: TrialSetup) -> None:
     model_config = {k: int(v) for k, v in config.items() if k not in TRAINING_DEFAULTS} | setup.shape
     seed = trial_seed(setup.seed, config)
     torch.manual_seed(seed)
-    device = torch.device("cuda" if setup.use_gpu else "cpu")
+    device = task_device(setup.use_gpu)
     (x, y), (vx, vy) = _split(setup)
     x, y, vx, vy = x.to(device), y.to(device), vx.to(device), vy.to(device)
     model = build_model(setup.model, **model_config).to(device)
@@ -146,7 +147,8 @@ def _trial(config: dict[str, Any], setup: TrialSetup) -> None:
     batch = int(settings["batch_size"])
     shuffle = torch.Generator().manual_seed(seed)
     runtime = ray.get_runtime_context()
-    where = {"provider": runtime.get_node_labels().get(LABEL), "node_id": runtime.get_node_id()}
+    where = {"provider": runtime.get_node_labels().get(LABEL), "node_id": runtime.get_node_id(),
+             "device_name": device_name(device)}
     busy = BusyTimer()  # the billed time: training and evaluation, not checkpoint writes
     for epoch in range(1, setup.max_epochs + 1):
         with busy:
@@ -282,6 +284,7 @@ def run(job: ComputeJob) -> JobResult:
             "trials": len(grid),
             "trials_finished": len(rows),
             "search": params.search,
+            "device_name": best_result.metrics.get("device_name"),
             "wall_s": time.monotonic() - started,
             "trial_placements": sorted(
                 (

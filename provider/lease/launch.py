@@ -29,6 +29,7 @@ from compute.dataplane import shown
 from compute.errors import ComputeError
 from compute.node import DATA_FOOTER_READERS, TRAIN_HELPERS_OFF, TRAIN_POLL
 from provider.lease import LEASES, LOG, OUTCOME, PLAN_ENV, PROJECT, RUN, WORK, untrusted
+from provider.lease.devices import DeviceError, LeaseGpus, assign, check
 from provider.lease.inputs import InputError, fetch_inputs, result_binds, stage_program, store_result
 from provider.lease.outcome import Outcome, verdict_line
 from provider.lease.plan import LeasePlan
@@ -51,7 +52,11 @@ def leases_root(env: Mapping[str, str] | None = None) -> Path:
     return Path(env.get("SWARM_HOME", ".swarm")).expanduser().resolve() / LEASES
 
 
-def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, bool], ...] = ()) -> Sandbox:
+def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, bool], ...] = (),
+                  gpus: LeaseGpus | None = None) -> Sandbox:
+    """The lease's sandbox: its work directory, its limits, what it is bound, and the GPUs it was
+    given (`provider.lease.devices`): their device nodes and CUDA_VISIBLE_DEVICES."""
+    gpus = gpus or LeaseGpus()
     work = directory / WORK
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
@@ -66,6 +71,7 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
         **DATA_FOOTER_READERS,  # a lease's Parquet reads start one footer reader, not 32 processes
         # The sandbox's copy of the plan, without the verdict's key.
         PLAN_ENV: plan.but(verdict_key="").encode(),
+        **gpus.env,
     }
     return Sandbox(
         work,
@@ -74,19 +80,31 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
         lease_uid=lease_uid(plan.number),
         env=env,
         binds=binds,
+        devices=gpus.binds,
     )
 
 
-def launch(directory: Path, plan: LeasePlan) -> Outcome:
+def launch(directory: Path, plan: LeasePlan, env: Mapping[str, str] | None = None) -> Outcome:
     """Runs the lease's current attempt in its sandbox, in `directory` on this machine, and
-    writes its outcome."""
+    writes its outcome. `env` is the launcher's environment, where Ray named the GPUs it
+    reserved for the lease."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / OUTCOME).unlink(missing_ok=True)
     work = directory / WORK
     work.mkdir(parents=True, exist_ok=True)
     try:
+        # The GPUs it bought, bound and seen in its sandbox before anything of the buyer's runs there.
+        gpus = assign(plan.gpus, env)
+        sandbox = lease_sandbox(directory, plan, result_binds(plan), gpus)
+        if gpus.devices:
+            check(sandbox, gpus)
+    except DeviceError as exc:  # the provider's to fix: the buyer is charged nothing
+        outcome = Outcome(state="failed", attempt=plan.attempt, seconds=0.0, returncode=-1,
+                          error=_sentence(str(exc)), fault="provider")
+        outcome.write(directory)
+        return outcome
+    try:
         untrusted.remove(work, RUN)
-        sandbox = lease_sandbox(directory, plan, result_binds(plan))
         if plan.program is not None:
             stage_program(plan, work, directory)
         else:
@@ -105,7 +123,7 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
         done = sandbox.run([sys.executable, "-m", "provider.lease.worker", str(work)], log=directory / LOG)
     finally:
         echo.finish()
-    outcome = _meter(plan, directory, done)
+    outcome = _meter(plan, directory, done, gpus)
     outcome.write(directory)
     if outcome.state == "succeeded" or outcome.fault == "buyer":
         # Its result is stored, or it failed for good: the lease's disk is the provider's again.
@@ -114,15 +132,17 @@ def launch(directory: Path, plan: LeasePlan) -> Outcome:
     return outcome
 
 
-def _meter(plan: LeasePlan, directory: Path, done: Any) -> Outcome:
+def _meter(plan: LeasePlan, directory: Path, done: Any, gpus: LeaseGpus) -> Outcome:
     """The attempt's verdict: what broke, or the result's hash and the units it used, and the
     result stored in the buyer's output. Everything the lease left is read as a stranger's
-    (`untrusted`): a link, a FIFO or too much of it fails the job as the buyer's fault."""
+    (`untrusted`): a link, a FIFO or too much of it fails the job as the buyer's fault. A GPU
+    lease is billed for the GPUs it was given (never more than it bought), a CPU lease for its CPUs."""
     from compute.accounting import unit_name
 
     work = directory / WORK
     use_gpu = plan.gpus > 0
-    reserved = plan.unit_rate * done.seconds
+    rate = min(plan.gpus, len(gpus.devices)) if use_gpu else plan.unit_rate
+    reserved = rate * done.seconds
     broke = done.broke
     if broke == "time" and plan.unit_seconds < plan.wall_seconds:
         broke = "units"  # stopped when what it held reached its max_units, before its deadline
@@ -130,7 +150,7 @@ def _meter(plan: LeasePlan, directory: Path, done: Any) -> Outcome:
     held = min(plan.max_units, math.ceil(reserved))
     outcome = Outcome(state="failed", attempt=plan.attempt, seconds=done.seconds, returncode=done.returncode,
                       broke=broke, unit=unit_name(use_gpu), peak_memory_bytes=done.peak_memory_bytes,
-                      units=held)
+                      units=held, devices=gpus.uuids)
     if broke:
         return replace(outcome, error=_broke_message(broke, plan))
     try:

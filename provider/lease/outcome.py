@@ -35,6 +35,7 @@ class Outcome:
     metrics: dict[str, Any] = field(default_factory=dict)
     peak_memory_bytes: int = 0
     fault: str = "buyer"  # whose fault a failure is: the job's ("buyer") or the site's ("provider")
+    devices: list[str] = field(default_factory=list)  # the UUIDs of the GPUs the lease was given
 
     def write(self, directory: Path) -> None:
         write_json(directory / OUTCOME, asdict(self))

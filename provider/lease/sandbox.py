@@ -106,6 +106,9 @@ class Sandbox:
     network: bool = False  # True: the host's network; False: a loopback of its own
     runtime: Sequence[Path] | None = None
     binds: Sequence[tuple[Path, bool]] = ()  # more directories the lease sees: (path, writable)
+    # Device nodes the lease may open, (the host's node, where the lease sees it): a GPU lease's
+    # GPUs and the driver's nodes (provider.lease.devices). Its /dev has nothing else of the host's.
+    devices: Sequence[tuple[Path, str]] = ()
 
     @property
     def as_root(self) -> bool:
@@ -116,8 +119,9 @@ class Sandbox:
 
         The sandbox's file system is built from nothing (bwrap's root is an empty tmpfs) and shows
         only what is named: the system's directories (`SYSTEM`, read-only), the runtime, the
-        lease's own directory and `binds`. What is not named — homes, /srv, /var, /opt, /mnt,
-        other leases, other buyers' files — is not there at all."""
+        lease's own directory and `binds`, and in its own /dev the `devices` it was given. What
+        is not named — homes, /srv, /var, /opt, /mnt, other leases, other buyers' files — is not
+        there at all."""
         bwrap = shutil.which(BWRAP)
         if bwrap is None:
             raise ComputeError(
@@ -138,6 +142,8 @@ class Sandbox:
         args += ["--dev", "/dev", "--proc", "/proc",
                  "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
                  "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
+        for node, inside in self.devices:
+            args += ["--dev-bind", str(node), inside]
         made: set[Path] = {Path("/")}
         runtime = self.runtime if self.runtime is not None else default_runtime()
         targets = [*((Path(p).resolve(), False) for p in sorted(set(runtime))),
