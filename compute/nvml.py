@@ -146,6 +146,7 @@ class GpuDevice:
     index: int
     uuid: str
     minor: int
+    pci_bus_id: str = ""  # as the driver names its entry under /proc/driver/nvidia/gpus: 0000:3b:00.0
 
     @property
     def node(self) -> str:
@@ -167,7 +168,8 @@ def gpu_devices(ids: list[str]) -> tuple[list[GpuDevice], str | None]:
                           else pynvml.nvmlDeviceGetHandleByIndex(int(assigned)))
                 found.append(GpuDevice(assigned, pynvml.nvmlDeviceGetIndex(handle),
                                        _text(pynvml.nvmlDeviceGetUUID(handle)),
-                                       pynvml.nvmlDeviceGetMinorNumber(handle)))
+                                       pynvml.nvmlDeviceGetMinorNumber(handle),
+                                       _proc_name(_text(pynvml.nvmlDeviceGetPciInfo(handle).busId))))
             except (pynvml.NVMLError, ValueError) as exc:
                 return found, f"NVML knows no GPU {assigned!r} on this machine ({exc})"
         return found, None
@@ -175,15 +177,27 @@ def gpu_devices(ids: list[str]) -> tuple[list[GpuDevice], str | None]:
         pynvml.nvmlShutdown()
 
 
+def _proc_name(bus_id: str) -> str:
+    """NVML's PCI bus id ("00000000:3B:00.0") as the driver's /proc entry names it ("0000:3b:00.0")."""
+    domain, _, rest = bus_id.partition(":")
+    return f"{domain[-4:]}:{rest}".lower() if rest else bus_id.lower()
+
+
 def visible_uuids() -> list[str]:
-    """The UUIDs of the GPUs NVML sees from this process (inside a lease: those bound into it)."""
+    """The UUIDs of the GPUs this process can open (inside a lease: those bound into it); a GPU
+    NVML counts but cannot open, its device node absent, is not one it sees."""
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError:
         return []
     try:
-        return [_text(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i)))
-                for i in range(pynvml.nvmlDeviceGetCount())]
+        seen = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            try:
+                seen.append(_text(pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))))
+            except pynvml.NVMLError:
+                continue
+        return seen
     except pynvml.NVMLError:
         return []
     finally:

@@ -4,6 +4,7 @@ inside an EVM snapshot that is reverted afterwards."""
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import re
 import subprocess
@@ -251,7 +252,10 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 # ── tests that need a GPU ──────────────────────────────────────────────────────────────
 # A test marked `gpu` runs wherever a CUDA device is present. Elsewhere it is deselected before
 # the run starts, and the run's summary says how many did not run and why: never a silent skip.
+# A GPU machine lent without Ray (tools/device_check.sh) leaves out the `gpu` tests that need it
+# (those using a Ray fixture, or marked `ray`), and says so in the same way.
 _NO_GPU = pytest.StashKey[tuple[int, str]]()
+_NO_RAY = pytest.StashKey[tuple[int, list[str]]]()
 
 
 def _no_cuda_reason() -> str | None:
@@ -278,6 +282,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         session.items[:] = [item for item in session.items if not item.get_closest_marker("gpu")]
         session.testscollected = len(session.items)
         session.config.stash[_NO_GPU] = (len(gpu), reason)
+    elif gpu and importlib.util.find_spec("ray") is None:
+        rayless = [item for item in gpu
+                   if item.get_closest_marker("ray") or set(HEAVY) & set(getattr(item, "fixturenames", ()))]
+        session.config.hook.pytest_deselected(items=rayless)
+        session.items[:] = [item for item in session.items if item not in rayless]
+        session.testscollected = len(session.items)
+        session.config.stash[_NO_RAY] = (len(rayless), [item.nodeid for item in rayless])
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
@@ -285,6 +296,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         count, reason = config.stash[_NO_GPU]
         terminalreporter.write_sep("=", f"{count} gpu tests did NOT run: no CUDA device here", yellow=True)
         terminalreporter.write_line(f"{reason}. They run wherever a GPU is present (tests marked gpu).")
+    if _NO_RAY in config.stash:
+        count, names = config.stash[_NO_RAY]
+        terminalreporter.write_sep("=", f"{count} gpu tests did NOT run: no Ray here", yellow=True)
+        for name in names:
+            terminalreporter.write_line(f"  {name}")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -114,7 +114,7 @@ def test_a_challenge_worker_on_a_gpu_node_proves_a_bf16_challenge(gpu_node) -> N
     check(challenge, root_from_hex(root), cells, [opening_from_json(o) for o in openings])
 
 
-def test_train_finetune_and_infer_run_on_cuda_in_bf16(gpu_node, tmp_path: Path) -> None:
+def test_train_finetune_infer_and_tune_run_on_cuda(gpu_node, tmp_path: Path) -> None:
     from compute.data import load_dataset
     from compute.jobs import ComputeJob, run_job
 
@@ -130,13 +130,25 @@ def test_train_finetune_and_infer_run_on_cuda_in_bf16(gpu_node, tmp_path: Path) 
             params=params | {"precision": "bf16"},
         )
 
+    import torch
+
+    name = torch.cuda.get_device_name(0)
     trained = run_job(job("gpu-train", "train", model="mlp", samples=512, epochs=2))
     assert trained.unit == "gpu-seconds" and trained.metrics["compute_dtype"] == "bfloat16"
+    assert trained.metrics["device_name"] == name
     tuned = run_job(job("gpu-finetune", "finetune", base_checkpoint=trained.result_dir, epochs=1))
     assert tuned.metrics["device"] == "cuda" and tuned.unit == "gpu-seconds"
+    assert tuned.metrics["device_name"] == name
     inputs, _ = load_dataset("synthetic-classification", 9, n=64)
     np.save(tmp_path / "inputs.npy", inputs.numpy())
     inferred = run_job(
         job("gpu-infer", "infer", checkpoint=tuned.result_dir, dataset_path=str(tmp_path / "inputs.npy"))
     )
     assert inferred.metrics["device"] == "cuda" and inferred.metrics["count"] == 64
+    assert inferred.metrics["device_name"] == name
+    search = ComputeJob.of(job_id="gpu-tune", kind="tune", provider=GPU_PROVIDER, storage=str(tmp_path),
+                           timeout_s=600, use_gpu=True, seed=3,
+                           params={"model": "mlp", "samples": 256, "num_samples": 2,
+                                   "max_epochs_per_trial": 1, "search_space": {"lr": {"grid": [1e-3, 1e-2]}}})
+    searched = run_job(search)
+    assert searched.unit == "gpu-seconds" and searched.metrics["device_name"] == name

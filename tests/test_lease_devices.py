@@ -43,6 +43,10 @@ print(json.dumps({"nodes": nodes, "opened": opened, "cuda": os.environ.get("CUDA
                   "order": os.environ.get("CUDA_DEVICE_ORDER")}))
 """
 
+SHOW_DRIVER_LIST = """
+print(json.dumps(sorted(os.listdir({!r}))))
+"""
+
 
 @pytest.fixture
 def stand_ins() -> Iterator[Path]:
@@ -56,6 +60,9 @@ def stand_ins() -> Iterator[Path]:
     for name in ("nvidia0", "nvidia1", *DRIVER_NODES, "nvidia-modeset"):
         os.mknod(dev / name, stat.S_IFCHR | 0o666, null)
         os.chmod(dev / name, 0o666)
+    for bus in ("0000:3b:00.0", "0000:5e:00.0"):  # the driver's list of its GPUs, as /proc has it
+        (dev / "gpus" / bus).mkdir(parents=True)
+        (dev / "gpus" / bus / "information").write_text(f"Bus Location: {bus}\n")
     yield dev
     shutil.rmtree(dev, ignore_errors=True)
 
@@ -70,11 +77,16 @@ def plan(gpus: int = 1, number: int = 5) -> LeasePlan:
 
 def test_a_lease_sees_the_nodes_of_its_own_gpus_and_of_the_driver_and_no_other_gpu(
         stand_ins: Path, tmp_path: Path) -> None:
-    given = bind([GpuDevice("1", 1, "GPU-11111111-2222-3333-4444-555555555555", 1)], dev=stand_ins)
-    sandbox = lease_sandbox(tmp_path / "lease", plan(), gpus=given)
-    done = sandbox.run([sys.executable, "-c", LIST_WHAT_IT_SEES])
+    given = bind([GpuDevice("1", 1, "GPU-11111111-2222-3333-4444-555555555555", 1, "0000:5e:00.0")],
+                 dev=stand_ins, driver_gpus=stand_ins / "gpus")
+    # The stand-in driver list is in the lease's sight, as /proc is, before the site covers it.
+    sandbox = lease_sandbox(tmp_path / "lease", plan(), ((stand_ins / "gpus", False),), gpus=given)
+    listing = SHOW_DRIVER_LIST.format(str(stand_ins / "gpus"))
+    done = sandbox.run([sys.executable, "-c", LIST_WHAT_IT_SEES + listing])
     assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    *_, printed, listed = done.stdout.strip().splitlines()
+    seen = json.loads(printed)
+    assert json.loads(listed) == ["0000:5e:00.0"], "the driver's list shows its own GPU alone"
     # Its GPU (minor 1), the driver's two nodes and the optional one the host has; not nvidia0.
     assert seen["nodes"] == ["nvidia-modeset", "nvidia-uvm", "nvidia1", "nvidiactl"]
     assert seen["opened"] == seen["nodes"]  # device nodes it may open, not empty files
@@ -164,3 +176,45 @@ def test_on_a_gpu_host_a_cpu_lease_sees_no_gpu(tmp_path: Path) -> None:
         [sys.executable, "-m", "provider.lease.devices"])
     seen = json.loads(done.stdout.strip().splitlines()[-1].removeprefix(SEEN))
     assert gpu_snapshot().gpus >= 1 and (seen["nvml"], seen["cuda"]) == ([], 0)
+
+
+CUDA_MAIN = """
+import json, os, pathlib, torch
+x = torch.randn(256, 256, device="cuda")
+(x @ x).sum().item()
+pathlib.Path(os.environ["SWARM_OUTPUT_DIR"], "metrics.json").write_text(json.dumps(
+    {"device": str(x.device), "device_name": torch.cuda.get_device_name(0)}))
+"""
+
+CUDA_ON_ITS_RAY = """
+import json, os, pathlib, ray
+ray.init()  # the lease's own Ray, with the lease's one GPU
+
+@ray.remote(num_gpus=1)
+def where():
+    import torch
+    x = torch.ones(64, 64, device="cuda")
+    return str((x @ x).device), torch.cuda.get_device_name(0), [str(i) for i in ray.get_gpu_ids()]
+
+device, name, ids = ray.get(where.remote())
+pathlib.Path(os.environ["SWARM_OUTPUT_DIR"], "metrics.json").write_text(json.dumps(
+    {"device": device, "device_name": name, "ray_gpu_ids": ids}))
+"""
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("main", [pytest.param(CUDA_MAIN, id="plain"),
+                                  pytest.param(CUDA_ON_ITS_RAY, id="its-ray", marks=pytest.mark.ray)])
+def test_a_buyers_program_computes_on_the_gpu_its_lease_bought_and_is_billed_gpu_seconds(
+        tmp_path: Path, main: str) -> None:
+    from tests.programs import program_plan
+
+    lease_plan = program_plan(tmp_path, main, ray=main is CUDA_ON_ITS_RAY).but(gpus=1)
+    outcome = launch(tmp_path / "lease", lease_plan, env={"CUDA_VISIBLE_DEVICES": "0"})
+    assert outcome.state == "succeeded", (outcome.error, (tmp_path / "lease" / "log").read_text()[-3000:])
+    assert outcome.unit == "gpu-seconds" and len(outcome.devices) == 1
+    assert outcome.units == pytest.approx(outcome.seconds, abs=1.0), "one GPU for as long as it ran"
+    metrics = json.loads((tmp_path / "results" / "job-1" / "outputs" / "metrics.json").read_text())
+    assert metrics["device"] == "cuda:0" and metrics["device_name"] == gpu_snapshot().devices[0].name
+    if main is CUDA_ON_ITS_RAY:
+        assert len(metrics["ray_gpu_ids"]) == 1

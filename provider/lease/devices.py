@@ -7,9 +7,10 @@ its UUID and the minor number of its device node, and binds into the sandbox the
 (`/dev/nvidia<minor>`) and the driver's nodes every CUDA program opens (`nvidiactl` and
 `nvidia-uvm`, and `nvidia-uvm-tools` and `nvidia-modeset` where the host has them). The rest
 of the sandbox's /dev is bubblewrap's own (null, zero, random, a tty), so no other GPU's node
-is there to open, and the driver shows a process only the GPUs whose nodes it can open; nor
-can the lease make one (no capabilities, no new privileges: nvidia-modprobe's setuid bit does
-nothing). Inside, CUDA_VISIBLE_DEVICES names the lease's GPUs by UUID, and
+is there to open, nor can the lease make one (no capabilities, no new privileges:
+nvidia-modprobe's setuid bit does nothing); and the driver's list of GPUs in /proc
+(`/proc/driver/nvidia/gpus`) shows only the lease's, as NVIDIA's container runtime shows a
+container's. Inside, CUDA_VISIBLE_DEVICES names the lease's GPUs by UUID, and
 CUDA_DEVICE_ORDER=PCI_BUS_ID numbers them as NVML does.
 
 Before the lease's work starts, the launcher runs `python -m provider.lease.devices` in the
@@ -34,6 +35,7 @@ from compute.nvml import GpuDevice, gpu_devices
 from provider.lease.sandbox import Limits, Sandbox
 
 DEV = Path("/dev")
+DRIVER_GPUS = Path("/proc/driver/nvidia/gpus")  # an entry per GPU; a lease's shows only its own
 DRIVER_NODES = ("nvidiactl", "nvidia-uvm")  # opened by every CUDA program
 OPTIONAL_DRIVER_NODES = ("nvidia-uvm-tools", "nvidia-modeset")  # bound where the host has them
 CHECK_SECONDS = 120.0  # the in-sandbox check loads torch and initializes CUDA
@@ -53,6 +55,7 @@ class LeaseGpus:
     devices: tuple[GpuDevice, ...] = ()
     binds: tuple[tuple[Path, str], ...] = ()
     env: Mapping[str, str] = field(default_factory=dict)
+    covered: tuple[tuple[str, tuple[str, ...]], ...] = ()  # the driver's /proc entries of its GPUs alone
 
     @property
     def uuids(self) -> list[str]:
@@ -77,9 +80,10 @@ def assign(gpus: float, env: Mapping[str, str] | None = None, dev: Path = DEV) -
     return bind(devices, dev)
 
 
-def bind(devices: list[GpuDevice], dev: Path = DEV) -> LeaseGpus:
+def bind(devices: list[GpuDevice], dev: Path = DEV, driver_gpus: Path = DRIVER_GPUS) -> LeaseGpus:
     """What a lease given `devices` is bound: each one's node and the driver's, found under
-    `dev` (the host's /dev) and seen by the lease at /dev; DeviceError when one is missing."""
+    `dev` (the host's /dev) and seen by the lease at /dev, and of the driver's list of GPUs
+    (`driver_gpus`) their entries alone; DeviceError when a node is missing."""
     binds: list[tuple[Path, str]] = []
     for name in [d.node for d in devices] + list(DRIVER_NODES):
         if not _char_device(dev / name):
@@ -89,7 +93,9 @@ def bind(devices: list[GpuDevice], dev: Path = DEV) -> LeaseGpus:
         binds.append((dev / name, str(DEV / name)))
     binds += [(dev / name, str(DEV / name)) for name in OPTIONAL_DRIVER_NODES if _char_device(dev / name)]
     env = {"CUDA_VISIBLE_DEVICES": ",".join(d.uuid for d in devices), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    return LeaseGpus(tuple(devices), tuple(binds), env)
+    entries = tuple(d.pci_bus_id for d in devices if d.pci_bus_id and (driver_gpus / d.pci_bus_id).is_dir())
+    covered = ((str(driver_gpus), entries),) if driver_gpus.is_dir() else ()
+    return LeaseGpus(tuple(devices), tuple(binds), env, covered)
 
 
 def check(sandbox: Sandbox, gpus: LeaseGpus) -> dict[str, object]:

@@ -81,6 +81,7 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
         env=env,
         binds=binds,
         devices=gpus.binds,
+        covered=gpus.covered,
     )
 
 

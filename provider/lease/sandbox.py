@@ -109,6 +109,9 @@ class Sandbox:
     # Device nodes the lease may open, (the host's node, where the lease sees it): a GPU lease's
     # GPUs and the driver's nodes (provider.lease.devices). Its /dev has nothing else of the host's.
     devices: Sequence[tuple[Path, str]] = ()
+    # Directories of the host the lease sees only part of: (the directory, its entries shown). A
+    # GPU lease's /proc/driver/nvidia/gpus shows its own GPUs' entries only.
+    covered: Sequence[tuple[str, Sequence[str]]] = ()
 
     @property
     def as_root(self) -> bool:
@@ -158,6 +161,10 @@ class Sandbox:
                     made.add(step)
             args += ["--bind" if writable else "--ro-bind", str(target), str(target)]
             shown.append(target)
+        for directory, entries in self.covered:
+            args += ["--tmpfs", directory]
+            for entry in entries:
+                args += ["--ro-bind", f"{directory}/{entry}", f"{directory}/{entry}"]
         # What the site keeps from its leases, where it lies inside something they see (a
         # SWARM_HOME inside the project): covered by an empty directory or an empty file.
         for path in self.hidden:
