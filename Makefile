@@ -16,7 +16,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install compile bytecode postgres browser sandbox system-packages demo test lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-failfast faults clean
+.PHONY: install compile bytecode postgres browser sandbox system-packages demo test test-gpu device-kit lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP) $(COMPILE_STAMP)
 
@@ -138,6 +138,15 @@ test-python: $(NPM_STAMP) $(VENV_STAMP) bytecode postgres sandbox
 	wait $$light; light_status=$$?; \
 	echo "── $(if $(BESIDE),$(BESIDE) and )the light modules (pytest -m light) ──"; cat $$light_log; rm -f $$light_log; \
 	exit $$(( heavy != 0 || light_status != 0 ))
+
+# Every test marked `gpu`, on a machine with a CUDA device (elsewhere pytest says none ran, and why).
+test-gpu: $(VENV_STAMP) bytecode sandbox
+	env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest -m gpu -p no:randomly
+
+# For a lent GPU machine that has torch but not Swarm's other packages: the wheels and the
+# bubblewrap package tools/device_check.sh installs there, in build/device (carried by the device tool).
+device-kit:
+	tools/device_kit.sh build/device
 
 # Regenerates the committed gas figures: .gas-snapshot (every test) and snapshots/swarm.json.
 snapshot: $(NPM_STAMP)

@@ -11,7 +11,7 @@ kit=${1:-build/device}
 python=${PYTHON:-python3}
 rm -rf "$kit" && mkdir -p "$kit/wheels"
 "$python" -m pip download --quiet --disable-pip-version-check --only-binary=:all: --implementation cp \
-    --python-version 3.12 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+    --python-version "${DEVICE_PYTHON_VERSION:-3.12}" --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux_2_28_x86_64 -d "$kit/wheels" \
     "web3>=8.0,<9" "eth-account>=0.14,<0.15" "pydantic>=2.7,<3" pytest hypothesis
 (cd "$kit" && apt-get download bubblewrap >/dev/null)
