@@ -34,7 +34,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from compute.reference import REFERENCE_GFLOPS
+from compute.reference import reference_gflops
 from oracle.config import load_config
 from oracle.scoring import EpochInputs, score_epoch
 
@@ -51,7 +51,8 @@ def make_epoch(n: int, samples: int, seed: int = SEED) -> EpochInputs:
     rng = np.random.default_rng(seed)
     models = np.array(list(MODEL_MIX))
     declared = models[rng.choice(len(models), size=n, p=list(MODEL_MIX.values()))]
-    reference = np.array([REFERENCE_GFLOPS[m] for m in declared])
+    known = {m: reference_gflops(m) for m in MODEL_MIX}  # the CPU's: this machine's measured core
+    reference = np.array([known[m] for m in declared])
     stake_tokens = np.maximum(1.0, rng.lognormal(np.log(10_000), 1.0, size=n))
     fractions = rng.integers(0, 10**18, n).tolist()
     stake_wei = [int(t) * 10**18 + f for t, f in zip(stake_tokens.tolist(), fractions, strict=True)]

@@ -8,12 +8,23 @@ reference is peak × ACHIEVED_FRACTION (0.5: dense SGEMM of n≈1024 reaches rou
 datasheet peak, less on the Ada and Ampere consumer parts whose peak counts dual-issue FP32).
 A node measuring under half its declared model's reference (a quarter of peak) in any
 precision is flagged as misdeclared.
+
+Only the CPU reference is measured. The GPU references are projections from datasheets: no GPU
+model has been measured on the challenge yet (bench/gpu.py measures the one it runs on). The
+CPU reference is one core of the machine that runs the oracle, timed on the challenge by
+`make cpu-reference` (oracle/cpu_reference.py), × CPU_MARGIN. Where that measurement is
+missing there is no CPU reference, and the oracle refuses to start (CpuReferenceMissing)
+rather than judge CPU nodes against a number nobody measured.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import json
+import math
 import re
+from pathlib import Path
 
 from compute.errors import ComputeError
 
@@ -32,11 +43,16 @@ PEAK_FP32_TFLOPS = {
     "V100": 15.7,    # NVIDIA V100 datasheet, V100 SXM2: 15.7 TFLOPS FP32 (PCIe: 14)
 }
 
-# A machine without a GPU runs the challenge on one CPU core (the task asks for one CPU).
-# One core of this project's 2-core AMD EPYC (AVX2 + FMA, no AVX-512) measures 69-86 GFLOPS
-# on the challenge (bench/challenge.py, BENCHMARKS.md); 40 is what a modest, older AVX2 core
-# reaches, so an honest CPU node passes (flagged only under 20).
-CPU_REFERENCE_GFLOPS = 40.0
+# A machine without a GPU runs the challenge on one CPU core (the task asks for one CPU). What
+# one core of the oracle's machine measures is a build output of its checkout, like the
+# contracts' artifacts: under build/, git-ignored since each machine measures its own core, and
+# not under SWARM_HOME, since every oracle on the machine (a devnet's, each test's) shares it.
+CPU_MEASUREMENT = Path(__file__).resolve().parents[1] / "build" / "cpu-reference.json"
+# The reference is half that core: an honest node on a core like the oracle's measures 2× the
+# reference, and is flagged (under 0.5×) only at a quarter of that core — a core four times
+# slower, or four challenges on one core. The 40 GFLOPS once hard-coded was about half of this
+# project's own core, so the margin keeps the clearance honest nodes had.
+CPU_MARGIN = 0.5
 
 # Vendor peak half-precision tensor-core TFLOPS with fp32 accumulation, dense, and the precision:
 PEAK_TENSOR_TFLOPS = {
@@ -53,10 +69,13 @@ PEAK_TENSOR_TFLOPS = {
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 REFERENCE_GFLOPS = {model: tflops * 1000 * ACHIEVED_FRACTION for model, tflops in PEAK_FP32_TFLOPS.items()}
-REFERENCE_GFLOPS["cpu"] = CPU_REFERENCE_GFLOPS
 TENSOR_REFERENCE_GFLOPS = {model: tflops * 1000 * ACHIEVED_FRACTION
                            for model, (_, tflops) in PEAK_TENSOR_TFLOPS.items()}
-MODELS = tuple(REFERENCE_GFLOPS)
+MODELS = (*REFERENCE_GFLOPS, "cpu")
+
+
+class CpuReferenceMissing(ComputeError):
+    """This machine holds no measurement of its CPU core, so there is no CPU reference."""
 
 
 def normalize_model(name: str) -> str:
@@ -75,7 +94,7 @@ def reference_gflops(declared_model: str, precision: str = "fp32") -> float:
     """Matmul GFLOPS the challenge should measure on `declared_model` in `precision`."""
     model = normalize_model(declared_model)
     if precision == "fp32":
-        return REFERENCE_GFLOPS[model]
+        return cpu_reference_gflops() if model == "cpu" else REFERENCE_GFLOPS[model]
     if model in PEAK_TENSOR_TFLOPS and PEAK_TENSOR_TFLOPS[model][0] == precision:
         return TENSOR_REFERENCE_GFLOPS[model]
     raise ComputeError(
@@ -87,3 +106,32 @@ def precisions(declared_model: str) -> tuple[str, ...]:
     """The precisions the oracle challenges a model in: fp32, and its tensor-core precision."""
     model = normalize_model(declared_model)
     return ("fp32", PEAK_TENSOR_TFLOPS[model][0]) if model in PEAK_TENSOR_TFLOPS else ("fp32",)
+
+
+def cpu_reference_gflops() -> float:
+    """The CPU reference: this machine's measured core × CPU_MARGIN, read once per process."""
+    return _cpu_reference(CPU_MEASUREMENT)
+
+
+@functools.cache
+def _cpu_reference(path: Path) -> float:
+    return read_cpu_measurement(path) * CPU_MARGIN
+
+
+def read_cpu_measurement(path: Path = CPU_MEASUREMENT) -> float:
+    """The GFLOPS one core measured on the challenge, as oracle/cpu_reference.py wrote them to
+    `path`; CpuReferenceMissing, in one sentence that names the fix, when there is no such figure."""
+    fix = f"run `make cpu-reference` (a few seconds on one core), which writes {path}"
+    try:
+        found = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise CpuReferenceMissing(
+            f"The CPU reference has not been measured on this machine: {fix}."
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise CpuReferenceMissing(f"The CPU measurement {path} cannot be read ({exc}): {fix}.") from None
+    gflops = found.get("gflops") if isinstance(found, dict) else None
+    if isinstance(gflops, bool) or not isinstance(gflops, (int, float)) or not math.isfinite(gflops) \
+            or gflops <= 0:
+        raise CpuReferenceMissing(f"The CPU measurement {path} holds no positive GFLOPS figure: {fix}.")
+    return float(gflops)

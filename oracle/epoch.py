@@ -33,7 +33,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, delete, select
 
 from compute.errors import ComputeError
-from compute.reference import reference_gflops
+from compute.reference import cpu_reference_gflops, reference_gflops
 from ledger import rewards as chain_rewards
 from ledger.client import Swarm
 from ledger.errors import SwarmError, TransactionFailed
@@ -87,6 +87,7 @@ class EpochRunner:
                  signers: Sequence[bytes] = (), epoch_length_s: float | None = None,
                  utilization: Callable[[], float] | None = None,
                  log: Callable[[str], None] | None = None) -> None:
+        cpu_reference_gflops()  # CPU nodes are judged against this machine's measured core: none, no oracle
         self.swarm = swarm
         self.engine = engine
         self.home = home

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
 from anvil import RpcClient, dev_account
+from compute.reference import cpu_reference_gflops
 from ledger import jobs, stake
 from ledger import rewards as chain_rewards
 from ledger.client import Swarm
@@ -63,8 +64,9 @@ def register(swarm: Swarm, home: Path, provider: int, amount: int = STAKE, model
 
 def measure(engines: list[Engine], chain_id: int, providers: list[str], start: float,
             bad_checksum: tuple[str, ...] = ()) -> float:
-    """Three answered probes per provider from `start` on, and a challenge each, in every database
-    given; returns the time after them, where the epoch may end."""
+    """Three answered probes per provider from `start` on, and a challenge each at the CPU
+    reference, in every database given; returns the time after them, where the epoch may end."""
+    reference = cpu_reference_gflops()
     for engine in engines:
         with Session(engine) as session:
             for k in range(3):
@@ -72,8 +74,8 @@ def measure(engines: list[Engine], chain_id: int, providers: list[str], start: f
                                             latency_s=0.01) for p in providers)
             session.add_all(ChallengeRecord(
                 chain_id=chain_id, provider=p, at=start + 3.5, declared_model="cpu", seed=1,
-                proof_ok=p not in bad_checksum, measured_gflops=40.0, reference_gflops=40.0, ratio=1.0,
-                device="cpu") for p in providers)
+                proof_ok=p not in bad_checksum, measured_gflops=reference, reference_gflops=reference,
+                ratio=1.0, device="cpu") for p in providers)
             session.commit()
     return start + 4.0
 
@@ -365,8 +367,6 @@ def test_a_provider_challenged_while_busy_is_judged_by_its_best_challenge_of_two
     challenge of the epoch shows its hardware, its last is slowed by a lease; C's only
     challenge this epoch is slowed, but it showed its hardware in the epoch before; D, new, has
     answered one slowed challenge, too few to judge; B is slow every time and is slashed."""
-    from compute.reference import CPU_REFERENCE_GFLOPS
-
     d = dev_account(4).address
     for i in (1, 2, 3, 4):
         register(swarm, swarm_home, i)
@@ -393,8 +393,8 @@ def test_a_provider_challenged_while_busy_is_judged_by_its_best_challenge_of_two
                     declared_model="cpu",
                     seed=k,
                     proof_ok=True,
-                    measured_gflops=ratio * CPU_REFERENCE_GFLOPS,
-                    reference_gflops=CPU_REFERENCE_GFLOPS,
+                    measured_gflops=ratio * cpu_reference_gflops(),
+                    reference_gflops=cpu_reference_gflops(),
                     ratio=ratio,
                     device="cpu",
                 )
