@@ -283,6 +283,7 @@ def test_the_oracle_committee_probes_every_node_and_challenges_the_site(site) ->
     from eth_account import Account
 
     from compute.challenge import Challenge
+    from compute.nvml import gpu_snapshot
     from compute.proof import check, opening_from_json, root_from_hex, sample
     from ledger.deploy import devnet_committee_keys
 
@@ -292,13 +293,16 @@ def test_the_oracle_committee_probes_every_node_and_challenges_the_site(site) ->
                         lambda message: bytes(member.sign_typed_data(full_message=message).signature),
                         swarm.chain.chain_id, swarm.market.address)
     answer = client.probe(timeout_s=20)
-    (node,) = answer["nodes"]  # the site started one node
-    assert node["alive"] and node["cpus"] == 1.0 and node["gpu"]["gpus"] == 0
+    (node,) = answer["nodes"]  # the site started one node, offering no GPU (`serve` without --num-gpus)
+    assert node["alive"] and node["cpus"] == 1.0 and node["gpus_declared"] == 0
+    host_gpus = gpu_snapshot().gpus  # the node runs on this host, where NVML sees them whatever Ray was told
+    assert node["gpu"]["gpus"] == host_gpus and len(node["gpu"]["devices"]) == host_gpus
 
     # The challenge: a worker readied on the node, the seed sent and timed, rows opened and checked.
     challenge = Challenge(seed=7, size=64, rounds=4)
     worker = client.challenge_ready(challenge.params(), timeout_s=60)
-    assert (worker["node_id"], worker["device"], worker["gpus"]) == (node["node_id"], "cpu", 0)
+    # On the node's CPU, since the node offers no GPU, even on a host that has some (and says so).
+    assert (worker["node_id"], worker["device"], worker["gpus"]) == (node["node_id"], "cpu", host_gpus)
     answer, seconds = client.challenge_commit(worker["ticket"], challenge.seed, timeout_s=60)
     assert 0 < seconds < 60
     cells = sample(challenge)

@@ -1,15 +1,21 @@
 """Liveness probes on a real Ray cluster: every live provider answers with its node's clock
 and an honest GPU snapshot; a provider whose node is gone is recorded as down within the
-timeout, never waited on."""
+timeout, never waited on.
+
+The GPUs expected are this host's, read independently of the code under test: the kernel's
+device nodes and torch's CUDA count for NVML's snapshot, and that snapshot, taken here, for what
+a probe reports from a node of the local cluster (every node of it runs on this host, so NVML
+sees the same GPUs there whatever the node declares to Ray)."""
 
 from __future__ import annotations
 
 import glob
+import os
 import re
 import time
 
 from anvil import dev_account
-from compute.nvml import DeviceReading, gpu_snapshot, reading_from_raw
+from compute.nvml import DeviceReading, GpuSnapshot, gpu_snapshot, reading_from_raw
 from compute.placement import provider_nodes
 from compute.telemetry import NO_LIVE_NODE, probe, probe_all
 from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C
@@ -22,13 +28,24 @@ def _gpu_device_files() -> int:
     return len([p for p in glob.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", p)])
 
 
+def _identities(snapshot: GpuSnapshot) -> list[tuple[int, str, float | None]]:
+    """What does not change between two readings of the same GPUs: index, name and memory."""
+    return [(d.index, d.name, d.memory_total_mb) for d in snapshot.devices]
+
+
 def test_gpu_snapshot_reports_this_machines_gpus_and_invents_none() -> None:
+    import torch
+
     snapshot = gpu_snapshot()
     assert snapshot.gpus == _gpu_device_files()
+    if torch.cuda.is_available() and "CUDA_VISIBLE_DEVICES" not in os.environ:
+        assert snapshot.gpus == torch.cuda.device_count()
     assert len(snapshot.devices) == snapshot.gpus
-    if snapshot.gpus == 0:  # this machine: NVML cannot start, and the snapshot says why
+    if snapshot.gpus == 0:  # a machine without GPUs: NVML cannot start, and the snapshot says why
         assert snapshot.devices == []
         assert "NVML" in snapshot.error
+    else:
+        assert snapshot.error is None
     for device in snapshot.devices:
         assert device.name and device.memory_total_mb > 0
 
@@ -41,6 +58,7 @@ def test_raw_nvml_units_become_mebibytes_and_watts() -> None:
 
 
 def test_probe_of_each_live_provider_answers_from_its_own_node(ray_cluster) -> None:
+    host = gpu_snapshot()
     before = time.time()
     results = probe_all([PROVIDER_A, PROVIDER_B, PROVIDER_C], timeout_s=60)
     after = time.time()
@@ -50,7 +68,7 @@ def test_probe_of_each_live_provider_answers_from_its_own_node(ray_cluster) -> N
         assert result.node_id in {n["NodeID"] for n in provider_nodes(provider)}
         assert before <= result.stamp <= after
         assert 0 < result.latency_s <= after - before
-        assert (result.gpu.gpus, result.gpu.devices) == (0, [])
+        assert (result.gpu.gpus, _identities(result.gpu)) == (host.gpus, _identities(host))
 
 
 def test_probe_of_a_dead_node_records_downtime_within_the_timeout(ray_cluster) -> None:
