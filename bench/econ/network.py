@@ -1,9 +1,11 @@
 """The simulated providers: their strategies, hardware, prices, stakes and running state.
 
-Every price and cost is in SWARM per GPU-hour (read 1 SWARM as 1 USD to compare with GPU
-clouds). A provider stakes `STAKE_HOURS` hours of its real hardware's market rent, and its
-costs are fractions of that rent, so an honest provider's return on stake is about the same
-whatever GPU it runs, and strategies compare fairly across hardware.
+Every price and cost is in SWARM per device-hour — a GPU's, or one core's for a CPU node (read
+1 SWARM as 1 USD to compare with clouds). A provider stakes `STAKE_HOURS` hours of its real
+hardware's market rent, and its costs are fractions of that rent, so an honest provider's
+return on stake is about the same whatever it runs, and strategies compare fairly across
+hardware. What the challenge measures on that hardware comes from bench/econ/measured.py:
+measured where bench/results holds it, assumed otherwise.
 """
 
 from __future__ import annotations
@@ -12,16 +14,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compute.reference import PEAK_TENSOR_TFLOPS, REFERENCE_GFLOPS, TENSOR_REFERENCE_GFLOPS
+from bench.econ.measured import Throughputs
+from compute.reference import precisions, reference_gflops
 
 WEI = 10**18
 
-# Market rent of one GPU-hour, SWARM (marketplace prices, rounded).
+# Market rent of one device-hour, SWARM: a GPU's (marketplace prices, rounded), or one core's on
+# a CPU node (about a cloud vCPU-hour on demand).
 PRICE_PER_GPU_HOUR = {"H100": 2.50, "A100": 1.40, "L40S": 1.00, "L4": 0.45, "RTX4090": 0.40,
-                      "A10": 0.60, "T4": 0.30, "V100": 0.50}
-# The real hardware of honest, lazy and fraudulent providers.
-HARDWARE_MIX = {"H100": 0.15, "A100": 0.20, "L40S": 0.10, "L4": 0.15, "RTX4090": 0.15,
-                "A10": 0.10, "T4": 0.10, "V100": 0.05}
+                      "A10": 0.60, "T4": 0.30, "V100": 0.50, "cpu": 0.05}
+# The real hardware of honest, lazy and fraudulent providers: a tenth CPU nodes, the only
+# hardware whose challenge is measured so far, the rest GPUs in these shares.
+CPU_SHARE = 0.10
+GPU_MIX = {"H100": 0.15, "A100": 0.20, "L40S": 0.10, "L4": 0.15, "RTX4090": 0.15,
+           "A10": 0.10, "T4": 0.10, "V100": 0.05}
+HARDWARE_MIX = {"cpu": CPU_SHARE} | {model: (1 - CPU_SHARE) * share for model, share in GPU_MIX.items()}
 # (real, declared): the challenge's fp32 throughput ratio is under 0.5 for each (0.42, 0.45, 0.47).
 MISDECLARED = (("T4", "A100"), ("L4", "H100"), ("A10", "H100"))
 # (real, declared) that look alike in fp32 (ratios 1.23, 0.81 and 1.60), which the fp32
@@ -29,7 +36,7 @@ MISDECLARED = (("T4", "A100"), ("L4", "H100"), ("A10", "H100"))
 # measure 0.17, 0.05 (a V100 has no bf16: it computes the bf16 challenge in fp32) and 0.40.
 MISDECLARED_SUBTLE = (("RTX4090", "H100"), ("V100", "A100"), ("A10", "A100"))
 
-GPUS_PER_PROVIDER = 8
+GPUS_PER_PROVIDER = 8  # devices: GPUs, or a CPU node's cores
 STAKE_HOURS = 500  # stake = 500 hours of the real hardware's rent (≈ 3 weeks of full use)
 AMORTIZATION = 0.35  # × rent, every hour the hardware is in the network: purchase, hosting, network
 IDLE_POWER = 0.03  # × rent, per GPU-hour online and idle
@@ -80,6 +87,7 @@ class Network:
     epochs_staked: np.ndarray
     performance: np.ndarray  # the last epoch's scores, as the market reads them
     reliability: np.ndarray
+    throughput: Throughputs  # what the challenge measures on each real model: measured or assumed
     addresses: list[str] = field(default_factory=list)
 
     @property
@@ -89,21 +97,23 @@ class Network:
     def rent(self, models: list[str]) -> np.ndarray:
         return np.array([PRICE_PER_GPU_HOUR[m] for m in models])
 
-    def fp32_ratio(self) -> np.ndarray:
-        """The real GPU's fp32 challenge throughput ÷ the declared model's reference."""
-        return np.array([REFERENCE_GFLOPS[r] / REFERENCE_GFLOPS[d]
-                         for r, d in zip(self.real_model, self.declared_model, strict=True)])
+    def judged_ratio(self, rng: np.random.Generator | None = None) -> np.ndarray:
+        """What the oracle judges (oracle/epoch.py): the weaker of fp32 and the declared model's
+        tensor-core precision, each the real hardware's throughput in it (a GPU without that
+        precision computes in fp32) ÷ the declared model's reference. With `rng`, the figures of
+        one challenge each; without, the typical ones (the median measured run, or the reference)."""
+        ratio = np.empty(self.n)
+        pairs = np.array([f"{r}|{d}" for r, d in zip(self.real_model, self.declared_model, strict=True)])
+        for pair in np.unique(pairs):
+            real, declared = str(pair).split("|")
+            mask = pairs == pair
+            ratio[mask] = np.min([self._figures(real, p, int(mask.sum()), rng) / reference_gflops(declared, p)
+                                  for p in precisions(declared)], axis=0)
+        return ratio
 
-    def tensor_ratio(self) -> np.ndarray:
-        """The real GPU's throughput in the declared model's tensor-core precision ÷ that
-        reference: a GPU without that precision computes the challenge in fp32."""
-        return np.array([(TENSOR_REFERENCE_GFLOPS[r] if PEAK_TENSOR_TFLOPS[r][0] == PEAK_TENSOR_TFLOPS[d][0]
-                          else REFERENCE_GFLOPS[r]) / TENSOR_REFERENCE_GFLOPS[d]
-                         for r, d in zip(self.real_model, self.declared_model, strict=True)])
-
-    def judged_ratio(self) -> np.ndarray:
-        """What the oracle judges (oracle/epoch.py): the weaker of the two precisions."""
-        return np.minimum(self.fp32_ratio(), self.tensor_ratio())
+    def _figures(self, model: str, precision: str, n: int, rng: np.random.Generator | None) -> np.ndarray:
+        throughput = self.throughput.of(model, precision)
+        return throughput.draw(rng, n) if rng is not None else np.full(n, throughput.gflops)
 
     def of(self, name: str) -> np.ndarray:
         """Mask of the providers following the strategy `name`."""
@@ -115,8 +125,10 @@ class Network:
         return np.array([values[k] for k in self.strategy])
 
 
-def build_network(providers: int, mix: dict[str, float], rng: np.random.Generator) -> Network:
-    """`providers` providers in the shares of `mix` (at least one of each strategy it names)."""
+def build_network(providers: int, mix: dict[str, float], rng: np.random.Generator,
+                  throughput: Throughputs) -> Network:
+    """`providers` providers in the shares of `mix` (at least one of each strategy it names),
+    whose hardware measures `throughput` on the challenge."""
     names = [s.name for s in STRATEGIES]
     counts = {name: max(1, round(providers * share)) for name, share in mix.items() if share > 0}
     counts[HONEST.name] += providers - sum(counts.values())
@@ -142,5 +154,6 @@ def build_network(providers: int, mix: dict[str, float], rng: np.random.Generato
         successes=np.zeros(n, dtype=np.int64), failures=np.zeros(n, dtype=np.int64),
         epochs_staked=np.zeros(n, dtype=np.int64),
         performance=np.ones(n), reliability=np.full(n, 0.5),  # the market's neutral offer for the unscored
+        throughput=throughput,
         addresses=[f"0x{i + 1:040x}" for i in range(n)],
     )

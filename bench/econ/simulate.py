@@ -4,7 +4,10 @@ Run: .venv/bin/python bench/econ/simulate.py [--epochs 200] [--seeds 5] [--provi
 
 A network of providers (bench/econ/network.py: honest, lazy, misdeclaring, fraudulent, and a
 misdeclaration that looks right in fp32, which the tensor-core challenge catches) goes
-through `--epochs` epochs. Each epoch:
+through `--epochs` epochs. What the challenge measures on each hardware is measured where
+bench/results holds it (the CPU's, from bench/results/challenge.json; a GPU model's, from
+bench/results/gpu.json once bench/gpu.py has run on one) and assumed otherwise
+(bench/econ/measured.py); the output says which is which. Each epoch:
 probes, a challenge and the job market (bench/econ/market.py) produce the oracle's inputs;
 the project's own `oracle.scoring.score_epoch` scores them and orders slashes; the chain's
 consequences are applied here — a slash takes its bps of the remaining stake, a jail sits
@@ -33,9 +36,11 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.econ.market import run_jobs
+from bench.econ.measured import ASSUMED, Throughputs, load_throughputs
 from bench.econ.network import (
     DEFAULT_MIX,
     GOAL_STRATEGIES,
+    HARDWARE_MIX,
     MISDECLARED,
     MISDECLARED_SUBTLE,
     STRATEGIES,
@@ -43,13 +48,14 @@ from bench.econ.network import (
     Network,
     build_network,
 )
-from compute.reference import REFERENCE_GFLOPS
+from compute.reference import precisions, reference_gflops
 from oracle.config import BPS, OracleConfig, load_config
 from oracle.scoring import EpochInputs, EpochScores, score_epoch
 
 RESULTS = REPO / "bench" / "results"
 UTILIZATION = 0.6
-CHALLENGE_NOISE = 0.05  # an honest node measures its reference × N(1, 0.05)
+MODELS = tuple(dict.fromkeys([*HARDWARE_MIX, *(m for pair in MISDECLARED + MISDECLARED_SUBTLE
+                                                for m in pair)]))  # every hardware simulated
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,16 @@ class Run:
                 "tombstoned": int((self.net.tombstoned & mask).sum()),
                 "providers": int(mask.sum())}
 
+    def hardware_returns(self, name: str) -> dict[str, float]:
+        """Return on stake at the end, in %, of the providers following `name`, by real hardware."""
+        total, out = self.books.net().sum(axis=0), {}
+        for model in MODELS:
+            mask = self.net.of(name) & np.array([r == model for r in self.net.real_model])
+            if mask.any():
+                stake = sum(s for s, m in zip(self.net.initial_stake_wei, mask, strict=True) if m) / WEI
+                out[model] = float(100 * total[mask].sum() / stake)
+        return out
+
     def pair_returns(self) -> dict[str, float]:
         """Return on stake at the end, in %, of each (real, declared) pair a provider misdeclares."""
         net, out = self.net, {}
@@ -121,8 +137,9 @@ def epoch_inputs(net: Network, t: int, online: np.ndarray, jobs, utilization: fl
     challenged = ~net.tombstoned & (rng.random(n) < online)  # an offline node gets no challenge
     # As oracle/epoch.py judges a GPU: the weaker of its fp32 and tensor-core ratios, as fp32
     # GFLOPS of the declared model.
-    judged = net.judged_ratio() * np.array([REFERENCE_GFLOPS[m] for m in net.declared_model])
-    measured = np.where(challenged, judged * np.clip(rng.normal(1.0, CHALLENGE_NOISE, n), 0.8, 1.2), np.nan)
+    references = {m: reference_gflops(m) for m in set(net.declared_model)}
+    judged = net.judged_ratio(rng) * np.array([references[m] for m in net.declared_model])
+    measured = np.where(challenged, judged, np.nan)
     serving = ~net.tombstoned & (net.jailed_until < t)
     faked_challenge = challenged & serving & (rng.random(n) < net.traits("fake_challenge_p"))
     return EpochInputs(
@@ -162,10 +179,12 @@ def apply_epoch(net: Network, t: int, inputs: EpochInputs, scores: EpochScores, 
     net.performance, net.reliability = scores.performance, scores.reliability
 
 
-def simulate(params: Params, seed: int, config: OracleConfig) -> Run:
-    """One run of `params.epochs` epochs from `seed`."""
+def simulate(params: Params, seed: int, config: OracleConfig,
+             throughput: Throughputs | None = None) -> Run:
+    """One run of `params.epochs` epochs from `seed`, the hardware measuring `throughput` on the
+    challenge (by default: bench/results where it holds a measurement, else assumed)."""
     rng = np.random.default_rng(seed)
-    net = build_network(params.providers, dict(params.mix), rng)
+    net = build_network(params.providers, dict(params.mix), rng, throughput or load_throughputs(MODELS))
     timing = config.epoch.timing()
     probes = int(timing.length_s // timing.probe_interval_s)
     books = Books.empty(params.epochs, net.n)
@@ -228,12 +247,42 @@ def summarize(runs: list[Run], params: Params) -> dict:
     for run in runs:
         for pair, value in run.pair_returns().items():
             pairs.setdefault(pair, []).append(value)
-    return {"strategies": strategies, "goals": goals,
+    hardware: dict[str, list[float]] = {}
+    for run in runs:
+        for model, value in run.hardware_returns("honest").items():
+            hardware.setdefault(model, []).append(value)
+    throughput = runs[0].net.throughput
+    return {"throughput": throughput.as_dict(), "strategies": strategies, "goals": goals,
+            "honest_by_hardware": {
+                model: {"mean": float(np.mean(v)), "min": float(np.min(v)), "max": float(np.max(v)),
+                        "measured": all(throughput.of(model, p).measured for p in precisions(model))}
+                for model, v in hardware.items()},
             "misdeclared_pairs": {pair: {"mean": float(np.mean(v)), "max": float(np.max(v))}
                                   for pair, v in pairs.items()},
             "rewards_sum_to_emission": all(r.reward_sums == r.emissions for r in runs),
             "slashes_per_run": {row: float(np.mean([r.slashes.get(row, 0) for r in runs]))
                                 for row in ("fraud", "misrepresentation", "abandonment", "downtime")}}
+
+
+def throughput_table(summary: dict) -> str:
+    """A markdown table of what the challenge measures on each simulated hardware ÷ its
+    reference: each measured figure on a row of its own, the assumed ones together."""
+    lines = ["| hardware | precision | challenge ÷ reference | source |", "|---|---|---:|---|"]
+    assumed: dict[str, list[str]] = {}
+    for model, by_precision in summary["throughput"]["models"].items():
+        for precision, t in by_precision.items():
+            if t["measured"]:
+                low, high = (r / t["reference_gflops"] for r in (min(t["runs"]), max(t["runs"])))
+                spread = f" ({low:.2f}–{high:.2f})" if len(t["runs"]) > 1 else ""
+                lines.append(f"| {model} | {precision} | {t['ratio']:.2f}{spread} | {t['source']} |")
+            else:
+                assumed.setdefault(model, []).append(precision)
+    if assumed:
+        asked = ", ".join(sorted({p for ps in assumed.values() for p in ps}))
+        lines.append(f"| {', '.join(assumed)} | {asked} | 1.00 | {ASSUMED} |")
+    files = summary["throughput"]["files"]
+    lines += ["", *(f"- `bench/results/{name}`: {said}" for name, said in files.items())]
+    return "\n".join(lines)
 
 
 def table(summary: dict) -> str:
@@ -250,6 +299,13 @@ def table(summary: dict) -> str:
     lines += [
         f"| {pair} | **{r['mean']:+.1f} %** ({r['max']:+.1f}) |"
         for pair, r in summary["misdeclared_pairs"].items()
+    ]
+    lines += ["", "| honest, by hardware | challenge figures | return on stake, mean (min – max) |",
+              "|---|---|---:|"]
+    lines += [
+        f"| {model} | {'measured' if r['measured'] else 'assumed'} "
+        f"| **{r['mean']:+.1f} %** ({r['min']:+.1f} – {r['max']:+.1f}) |"
+        for model, r in summary["honest_by_hardware"].items()
     ]
     return "\n".join(lines)
 
@@ -274,7 +330,12 @@ def plot(summary: dict, path: Path, epochs: int) -> None:
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_xlabel("epoch (1 h)")
     ax.set_ylabel("cumulative return on stake (%)")
-    ax.set_title("Return on stake by strategy, shipped oracle/config.toml")
+    models = summary["throughput"]["models"]
+    all_measured = [m for m, by in models.items() if all(t["measured"] for t in by.values())]
+    said = {"measured": all_measured, "assumed": [m for m in models if m not in all_measured]}
+    ax.set_title("Return on stake by strategy, shipped oracle/config.toml\nchallenge figures measured: "
+                 f"{', '.join(said['measured']) or 'none'}; assumed: {', '.join(said['assumed']) or 'none'}",
+                 fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize=8)
     fig.tight_layout()
@@ -306,6 +367,7 @@ def main(argv: list[str] | None = None) -> int:
                "emission_per_epoch_wei": str(runs[0].emissions[0]),
                "config": str(args.config or "oracle/config.toml"), "seconds": round(seconds, 2), **summary}
     (args.out / "econ.json").write_text(json.dumps(figures, indent=1) + "\n")
+    print(throughput_table(summary), end="\n\n")
     print(table(summary))
     print(f"\ngoals: {summary['goals']}; rewards sum to the emission every epoch: "
           f"{summary['rewards_sum_to_emission']}; {args.seeds} × {args.epochs} epochs in {seconds:.1f} s")
