@@ -30,6 +30,7 @@ import binascii
 import hashlib
 import math
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,11 +55,28 @@ class ProofError(ComputeError):
 def leaf(challenge: Challenge, checkpoint: int, row: int, data: bytes) -> bytes:
     """A row's Merkle leaf: the challenge (seed, size, rounds, stride), which checkpoint
     (1-based) and row it is, and the row's bytes."""
-    c = challenge
-    digest = hashlib.sha256(LEAF_TAG + b"".join(v.to_bytes(8, "big") for v in (
-        c.seed, c.size, c.rounds, c.stride, checkpoint, row)))
+    digest = hashlib.sha256(_leaf_tag(challenge) + checkpoint.to_bytes(8, "big") + row.to_bytes(8, "big"))
     digest.update(data)
     return digest.digest()
+
+
+def _leaf_tag(challenge: Challenge) -> bytes:
+    """What every leaf of the challenge begins with: LEAF_TAG, the seed, size, rounds and stride."""
+    c = challenge
+    return LEAF_TAG + b"".join(v.to_bytes(8, "big") for v in (c.seed, c.size, c.rounds, c.stride))
+
+
+def _checkpoint_leaves(challenge: Challenge, checkpoint: int, rows: np.ndarray) -> list[bytes]:
+    """`leaf` of every row of one checkpoint (n × n uint8), the header hashed once and copied."""
+    header = hashlib.sha256(_leaf_tag(challenge) + checkpoint.to_bytes(8, "big"))
+    n, data = rows.shape[1], memoryview(rows.tobytes())
+    leaves = []
+    for i in range(rows.shape[0]):
+        digest = header.copy()
+        digest.update(i.to_bytes(8, "big"))
+        digest.update(data[i * n:(i + 1) * n])
+        leaves.append(digest.digest())
+    return leaves
 
 
 def _parent(left: bytes, right: bytes) -> bytes:
@@ -67,11 +85,11 @@ def _parent(left: bytes, right: bytes) -> bytes:
 
 def _levels(leaves: list[bytes]) -> list[list[bytes]]:
     """The tree bottom up; an odd level's last node is carried up unpaired."""
-    levels = [list(leaves)]
+    levels, sha256 = [list(leaves)], hashlib.sha256
     while len(levels[-1]) > 1:
-        level = levels[-1]
-        levels.append([_parent(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
-                      + ([level[-1]] if len(level) % 2 else []))
+        level = levels[-1]  # _parent inlined: this loop is a third of a CPU node's commitment
+        paired = [sha256(b"\x01" + level[i] + level[i + 1]).digest() for i in range(0, len(level) - 1, 2)]
+        levels.append(paired + ([level[-1]] if len(level) % 2 else []))
     return levels
 
 
@@ -123,7 +141,8 @@ class Opening:
 
 
 class Prover:
-    """A node's side: the checkpoints committed to, and opened on request."""
+    """A node's side: the checkpoints committed to, and opened on request. A CPU node's, with
+    hashlib; a GPU node's is DeviceProver."""
 
     def __init__(self, challenge: Challenge, checkpoints: list[np.ndarray]) -> None:
         n = challenge.size
@@ -133,30 +152,125 @@ class Prover:
             )
         self.challenge = challenge
         self.checkpoints = [np.ascontiguousarray(c, dtype=np.uint8) for c in checkpoints]
-        self.levels = _levels([leaf(challenge, k, i, self.checkpoints[k - 1][i].tobytes())
-                               for k in range(1, challenge.checkpoints + 1) for i in range(n)])
+        self.levels = _levels([digest for k, rows in enumerate(self.checkpoints, start=1)
+                               for digest in _checkpoint_leaves(challenge, k, rows)])
 
     @property
     def root(self) -> bytes:
         return self.levels[-1][0]
 
     def open(self, cells: list[tuple[int, int]]) -> list[Opening]:
-        n, opened = self.challenge.size, []
-        for k, i in cells:
-            if not (1 <= k <= self.challenge.checkpoints and 0 <= i < n):
-                raise ValueError(f"there is no row {i} of checkpoint {k} to open")
-            previous = self.checkpoints[k - 2][i].tobytes() if k > 1 else None
-            opened.append(
-                Opening(
-                    k,
-                    i,
-                    previous,
-                    tuple(_path(self.levels, (k - 2) * n + i)) if k > 1 else (),
-                    self.checkpoints[k - 1][i].tobytes(),
-                    tuple(_path(self.levels, (k - 1) * n + i)),
-                )
+        n = self.challenge.size
+
+        def row(index: int) -> bytes:
+            return self.checkpoints[index // n][index % n].tobytes()
+
+        return _openings(self.challenge, cells, row, lambda index: _path(self.levels, index))
+
+
+class DeviceProver:
+    """A GPU node's side: the checkpoints committed to on the device that computed them. Each
+    row's leaf and the tree above are hashed there (compute.sha256), to the root `Prover`
+    would give; only the root, and then the rows opened with their paths, leave the device."""
+
+    def __init__(self, challenge: Challenge, checkpoints: Any) -> None:
+        """`checkpoints`: a torch tensor, checkpoints × size × size uint8, on its device."""
+        from compute import sha256
+
+        n = challenge.size
+        if tuple(checkpoints.shape) != (challenge.checkpoints, n, n):
+            raise ValueError(
+                f"a proof of this challenge needs {challenge.checkpoints} checkpoints of {n}×{n}"
             )
-        return opened
+        self.challenge = challenge
+        self.checkpoints = checkpoints
+        self.levels = sha256.merkle_levels(sha256.digest_words(_leaf_messages(challenge, checkpoints)))
+        (self.root,) = sha256.to_host(self.levels[-1])
+
+    def open(self, cells: list[tuple[int, int]]) -> list[Opening]:
+        import torch
+
+        n = self.challenge.size
+        wanted = sorted({(k - 1) * n + i for k, i in cells} | {(k - 2) * n + i for k, i in cells if k > 1})
+        inside = [index for index in wanted if 0 <= index < self.challenge.checkpoints * n]
+        at = torch.tensor(inside, dtype=torch.long, device=self.checkpoints.device)
+        rows = self.checkpoints.reshape(-1, n)[at].cpu().numpy()  # only the rows opened leave the device
+        data = {index: row.tobytes() for index, row in zip(inside, rows)}
+        paths = _device_paths(self.levels, inside)
+        return _openings(self.challenge, cells, data.__getitem__, paths.__getitem__)
+
+
+def _leaf_messages(challenge: Challenge, checkpoints: Any) -> Any:
+    """Every row's leaf message, on the checkpoints' device, as `leaf` hashes it — the header
+    (LEAF_TAG, the challenge, the checkpoint, the row) and the row's bytes — in the padded
+    buffer compute.sha256 hashes."""
+    import torch
+
+    from compute import sha256
+
+    count, n = challenge.checkpoints * challenge.size, challenge.size
+    device = checkpoints.device
+    tag = _leaf_tag(challenge)
+    start = len(tag) + 16  # the row's bytes, after the tag, the checkpoint and the row
+    buffer = sha256.padded(count, start + n, device)
+    buffer[:, :len(tag)] = torch.tensor(list(tag), dtype=torch.uint8).to(device)
+    checkpoint = torch.arange(1, challenge.checkpoints + 1, device=device).repeat_interleave(n)
+    row = torch.arange(n, device=device).repeat(challenge.checkpoints)
+    buffer[:, len(tag):len(tag) + 8] = _big_endian(checkpoint)
+    buffer[:, len(tag) + 8:start] = _big_endian(row)
+    buffer[:, start:start + n] = checkpoints.reshape(count, n)
+    return buffer
+
+
+def _big_endian(values: Any) -> Any:
+    """Non-negative int64 values (a torch tensor) as 8 big-endian bytes each."""
+    import torch
+
+    shifts = torch.arange(56, -1, -8, device=values.device)
+    return ((values[:, None] >> shifts) & 0xFF).to(torch.uint8)
+
+
+def _device_paths(levels: list[Any], indices: list[int]) -> dict[int, list[bytes]]:
+    """The Merkle path (`_path`) of each leaf index, from a tree on the device: the siblings
+    each level holds, copied to the host one level at a time."""
+    import torch
+
+    from compute import sha256
+
+    paths: dict[int, list[bytes]] = {index: [] for index in indices}
+    for depth, level in enumerate(levels[:-1]):
+        width = level.shape[1]
+        siblings = {index: (index >> depth) ^ 1 for index in indices}
+        present = sorted({s for s in siblings.values() if s < width})
+        if not present:
+            continue
+        at = torch.tensor(present, dtype=torch.long, device=level.device)
+        found = dict(zip(present, sha256.to_host(level[:, at])))
+        for index, sibling in siblings.items():
+            if sibling < width:
+                paths[index].append(found[sibling])
+    return paths
+
+
+def _openings(challenge: Challenge, cells: list[tuple[int, int]], row: Callable[[int], bytes],
+              path: Callable[[int], list[bytes]]) -> list[Opening]:
+    """The cells opened, given a leaf's row (`row`) and Merkle path (`path`) by its index."""
+    n, opened = challenge.size, []
+    for k, i in cells:
+        if not (1 <= k <= challenge.checkpoints and 0 <= i < n):
+            raise ValueError(f"there is no row {i} of checkpoint {k} to open")
+        at, before = (k - 1) * n + i, (k - 2) * n + i
+        opened.append(
+            Opening(
+                k,
+                i,
+                row(before) if k > 1 else None,
+                tuple(path(before)) if k > 1 else (),
+                row(at),
+                tuple(path(at)),
+            )
+        )
+    return opened
 
 
 # ── on the wire ───────────────────────────────────────────────────────────────────
