@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import platform
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,18 +128,26 @@ def checkpoints_of(challenge: Challenge, device: str = "cpu") -> list[np.ndarray
             if r % challenge.stride == 0:
                 out.append(x.astype(np.uint8))
         return out
+    return list(device_checkpoints(challenge, device).cpu().numpy())
+
+
+def device_checkpoints(challenge: Challenge, device: str = "cuda") -> Any:
+    """The checkpoints computed on a GPU and kept there: a torch tensor, checkpoints × size ×
+    size uint8, on `device` (what compute.proof.DeviceProver commits to). Asynchronous: the
+    rounds may still be running when it returns."""
     import torch
 
     b_gpu = torch.from_numpy(challenge.b()).to(device)
     x_gpu = torch.from_numpy(challenge.first()).to(device)
     product = _product(challenge.precision, device, b_gpu)
-    kept = []
+    n = challenge.size
+    kept = torch.empty((challenge.checkpoints, n, n), dtype=torch.uint8, device=device)
     for r in range(1, challenge.rounds + 1):
         y = torch.fmod(product(x_gpu), P)  # exact: see the module's docstring
         x_gpu = torch.fmod(y * y * y, P)
         if r % challenge.stride == 0:
-            kept.append(x_gpu.to(torch.uint8))
-    return [m.cpu().numpy() for m in kept]
+            kept[r // challenge.stride - 1] = x_gpu
+    return kept
 
 
 def _product(precision: str, device: str, b):
@@ -171,17 +180,24 @@ def device_name(device: str) -> str:
 
 class ChallengeWorker:
     """A node's side of one challenge, as a Ray actor the site places on one of its nodes:
-    readied before the seed is sent (torch loaded, the device warmed), then it computes and
-    commits, keeps the checkpoints, and opens the rows the oracle asks for."""
+    readied before the seed is sent (torch loaded, the device warmed, on a GPU the commitment's
+    kernels compiled), then it computes and commits, keeps the checkpoints (on the GPU, where
+    it has one), and opens the rows the oracle asks for."""
 
     def __init__(self, device: str) -> None:
         self.device = device
-        self.prover: Any = None  # compute.proof.Prover, once committed
+        self.prover: Any = None  # compute.proof.Prover (or DeviceProver, on a GPU), once committed
         if device == "cuda":
             import torch
 
+            from compute.proof import DeviceProver
+
             warm = torch.ones(64, 64, device=device)
             (warm @ warm).sum().item()  # cuBLAS handles
+            # Triton compiles the SHA-256 kernels on their first use (tens of seconds the first time
+            # on a machine, then read from its cache): here, before the oracle's clock starts.
+            DeviceProver(Challenge(seed=0, size=8, rounds=1), torch.zeros((1, 8, 8), dtype=torch.uint8,
+                                                                          device=device))
         else:
             warm = np.ones((64, 64), dtype=np.float32)
             float((warm @ warm).sum())  # BLAS threads
@@ -199,12 +215,29 @@ class ChallengeWorker:
             answer |= {"identity": gpu_identity(), "vram_touched_mb": touch_vram(vram_mb)}
         return answer
 
-    def commit(self, params: dict[str, Any]) -> str:
-        from compute.proof import Prover
+    def commit(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Computes the rounds and commits to them: the Merkle root (hex), with the seconds the
+        rounds (`rounds_s`) and the commitment (`commit_s`) took by this node's own clock — its
+        account of where its time went, which the oracle records but never judges by: it times
+        seed → root itself. A GPU hashes the rows where it computed them (compute.sha256)."""
+        from compute.proof import DeviceProver, Prover
 
         challenge = Challenge(**params)
-        self.prover = Prover(challenge, checkpoints_of(challenge, self.device))
-        return self.prover.root.hex()
+        started = time.perf_counter()
+        if self.device == "cuda":
+            import torch
+
+            checkpoints = device_checkpoints(challenge, self.device)
+            torch.cuda.synchronize()  # the rounds done, not only queued
+            computed = time.perf_counter()
+            self.prover = DeviceProver(challenge, checkpoints)  # the root copied back: the hashing done
+        else:
+            checkpoints = checkpoints_of(challenge)
+            computed = time.perf_counter()
+            self.prover = Prover(challenge, checkpoints)
+        committed = time.perf_counter()
+        return {"root": self.prover.root.hex(), "rounds_s": computed - started,
+                "commit_s": committed - computed}
 
     def open(self, cells: list[tuple[int, int]]) -> list[dict[str, Any]]:
         from compute.proof import opening_as_json

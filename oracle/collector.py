@@ -279,6 +279,10 @@ class Collector:
             pass  # no answer in time: late
         except (ComputeError, ValueError) as exc:  # a refusal or a garbled answer instead of a root
             answer = {"error": str(exc)}
+        # The node's own timings of its rounds and its commitment: recorded, never judged.
+        reported = answer if isinstance(answer, dict) else {}
+        record = partial(record, node_rounds_s=as_number(reported.get("rounds_s")),
+                         node_commit_s=as_number(reported.get("commit_s")))
         if answer is None or seconds > self.challenge_timeout_s:
             return record(
                 proof_ok=True,

@@ -48,7 +48,9 @@ class ChallengeRecord(LedgerModel, table=True):
     "refuted" (a wrong commitment or opening, garbage, another seed's answer: `proof_ok` is
     False) or "late" (no commitment within the timeout: measured as 0 GFLOPS). `identity_ok`
     is False when the worker's own account of its GPU (NVML's name, memory and UUID, the VRAM
-    it allocated) contradicts the declared spec: misrepresentation."""
+    it allocated) contradicts the declared spec: misrepresentation. `node_rounds_s` and
+    `node_commit_s` are the node's own account of its time — the rounds, then the commitment —
+    as it sent them with the root: recorded to show where a node's time goes, never judged."""
 
     __tablename__ = "challenge_results"
     __table_args__ = (Index(None, "chain_id", "at"),)
@@ -63,6 +65,8 @@ class ChallengeRecord(LedgerModel, table=True):
     outcome: str = Field(default="passed", max_length=16)
     precision: str = Field(default="fp32", max_length=8)
     seconds: float = 0.0  # seed sent → root received, timed by the oracle
+    node_rounds_s: float = 0.0  # the node's word (0 when it gave none)
+    node_commit_s: float = 0.0
     identity_ok: bool = True
     gpu_name: str = Field(default="", max_length=96)  # NVML's, on a GPU node
     gpu_uuid: str = Field(default="", max_length=96)

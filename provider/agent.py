@@ -290,7 +290,8 @@ class Site:
     # A challenge (compute.challenge, compute.proof) takes three requests: `challenge_ready`
     # places a worker on one of the site's nodes (its GPU when it has one) before the oracle's
     # clock starts; `challenge_commit` gives it the seed and answers with its Merkle root — what
-    # the oracle times; `challenge_open` opens the rows the oracle then asks for and ends it. A
+    # the oracle times — and the node's own timings of the rounds and of the commitment;
+    # `challenge_open` opens the rows the oracle then asks for and ends it. A
     # worker the oracle leaves is ended CHALLENGE_IDLE_S after its last step: by the next request
     # of a challenge or of a lease (the market asks after a pending lease every few seconds).
     def challenge_ready(
@@ -326,7 +327,8 @@ class Site:
             self._end_challenge(ticket)
             raise ComputeError(f"The challenge was not computed within {timeout_s:g} s.")
         self._hold(ticket, CHALLENGE_IDLE_S)
-        return {"root": ray.get(ref)}
+        committed = ray.get(ref)
+        return {key: committed[key] for key in ("root", "rounds_s", "commit_s")}
 
     def challenge_open(self, ticket: str, cells: list[tuple[int, int]], timeout_s: float) -> dict[str, Any]:
         import ray

@@ -91,17 +91,22 @@ class HostileSite(Site):
     def challenge_commit(self, ticket, seed, timeout_s):
         params, _ = self.provers[ticket]
         challenge = Challenge(seed=seed + (self.mode == "other-seed"), **params)
+        started = time.perf_counter()
         checkpoints = checkpoints_of(challenge)
         if self.mode == "skipped":  # made up one checkpoint instead of computing it
             checkpoints[2] = (
                 np.random.default_rng(0).integers(0, P, size=checkpoints[2].shape).astype(np.uint8)
             )
+        computed = time.perf_counter()
         prover = Prover(challenge, checkpoints)
         self.provers[ticket] = (params, prover)
         if self.mode == "late":
             time.sleep(timeout_s + 1.0)
-        return {"root": {"wrong-root": secrets.token_hex(32), "garbage-root": "not a root"}.get(
-            self.mode, prover.root.hex())}
+        root = {"wrong-root": secrets.token_hex(32), "garbage-root": "not a root"}.get(self.mode,
+                                                                                       prover.root.hex())
+        if self.mode == "garbage-times":  # its own timings, which the oracle records and never trusts
+            return {"root": root, "rounds_s": "0.001", "commit_s": 10**400}
+        return {"root": root, "rounds_s": computed - started, "commit_s": time.perf_counter() - computed}
 
     def challenge_open(self, ticket, cells, timeout_s):
         from starlette.responses import Response
@@ -197,6 +202,7 @@ HOSTILE = {  # mode → (outcome, what the record's reason says)
     "garbage-openings": ("refuted", "with something that is not JSON"),
     "no-openings": ("refuted", "the node sent no openings"),
     "late": ("late", f"no commitment within {LATE_TIMEOUT_S:g} s: measured as 0 GFLOPS"),
+    "garbage-times": ("passed", "GFLOPS"),
 }
 
 
@@ -215,9 +221,14 @@ def test_every_bad_answer_is_a_recorded_failed_challenge_never_an_error(mode: st
         assert row.measured_gflops == 0.0
     else:
         assert row.measured_gflops == pytest.approx(Challenge(1, SIZE, ROUNDS).flops / row.seconds / 1e9)
+    # The node's own timings, kept apart from the oracle's: numbers it sent, else 0.
+    sent_times = mode not in ("late", "garbage-times")
+    assert (row.node_rounds_s > 0 and 0 < row.node_commit_s < row.seconds) == sent_times
+    assert sent_times or (row.node_rounds_s, row.node_commit_s) == (0.0, 0.0)
     with Session(engine) as session:  # written to the ledger as taken
         (saved,) = session.exec(select(ChallengeRecord)).all()
     assert (saved.outcome, saved.seed, saved.device) == (outcome, row.seed, "cpu")
+    assert (saved.node_rounds_s, saved.node_commit_s) == (row.node_rounds_s, row.node_commit_s)
 
 
 def test_a_site_that_is_down_or_refuses_gets_no_record(swarm: Swarm, engine, serve_hostile) -> None:

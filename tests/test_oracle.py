@@ -202,6 +202,8 @@ def test_a_misdeclared_gpu_is_caught_by_its_challenge(
     # CPU, which the worker's own account says too.
     assert sorted(c.precision for c in challenges) == ["bf16"] * MIN_CHALLENGES + ["fp32"] * MIN_CHALLENGES
     assert all(c.proof_ok and c.ratio < 0.5 and not c.identity_ok for c in challenges)
+    # The node's own account of its time, the rounds and the commitment apart, came with each root.
+    assert all(c.node_rounds_s > 0 and 0 < c.node_commit_s < c.seconds for c in challenges)
     assert all(c.reason.startswith("the node ran the challenge without a GPU, where the spec declares H100")
                for c in challenges)
     assert stake.provider_info(swarm, PROVIDER_B).jailed_until > 0
