@@ -15,9 +15,10 @@ product (≤ 16·16) and every sum (≤ size·256 < 2^24) is an integer float32 
 exactly, whatever the summation order, the BLAS or the GPU.
 
 Nothing here imports torch or Ray until a node computes: the oracle uses only the seed's
-matrices (numpy) and the verdict. Only a GPU node's worker imports torch; a CPU node's
-computes the rounds with numpy's BLAS (`step`, the verifier's own function), so a challenge
-does not cost the node the seconds of CPU that loading torch takes.
+matrices (numpy) and the verdict. Only a GPU node's worker imports torch (and Triton, whose
+kernel hashes the commitment where the rounds ran: compute.sha256); a CPU node's computes the
+rounds with numpy's BLAS (`step`, the verifier's own function) and hashes with hashlib, so a
+challenge does not cost the node the seconds of CPU that loading torch takes.
 """
 
 from __future__ import annotations
