@@ -106,7 +106,9 @@ def test_a_challenge_worker_on_a_gpu_node_proves_a_bf16_challenge(gpu_node) -> N
         assert answer["identity"]["name"] and answer["vram_touched_mb"] == pytest.approx(
             1024 * VRAM_SHARE, abs=1
         )
-        root = ray.get(worker.commit.remote({**challenge.params(), "seed": challenge.seed}))
+        answer = ray.get(worker.commit.remote({**challenge.params(), "seed": challenge.seed}))
+        root = answer["root"]
+        assert answer["rounds_s"] > 0 and answer["commit_s"] > 0, "the node times both"
         cells = sample(challenge)
         openings = ray.get(worker.open.remote(cells))
     finally:
