@@ -107,6 +107,24 @@ class Challenge:
         return raw[offset:offset + count] & 0x0F
 
 
+MAX_CHECKPOINTS = 32  # what a GPU challenge commits to: its stride grows with its rounds beyond
+
+
+def timed_shape(reference_gflops: float, size: int, seconds: float) -> tuple[int, int, int]:
+    """(size, rounds, stride) of a challenge that takes `seconds` at `reference_gflops`: the
+    shape the oracle gives a GPU. A GPU answers the CPU's 2048 × 32 in about a millisecond
+    (projected from the datasheets), which the round trip to its site would swamp, so its
+    challenge is as long as the oracle's clock needs to time the GPU and not the network.
+    Its rounds are committed every `stride`-th, at most MAX_CHECKPOINTS of them: the oracle
+    recomputes `stride` rounds of a row for each row it checks, CELLS·stride·size² multiply-adds,
+    1/size of the node's work per checkpoint sampled."""
+    if reference_gflops <= 0 or seconds <= 0:
+        raise ComputeError("a timed challenge needs a positive reference and a positive time.")
+    rounds = max(1, math.ceil(seconds * reference_gflops * 1e9 / (2 * size**3)))
+    stride = math.ceil(rounds / MAX_CHECKPOINTS)
+    return size, stride * math.ceil(rounds / stride), stride
+
+
 def step(x: np.ndarray, b: np.ndarray, rounds: int = 1) -> np.ndarray:
     """`rounds` rounds applied to the rows `x` (float32): what the verifier recomputes."""
     for _ in range(rounds):  # x·B holds exact integers below 2^24: their residues by integer division

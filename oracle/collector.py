@@ -27,10 +27,10 @@ from typing import Any
 from sqlalchemy.engine import Engine
 from sqlmodel import Session, select
 
-from compute.challenge import Challenge, Declared, as_number, identity_problem, judge
+from compute.challenge import Challenge, Declared, as_number, identity_problem, judge, timed_shape
 from compute.errors import ComputeError
 from compute.proof import ProofError, check, opening_from_json, root_from_hex, sample
-from compute.reference import precisions
+from compute.reference import precisions, reference_gflops
 from ledger.indexer.models import Provider
 from ledger.specs import load_spec
 from oracle.records import ChallengeRecord, ProbeSample
@@ -173,7 +173,8 @@ class Collector:
 
     def __init__(self, engine: Engine, chain_id: int, site_of: Callable[[str], SiteClient | None],
                  probe_timeout_s: float, challenge_size: int, challenge_rounds: int,
-                 challenge_timeout_s: float = 120.0) -> None:
+                 challenge_timeout_s: float = 120.0, gpu_challenge_size: int = 8192,
+                 gpu_challenge_s: float = 2.0) -> None:
         self.engine = engine
         self.chain_id = chain_id
         self.site_of = site_of
@@ -181,6 +182,8 @@ class Collector:
         self.challenge_size = challenge_size
         self.challenge_rounds = challenge_rounds
         self.challenge_timeout_s = challenge_timeout_s
+        self.gpu_challenge_size = gpu_challenge_size
+        self.gpu_challenge_s = gpu_challenge_s
         self.devices = 0.0  # GPUs (or CPUs where none) of the live nodes the last probe round found
 
     def probe(self, providers: Sequence[str]) -> list[ProbeSample]:
@@ -234,18 +237,28 @@ class Collector:
         self._save(rows)
         return rows
 
+    def shape(self, declared: Declared, precision: str) -> tuple[int, int, int]:
+        """(size, rounds, stride) of a provider's challenge: the configured one for a CPU node;
+        for a GPU, gpu_challenge_s at its declared model's reference in `precision`
+        (compute.challenge.timed_shape)."""
+        if declared.gpu:
+            try:
+                reference = reference_gflops(declared.model, precision)
+            except ComputeError:
+                reference = 0.0
+            if reference > 0:
+                return timed_shape(reference, self.gpu_challenge_size, self.gpu_challenge_s)
+        return self.challenge_size, self.challenge_rounds, 1
+
     def _challenge_site(
         self, client: SiteClient, watched: Watched, precision: str = "fp32"
     ) -> ChallengeRecord | None:
         """Readies a worker, times seed → root, samples the cells, checks the openings, and holds
         the worker's account of its GPU to the declared spec."""
-        challenge = Challenge(
-            seed=secrets.randbits(63),
-            size=self.challenge_size,
-            rounds=self.challenge_rounds,
-            precision=precision,
-        )
         declared = watched.declared
+        size, rounds, stride = self.shape(declared, precision)
+        challenge = Challenge(seed=secrets.randbits(63), size=size, rounds=rounds, stride=stride,
+                              precision=precision)
         vram_mb = declared.vram_gb * 1e9 / (1 << 20) if declared.gpu else 0.0
         try:
             worker = client.challenge_ready(challenge.params(), self.challenge_timeout_s, vram_mb)
@@ -263,6 +276,9 @@ class Collector:
             declared_model=(watched.declared_model or "unknown")[:32],
             seed=challenge.seed,
             precision=precision,
+            challenge_size=challenge.size,
+            challenge_rounds=challenge.rounds,
+            challenge_stride=challenge.stride,
             device=device,
             gpus=gpus if type(gpus) is int else 0,
             identity_ok=problem is None,

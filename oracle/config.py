@@ -71,6 +71,8 @@ class EpochTiming:
     challenge_size: int
     challenge_rounds: int
     challenge_timeout_s: float
+    gpu_challenge_size: int = 8192
+    gpu_challenge_s: float = 2.0
 
 
 class EpochConfig(_Section):
@@ -86,6 +88,17 @@ class EpochConfig(_Section):
     devnet_challenge_size: int = Field(ge=1, le=MAX_CHALLENGE_SIZE)
     devnet_challenge_rounds: int = Field(ge=1)
     devnet_challenge_timeout_s: float = Field(gt=0)
+    gpu_challenge_size: int = Field(ge=1, le=MAX_CHALLENGE_SIZE)
+    gpu_challenge_s: float = Field(gt=0)
+
+    @field_validator("gpu_challenge_s")
+    @classmethod
+    def _gpu_challenge_within_timeout(cls, value: float, info: ValidationInfo) -> float:
+        # A GPU at half its reference, flagged but not late, must still answer within the timeout.
+        bound = info.data.get("challenge_timeout_s")
+        if bound is not None and 2 * value > bound:
+            raise ValueError(f"it must be at most half of challenge_timeout_s ({bound:g})")
+        return value
 
     @field_validator("probe_interval_s")
     @classmethod
@@ -111,9 +124,11 @@ class EpochConfig(_Section):
         if devnet:
             return EpochTiming(self.devnet_length_s, self.devnet_probe_interval_s,
                                self.devnet_probe_timeout_s, self.devnet_challenge_size,
-                               self.devnet_challenge_rounds, self.devnet_challenge_timeout_s)
+                               self.devnet_challenge_rounds, self.devnet_challenge_timeout_s,
+                               self.gpu_challenge_size, self.gpu_challenge_s)
         return EpochTiming(self.length_s, self.probe_interval_s, self.probe_timeout_s,
-                           self.challenge_size, self.challenge_rounds, self.challenge_timeout_s)
+                           self.challenge_size, self.challenge_rounds, self.challenge_timeout_s,
+                           self.gpu_challenge_size, self.gpu_challenge_s)
 
 
 class EmissionConfig(_Section):

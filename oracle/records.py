@@ -67,6 +67,11 @@ class ChallengeRecord(LedgerModel, table=True):
     seconds: float = 0.0  # seed sent → root received, timed by the oracle
     node_rounds_s: float = 0.0  # the node's word (0 when it gave none)
     node_commit_s: float = 0.0
+    # The shape the oracle asked for (a GPU's is timed to its declared model: collector.shape);
+    # 0 on a record from before it was kept.
+    challenge_size: int = 0
+    challenge_rounds: int = 0
+    challenge_stride: int = 0
     identity_ok: bool = True
     gpu_name: str = Field(default="", max_length=96)  # NVML's, on a GPU node
     gpu_uuid: str = Field(default="", max_length=96)

@@ -65,6 +65,8 @@ class OracleService:
             schedule.challenge_size,
             schedule.challenge_rounds,
             schedule.challenge_timeout_s,
+            schedule.gpu_challenge_size,
+            schedule.gpu_challenge_s,
         )
         self.runner = EpochRunner(swarm, engine, home, config, sender, signers, schedule.length_s,
                                   utilization=lambda: self.collector.devices, log=self.log)

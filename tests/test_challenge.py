@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compute.challenge import (
+    MAX_CHECKPOINTS,
     MAX_SIZE,
     MISDECLARED_RATIO,
     VRAM_SHARE,
@@ -17,6 +18,7 @@ from compute.challenge import (
     Declared,
     identity_problem,
     judge,
+    timed_shape,
 )
 from compute.errors import ComputeError
 from compute.reference import cpu_reference_gflops, precisions, reference_gflops
@@ -128,3 +130,28 @@ def test_any_answer_a_node_gives_of_itself_is_judged_never_crashes(ready: dict) 
     problem = identity_problem(H100, ready)
     assert isinstance(problem, str)  # none of these is an honest H100
     assert identity_problem(Declared("cpu"), ready) is None  # a CPU declaration claims no GPU
+
+
+@settings(max_examples=200, deadline=None)
+@given(reference=st.floats(1.0, 5e6), size=st.integers(1, 16384), seconds=st.floats(1e-6, 60.0))
+def test_a_gpus_challenge_takes_its_time_at_the_reference_in_at_most_32_checkpoints(
+        reference: float, size: int, seconds: float) -> None:
+    shape = timed_shape(reference, size, seconds)
+    challenge = Challenge(seed=1, size=shape[0], rounds=shape[1], stride=shape[2])  # a valid one
+    assert challenge.size == size and 1 <= challenge.checkpoints <= MAX_CHECKPOINTS
+    at_reference = challenge.flops / (reference * 1e9)
+    one_round = 2 * size**3 / (reference * 1e9)
+    # At least the time asked for, and over it by less than a round per checkpoint rounded up.
+    assert seconds * (1 - 1e-9) <= at_reference or challenge.rounds == 1
+    assert at_reference <= seconds + challenge.stride * one_round * (1 + 1e-9)
+
+
+def test_an_h100s_challenge_is_two_seconds_of_its_reference_not_a_millisecond() -> None:
+    """The CPU's 2048 × 32 would take an H100 about a millisecond in bf16 at its (projected)
+    reference: the oracle gives a GPU a challenge as long as its clock needs."""
+    assert Challenge(seed=1, size=2048, rounds=32).flops / (reference_gflops("H100", "bf16") * 1e9) < 0.002
+    for precision in ("fp32", "bf16"):
+        size, rounds, stride = timed_shape(reference_gflops("H100", precision), 8192, 2.0)
+        seconds = Challenge(seed=1, size=size, rounds=rounds, stride=stride).flops / (
+            reference_gflops("H100", precision) * 1e9)
+        assert size == 8192 and 2.0 <= seconds < 2.2 and rounds // stride <= MAX_CHECKPOINTS

@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 from sqlmodel import Session, select
 
 from anvil import dev_account
-from compute.challenge import Challenge, P, checkpoints_of
+from compute.challenge import Challenge, P, checkpoints_of, timed_shape
 from compute.proof import Prover, opening_as_json
+from compute.reference import reference_gflops
 from ledger import stake
 from ledger.client import Swarm
 from ledger.db import open_ledger
@@ -46,6 +47,7 @@ from provider.tls import make_identity
 TIMEOUT_S = 30.0  # the collector's challenge timeout: generous, the machine may be busy
 LATE_TIMEOUT_S = 2.0  # the collector's for a late node, which sleeps a second past it
 SIZE, ROUNDS = 128, 8
+GPU_SECONDS = 1e-6  # a GPU's challenge at SIZE: 8 rounds of an H100's fp32 reference, 120 of its bf16
 
 
 class HostileSite(Site):
@@ -189,6 +191,8 @@ def collector(engine, swarm: Swarm, sites: dict[str, Served], timeout_s: float =
         challenge_size=SIZE,
         challenge_rounds=ROUNDS,
         challenge_timeout_s=timeout_s,
+        gpu_challenge_size=SIZE,
+        gpu_challenge_s=GPU_SECONDS,
     )
 
 
@@ -229,6 +233,7 @@ def test_every_bad_answer_is_a_recorded_failed_challenge_never_an_error(mode: st
         (saved,) = session.exec(select(ChallengeRecord)).all()
     assert (saved.outcome, saved.seed, saved.device) == (outcome, row.seed, "cpu")
     assert (saved.node_rounds_s, saved.node_commit_s) == (row.node_rounds_s, row.node_commit_s)
+    assert (saved.challenge_size, saved.challenge_rounds, saved.challenge_stride) == (SIZE, ROUNDS, 1)
 
 
 def test_a_site_that_is_down_or_refuses_gets_no_record(swarm: Swarm, engine, serve_hostile) -> None:
@@ -256,6 +261,10 @@ def test_a_gpu_that_says_it_is_another_model_is_recorded_misidentified(swarm: Sw
     served.site.mode = "rtx4090"
     rows = collector(engine, swarm, {provider: served}).challenge([Watched(provider, "H100", vram_gb=80)])
     assert [r.precision for r in rows] == ["fp32", "bf16"]
+    # Each timed to the declared H100's reference in its precision, not the CPU's 128 × 8.
+    assert [(r.challenge_size, r.challenge_rounds, r.challenge_stride) for r in rows] == [
+        timed_shape(reference_gflops("H100", p), SIZE, GPU_SECONDS) for p in ("fp32", "bf16")]
+    assert [r.challenge_rounds for r in rows] == [8, 120]
     for row in rows:
         assert not row.identity_ok and row.proof_ok and row.outcome == "passed"
         assert (row.gpu_name, row.gpu_uuid, row.gpu_memory_mb) == (

@@ -759,8 +759,8 @@ def test_a_ledger_at_the_newest_schema_opens_without_alembic_and_an_older_one_is
         assert alembic_loaded_by_opening()
         assert current_revision(engine) == SCHEMA_HEAD
         assert "gpu_power_w" in {c["name"] for c in inspect(engine).get_columns("probe_samples")}
-        assert {"node_rounds_s", "node_commit_s"} <= {c["name"] for c in inspect(engine).get_columns(
-            "challenge_results")}
+        kept = {"node_rounds_s", "node_commit_s", "challenge_size", "challenge_rounds", "challenge_stride"}
+        assert kept <= {c["name"] for c in inspect(engine).get_columns("challenge_results")}
         assert not alembic_loaded_by_opening()
         assert current_revision(engine) == SCHEMA_HEAD
     finally:

@@ -88,6 +88,8 @@ def test_an_unknown_utilization_is_refused() -> None:
         ("[emission]\nper_epoch = 5.5\n", "emission.per_epoch = 5.5", "written as a string"),
         ("[epoch]\nprobe_timeout_s = 50\n", "epoch.probe_timeout_s = 50", "at most probe_interval_s (10)"),
         ("[epoch]\nchallenge_size = 70000\n", "epoch.challenge_size = 70000", "less than or equal to 65535"),
+        ("[epoch]\ngpu_challenge_s = 61.0\n", "epoch.gpu_challenge_s = 61.0",
+         "at most half of challenge_timeout_s (120)"),
         ("[epoch]\nlength_s = \"1h\"\n", 'epoch.length_s = "1h"', "a valid integer"),
         ("epoch = 5\n", "epoch = 5", "a table, [epoch]"),
         ("[slashing.downtime]\nbpz = 1\n", "slashing.downtime.bpz is not a known key",
