@@ -2,7 +2,7 @@
 the GPU's model (compute/reference.py), where the node's time goes, and what checking it
 costs the oracle.
 
-Run: .venv/bin/python bench/gpu.py [--runs 3] [--shapes 2048x32/1,8192x16/1,8192x64/16]   (make bench-gpu)
+Run: .venv/bin/python bench/gpu.py [--runs 3] [--shapes oracle,2048x32/1,8192x16/1]   (make bench-gpu)
 
 For each shape (size × rounds / stride) and each precision the model is challenged in (fp32
 and its tensor-core precision), over --runs fresh seeds, median:
@@ -18,9 +18,11 @@ and its tensor-core precision), over --runs fresh seeds, median:
     and what 100,000 such checks would cost an oracle with this machine's cores.
 Before the runs, the seconds Triton takes to compile the kernels on their first use (a
 worker does this while it is readied, before the oracle's clock starts).
-The first shape is the production one (oracle/config.toml); the others show how the
-commitment's share changes with the size and the stride. On a machine without a CUDA device
-it measures nothing and says so (bench/results/gpu.json).
+The first shape, `oracle`, is the production one: what the oracle gives this GPU's model in
+each precision (oracle/config.toml's gpu_challenge_size and gpu_challenge_s, through
+compute.challenge.timed_shape); the others show the CPU's 2048 × 32, which a GPU answers too fast
+for the oracle's clock, and how the commitment's share changes with the size and the stride.
+On a machine without a CUDA device it measures nothing and says so (bench/results/gpu.json).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 import torch
 
-from compute.challenge import Challenge, device_checkpoints, gpu_identity
+from compute.challenge import Challenge, device_checkpoints, gpu_identity, timed_shape
 from compute.errors import ComputeError
 from compute.proof import DeviceProver, Prover, check, sample
 from compute.reference import normalize_model, precisions, reference_gflops
@@ -48,8 +50,15 @@ RESULTS = REPO / "bench" / "results" / "gpu.json"
 PROVIDERS = 100_000
 
 
-def parse_shape(text: str) -> tuple[int, int, int]:
-    """'SIZExROUNDS/STRIDE' (the stride optional) as (size, rounds, stride)."""
+def parse_shape(text: str, model: str = "", precision: str = "fp32") -> tuple[int, int, int]:
+    """'SIZExROUNDS/STRIDE' (the stride optional) as (size, rounds, stride); 'oracle': the shape
+    the oracle gives `model` in `precision`."""
+    if text == "oracle":
+        from oracle.config import load_config
+
+        epoch = load_config().epoch
+        reference = reference_gflops(model, precision)
+        return timed_shape(reference, epoch.gpu_challenge_size, epoch.gpu_challenge_s)
     shape, _, stride = text.partition("/")
     size, _, rounds = shape.partition("x")
     return int(size), int(rounds), int(stride or 1)
@@ -128,10 +137,9 @@ def compile_kernels() -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--shapes", default="2048x32/1,8192x16/1,8192x64/16",
-                        help="comma-separated SIZExROUNDS/STRIDE; the first is the production shape")
+    parser.add_argument("--shapes", default="oracle,2048x32/1,8192x16/1",
+                        help="comma-separated SIZExROUNDS/STRIDE, or `oracle` for the production shape")
     args = parser.parse_args()
-    shapes = [parse_shape(s) for s in args.shapes.split(",")]
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     if not torch.cuda.is_available():
         result = {
@@ -156,7 +164,8 @@ def main() -> int:
         "runs": args.runs,
         "cpus": os.cpu_count(),
         "first_commit_s": first_commit_s,
-        "shapes": [bench_shape(model, p, shape, args.runs) for shape in shapes for p in precisions(model)],
+        "shapes": [bench_shape(model, p, parse_shape(shape, model, p), args.runs)
+                   for shape in args.shapes.split(",") for p in precisions(model)],
     }
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
