@@ -1,7 +1,7 @@
 """The challenge as a proof (compute/proof.py): what checking it costs the oracle against
 the node's work (issue target: ratio ≤ 0.01), and the soundness the sample gives.
 
-Run: .venv/bin/python bench/proof.py [--runs 5] [--commit-only]
+Run: .venv/bin/python bench/proof.py [--runs 5] [--commit-only | --gpu-shapes]
 
 For each shape (size, rounds, stride), over --runs fresh seeds, median:
   - node: computing every round on one CPU core (torch limited to one thread, as a Ray actor
@@ -16,6 +16,10 @@ For each shape (size, rounds, stride), over --runs fresh seeds, median:
     checkpoints, every row hashed with hashlib), --runs times over one challenge's checkpoints,
     against its target: no slower than the 0.25 s it took before GPU nodes hashed on the device.
     With --commit-only, only this is measured, and only its entry of the results is rewritten.
+  - with --gpu-shapes, only the oracle's side of the challenges it gives GPUs (their shapes timed
+    to each declared model: compute.challenge.timed_shape, oracle/config.toml): making B and
+    recomputing `stride` rounds of the CELLS sampled rows, one thread, --runs times; the node's
+    side is its reference's (datasheet) flops, not measured. Only its entry is rewritten.
 """
 
 from __future__ import annotations
@@ -96,12 +100,53 @@ def bench_cpu_commit(runs: int) -> dict:
             "target_s": CPU_COMMIT_TARGET_S, "meets_target": median <= CPU_COMMIT_TARGET_S}
 
 
+GPU_SHAPES = (("H100", "fp32"), ("H100", "bf16"), ("L4", "bf16"), ("T4", "fp16"))
+
+
+def bench_gpu_shapes(runs: int) -> list[dict]:
+    """The oracle's check of each GPU challenge shape it gives, on one thread: B from the seed
+    and `stride` rounds of the sampled rows (the Merkle paths, microseconds, left out)."""
+    from compute.challenge import step, timed_shape
+    from compute.reference import reference_gflops
+    from oracle.config import load_config
+
+    epoch = load_config().epoch
+    rows = []
+    for model, precision in GPU_SHAPES:
+        size, rounds, stride = timed_shape(reference_gflops(model, precision), epoch.gpu_challenge_size,
+                                           epoch.gpu_challenge_s)
+        challenge = Challenge(seed=secrets.randbits(63), size=size, rounds=rounds, stride=stride)
+        check_s = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            step(challenge.first_rows(list(range(CELLS))), challenge.b(), stride)
+            check_s.append(time.perf_counter() - started)
+        median = statistics.median(check_s)
+        rows.append({"model": model, "precision": precision, "size": size, "rounds": rounds, "stride": stride,
+                     "node_tflop": round(challenge.flops / 1e12, 1),
+                     "node_s_at_reference": epoch.gpu_challenge_s,
+                     "check_s": round(median, 3), "check_all": [round(v, 3) for v in check_s],
+                     "core_hours_for_100k": round(median * PROVIDERS / 3600, 1)})
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--commit-only", action="store_true", help="measure a CPU node's commitment alone")
+    parser.add_argument("--gpu-shapes", action="store_true",
+                        help="measure the oracle's check of GPU challenges")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.gpu_shapes:
+        from threadpoolctl import threadpool_limits
+
+        result = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        with threadpool_limits(limits=1):
+            result["gpu_shapes"] = bench_gpu_shapes(args.runs)
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result["gpu_shapes"], indent=2))
+        return
     if args.commit_only:
         result = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
         result["cpu_commit"] = bench_cpu_commit(args.runs)
