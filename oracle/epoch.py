@@ -21,6 +21,7 @@ refused and an epoch can never pay twice.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from sqlalchemy.engine import Engine
 from sqlmodel import Session, col, delete, select
 
 from compute.errors import ComputeError
-from compute.reference import cpu_reference_gflops, reference_gflops
+from compute.reference import REFERENCE_GFLOPS, cpu_reference_gflops, normalize_model
 from ledger import rewards as chain_rewards
 from ledger.client import Swarm
 from ledger.errors import SwarmError, TransactionFailed
@@ -66,6 +67,18 @@ REPORT_VALID_S = 3 * 86_400
 MIN_CHALLENGES = 2  # challenges (this epoch's and the one before's) before speed is judged: see _inputs
 
 
+@dataclass(frozen=True)
+class Judged:
+    """Each provider's judged challenge, from the record that decides it: its throughput and the
+    reference it was judged against, as fp32 GFLOPS, and its recorded ratio (NaN: not judged);
+    and whether every proof of the epoch held."""
+
+    gflops: np.ndarray
+    reference_gflops: np.ndarray
+    ratio: np.ndarray
+    challenge_ok: np.ndarray
+
+
 @dataclass
 class EpochOutcome:
     epoch: int
@@ -87,7 +100,9 @@ class EpochRunner:
                  signers: Sequence[bytes] = (), epoch_length_s: float | None = None,
                  utilization: Callable[[], float] | None = None,
                  log: Callable[[str], None] | None = None) -> None:
-        cpu_reference_gflops()  # CPU nodes are judged against this machine's measured core: none, no oracle
+        # The collector judges CPU nodes' challenges against this machine's measured core, and the
+        # epoch needs it to know that "cpu" has a reference: without the measurement, no oracle.
+        cpu_reference_gflops()
         self.swarm = swarm
         self.engine = engine
         self.home = home
@@ -276,51 +291,53 @@ class EpochRunner:
                 f"computation from the ledger (root {root}); not signing it."
             )
 
-    def _challenges(self, session: Session, index: dict[str, int], start: float,
-                    end: float) -> tuple[np.ndarray, np.ndarray]:
-        """Each provider's judged challenge throughput (NaN: not judged) and whether every proof
-        of the epoch held.
+    def _challenges(self, session: Session, index: dict[str, int], start: float, end: float) -> Judged:
+        """Each provider's judged challenge and whether every proof of the epoch held.
 
         A challenge that lands beside a buyer's lease measures a shared machine, so in each
         precision a provider is judged by the best ratio it showed this epoch and, if it was
         challenged this epoch at all, the one before, once it has answered MIN_CHALLENGES of
         them: hardware that is really slower is slow every time (a late answer counts as 0).
         A GPU is challenged in fp32 and in its tensor-core precision, and is judged by the
-        weaker of the two, as fp32 GFLOPS: that ratio × the declared model's fp32 reference.
+        weaker of the two. The ratio is the one each record holds, against the reference the
+        aggregator judged it by when it ran: every member that reads the records gets the same
+        figures, whatever reference its own machine holds (a CPU's is measured per machine).
         A worker's account of its GPU that contradicts the spec is judged 0 at once. A UUID that
         two providers report is not: the report is the node's own, so a provider could name a
         stranger's GPU to have it slashed. Only this epoch's proofs count (a refuted one is
         proof at once), so one wrong answer is never punished twice."""
         n = len(index)
-        now_best: dict[tuple[int, str], float] = {}
-        before_best: dict[tuple[int, str], float] = {}
+        now_best: dict[tuple[int, str], ChallengeRecord] = {}
+        before_best: dict[tuple[int, str], ChallengeRecord] = {}
         answered: dict[tuple[int, str], int] = {}
         challenge_ok: np.ndarray = np.ones(n, dtype=bool)
         misidentified: np.ndarray = np.zeros(n, dtype=bool)
         for c in session.exec(select(ChallengeRecord).where(
                 ChallengeRecord.chain_id == self.chain_id, ChallengeRecord.at > start - (end - start),
-                col(ChallengeRecord.at) <= end).order_by(col(ChallengeRecord.at))):
+                col(ChallengeRecord.at) <= end).order_by(col(ChallengeRecord.at), col(ChallengeRecord.id))):
             if c.provider not in index:
                 continue
             i = index[c.provider]
             key = (i, c.precision)
             answered[key] = answered.get(key, 0) + 1
-            figure = _as_fp32(c)
+            best = now_best if c.at > start else before_best
+            if key not in best or c.ratio > best[key].ratio:  # ties: the earlier record
+                best[key] = c
             if c.at > start:
-                now_best[key] = max(now_best.get(key, figure), figure)
                 challenge_ok[i] &= c.proof_ok
                 misidentified[i] |= not c.identity_ok
-            else:
-                before_best[key] = max(before_best.get(key, figure), figure)
         precisions: dict[int, list[tuple[int, str]]] = {}
         for key in now_best:
             precisions.setdefault(key[0], []).append(key)
-        measured = np.full(n, np.nan)
+        gflops, reference, ratio = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
         for i, keys in precisions.items():
             if all(answered[key] >= MIN_CHALLENGES for key in keys):
-                measured[i] = min(max(now_best[key], before_best.get(key, -np.inf)) for key in keys)
-        measured[misidentified] = 0.0
-        return measured, challenge_ok
+                weakest = min((_better(now_best[key], before_best.get(key)) for key in keys),
+                              key=lambda c: c.ratio)
+                gflops[i], reference[i] = _as_fp32(weakest)
+                ratio[i] = weakest.ratio
+        gflops[misidentified] = ratio[misidentified] = 0.0
+        return Judged(gflops, reference, ratio, challenge_ok)
 
     def _first_sample(self, session: Session, now: float) -> float:
         first = session.exec(
@@ -345,7 +362,7 @@ class EpochRunner:
         probe_provider = np.fromiter((k for k, _ in known), dtype=np.int32, count=len(known))
         probe_ok = np.fromiter((ok for _, ok in known), dtype=bool, count=len(known))
 
-        measured, challenge_ok = self._challenges(session, index, start, end)
+        judged = self._challenges(session, index, start, end)
 
         jobs = job_record(session, chain, blocks)
         losers = set(replication_losers(session, chain, blocks))
@@ -373,8 +390,8 @@ class EpochRunner:
             declared_model=[declared_model(self.home, p.spec_hash) for p in staked],
             probe_provider=probe_provider,
             probe_ok=probe_ok,
-            measured_gflops=measured,
-            challenge_ok=challenge_ok,
+            measured_gflops=judged.gflops,
+            challenge_ok=judged.challenge_ok,
             job_successes=np.array([jobs.successes[p] for p in providers], dtype=np.int64),
             job_failures=np.array([jobs.failures[p] for p in providers], dtype=np.int64),
             abandoned=np.array([jobs.abandoned[p] for p in providers], dtype=np.int64),
@@ -386,6 +403,8 @@ class EpochRunner:
             if utilization is not None
             else self._utilization(session, start, end, blocks),
             previous_performance=previous_perf,
+            recorded_ratio=judged.ratio,
+            recorded_reference_gflops=judged.reference_gflops,
         )
         extra = {"samples": np.bincount(probe_provider, minlength=n) if n else np.zeros(0, dtype=np.int64)}
         return inputs, previous_cumulative, extra
@@ -546,13 +565,22 @@ def _slash(data: dict) -> Slash:
     )
 
 
-def _as_fp32(c: ChallengeRecord) -> float:
-    """A challenge's throughput as fp32 GFLOPS of its declared model: its ratio to the
-    reference in its own precision × the model's fp32 reference (its own figure for fp32, or
-    where the model has no reference)."""
-    if c.precision == "fp32":
-        return c.measured_gflops
+def _better(now: ChallengeRecord, before: ChallengeRecord | None) -> ChallengeRecord:
+    """This epoch's best challenge in a precision, or the epoch before's where that one did better."""
+    return before if before is not None and before.ratio > now.ratio else now
+
+
+def _as_fp32(c: ChallengeRecord) -> tuple[float, float]:
+    """A challenge's throughput and the reference it was judged against, as fp32 GFLOPS of its
+    declared model; NaN for the reference where it recorded none (late, refuted, a model
+    without one), with its own figure. An fp32 challenge's are as recorded; a tensor-core
+    precision's recorded ratio is turned into fp32 GFLOPS by the GPU model's fp32 reference,
+    a datasheet constant that every member holds alike."""
+    recorded = c.reference_gflops if c.reference_gflops > 0 else math.nan
+    if c.precision == "fp32" or math.isnan(recorded):
+        return c.measured_gflops, recorded
     try:
-        return c.ratio * reference_gflops(c.declared_model)
-    except ComputeError:
-        return c.measured_gflops
+        fp32 = REFERENCE_GFLOPS[normalize_model(c.declared_model)]
+    except (ComputeError, KeyError):  # judged in a tensor-core precision, so a GPU: not expected
+        return c.measured_gflops, math.nan
+    return c.ratio * fp32, fp32

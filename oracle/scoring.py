@@ -5,8 +5,10 @@ database, no Ray. The epoch pipeline gathers `EpochInputs` and calls `score_epoc
 
 - uptime = answered probes ÷ probes sent (0 with none sent);
 - performance = challenge throughput ÷ the declared model's reference, capped at
-  `weights.performance_cap`; an epoch without a challenge carries the previous epoch's
-  figure (`previous_performance`), or 1.0 (the reference) when there is none;
+  `weights.performance_cap`: the ratio its challenge recorded against the reference it was
+  judged by when it ran, so every committee member scores the same records alike, whatever
+  reference its own machine holds; an epoch without a challenge carries the previous
+  epoch's figure (`previous_performance`), or 1.0 (the reference) when there is none;
 - reliability = the `reliability.quantile` lower bound of the Beta posterior of job outcomes;
 - loyalty = min(1, start + (1 − start) × epochs_staked ÷ ramp);
 - weight = stake^a × uptime^b × performance^c × reliability^d × loyalty for eligible
@@ -53,12 +55,19 @@ class EpochInputs:
     utilization: float  # network utilization this epoch, 0..1
     previous_performance: np.ndarray | None = None  # float64: last epoch's performance; NaN: none
     tombstoned: np.ndarray | None = None  # bool: tombstoned at the epoch's end (None: nobody is)
+    # float64, as the challenge behind measured_gflops recorded them when it ran: its ratio to the
+    # reference it was judged against, and that reference in fp32 GFLOPS (NaN: none recorded).
+    # Scoring takes them over this machine's own references (a CPU's is measured per machine), so
+    # members score the same records alike. None: measured_gflops ÷ this machine's reference_table.
+    recorded_ratio: np.ndarray | None = None
+    recorded_reference_gflops: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.providers)
         per_provider = ("stake_wei", "declared_model", "measured_gflops", "challenge_ok", "job_successes",
                         "job_failures", "abandoned", "replication_mismatch", "epochs_staked", "jailed")
-        for name in per_provider + ("previous_performance", "tombstoned"):
+        for name in per_provider + ("previous_performance", "tombstoned", "recorded_ratio",
+                                    "recorded_reference_gflops"):
             value = getattr(self, name)
             if value is not None and len(value) != n:
                 raise InvalidInput(f"epoch input {name} has {len(value):,} entries for {n:,} providers; "
@@ -72,10 +81,12 @@ class EpochInputs:
         for name in ("job_successes", "job_failures", "abandoned", "epochs_staked"):
             if n and np.min(getattr(self, name)) < 0:
                 raise InvalidInput(f"epoch input {name} holds a negative count; counts start at 0.")
-        measured = np.asarray(self.measured_gflops, dtype=np.float64)
-        if np.any(measured < 0) or np.any(np.isinf(measured)):
-            raise InvalidInput("epoch input measured_gflops holds a negative or infinite throughput; "
-                               "give GFLOPS ≥ 0, or NaN when no challenge ran.")
+        for name in ("measured_gflops", "recorded_ratio", "recorded_reference_gflops"):
+            value = getattr(self, name)
+            figures = np.asarray(value if value is not None else [], dtype=np.float64)
+            if np.any(figures < 0) or np.any(np.isinf(figures)):
+                raise InvalidInput(f"epoch input {name} holds a negative or infinite figure; "
+                                   "give figures ≥ 0, or NaN when no challenge ran.")
 
 
 @dataclass(frozen=True)
@@ -85,7 +96,7 @@ class Measures:
     samples: np.ndarray  # int64: probes sent
     answered: np.ndarray  # int64: probes answered
     uptime: np.ndarray
-    reference_gflops: np.ndarray  # NaN: the declared model has no reference
+    reference_gflops: np.ndarray  # the one `ratio` is to; NaN: the declared model has no reference
     ratio: np.ndarray  # measured ÷ reference this epoch, uncapped; NaN: no challenge or no reference
     performance: np.ndarray
     reliability: np.ndarray
@@ -142,11 +153,9 @@ def measure(inputs: EpochInputs, config: OracleConfig) -> Measures:
     """Uptime, performance, reliability and loyalty per provider, before any judgement."""
     n = len(inputs.providers)
     samples, answered, uptime = uptimes(inputs.probe_provider, inputs.probe_ok, n)
-    reference = reference_table(inputs.declared_model)
+    ratio, reference = judged(inputs)
     measured = np.asarray(inputs.measured_gflops, dtype=np.float64)
     challenge_ok = np.asarray(inputs.challenge_ok, dtype=bool)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = measured / reference
     previous = (np.full(n, np.nan) if inputs.previous_performance is None
                 else np.asarray(inputs.previous_performance, dtype=np.float64))
     # No challenge this epoch: the last known figure, else the reference (1.0) — a newcomer
@@ -175,6 +184,28 @@ def uptimes(
     uptime = np.zeros(n)
     np.divide(answered, sent, out=uptime, where=sent > 0)
     return sent, answered, uptime
+
+
+def judged(inputs: EpochInputs) -> tuple[np.ndarray, np.ndarray]:
+    """(ratio, reference) per provider: as its challenge recorded them where it did, else
+    measured ÷ this machine's `reference_table`; both NaN where the declared model has none.
+
+    Whether a model has a reference depends only on its name, so that one question is this
+    machine's to answer; how fast a challenged provider was is its record's, never recomputed
+    against a reference that differs from member to member or has changed since."""
+    table = reference_table(inputs.declared_model)
+    measured = np.asarray(inputs.measured_gflops, dtype=np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = measured / table
+    reference = table
+    if inputs.recorded_ratio is not None:
+        recorded = np.asarray(inputs.recorded_ratio, dtype=np.float64)
+        ratio = np.where(np.isnan(recorded), ratio, recorded)
+    if inputs.recorded_reference_gflops is not None:
+        recorded = np.asarray(inputs.recorded_reference_gflops, dtype=np.float64)
+        reference = np.where(np.isnan(recorded), reference, recorded)
+    unknown = np.isnan(table)
+    return np.where(unknown, np.nan, ratio), np.where(unknown, np.nan, reference)
 
 
 def reference_table(declared_model: Sequence[str]) -> np.ndarray:

@@ -166,9 +166,11 @@ def _evidence(key: str, i: int, inputs: EpochInputs, measures: Measures, config:
     if key == "fraud:replication":
         return "A replicated job's result from it differed from the other replicas'"
     if key == "misrepresentation":
+        # A ratio of 0 (no answer in time, a GPU that is not the one declared) was judged against
+        # no recorded reference: naming one would be this member's own, and the detail differ.
+        reference = f"{measures.reference_gflops[i]:,.0f} GFLOPS " if measures.ratio[i] > 0 else ""
         return (f"It measured {inputs.measured_gflops[i]:,.1f} GFLOPS, {measures.ratio[i]:.2f}× the "
-                f"{measures.reference_gflops[i]:,.0f} GFLOPS reference of its declared "
-                f"{inputs.declared_model[i]}, "
+                f"{reference}reference of its declared {inputs.declared_model[i]}, "
                 f"under {s.misrepresentation.below_ratio:g}×")
     if key == "abandonment":
         jobs = int(inputs.abandoned[i])

@@ -154,6 +154,68 @@ def test_a_member_recomputes_and_signs_the_same_root_after_the_ledger_moved_on(
     assert chain_rewards.pending_report(swarm).rewards_root.hex() == record.rewards_root[2:]
 
 
+def test_members_on_different_cores_score_cpu_providers_alike_by_the_reference_recorded_with_each_challenge(
+    swarm: Swarm, swarm_home: Path, open_runner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each member measures its own core, so their CPU references differ: here the member's is
+    1.25× the aggregator's. A is just over the misrepresentation threshold by the reference its
+    challenges were judged against (0.55×; 0.44× by the member's), B at 0.9×, and D never
+    answers in time: the member still derives the aggregator's scores, weights, rewards and
+    slashes, and signs."""
+    d = dev_account(4).address
+    for i in (1, 2, 3, 4):
+        register(swarm, swarm_home, i)
+    chain_id = swarm.chain.chain_id
+
+    def core(gflops: float) -> None:
+        measurement = tmp_path / f"cpu-reference-{gflops:g}.json"
+        measurement.write_text(json.dumps({"gflops": gflops}))
+        monkeypatch.setattr("compute.reference.CPU_MEASUREMENT", measurement)
+
+    core(80.0)
+    aggregator = open_runner(f"sqlite:///{tmp_path / 'aggregator.db'}")
+    core(100.0)
+    member = open_runner(f"sqlite:///{tmp_path / 'member.db'}")
+    runners = (aggregator, member)
+    start = time.time()
+    end = measure([r.engine for r in runners], chain_id, [A, B, C, d], start)
+    judged_by = 40.0  # the aggregator's reference when the challenges ran: its core's 80 × 0.5
+    for runner in runners:  # the aggregator's records, which the member holds too
+        with Session(runner.engine) as session:
+            for row in session.exec(select(ChallengeRecord)).all():
+                session.delete(row)
+            session.add_all(
+                ChallengeRecord(chain_id=chain_id, provider=p, at=start + 3.5 + k / 10, declared_model="cpu",
+                                seed=k, proof_ok=True, measured_gflops=ratio * judged_by,
+                                reference_gflops=judged_by, ratio=ratio, device="cpu")
+                for p, ratio in ((A, 0.55), (B, 0.9), (C, 1.0)) for k in range(2))
+            session.add_all(
+                ChallengeRecord(chain_id=chain_id, provider=d, at=start + 3.5 + k / 10, declared_model="cpu",
+                                seed=k, proof_ok=True, outcome="late", measured_gflops=0.0,
+                                reference_gflops=0.0, ratio=0.0, device="cpu") for k in range(2))
+            session.commit()
+
+    core(80.0)
+    record = aggregate(aggregator, end)
+    core(100.0)  # the member's own core, as `swarm oracle sign` would find it
+    member.indexer.sync()
+    with Session(member.engine) as session:
+        member.verify(session, OracleEpoch(**record.model_dump()))  # raises on any difference
+    assert [(s["provider"], s["reason"]) for s in record.slashes] == [(d, "hardware misrepresentation")]
+    assert record.slashes[0]["detail"].startswith("It measured 0.0 GFLOPS, 0.00× the reference of its")
+    assert record.emission_wei > 0
+    mine = aggregate(member, end)
+    assert (mine.rewards_root, mine.slashes, mine.emission_wei, mine.cumulative_total) == \
+        (record.rewards_root, record.slashes, record.emission_wei, record.cumulative_total)
+    scored = []
+    for runner in runners:
+        with Session(runner.engine) as session:
+            rows = [session.get(ProviderScore, (chain_id, record.epoch, p)) for p in (A, B, C, d)]
+            scored.append([(r.performance, r.weight, r.reward_wei, r.eligible, r.note) for r in rows])
+    assert scored[0] == scored[1]
+    assert [performance for performance, *_ in scored[0]] == [0.55, 0.9, 1.0, 0.0]
+
+
 def test_a_report_names_the_providers_whose_slashes_it_defers_and_the_next_one_slashes_them(
     swarm: Swarm, swarm_home: Path, rpc: RpcClient, open_runner, tmp_path: Path,
 ) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -101,6 +102,31 @@ def test_a_model_without_a_reference_is_ineligible_and_says_so() -> None:
     assert scores.eligible.tolist() == [True, False]
     assert scores.reasons[1] == "no reference throughput for 'B200'"
     assert scores.reward_wei[1] == 0
+
+
+def test_a_challenged_cpu_is_scored_by_its_recorded_ratio_whatever_this_machines_cpu_reference(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Members on different cores hold different CPU references; each scores the aggregator's
+    records alike, by the ratio and reference recorded with each challenge."""
+    nan = float("nan")
+    aggregators = 40.0  # the reference the challenges were judged against when they ran
+    inputs = EpochInputs(**{
+        **epoch(4, models=["cpu", "cpu", "cpu", "cpu"], measured=[22.0, 36.0, 80.0, nan]).__dict__,
+        "recorded_ratio": np.array([22.0 / aggregators, 36.0 / aggregators, 2.0, nan]),
+        "recorded_reference_gflops": np.array([aggregators, aggregators, aggregators, nan]),
+    })
+    seen = []
+    for gflops in (70.0, 96.0):  # two members' cores: references of 35 and 48 GFLOPS
+        measurement = tmp_path / f"{gflops:g}.json"
+        measurement.write_text(json.dumps({"gflops": gflops}))
+        monkeypatch.setattr("compute.reference.CPU_MEASUREMENT", measurement)
+        seen.append(score_epoch(inputs, CONFIG))
+    first, second = seen
+    assert first.performance.tolist() == second.performance.tolist() == [0.55, 0.9, 1.0, 1.0]
+    assert first.weight.tolist() == second.weight.tolist()
+    assert first.reward_wei == second.reward_wei and first.eligible.all()
+    assert first.slashes == second.slashes == []
 
 
 def test_models_are_matched_as_nvml_names_them() -> None:
