@@ -287,7 +287,16 @@ class Collector:
             gpu_memory_mb=as_number(found.get("memory_total_mb")),
             vram_touched_mb=as_number(worker.get("vram_touched_mb")),
         )
-        said = f"{problem}; " if problem else ""
+        if problem is not None:
+            # The worker's own account contradicts the spec: judged 0 whatever it computes, so no
+            # seed is sent (a CPU claiming an H100 would otherwise grind at the H100's challenge),
+            # and the worker is let go at once, opened for nothing.
+            try:
+                client.challenge_open(ticket, [], self.challenge_timeout_s)
+            except (ComputeError, ValueError):
+                pass  # it ends by itself soon after anyway
+            return record(proof_ok=True, outcome="misidentified", seconds=0.0, measured_gflops=0.0,
+                          reference_gflops=0.0, ratio=0.0, reason=f"{problem}; no seed sent: judged 0"[:500])
         answer, seconds = None, self.challenge_timeout_s
         try:
             answer, seconds = client.challenge_commit(ticket, challenge.seed, self.challenge_timeout_s)
@@ -307,7 +316,7 @@ class Collector:
                 measured_gflops=0.0,
                 reference_gflops=0.0,
                 ratio=0.0,
-                reason=f"{said}no commitment within {self.challenge_timeout_s:g} s: measured as 0 GFLOPS",
+                reason=f"no commitment within {self.challenge_timeout_s:g} s: measured as 0 GFLOPS",
             )
         try:
             root = root_from_hex(answer.get("root") if isinstance(answer, dict) else None)
@@ -320,7 +329,7 @@ class Collector:
         except (ProofError, ComputeError, ValueError) as exc:
             # A refusal, no answer or a garbled one where an opening was due: no proof either.
             return record(proof_ok=False, outcome="refuted", seconds=seconds, measured_gflops=0.0,
-                          reference_gflops=0.0, ratio=0.0, reason=f"{said}proof refuted: {exc}"[:500])
+                          reference_gflops=0.0, ratio=0.0, reason=f"proof refuted: {exc}"[:500])
         try:
             verdict = judge(challenge, seconds, watched.declared_model or "unknown")
             measured, reference, ratio, reason = (
@@ -332,7 +341,7 @@ class Collector:
         except ComputeError as exc:  # a model the reference table does not know
             measured, reference, ratio, reason = challenge.flops / seconds / 1e9, 0.0, 0.0, str(exc)
         return record(proof_ok=True, outcome="passed", seconds=seconds, measured_gflops=measured,
-                      reference_gflops=reference, ratio=ratio, reason=f"{said}{reason}")
+                      reference_gflops=reference, ratio=ratio, reason=reason)
 
     def _save(self, rows: list) -> None:
         if not rows:

@@ -46,9 +46,10 @@ class ChallengeRecord(LedgerModel, table=True):
 
     `outcome`: "passed" (the proof holds; `measured_gflops` is the oracle's own timing),
     "refuted" (a wrong commitment or opening, garbage, another seed's answer: `proof_ok` is
-    False) or "late" (no commitment within the timeout: measured as 0 GFLOPS). `identity_ok`
-    is False when the worker's own account of its GPU (NVML's name, memory and UUID, the VRAM
-    it allocated) contradicts the declared spec: misrepresentation. `node_rounds_s` and
+    False), "late" (no commitment within the timeout: measured as 0 GFLOPS) or "misidentified"
+    (`identity_ok` False: the worker's own account of its GPU — NVML's name, memory and UUID,
+    the VRAM it allocated — contradicts the declared spec, which is misrepresentation whatever
+    it computes, so no seed was sent and it is measured as 0). `node_rounds_s` and
     `node_commit_s` are the node's own account of its time — the rounds, then the commitment —
     as it sent them with the root: recorded to show where a node's time goes, never judged."""
 

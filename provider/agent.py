@@ -291,7 +291,8 @@ class Site:
     # places a worker on one of the site's nodes (its GPU when it has one) before the oracle's
     # clock starts; `challenge_commit` gives it the seed and answers with its Merkle root — what
     # the oracle times — and the node's own timings of the rounds and of the commitment;
-    # `challenge_open` opens the rows the oracle then asks for and ends it. A
+    # `challenge_open` opens the rows the oracle then asks for and ends it (asked for none, it
+    # ends it unopened: the oracle's way to let go of a worker it will not send a seed). A
     # worker the oracle leaves is ended CHALLENGE_IDLE_S after its last step: by the next request
     # of a challenge or of a lease (the market asks after a pending lease every few seconds).
     def challenge_ready(
@@ -334,6 +335,9 @@ class Site:
         import ray
 
         worker, _, _ = self._challenge(ticket)
+        if not cells:
+            self._end_challenge(ticket)
+            return {"openings": []}
         self._hold(ticket, timeout_s + CHALLENGE_IDLE_S)
         try:
             ref = worker.open.remote(cells)

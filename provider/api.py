@@ -182,7 +182,7 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
         if (
             not isinstance(raw.get("ticket"), str)
             or not isinstance(cells, list)
-            or not 0 < len(cells) <= MAX_CELLS
+            or not 0 <= len(cells) <= MAX_CELLS  # none: end it unopened
             or not all(isinstance(c, list) and len(c) == 2 and all(type(v) is int for v in c) for c in cells)
         ):
             raise Refused(400, f"A challenge request's body is {shape}, at most {MAX_CELLS} cells.")

@@ -57,6 +57,8 @@ class HostileSite(Site):
         self.provider = provider
         self.mode = "honest"
         self.provers: dict[str, tuple[dict, Prover | None]] = {}
+        self.seeds: list[int] = []  # every seed it was sent
+        self.let_go: list[str] = []  # tickets the oracle ended unopened
         self.nodes: list | None = None  # the probe's answer, when set
 
     def probe(self, timeout_s=10.0):
@@ -92,6 +94,7 @@ class HostileSite(Site):
 
     def challenge_commit(self, ticket, seed, timeout_s):
         params, _ = self.provers[ticket]
+        self.seeds.append(seed)
         challenge = Challenge(seed=seed + (self.mode == "other-seed"), **params)
         started = time.perf_counter()
         checkpoints = checkpoints_of(challenge)
@@ -114,6 +117,10 @@ class HostileSite(Site):
         from starlette.responses import Response
 
         _, prover = self.provers.pop(ticket)
+        if not cells:  # as the site's own agent does: ended unopened
+            self.let_go.append(ticket)
+            return {"openings": []}
+        assert prover is not None
         openings = [opening_as_json(o) for o in prover.open(cells)]
         if self.mode == "wrong-opening":  # a row changed after the commitment
             data = bytearray(base64.b64decode(openings[0]["data"]))
@@ -265,8 +272,9 @@ def test_a_gpu_that_says_it_is_another_model_is_recorded_misidentified(swarm: Sw
     assert [(r.challenge_size, r.challenge_rounds, r.challenge_stride) for r in rows] == [
         timed_shape(reference_gflops("H100", p), SIZE, GPU_SECONDS) for p in ("fp32", "bf16")]
     assert [r.challenge_rounds for r in rows] == [8, 120]
-    for row in rows:
-        assert not row.identity_ok and row.proof_ok and row.outcome == "passed"
+    for row in rows:  # judged 0 on its own account: no seed sent, nothing for it to time
+        assert not row.identity_ok and row.proof_ok and row.outcome == "misidentified"
+        assert (row.seconds, row.ratio, row.node_rounds_s) == (0.0, 0.0, 0.0)
         assert (row.gpu_name, row.gpu_uuid, row.gpu_memory_mb) == (
             "NVIDIA GeForce RTX 4090",
             "GPU-4090",
@@ -275,6 +283,7 @@ def test_a_gpu_that_says_it_is_another_model_is_recorded_misidentified(swarm: Sw
         assert row.reason.startswith(
             "NVML names the node's GPU 'NVIDIA GeForce RTX 4090', not the declared H100;"
         )
+    assert served.site.seeds == [] and len(served.site.let_go) == 2, "no seed sent; each worker let go"
 
 
 def test_the_epoch_tombstones_a_refuted_proof_and_slashes_a_late_or_misidentified_node(

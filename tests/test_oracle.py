@@ -198,12 +198,16 @@ def test_a_misdeclared_gpu_is_caught_by_its_challenge(
     assert paid[PROVIDER_B].reward_wei == 0 and paid[PROVIDER_A].reward_wei == record.emission_wei
     with Session(oracle.engine) as session:
         challenges = session.exec(select(ChallengeRecord).where(ChallengeRecord.provider == PROVIDER_B)).all()
-    # Challenged in fp32 and in an H100's bf16, twice each: the work proven every time, but on a
-    # CPU, which the worker's own account says too.
+        honest = session.exec(select(ChallengeRecord).where(ChallengeRecord.provider == PROVIDER_A)).all()
+    # The honest CPU's: the configured shape, its node's own account of its time, the rounds and
+    # the commitment apart, with each root.
+    assert honest and all(c.outcome == "passed" and c.challenge_stride == 1 for c in honest)
+    assert all(c.node_rounds_s > 0 and 0 < c.node_commit_s < c.seconds for c in honest)
+    # Readied in fp32 and in an H100's bf16, twice each, on a CPU, which the worker's own account
+    # says: judged 0 at once, and no seed sent for it to grind at an H100's challenge.
     assert sorted(c.precision for c in challenges) == ["bf16"] * MIN_CHALLENGES + ["fp32"] * MIN_CHALLENGES
-    assert all(c.proof_ok and c.ratio < 0.5 and not c.identity_ok for c in challenges)
-    # The node's own account of its time, the rounds and the commitment apart, came with each root.
-    assert all(c.node_rounds_s > 0 and 0 < c.node_commit_s < c.seconds for c in challenges)
+    assert all(c.outcome == "misidentified" and c.ratio == 0 and not c.identity_ok for c in challenges)
+    assert all(c.challenge_size == 8192 and c.node_rounds_s == 0 for c in challenges)
     assert all(c.reason.startswith("the node ran the challenge without a GPU, where the spec declares H100")
                for c in challenges)
     assert stake.provider_info(swarm, PROVIDER_B).jailed_until > 0

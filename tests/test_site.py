@@ -311,6 +311,15 @@ def test_the_oracle_committee_probes_every_node_and_challenges_the_site(site) ->
     with pytest.raises(Refused, match="holds no challenge") as gone:  # opened once, then ended
         client.challenge_open(worker["ticket"], cells, timeout_s=60)
     assert gone.value.status == 404
+    # A worker the oracle will send no seed (its account contradicts the spec) is let go at once:
+    # opened for no cells, it ends, and the node's CPU is free for the next readying.
+    left = client.challenge_ready(challenge.params(), timeout_s=60)
+    assert client.challenge_open(left["ticket"], [], timeout_s=60) == {"openings": []}
+    with pytest.raises(Refused, match="holds no challenge"):
+        client.challenge_commit(left["ticket"], challenge.seed, timeout_s=60)
+    again = client.challenge_ready(challenge.params(), timeout_s=5)
+    assert again["node_id"] == node["node_id"]
+    client.challenge_open(again["ticket"], [], timeout_s=60)
     with pytest.raises(Refused, match="cannot be readied: challenge size must be in") as bad:
         client.challenge_ready({"size": 0, "rounds": 1, "stride": 1, "precision": "fp32"}, timeout_s=60)
     assert bad.value.status == 400
