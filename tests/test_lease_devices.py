@@ -67,7 +67,7 @@ def stand_ins() -> Iterator[Path]:
     shutil.rmtree(dev, ignore_errors=True)
 
 
-def plan(gpus: int = 1, number: int = 5) -> LeasePlan:
+def plan(gpus: int = 1, number: int = 40_105) -> LeasePlan:  # a number no Ray test's site reaches
     code = {"uri": "s3://code/0.tar", "sha256": "ab" * 32}
     job = ComputeJob.of("dev-1", "ray", "0xabc",
                         {"entrypoint": "python main.py", "requirements": [], "env": {}, "code": code})
@@ -119,6 +119,27 @@ def test_the_check_in_the_sandbox_refuses_nodes_that_are_no_gpu(stand_ins: Path,
     sandbox = lease_sandbox(tmp_path / "lease", plan(), gpus=given)
     seen_nothing = r"sandbox sees 0 GPU\(s\) through CUDA and \[\] through NVML, not the 1 GPU the site bound"
     with pytest.raises(DeviceError, match=seen_nothing + r" into it \(GPU-00000000"):
+        check(sandbox, given)
+
+
+def test_what_an_earlier_attempt_left_in_the_lease_cannot_answer_the_check_for_it(
+        stand_ins: Path, tmp_path: Path) -> None:
+    """A lease's directory outlives an attempt (its checkpoints), so a buyer's program can leave a
+    `provider/lease/devices.py` of its own there, printing that it sees its GPU. The check runs
+    isolated from the lease's directory and environment: Swarm's own code answers, and sees none."""
+    from provider.lease.devices import SEEN
+
+    uuid_ = "GPU-00000000-0000-0000-0000-000000000000"
+    given = bind([GpuDevice("0", 0, uuid_, 0)], dev=stand_ins)
+    sandbox = lease_sandbox(tmp_path / "lease", plan(), gpus=given)
+    forged = tmp_path / "lease" / "work" / "provider" / "lease"
+    forged.mkdir(parents=True)
+    for package in (forged, forged.parent):
+        (package / "__init__.py").write_text("")
+    (forged / "devices.py").write_text(
+        f"import sys\ndef main():\n    print({SEEN!r} + '{{\"nvml\": [\"{uuid_}\"], \"cuda\": 1}}')\n"
+        "    return 0\n")
+    with pytest.raises(DeviceError, match=r"sees 0 GPU\(s\) through CUDA and \[\] through NVML"):
         check(sandbox, given)
 
 

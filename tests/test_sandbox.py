@@ -18,6 +18,10 @@ from provider.lease.sandbox import Limits, Sandbox, lease_uid
 
 PYTHON = "/usr/bin/python3"  # readable by a lease's own user, unlike a venv in a private home
 LIMITS = Limits(memory_bytes=512 * 2**20, max_processes=32, wall_seconds=20)
+# Lease numbers of these sandboxes: far past any a site of the suite reaches, so that no lease of
+# the Ray tests beside them (whose site numbers its leases from 1) shares their users and their
+# process limit.
+OWN = 40_000
 
 READ_KEYSTORE = "print(open({keystore!r}).read())"
 READ_TOKEN = "print(open({token!r}).read())"
@@ -82,7 +86,7 @@ def site() -> Iterator[dict[str, Path]]:
 
 def _sandbox(site: dict[str, Path], number: int, limits: Limits = LIMITS) -> Sandbox:
     return Sandbox(site["leases"] / str(number), limits, hidden=[site["home"], site["leases"]],
-                   lease_uid=lease_uid(number))
+                   lease_uid=lease_uid(OWN + number))
 
 
 def _bare(code: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -162,7 +166,7 @@ def test_a_lease_past_its_time_is_killed_with_everything_it_started(site) -> Non
     deadline = time.monotonic() + 5  # the kernel tears the lease's PID namespace down
     while (
         left := subprocess.run(
-            ["pgrep", "-u", str(lease_uid(1))], capture_output=True, text=True, check=False
+            ["pgrep", "-u", str(lease_uid(OWN + 1))], capture_output=True, text=True, check=False
         ).stdout.strip()
     ) and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -177,7 +181,7 @@ def test_leases_run_as_users_of_their_own(site) -> None:
     ids = [
         _sandbox(site, n).run([PYTHON, "-c", "import os; print(os.getuid())"]).stdout.strip() for n in (1, 2)
     ]
-    assert ids == [str(lease_uid(1)), str(lease_uid(2))]
+    assert ids == [str(lease_uid(OWN + 1)), str(lease_uid(OWN + 2))]
 
 
 def test_a_lease_cannot_reach_the_sites_services(site) -> None:
@@ -241,7 +245,7 @@ def test_a_home_inside_a_private_project_stays_hidden(site) -> None:
     )
 
     sandbox = Sandbox(site["leases"] / "1", LIMITS, hidden=[project / ".swarm", site["leases"]],
-                      lease_uid=lease_uid(1), runtime=[Path("/usr"), project])
+                      lease_uid=lease_uid(OWN + 1), runtime=[Path("/usr"), project])
     result = sandbox.run([PYTHON, "-c", code])
     assert result.returncode != 0 and "the provider key" not in result.stdout
     assert "No such file or directory" in result.stderr

@@ -234,7 +234,7 @@ def train_loop(config: dict[str, Any]) -> None:
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()
     device = ray.train.torch.get_device()
-    if ray.get_gpu_ids() and device.type != "cuda":  # a worker that holds a GPU trains on it
+    if config.get("use_gpu") and device.type != "cuda":  # a worker that holds a GPU trains on it
         require_cuda()
 
     table = config.get("table")  # a table's {"features", "classes"}; None for a built-in dataset
@@ -307,7 +307,7 @@ def loop_config(job: ComputeJob, params: TrainParams, table: dict[str, Any] | No
                 rows: dict[str, dict[str, np.ndarray]] | None = None) -> dict[str, Any]:
     """The workers' config; `checkpoint` is a brought transformers checkpoint's files (hf.pack),
     `rows` a small table's training and validation rows, read whole."""
-    return {"params": asdict(params), "seed": job.seed, "table": table} | (
+    return {"params": asdict(params), "seed": job.seed, "table": table, "use_gpu": job.use_gpu} | (
         {"checkpoint": checkpoint} if checkpoint is not None else {}) | ({"rows": rows} if rows else {})
 
 

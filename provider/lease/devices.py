@@ -32,6 +32,7 @@ from pathlib import Path
 
 from compute.errors import ComputeError
 from compute.nvml import GpuDevice, gpu_devices
+from provider.lease import PROJECT
 from provider.lease.sandbox import Limits, Sandbox
 
 DEV = Path("/dev")
@@ -104,7 +105,11 @@ def check(sandbox: Sandbox, gpus: LeaseGpus) -> dict[str, object]:
     probe = replace(sandbox, limits=Limits(memory_bytes=max(sandbox.limits.memory_bytes, CHECK_MEMORY_BYTES),
                                            max_processes=sandbox.limits.max_processes,
                                            wall_seconds=CHECK_SECONDS))
-    done = probe.run([sys.executable, "-m", "provider.lease.devices"])
+    # Isolated (-I): neither the lease's directory, which may hold what an earlier attempt left,
+    # nor its environment decides what code runs; the project's is named first on the path.
+    code = (f"import sys; sys.path.insert(0, {str(PROJECT)!r}); "
+            "from provider.lease.devices import main; sys.exit(main())")
+    done = probe.run([sys.executable, "-I", "-c", code])
     seen = _seen(done.stdout)
     if seen is None:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]

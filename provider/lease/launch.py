@@ -94,28 +94,26 @@ def launch(directory: Path, plan: LeasePlan, env: Mapping[str, str] | None = Non
     work = directory / WORK
     work.mkdir(parents=True, exist_ok=True)
     try:
-        # The GPUs it bought, bound and seen in its sandbox before anything of the buyer's runs there.
-        gpus = assign(plan.gpus, env)
-        sandbox = lease_sandbox(directory, plan, result_binds(plan), gpus)
-        if gpus.devices:
-            check(sandbox, gpus)
-    except DeviceError as exc:  # the provider's to fix: the buyer is charged nothing
-        outcome = Outcome(state="failed", attempt=plan.attempt, seconds=0.0, returncode=-1,
-                          error=_sentence(str(exc)), fault="provider")
-        outcome.write(directory)
-        return outcome
+        gpus = assign(plan.gpus, env)  # the GPUs Ray reserved for it, and their device nodes
+    except DeviceError as exc:
+        return _device_fault(directory, plan, exc)
     try:
         untrusted.remove(work, RUN)
+        sandbox = lease_sandbox(directory, plan, result_binds(plan), gpus)
+    except (InputError, untrusted.Refused, OSError) as exc:
+        return _input_fault(directory, plan, exc)
+    if gpus.devices:
+        try:  # seen in its sandbox before its inputs are fetched, and anything of the buyer's runs
+            check(sandbox, gpus)
+        except DeviceError as exc:
+            return _device_fault(directory, plan, exc)
+    try:
         if plan.program is not None:
             stage_program(plan, work, directory)
         else:
             fetch_inputs(plan, work, directory)
     except (InputError, untrusted.Refused, OSError) as exc:
-        outcome = Outcome(state="failed", attempt=plan.attempt, seconds=0.0, returncode=-1,
-                          error=_sentence(str(exc)))
-        outcome.write(directory)
-        untrusted.remove(directory, WORK)  # what was staged goes with the job
-        return outcome
+        return _input_fault(directory, plan, exc)
     with open(directory / LOG, "a") as log:
         echo = _Echo(directory / LOG, log.tell())
         log.write(f"── attempt {plan.attempt} ──\n")
@@ -130,6 +128,23 @@ def launch(directory: Path, plan: LeasePlan, env: Mapping[str, str] | None = Non
         # Its result is stored, or it failed for good: the lease's disk is the provider's again.
         # The log and the verdict stay; a lease the site lost keeps its directory to resume from.
         untrusted.remove(directory, WORK)
+    return outcome
+
+
+def _input_fault(directory: Path, plan: LeasePlan, exc: Exception) -> Outcome:
+    """A lease whose inputs or output the site refused: the buyer's fault, before anything ran."""
+    outcome = Outcome(state="failed", attempt=plan.attempt, seconds=0.0, returncode=-1,
+                      error=_sentence(str(exc)))
+    outcome.write(directory)
+    untrusted.remove(directory, WORK)  # what was staged goes with the job
+    return outcome
+
+
+def _device_fault(directory: Path, plan: LeasePlan, exc: DeviceError) -> Outcome:
+    """A lease the site cannot give the GPUs it bought: the provider's to fix, charged nothing."""
+    outcome = Outcome(state="failed", attempt=plan.attempt, seconds=0.0, returncode=-1,
+                      error=_sentence(str(exc)), fault="provider")
+    outcome.write(directory)
     return outcome
 
 
@@ -178,7 +193,23 @@ def _program_run(plan: LeasePlan, work: Path, returncode: int, reserved: float) 
     its work directory's `outputs/`, stored in the buyer's output."""
     if returncode != 0:
         return None
-    return {"result": (work, "", plan.result), "units": reserved, "metrics": {}}
+    assert plan.program is not None
+    return {"result": (work, "", plan.result), "units": reserved,
+            "metrics": program_metrics(work, plan.program.metrics)}
+
+
+METRICS_BYTES = 64 << 10  # what the site reads of a program's metrics file
+
+
+def program_metrics(work: Path, name: str) -> dict[str, Any]:
+    """The JSON object a program left in outputs/<name>, read as the lease's (`untrusted`):
+    nothing — no metrics, not a failure — when it left none, too much or no JSON object."""
+    try:
+        raw = untrusted.read_small(work, f"outputs/{name}", METRICS_BYTES)
+        found = json.loads(raw) if raw is not None else None
+    except (untrusted.Refused, ValueError, OSError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def _read_run(plan: LeasePlan, work: Path) -> dict[str, Any] | None:
