@@ -63,6 +63,7 @@ class Order:
     max_units: int
     deadline: int  # unix seconds
     seed: int = 0
+    max_runtime: int | None = None  # seconds it may run once started (the deadline bounds it too)
     output: str | None = None  # where results go: <output>/<compute job id>
     publish: bool = False  # others' jobs may build on this one's result
     # a built-in kind's model and dataset, by field
@@ -100,6 +101,7 @@ class Order:
             "max_units": _whole(raw, "max_units", 1, None),
             "deadline": deadline,
             "seed": _whole(raw, "seed", 0, 0),
+            "max_runtime": None if raw.get("max_runtime") is None else _whole(raw, "max_runtime", 1, None),
             "output": _output(raw.get("output")),
             "publish": _flag(raw, "publish"),
         }
@@ -123,11 +125,16 @@ class Order:
 
         return join(self.output, namespace + str(job_id)) if self.output else None
 
+    def run_seconds(self, now: float) -> float:
+        """How long a run started at `now` may take: to the deadline, and at most max_runtime."""
+        left = max(1.0, self.deadline - now)
+        return left if self.max_runtime is None else min(left, float(self.max_runtime))
+
     def job(self, job_id: str, provider: str, storage: str = "", now: float | None = None) -> ComputeJob:
         """The job one provider runs as compute job `job_id`, keeping its runs in `storage`; it is
         stopped at the deadline, so a search's time budget is at most the time left until then."""
         now = time.time() if now is None else now
-        timeout = max(1.0, self.deadline - now)
+        timeout = self.run_seconds(now)
         params = self.params
         if (
             isinstance(params, TuneParams)

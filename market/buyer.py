@@ -22,6 +22,7 @@ This module is the chain's side of it. What goes into the buyer's storage and co
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -307,9 +308,13 @@ class Buyer:
             )
         expected = "0x" + info.result_hash.hex()
         path = fetch_result(job_id, location, expected, download_to)
+        metrics = market.metrics if market else {}
+        if spec and spec.get("kind") == "ray":  # a program's own, read from the verified outputs
+            named = (spec.get("params") or {}).get("metrics") or "metrics.json"
+            metrics = program_metrics(path, named) or metrics
         return Result(job_id, path, dataplane.shown(location), expected,
                       market.units if market else float(info.units_used), market.unit if market else None,
-                      info.units_used, market.metrics if market else {}, info)
+                      info.units_used, metrics, info)
 
     # ── cancel ────────────────────────────────────────────────────────────────
     def cancel(self, job_id: int) -> Refund:
@@ -465,6 +470,22 @@ class Buyer:
         if self.sender is None:
             raise SwarmError("This buyer reads only; open it with an account or a key to sign.")
         return self.sender
+
+
+PROGRAM_METRICS_BYTES = 1 << 20
+
+
+def program_metrics(result_dir: Path, name: str) -> dict[str, Any]:
+    """The JSON object a `ray` job's program wrote to outputs/<name> of its verified result; {}
+    where it wrote none, or no JSON object."""
+    path = result_dir / "outputs" / name
+    try:
+        if not path.is_file() or path.stat().st_size > PROGRAM_METRICS_BYTES:
+            return {}
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 def market_record(

@@ -72,6 +72,7 @@ class ProviderOffer:
     reliability: float
     node_cpus: float = math.inf  # the largest machine's: one run of a job runs on one machine
     node_gpus: float = math.inf
+    priced: bool = True  # False: it declared no price and asks the market's default
 
     def __post_init__(self) -> None:
         if self.measured_perf <= 0:

@@ -166,6 +166,7 @@ def build_offers(
             node_cpus=free.node_cpus,
             node_gpus=free.node_gpus,
             price_per_unit=max(min_price, int(spec.get("price_per_unit", default_price))),
+            priced=spec.get("price_per_unit") is not None,
             stake_ok=staked,
             jailed=row is not None and (row.tombstoned or row.jailed_until != 0),
             score=known.score,

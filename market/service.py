@@ -95,6 +95,7 @@ class TickReport:
     counts: dict[str, int] = field(default_factory=dict)
     unmatched: dict[int, str] = field(default_factory=dict)
     running: int = 0
+    unpriced: int = 0  # staked providers offered this pass at the market's default price
 
     def count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -471,7 +472,9 @@ class MarketService:
         if not requests:
             session.commit()  # the explanations of specs that cannot be read
             return
-        result = match(requests, self._offers(session, records))
+        offers = self._offers(session, records)
+        report.unpriced = sum(1 for o in offers if o.stake_ok and not o.priced)
+        result = match(requests, offers)
         by_group: dict[int, list] = {}
         for a in result.assignments:
             by_group.setdefault(a.job_id, []).append(a)

@@ -30,6 +30,7 @@ checked by reading it as a site will (`compute.order`).
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import time
@@ -93,6 +94,8 @@ ALLOWED = {
     "max_units": "an integer of at least 1",
     "deadline": "a future time: ISO-8601 with a timezone (2026-12-01T12:00:00Z), a duration from now "
     "(30m, 2h, 1d12h) or unix seconds",
+    "max_runtime": "how long the job may run once it starts, at most until its deadline: a duration (30m, "
+    "2h, 1d12h) or seconds",
     "min_provider_score": "a number from 0 to 1",
     "priority": "an integer from 0 to 10",
     "replicas": "an integer from 1 to 3",
@@ -153,6 +156,21 @@ def parse_deadline(value: Any, now: float | None = None) -> int:
     if at <= now:
         raise FieldError("deadline", f"must be in the future (got {_show(value)}, which is not after now)")
     return at
+
+
+def parse_runtime(value: Any) -> int | None:
+    """Seconds of a duration (30m, 2h, 1d12h) or a whole number of seconds; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, str) and DURATION.sub("", value).strip() == "" and DURATION.search(value):
+        seconds = sum(int(n) * SECONDS[u] for n, u in DURATION.findall(value))
+    elif isinstance(value, int) and not isinstance(value, bool):
+        seconds = value
+    else:
+        raise FieldError("max_runtime", f"must be {ALLOWED['max_runtime']} (got {_show(value)})")
+    if seconds < 1:
+        raise FieldError("max_runtime", f"must be at least a second (got {_show(value)})")
+    return seconds
 
 
 def _iso_seconds(value: str | datetime) -> int:
@@ -238,6 +256,9 @@ class JobSpec(BaseModel):
     max_price_per_unit: Annotated[int, BeforeValidator(_wei)]  # wei per unit (GPU- or CPU-second)
     max_units: int = Field(ge=1)
     deadline: int  # unix seconds; see parse_deadline for what a spec may write
+    # seconds the job may run once a site starts it (parse_runtime), enforced by the site; at most
+    # the time until the deadline, which bounds it otherwise
+    max_runtime: Annotated[int | None, BeforeValidator(parse_runtime)] = None
     min_provider_score: float = Field(default=0.0, ge=0, le=1)
     priority: int = Field(default=5, ge=0, le=10)
     replicas: int = Field(default=1, ge=1, le=3)
@@ -266,7 +287,12 @@ class JobSpec(BaseModel):
                 raise FieldError(
                     "model", f"must be a model's name for a {self.kind} job (got {_show(self.model)})"
                 )
-        check_params(self, now=(info.context or {}).get("now") or time.time())
+        now = (info.context or {}).get("now") or time.time()
+        if self.max_runtime is not None and self.max_runtime > self.deadline - now:
+            left = max(0, int(self.deadline - now))
+            raise FieldError("max_runtime", f"is {self.max_runtime:,} s, longer than the {left:,} s until "
+                             "the deadline; shorten it or move the deadline")
+        check_params(self, now=now)
         return self
 
     @property
@@ -283,6 +309,8 @@ class JobSpec(BaseModel):
         """JSON-able and loadable again: the price as a token decimal string, the deadline as unix seconds."""
         data = self.model_dump(mode="json")
         data["max_price_per_unit"] = tokens(self.max_price_per_unit)
+        if data.get("max_runtime") is None:  # a spec without one hashes as it did before the field
+            data.pop("max_runtime", None)
         return data
 
     def unpinned(self) -> list[str]:
@@ -406,7 +434,11 @@ def validate_spec(data: dict[str, Any], now: float | None = None) -> JobSpec:
     try:
         return JobSpec.model_validate(data, context={"now": time.time() if now is None else now})
     except ValidationError as exc:
-        path, message = _sentence(exc.errors()[0])
+        errors = exc.errors()
+        # A misspelt field is also a missing one (max_unit for max_units): name the misspelling.
+        unknown = [e for e in errors if e["type"] == "extra_forbidden"]
+        missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing"]
+        path, message = _sentence((unknown or errors)[0], missing)
         raise SpecError(message, path) from None
 
 
@@ -426,7 +458,7 @@ def _decode(text: str, fmt: str, source: str) -> Any:
         raise SpecError(f"{source} is not valid YAML ({problem}{where}).") from None
 
 
-def _sentence(error: ErrorDetails) -> tuple[str, str]:
+def _sentence(error: ErrorDetails, missing: list[str] | None = None) -> tuple[str, str]:
     cause = (error.get("ctx") or {}).get("error")
     # A union's member is named in the location (code.Input.sha256); the spec has no such field.
     path = ".".join(str(part) for part in error["loc"] if part not in UNION_TAGS)
@@ -437,9 +469,14 @@ def _sentence(error: ErrorDetails) -> tuple[str, str]:
         allowed = ALLOWED.get(path) or ALLOWED.get(path.rsplit(".", 1)[-1], "given")
         return path, f"spec field {path} is required; it must be {allowed}."
     if error["type"] == "extra_forbidden":
-        parent, _, _ = path.rpartition(".")
-        known = JobSpec.model_fields if not parent else Resources.model_fields
+        parent, _, name = path.rpartition(".")
+        known = list(JobSpec.model_fields if not parent else Resources.model_fields)
         of = f" of {parent}" if parent else ""
+        # The field it most likely meant: a missing one it resembles, else any known one.
+        nearest = difflib.get_close_matches(name, [m for m in missing or () if m in known], n=1, cutoff=0.5) \
+            or difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        if nearest:
+            return path, f"spec field {path} is not a known field{of} (did you mean {nearest[0]}?)."
         return path, f"spec field {path} is not allowed; known fields{of} are {', '.join(known)}."
     top = path if path in ALLOWED else path.split(".")[0]
     return top, f"spec field {top} must be {ALLOWED.get(top, 'valid')} (got {_show(error['input'])})."

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,10 @@ def pin(
     output = output or (default_output if spec.kind != "ray" else None)
     data: dict[str, Any] = spec.canonical() | {"output": output}
     if isinstance(spec.code, str):
-        data["code"] = _pin_code(_located(spec.code, base), upload_to)
+        located = _located(spec.code, base)
+        if not dataplane.is_uri(located):
+            check_entrypoint(str(spec.params.get("entrypoint", "")), Path(located))
+        data["code"] = _pin_code(located, upload_to)
     for name, value in spec.inputs.items():
         if isinstance(value, str):
             located = _located(value, base)
@@ -60,6 +64,48 @@ def pin(
         if isinstance(value, str):
             data[field] = _pin_input(field, field, _located(value, base), upload_to)
     return validate_spec(data, now=spec.deadline - 1)
+
+
+def entrypoint_file(entrypoint: str) -> str | None:
+    """The file of its code directory a ray job's entrypoint runs, where it names one:
+    `python train.py …`, `bash run.sh`, `./run.sh`, `train.py`; None for a module (`python -m`),
+    inline code (`-c`), an absolute path or a program found on the PATH."""
+    import shlex
+
+    try:
+        words = shlex.split(entrypoint)
+    except ValueError:
+        return None
+    if not words:
+        return None
+    script: str | None = words[0] if "/" in words[0] or words[0].endswith((".py", ".sh")) else None
+    if re.fullmatch(r"python[\d.]*|bash|sh", Path(words[0]).name):
+        script, args = None, iter(words[1:])
+        for word in args:
+            if word in ("-m", "-c"):
+                break
+            if word in ("-W", "-X", "-o", "-O"):  # an option that takes the next word
+                next(args, None)
+            elif not word.startswith("-"):
+                script = word
+                break
+    return None if script is None or script.startswith("/") else script
+
+
+def check_entrypoint(entrypoint: str, code: Path) -> None:
+    """Refuses, before anything is uploaded or escrowed, an entrypoint whose file the local code
+    directory does not have, naming the nearest file it does have."""
+    import difflib
+
+    name = entrypoint_file(entrypoint)
+    if name is None or not code.is_dir() or (code / name).is_file():
+        return
+    have = sorted(str(p.relative_to(code)) for p in code.rglob("*") if p.is_file()
+                  and p.suffix in (".py", ".sh") and "__pycache__" not in p.parts)[:1000]
+    nearest = difflib.get_close_matches(name, have, n=1, cutoff=0.6)
+    hint = f" (did you mean {nearest[0]}?)" if nearest else f"; it has {', '.join(have[:5]) or 'no script'}"
+    raise SpecError(f"spec field params.entrypoint runs {name}, which the code directory {code} does not "
+                    f"have{hint}.", "params.entrypoint")
 
 
 def _located(value: str, base: Path) -> str:

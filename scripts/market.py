@@ -96,6 +96,6 @@ def _summary(totals: dict[str, int], last: TickReport, config: MarketConfig) -> 
     console.print(f"Market pass done: {done}.")
     for job_id, why in sorted(last.unmatched.items()):
         console.print(f"  {why}")
-    console.print(
-        f"Providers without a declared price ask {format_amount(config.default_price_per_unit)} per unit."
-    )
+    if last.unpriced:
+        console.print(f"{last.unpriced} provider(s) declared no price and ask the market's default, "
+                      f"{format_amount(config.default_price_per_unit)} per unit.")

@@ -277,7 +277,8 @@ def join(ray_address: str, num_cpus: int, num_gpus: int, account: int | None, ke
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Where the site listens; 0.0.0.0 serves every interface.")
 @click.option(
-    "--port", type=click.IntRange(1, 65535), default=8443, show_default=True, help="The site's HTTPS port."
+    "--port", type=click.IntRange(0, 65535), default=8443, show_default=True,
+    help="The site's HTTPS port; 0 takes a free one the system picks.",
 )
 @click.option("--num-cpus", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPUs of each node the site starts on this machine.")
@@ -318,8 +319,8 @@ def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, accoun
         else:
             console.print(
                 f"Site of {sender.address} serving {running.url}; certificate sha256 "
-                f"{running.identity.fingerprint}. Register both with `swarm provider register "
-                f"--update --site-url {running.url} --site-fingerprint {running.identity.fingerprint}`."
+                f"{running.identity.fingerprint}. Register both with "
+                f"`{register_command(swarm, sender.address, running.url, running.identity.fingerprint)}`."
             )
         import sys
 
@@ -382,3 +383,30 @@ def leave(account: int | None, key_ref: str | None, as_json: bool) -> None:
     emit(as_json, {"provider": who, "stopped": left is not None, "node_id": left and left.node_id},
          lambda: console.print(f"Node {left.node_id} for {who} has left {left.head_address}." if left
                                else f"No Ray node runs here for {who}; nothing to do."))
+
+
+
+def register_command(swarm: Swarm, address: str, url: str, fingerprint: str) -> str:
+    """The command that registers a site's URL and fingerprint: for a provider registered
+    already, `--update` with the hardware it declared (read from its stored spec, where this
+    home has it); for one not yet registered, a first registration, its hardware to fill in."""
+    from ledger import stake
+    from ledger.errors import SwarmError
+    from ledger.specs import load_spec
+    from ledger.units import format_amount
+
+    site = f"--site-url {url} --site-fingerprint {fingerprint}"
+    info = stake.provider_info(swarm, address)
+    if not info.registered:
+        return f"swarm provider register --gpu-model MODEL --gpus N --vram-gb GB {site}"
+    try:
+        spec = load_spec(settings().home, info.spec_hash)
+    except (SwarmError, ValueError):
+        return f"swarm provider register --update --gpu-model MODEL --gpus N --vram-gb GB {site}"
+    declared = [f"--gpu-model {spec['gpu_model']}", f"--gpus {spec['gpus']}", f"--vram-gb {spec['vram_gb']}"]
+    if spec.get("region"):
+        declared.append(f"--region {spec['region']}")
+    if spec.get("price_per_unit") is not None:
+        declared.append(f"--price {format_amount(int(spec['price_per_unit'])).split()[0].replace(',', '')}")
+    declared += [f"--gpu-uuid {uuid}" for uuid in spec.get("gpu_uuids") or ()]
+    return f"swarm provider register --update {' '.join(declared)} {site}"

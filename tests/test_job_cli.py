@@ -685,6 +685,8 @@ def test_a_program_posted_from_local_files_is_pinned_in_the_buyers_s3_and_its_re
     assert done == done | {"verified": True, "result_hash": digest, "result_dir": str(fetched)}
     assert (fetched / "outputs" / "checkpoint" / "model.pt").read_bytes() == bytes(range(256)) * 8
     assert keys["AWS_SECRET_ACCESS_KEY"] not in json.dumps(done)
+    # The program's own metrics.json, read from the verified outputs (no market record holds any).
+    assert done["metrics"] == {"loss": 0.3125, "accuracy": 0.875}
 
     fs, path = dataplane.filesystem(dataplane.join(where, "outputs/metrics.json"))
     fs.open_output_stream(path).close()  # emptied in the store

@@ -156,6 +156,8 @@ RAY = {"kind": "ray", "code": {"uri": "s3://code/x.tar", "sha256": "ab" * 32}, "
         ),
         ({"params": {"entrypoint": "x", "files": {"main.py": ""}}}, "params.files", "is not a ray parameter"),
         ({"params": {"entrypoint": "x", "ray": "no"}}, "params.ray", "must be true"),
+        *(({"params": {"entrypoint": "x", "metrics": named}}, "params.metrics",
+           "must name a file under the program's outputs") for named in ("../etc/passwd", "/m.json", "", 3)),
         ({"model": "mlp"}, "model", "does not apply to a ray job"),
     ],
 )
@@ -178,9 +180,29 @@ def test_a_built_in_kind_takes_no_code() -> None:
 def unpinned_spec(directory: Path, output: str) -> dict:
     code = directory / "code"
     code.mkdir(parents=True, exist_ok=True)
-    (code / "main.py").write_text("print('hello')\n")
+    (code / "train.py").write_text("print('hello')\n")  # what RAY's entrypoint runs
     (directory / "data.csv").write_text("x,y\n1,2\n")
     return RAY | {"code": "code", "inputs": {"table": "data.csv"}, "output": output}
+
+
+@LIGHT
+@pytest.mark.parametrize(("entrypoint", "says"), [
+    ("python trian.py --epochs 3", ("runs trian.py, which the code directory {code} does not have "
+                                    "(did you mean train.py?).")),
+    ("bash start.sh", "runs start.sh, which the code directory {code} does not have; it has train.py."),
+])
+def test_an_entrypoint_whose_file_the_code_lacks_is_refused_before_anything_is_uploaded(
+        tmp_path: Path, entrypoint: str, says: str) -> None:
+    spec = validate_spec(unpinned_spec(tmp_path, "results") | {"params": {"entrypoint": entrypoint}}, now=NOW)
+    with pytest.raises(SpecError) as refused:
+        pin(spec, tmp_path)
+    assert refused.value.field == "params.entrypoint"
+    assert str(refused.value) == "spec field params.entrypoint " + says.format(code=tmp_path / "code")
+    assert not (tmp_path / "results").exists(), "nothing uploaded"
+    # Commands that name no file of the code directory are the program's own business.
+    for fine in ("python -m http.server", "python -c 'print(1)'", "torchrun --nproc-per-node 2 train.py"):
+        assert pin(validate_spec(unpinned_spec(tmp_path, "results") | {"params": {"entrypoint": fine}},
+                                 now=NOW), tmp_path).code is not None
 
 
 def test_posting_uploads_local_code_and_inputs_once_and_pins_them(tmp_path: Path) -> None:
@@ -328,6 +350,48 @@ def test_the_ray_train_example_learns_the_digits_in_a_lease_from_and_to_s3(
 
 
 # ── a built-in kind on a table the buyer brings ─────────────────────────────────────────
+
+@LIGHT
+@pytest.mark.parametrize(("written", "named", "metrics"), [
+    ('{"r2": 0.98, "rows": 4}', None, {"r2": 0.98, "rows": 4}),
+    ('{"r2": 0.5}', "eval/scores.json", {"r2": 0.5}),
+    ("not json", None, {}),
+    ("[1, 2]", None, {}),
+])
+def test_a_programs_metrics_file_is_its_leases_metrics(tmp_path: Path, written: str, named: str | None,
+                                                      metrics: dict) -> None:
+    """What the program wrote in outputs/metrics.json (or the file params.metrics names) is the
+    lease's metrics, as the site reports them; anything else is no metrics, not a failure."""
+    where = named or "metrics.json"
+    main = (f"import os, pathlib\nout = pathlib.Path(os.environ['SWARM_OUTPUT_DIR'], {where!r})\n"
+            f"out.parent.mkdir(parents=True, exist_ok=True)\nout.write_text({written!r})\n")
+    plan = program_plan(tmp_path, main, **({"metrics": named} if named else {}))
+    outcome = launch(tmp_path / "lease", plan)
+    assert outcome.state == "succeeded", outcome.error
+    assert outcome.metrics == metrics
+
+
+@LIGHT
+def test_a_max_runtime_bounds_the_lease_the_site_plans_and_a_run_past_it_is_stopped(tmp_path: Path) -> None:
+    """The spec's max_runtime, not its deadline an hour away, is the lease's wall clock: a program
+    that would run on is stopped after it, as the buyer's fault, paying for what it held."""
+    import time
+
+    from tests.programs import program_spec
+
+    now = time.time()
+    spec = validate_spec(program_spec(tmp_path, "import time\ntime.sleep(60)\n", deadline=int(now) + 3_600)
+                         | {"max_runtime": 2}, now=now)
+    order = Order.read(json.dumps(spec.canonical()).encode())
+    assert (order.max_runtime, order.run_seconds(now)) == (2, 2.0)
+    plan = plan_lease(order, 5, 5, "0x" + "ab" * 20, "t-", now=now)
+    assert plan.wall_seconds == 2.0
+    started = time.monotonic()
+    outcome = launch(tmp_path / "lease", plan)
+    assert time.monotonic() - started < 30, "stopped at its max_runtime, not its deadline"
+    assert (outcome.state, outcome.broke, outcome.fault) == ("failed", "time", "buyer")
+    assert outcome.error == "the job ran past its 2 s and was stopped." and 1 <= outcome.units <= 4
+
 
 def builtin_plan(spec: dict, tmp_path: Path, job_id: int = 9) -> LeasePlan:
     """The lease a site plans for a posted built-in spec, in tmp_path/lease; its results go to

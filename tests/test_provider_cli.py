@@ -113,6 +113,36 @@ def test_register_records_the_site_in_the_spec(cli, swarm: Swarm) -> None:
     assert "needs both its url and its certificate's fingerprint" in one_line_error(half)
 
 
+def test_serve_names_the_registration_that_fits_and_the_update_it_prints_runs(
+        cli, swarm: Swarm, swarm_home, monkeypatch) -> None:
+    """`serve` prints how to register its site: a first registration (no --update, which would be
+    refused) for a provider not yet registered; for one registered, the --update that keeps the
+    hardware it declared, which runs as printed."""
+    from scripts.provider import register_command
+
+    monkeypatch.setenv("SWARM_HOME", str(swarm_home))
+    url, fingerprint = "https://127.0.0.1:8443", "ab" * 32
+    first = register_command(swarm, ADDRESS, url, fingerprint)
+    assert first.startswith("swarm provider register --gpu-model ") and "--update" not in first
+    assert all(flag in first for flag in ("--gpus", "--vram-gb", f"--site-url {url}"))
+    _register(cli, "--price", "0.0025")
+    update = register_command(swarm, ADDRESS, url, fingerprint)
+    assert update == ("swarm provider register --update --gpu-model H100 --gpus 8 --vram-gb 80 "
+                      f"--region eu-west --price 0.0025 --site-url {url} --site-fingerprint {fingerprint}")
+    done = _json(cli(*update.split()[1:], "--account", str(P), "--json"))
+    assert (done["spec"]["gpu_model"], done["spec"]["price_per_unit"]) == ("H100", str(25 * ONE // 10_000))
+    assert done["spec"]["site_url"] == url and done["spec"]["site_fingerprint"] == fingerprint
+
+
+def test_serve_takes_port_0_for_a_free_port() -> None:
+    """docs/cli.md offers `--port 0`, which the site's code takes: the option's parsing does too."""
+    from scripts.provider import serve
+
+    assert serve.make_context("serve", ["--port", "0"]).params["port"] == 0
+    with pytest.raises(Exception, match="65536 is not in the range 0<=x<=65535"):
+        serve.make_context("serve", ["--port", "65536"])
+
+
 def test_stake_unstake_withdraw_round_trip(cli, swarm: Swarm, rpc: RpcClient) -> None:
     _register(cli)
     wallet = swarm.balance_of(ADDRESS)

@@ -525,7 +525,7 @@ def test_a_site_started_before_its_chain_answers_waits_for_it_then_serves(tmp_pa
     node.stop()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "SWARM_"))}
     env |= {"SWARM_HOME": str(home), "SWARM_RPC_URL": node.config.url}
-    command = ["provider", "serve", "--port", str(free_port()), "--json", "--account", "1"]
+    command = ["provider", "serve", "--port", "0", "--json", "--account", "1"]  # a free port it picks
     serve = subprocess.Popen([sys.executable, "-m", "scripts.cli", *command], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, start_new_session=True)
     try:
@@ -538,6 +538,7 @@ def test_a_site_started_before_its_chain_answers_waits_for_it_then_serves(tmp_pa
         assert ready, "the site did not serve once its chain answered"
         served = json.loads(serve.stdout.readline())
         assert served["provider"] == dev_account(1).address and served["url"].startswith("https://127.0.0.1:")
+        assert int(served["url"].rsplit(":", 1)[1]) > 0, "the port the system picked, not 0"
         address = SiteAddress(served["provider"], served["url"], served["fingerprint"])
         site = SiteClient(address, lambda _: b"", chain.chain_id, "0x" + "00" * 20)
         assert site.info()["provider"] == dev_account(1).address

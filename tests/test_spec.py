@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -211,7 +212,23 @@ def test_an_unknown_field_is_refused_with_the_known_ones(parent: str, key: str) 
     if key in known:
         return
     path = f"{parent}.{key}" if parent else key
-    assert "not allowed" in refused(mutated(path, 1), path)
+    message = refused(mutated(path, 1), path)
+    # Named with the nearest known field where one is near, else with every known field.
+    near = re.search(r"\(did you mean (\w+)\?\)\.$", message)
+    assert (near is not None and near[1] in known) or "not allowed; known fields" in message, message
+
+
+@pytest.mark.parametrize(("wrong", "right", "parent"), [("max_unit", "max_units", ""),
+                                                        ("max_price", "max_price_per_unit", ""),
+                                                        ("worker", "workers", "resources")])
+def test_a_misspelt_required_field_is_named_with_the_field_it_meant(wrong: str, right: str,
+                                                                    parent: str) -> None:
+    """A misspelt required field is missing too; the sentence names the misspelling, not the absence."""
+    spec = mutated(f"{parent}.{right}" if parent else right, drop=True)
+    (spec[parent] if parent else spec)[wrong] = 3
+    path = f"{parent}.{wrong}" if parent else wrong
+    assert refused(spec, path).endswith(f"is not a known field{' of ' + parent if parent else ''} "
+                                        f"(did you mean {right}?).")
 
 
 @settings(settings.get_profile("spec"), max_examples=15)
@@ -387,3 +404,20 @@ def test_the_catalog_names_each_built_in_models_constructor_arguments() -> None:
     assert set(MODELS) == set(MODEL_ARGS)
     for name, factory in MODELS.items():
         assert tuple(inspect.signature(factory).parameters) == MODEL_ARGS[name]
+
+
+@pytest.mark.parametrize(("written", "seconds"), [("30m", 1_800), ("1h30m", 5_400), (90, 90)])
+def test_a_max_runtime_is_a_duration_within_the_deadline(written: Any, seconds: int) -> None:
+    spec = validate_spec(mutated("max_runtime", written) | {"deadline": NOW + 7_200}, now=NOW)
+    assert spec.max_runtime == seconds and spec.canonical()["max_runtime"] == seconds
+    assert spec.order(NOW).run_seconds(NOW) == seconds, "the site's lease is bounded by it"
+    assert "max_runtime" not in validate_spec(VALID, now=NOW).canonical(), "none: the spec hashes as before"
+
+
+@pytest.mark.parametrize(("written", "says"), [
+    ("3h", "is 10,800 s, longer than the 7,200 s until the deadline; shorten it or move the deadline."),
+    ("soon", "must be how long the job may run once it starts"),
+    (0, "must be at least a second (got 0)."),
+])
+def test_a_max_runtime_past_the_deadline_or_malformed_is_refused(written: Any, says: str) -> None:
+    assert says in refused(mutated("max_runtime", written) | {"deadline": NOW + 7_200}, "max_runtime")

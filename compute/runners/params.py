@@ -362,7 +362,8 @@ def parse_tune(raw: Mapping[str, Any], job: Scope) -> tuple[TuneParams, dict[str
 
 # ── ray: the buyer's own program ────────────────────────────────────────────────────
 
-RAY_PARAMS = ("entrypoint", "requirements", "env", "ray")
+RAY_PARAMS = ("entrypoint", "requirements", "env", "ray", "metrics")
+METRICS = "metrics.json"  # the file of its outputs a program reports its metrics in, unless it names another
 # a ray job's entrypoint, requirements and env together: they travel in the lease's plan
 MAX_RUN_BYTES = 16 * 1024
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -414,6 +415,7 @@ class ProgramParams:
     env: Mapping[str, str] = field(default_factory=dict)
     ray: bool = True  # False: a plain program, which gets no Ray instance
     inputs: Mapping[str, Located] = field(default_factory=dict)
+    metrics: str = METRICS  # a JSON object under outputs/: the metrics the buyer reads with the result
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any], job: Scope) -> ProgramParams:
@@ -442,6 +444,11 @@ class ProgramParams:
                 "default) or false (a plain program).",
                 "params.ray",
             )
+        metrics = raw.get("metrics", METRICS)
+        if not isinstance(metrics, str) or not re.fullmatch(r"[\w.-]+(/[\w.-]+)*", metrics) \
+                or ".." in metrics.split("/") or len(metrics) > 200:
+            raise InvalidJob("params.metrics must name a file under the program's outputs, e.g. "
+                             f"{METRICS!r}, got {_show(metrics)}.", "params.metrics")
         env = raw.get("env", {})
         if not isinstance(env, Mapping) or not all(isinstance(v, str) for v in env.values()):
             raise InvalidJob("params.env must map variable names to text values.", "params.env")
@@ -476,6 +483,7 @@ class ProgramParams:
             env=dict(env),
             ray=ray,
             inputs={n: located(v, f"inputs.{n}") for n, v in sorted(inputs.items())},
+            metrics=metrics,
         )
 
     def unpinned(self) -> list[str]:
@@ -484,9 +492,10 @@ class ProgramParams:
         return [path for path, value in named if isinstance(value, str)]
 
     def as_json(self) -> dict[str, Any]:
+        named = {"metrics": self.metrics} if self.metrics != METRICS else {}  # as a spec wrote it
         return {"entrypoint": self.entrypoint, "code": _pinned_json(self.code),
                 "requirements": list(self.requirements), "env": dict(self.env), "ray": self.ray,
-                "inputs": {n: _pinned_json(v) for n, v in self.inputs.items()}}
+                "inputs": {n: _pinned_json(v) for n, v in self.inputs.items()}} | named
 
 
 def _pinned_json(value: Located) -> Any:

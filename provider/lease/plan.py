@@ -175,7 +175,7 @@ def plan_lease(order: Order, job_id: int, number: int, provider: str, namespace:
         "cpus": r.cpus,
         "gpus": float(r.gpus),
         "memory_bytes": memory,
-        "wall_seconds": max(1.0, order.deadline - now),
+        "wall_seconds": order.run_seconds(now),  # the deadline's, or max_runtime when shorter
         "max_units": order.max_units,
         "result": order.result_location(namespace, job_id) or "",
     }
