@@ -431,6 +431,21 @@ def test_the_page_renders_the_ledger_live_in_headless_chromium(
             assert page.locator("#rewards-legend").inner_text().count("…") == 2
             assert page.locator(".train-chart").count() == 2  # the finished job and the live one
             assert "provider-lost" in page.locator("#slashes").inner_text()
+            # Amounts as a person reads them, every digit the API gives on hover.
+            shown = page.eval_on_selector_all(".amount", "els => els.map(e => [e.textContent, e.title])")
+            summary = page.evaluate("fetch('/api/summary').then(r => r.json())")
+            assert summary["stake_total_tokens"] in [exact for _, exact in shown]
+            for text, exact in shown:
+                number, full = (float(t.split()[0].replace(",", "")) for t in (text, exact))
+                decimals = len(text.split()[0].partition(".")[2])
+                assert (decimals <= 2 or abs(number) < 1) and len(text) <= len(exact), (text, exact)
+                assert abs(number - full) <= max(0.005, abs(full) * 1e-3), (text, exact)
+            rounded = page.evaluate("['4,499.989424616 SWARM', '0.000123456789 SWARM', '12 SWARM']"
+                                    ".map((t) => { const d = document.createElement('div');"
+                                    " d.innerHTML = amount(t); const a = d.firstChild;"
+                                    " return [a.textContent, a.title]; })")
+            assert rounded == [["4,499.99 SWARM", "4,499.989424616 SWARM"],
+                               ["0.0001235 SWARM", "0.000123456789 SWARM"], ["12 SWARM", "12 SWARM"]]
             page.screenshot(path=str(shot), full_page=True)
         finally:
             browser.close()
