@@ -424,8 +424,10 @@ class Demo:
             )
         per_epoch = []
         for e in epochs:
-            paid = sum(s.reward_wei for s in scores if s.epoch == e.epoch)
+            scored = [s for s in scores if s.epoch == e.epoch]
+            paid = sum(s.reward_wei for s in scored)
             per_epoch.append({"epoch": e.epoch, "emission_wei": str(e.emission_wei), "paid_wei": str(paid),
+                              "why_unpaid": "" if paid else _why_unpaid(scored),
                               "slashes": [{"provider": s["provider"], "row": s["row"], "bps": s["bps"]}
                                           for s in e.slashes]})
         holders = {f"account {i}": dev_account(i).address for i in range(10)}
@@ -466,6 +468,15 @@ class Demo:
             "dashboard": "swarm dashboard  →  http://127.0.0.1:8600",
             "rpc_url": self.url,
         }
+
+
+def _why_unpaid(scored: list) -> str:
+    """Why an epoch paid nothing: no provider was eligible, and what kept each out (the oracle's
+    notes, as `swarm oracle show` prints them), or that none was scored at all."""
+    if not scored:
+        return "no provider was scored yet"
+    notes = sorted({s.note for s in scored if s.note})
+    return "no provider was eligible: " + ("; ".join(notes) if notes else "none earned a share")
 
 
 def _accuracy(metrics: dict | None) -> float | None:

@@ -65,9 +65,10 @@ def _print(summary: dict) -> None:
             ],
         )
     )
-    console.print(table("Oracle epochs", ["epoch", "emission", "paid", "slashes"], [
+    console.print(table("Oracle epochs", ["epoch", "emission", "paid", "slashes", "why nothing was paid"], [
         (e["epoch"], format_amount(int(e["emission_wei"])), format_amount(int(e["paid_wei"])),
-         ", ".join(f"{s['provider'][:10]}… {s['row']} {s['bps'] / 100:g}%" for s in e["slashes"]) or "—")
+         ", ".join(f"{s['provider'][:10]}… {s['row']} {s['bps'] / 100:g}%" for s in e["slashes"]) or "—",
+         e.get("why_unpaid") or "—")
         for e in summary["epochs"]]))
     console.print(table("Balances", ["holder", "SWARM"], [(k, format_amount(int(v)))
                                                           for k, v in summary["balances"].items()]))

@@ -89,6 +89,9 @@ def check(summary: dict) -> None:
     assert len(summary["epochs"]) >= 3
     for epoch in summary["epochs"]:
         assert epoch["paid_wei"] == epoch["emission_wei"]
+        # An epoch that paid nothing says why; one that paid says nothing.
+        assert bool(epoch["why_unpaid"]) == (epoch["paid_wei"] == "0"), epoch
+        assert epoch["paid_wei"] != "0" or epoch["why_unpaid"].startswith("no provider was")
     assert sum(int(b) for b in summary["balances"].values()) == int(summary["supply_wei"])
     assert int(providers["fast"]["rewards_wei"]) > 0 and int(providers["slow"]["rewards_wei"]) > 0
     for p in providers.values():  # every provider claimed all it earned, with one proof
