@@ -78,7 +78,8 @@ class Progress(Protocol):
     def advance(self, task: Any, /) -> None: ...
 
     def update(
-        self, task: Any, /, *, completed: float | None = ..., description: str | None = ...
+        self, task: Any, /, *, completed: float | None = ..., total: float | None = ...,
+        description: str | None = ...,
     ) -> None: ...
 
 
@@ -91,7 +92,8 @@ class Silent:
     def advance(self, task: Any, /) -> None:
         pass
 
-    def update(self, task: Any, /, *, completed: float | None = None, description: str | None = None) -> None:
+    def update(self, task: Any, /, *, completed: float | None = None, total: float | None = None,
+               description: str | None = None) -> None:
         pass
 
 
@@ -105,6 +107,7 @@ class Demo:
         self.node = node
         self.progress = progress or Silent()
         self.stop = threading.Event()
+        self.lost_at_epoch: int | None = None  # the last epoch finalized when the flaky site was killed
 
     # ── the story ────────────────────────────────────────────────────────────
     def run(self) -> dict[str, Any]:
@@ -256,6 +259,7 @@ class Demo:
             run_dir = self.storage / f"{self.market.namespace}{train_id}"
             self._wait(lambda: self._still_open(train_id) and registered_checkpoint(run_dir) is not None)
             kill_site(self.sites[flaky])
+            self.lost_at_epoch = self._finalized_epochs()
             self.progress.update(train_task, description="Buyer 1: train (flaky site killed)")
         self._follow(train_id, train_task, steps, until="completed")
         specs = job_specs(inputs, train_id)
@@ -266,9 +270,19 @@ class Demo:
         self.job_ids = {"train": train_id, "infer": infer_id, "finetune": finetune_id}
         for job_id, task in ((train_id, train_task), (infer_id, infer_task), (finetune_id, finetune_task)):
             self._follow(job_id, task, steps, until="settled")
-        epochs = self.progress.add_task("Oracle epochs finalized", total=EPOCHS_AFTER_LOSS + 1)
-        self._wait(lambda: self.progress.update(epochs, completed=self._finalized_epochs()) or
-                   self._finalized_epochs() >= EPOCHS_AFTER_LOSS + 1 and self._flaky_slashed())
+        # Epochs finalized since the flaky site was lost, until the oracle has slashed it: the count
+        # says what it counts (not the chain's epoch number), and ends at the number it took.
+        lost_at = self.lost_at_epoch if self.lost_at_epoch is not None else self._finalized_epochs()
+        epochs = self.progress.add_task("Oracle epochs since the loss", total=EPOCHS_AFTER_LOSS + 1)
+
+        def since_loss() -> int:
+            count = self._finalized_epochs() - lost_at
+            self.progress.update(epochs, completed=min(count, EPOCHS_AFTER_LOSS + 1))
+            return count
+
+        self._wait(lambda: since_loss() >= 0 and self._flaky_slashed())
+        taken = since_loss()
+        self.progress.update(epochs, total=max(taken, 1), completed=taken)
         self.stop.set()  # the services rest; the providers claim what they earned
         for thread in self.threads:
             thread.join(timeout=60)
