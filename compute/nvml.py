@@ -100,8 +100,7 @@ def identity(device: str) -> Identity | None:
     except pynvml.NVMLError:
         return None
     try:
-        handle = (pynvml.nvmlDeviceGetHandleByUUID(device) if device.startswith(("GPU-", "MIG-"))
-                  else pynvml.nvmlDeviceGetHandleByIndex(int(device)))
+        handle = _handle(device)
         name = pynvml.nvmlDeviceGetName(handle)
         return Identity(name=name.decode() if isinstance(name, bytes) else name,
                         memory_total_mb=pynvml.nvmlDeviceGetMemoryInfo(handle).total / MIB,
@@ -110,6 +109,14 @@ def identity(device: str) -> Identity | None:
         return None
     finally:
         pynvml.nvmlShutdown()
+
+
+def _handle(device: str):
+    """NVML's handle of the GPU `device` names: a UUID (GPU-…, MIG-…) or an index, as
+    CUDA_VISIBLE_DEVICES and Ray name GPUs; NVMLError or ValueError when there is none."""
+    if device.startswith(("GPU-", "MIG-")):
+        return pynvml.nvmlDeviceGetHandleByUUID(device)
+    return pynvml.nvmlDeviceGetHandleByIndex(int(device))
 
 
 def _text(value: str | bytes) -> str:
@@ -164,8 +171,7 @@ def gpu_devices(ids: list[str]) -> tuple[list[GpuDevice], str | None]:
         found = []
         for assigned in ids:
             try:
-                handle = (pynvml.nvmlDeviceGetHandleByUUID(assigned) if assigned.startswith(("GPU-", "MIG-"))
-                          else pynvml.nvmlDeviceGetHandleByIndex(int(assigned)))
+                handle = _handle(assigned)
                 found.append(GpuDevice(assigned, pynvml.nvmlDeviceGetIndex(handle),
                                        _text(pynvml.nvmlDeviceGetUUID(handle)),
                                        pynvml.nvmlDeviceGetMinorNumber(handle),

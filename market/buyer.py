@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from compute import dataplane
+from compute.runners.params import METRICS
 from ledger.client import Swarm
 from ledger.config import Settings, database_url
 from ledger.errors import SwarmError
@@ -310,7 +311,7 @@ class Buyer:
         path = fetch_result(job_id, location, expected, download_to)
         metrics = market.metrics if market else {}
         if spec and spec.get("kind") == "ray":  # a program's own, read from the verified outputs
-            named = (spec.get("params") or {}).get("metrics") or "metrics.json"
+            named = (spec.get("params") or {}).get("metrics") or METRICS
             metrics = program_metrics(path, named) or metrics
         return Result(job_id, path, dataplane.shown(location), expected,
                       market.units if market else float(info.units_used), market.unit if market else None,
