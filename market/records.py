@@ -41,6 +41,8 @@ class MarketJob(LedgerModel, table=True):
     attempts: int = 0  # runs started, over every provider
     lost_providers: list = Field(default_factory=list, sa_type=Json)  # providers that lost its nodes
     result_hash: str | None = Field(default=None, max_length=66)
+    # the hash of its outputs alone, which the result hash covers with the log: replicas agree on it
+    outputs_hash: str | None = Field(default=None, max_length=66)
     # the provider's signature over jobId, hash and units
     result_signature: str | None = Field(default=None, max_length=132)
     units: float = 0.0  # measured units (see compute.accounting); the chain gets them rounded up
@@ -48,6 +50,9 @@ class MarketJob(LedgerModel, table=True):
     result_dir: str | None = None
     metrics: dict = Field(default_factory=dict, sa_type=Json)
     error: str | None = None  # the last failure, as a sentence
+    log_tail: str | None = None  # the last lines its lease printed, when it failed
+    # what its program reported while it ran (`ray.train.report`, rank 0's scalars), oldest first
+    progress: list = Field(default_factory=list, sa_type=Json)
     explanation: str | None = None  # why the last matching round found no provider
     evidence: dict | None = Field(default=None, sa_type=Json)  # replicas' results when they disagree
     created_at: float = 0.0
