@@ -14,8 +14,9 @@ emission, the flaky provider slashed, and the token's supply accounted for to th
 
 The devnet's clock is run ten times faster than the wall clock (anvil's evm_increaseTime),
 so the 60 s dispute window and the 30 s challenge window pass in seconds; deadlines are
-hours long, so nothing expires. Running it again starts the devnet afresh: the old chain,
-its ledger rows and the demo's results are replaced.
+hours long, so nothing expires. The clock cannot be moved back, so after the demo it runs ahead
+of the wall clock; the summary says by how much (`clock_ahead_s`). Running it again starts the
+devnet afresh: the old chain, its ledger rows and the demo's results are replaced.
 """
 
 from __future__ import annotations
@@ -481,6 +482,8 @@ class Demo:
             "log": str(self.home / "demo" / "services.log"),
             "dashboard": "swarm dashboard  →  http://127.0.0.1:8600",
             "rpc_url": self.url,
+            # What the next block's time is ahead of now: a job posted next counts its deadline from it.
+            "clock_ahead_s": self.swarm.chain.timestamp("pending") - round(time.time()),
         }
 
 

@@ -3,14 +3,16 @@ their admin changes through the deployment's timelock."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from anvil import dev_account
-from ledger.chain import connect
+from ledger.chain import Chain, connect
 from ledger.deploy import Deployment, DeployParams, deploy, error_decoder
 from ledger.errors import InvalidInput, SwarmError
 from ledger.keys import parse_private_key
@@ -73,19 +75,23 @@ def down(port: int | None, as_json: bool) -> None:
 @click.option("--port", type=click.IntRange(1, 65535), default=None)
 @json_option
 def status(port: int | None, as_json: bool) -> None:
-    """Report the local anvil and the deployment on SWARM_RPC_URL."""
+    """Report the local anvil, the deployment on SWARM_RPC_URL and how far its clock runs ahead."""
     s = settings()
     node_status = local_node(port).status()
-    deployment = None
+    target = None
     if node_status.running or not s.rpc_url_is_default:
-        try:
-            deployment = Deployment.load(s.home, connect(s.rpc_url).chain_id)
-        except SwarmError:
-            deployment = None
+        with contextlib.suppress(SwarmError):
+            target = connect(s.rpc_url)
+    deployment = None
+    if target is not None:
+        with contextlib.suppress(SwarmError):
+            deployment = Deployment.load(s.home, target.chain_id)
+    ahead = clock_ahead_s(target) if target is not None else None
     payload = {
         "anvil": node_status.as_dict(),
         "rpc_url": s.rpc_url,
         "deployment": deployment and deployment.__dict__,
+        "clock_ahead_s": ahead,
     }
 
     def human() -> None:
@@ -93,6 +99,8 @@ def status(port: int | None, as_json: bool) -> None:
         console.print(f"anvil: {state} at {node_status.url} (pid {node_status.pid or '-'}, "
                       f"block {node_status.block_number if node_status.block_number is not None else '-'}, "
                       f"state {node_status.state_bytes:,} bytes)")
+        if ahead is not None and ahead > CLOCK_AHEAD_SHOWN_S:
+            console.print(clock_ahead_line("The chain's clock", ahead), highlight=False)
         if deployment is None:
             console.print("Swarm: not deployed on this chain (run `swarm chain deploy`).")
         else:
@@ -101,6 +109,28 @@ def status(port: int | None, as_json: bool) -> None:
             ))
 
     emit(as_json, payload, human)
+
+
+CLOCK_AHEAD_SHOWN_S = 60  # less is a block's lag, not a clock moved on
+
+
+def clock_ahead_s(chain: Chain) -> int | None:
+    """Seconds the chain's clock runs ahead of this machine's: the time its next block would carry,
+    less now. A devnet's evm_increaseTime moves it on (the demo's epochs do) and nothing moves it
+    back; None when the node tells no time."""
+    with contextlib.suppress(SwarmError, KeyError, TypeError, ValueError):
+        block = chain.rpc("eth_getBlockByNumber", "pending", False) or chain.rpc(
+            "eth_getBlockByNumber", "latest", False)
+        return int(block["timestamp"], 16) - round(time.time())
+    return None
+
+
+def clock_ahead_line(clock: str, seconds: int) -> str:
+    """What a clock `seconds` ahead of this machine's means for the next job's deadline."""
+    hours, minutes = divmod(round(seconds / 60), 60)
+    by = f"{hours} h {minutes} min" if hours else f"{minutes} min"
+    return (f"{clock} runs {by} ahead of this machine's; deadlines given as a duration (1h) count "
+            "from the chain's clock.")
 
 
 @chain.command("deploy")

@@ -8,6 +8,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeEl
 
 from ledger.errors import SwarmError
 from ledger.units import format_amount
+from scripts.chain import CLOCK_AHEAD_SHOWN_S, clock_ahead_line
 from scripts.common import console, emit, json_option, local_node, settings, table
 
 
@@ -78,5 +79,7 @@ def _print(summary: dict) -> None:
     console.print(f"Results in {summary['results']}; the dashboard: {summary['dashboard']}; "
                   f"anvil keeps running at {summary['rpc_url']} (`swarm chain down` stops it). "
                   f"Done in {summary['seconds']} s.")
+    if summary["clock_ahead_s"] > CLOCK_AHEAD_SHOWN_S:
+        console.print(clock_ahead_line("The devnet's clock now", summary["clock_ahead_s"]), highlight=False)
     if not all(checks.values()):
         raise SwarmError("The demo's checks did not all pass; see the tables above.")

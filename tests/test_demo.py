@@ -53,6 +53,11 @@ def test_the_demo_runs_end_to_end_and_leaves_no_site_running(tmp_path: Path) -> 
         shown = swarm(home, port, "oracle", "show", str(last)).stdout
         assert f"Epoch {last} (finalized)" in shown and first["providers"][0]["address"] in shown
         assert "Epoch" in swarm(home, port, "oracle", "show").stdout  # the latest, whatever its state
+        # The demo moved the devnet's clock on for its epochs, and says by how much; so does the chain.
+        status = json.loads(swarm(home, port, "chain", "status", "--json").stdout)
+        assert abs(status["clock_ahead_s"] - first["clock_ahead_s"]) <= 30, (status, first["clock_ahead_s"])
+        human = swarm(home, port, "chain", "status").stdout
+        assert "The chain's clock runs" in human and "ahead of this machine's" in human, human
         # The providers' sites are stopped with their Ray clusters, so the demo can run again.
         assert not (home / "sites.json").exists()
         assert not list(home.glob("sites/*/ray/cluster.json"))
@@ -87,6 +92,9 @@ def check(summary: dict) -> None:
     assert providers[FLAKY]["jailed"]
     assert any(s["provider"] == providers[FLAKY]["address"] for s in summary["slashes"])
     assert len(summary["epochs"]) >= 3
+    # Ten times the wall clock while the services ran, more than the minute that `chain status` and
+    # the demo's last line pass over: the next job's deadline counts from there.
+    assert summary["clock_ahead_s"] > 60, summary["clock_ahead_s"]
     for epoch in summary["epochs"]:
         assert epoch["paid_wei"] == epoch["emission_wei"]
         # An epoch that paid nothing says why; one that paid says nothing.
