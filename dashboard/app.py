@@ -62,7 +62,8 @@ def create_app(home: Path, db_url: str, chain_id: int | None = None) -> FastAPI:
 
     @app.get("/api/jobs/{job_id}")
     def job(job_id: int) -> Any:
-        """One job with its spec, metrics and the market's transitions."""
+        """One job with its spec, its program's metrics and reports, a failed lease's last lines and the
+        market's transitions."""
         found = read(lambda s: data.job_detail(s, source, job_id))
         if found is None:
             return JSONResponse(

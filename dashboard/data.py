@@ -1,6 +1,9 @@
 """The dashboard's reads: providers, jobs, epochs and slashes from the ledger database,
 joined with the stored specs and, for a train job under way, its newest Ray Train checkpoint.
 
+What a job's program wrote (its metrics, its `ray.train.report` calls, its last log lines) is the
+buyer's and is read as such: scalars only, bounded, a NaN or infinity as its name.
+
 Every amount leaves here twice: `<name>_wei`, a decimal string (wei outgrow JavaScript's
 numbers), and `<name>_tokens`, formatted as SWARM for people.
 """
@@ -8,6 +11,7 @@ numbers), and `<name>_tokens`, formatted as SWARM for people.
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +39,11 @@ OPEN_STATUSES = ("posted", "assigned", "completed", "disputed")  # their escrow 
 CHECKPOINT_STATE = "state.json"  # compute.runners.train.STATE, inside each checkpoint_* directory
 EPOCHS_SHOWN = 48  # the rewards chart's width in epochs
 TRANSITIONS_SHOWN = 50
+REPORTS_SHOWN = 200  # a program's reports charted, thinned evenly, the first and the newest kept
+METRICS_SHOWN = 100  # a program's final metrics listed
+LOG_TAIL_SHOWN = 20_000  # characters of a failed lease's last lines
+
+Scalar = int | float | str | bool | None
 
 
 @dataclass(frozen=True)
@@ -220,8 +229,8 @@ def jobs(session: Session, src: Source, limit: int = 100) -> list[dict[str, Any]
 
 
 def job_detail(session: Session, src: Source, job_id: int) -> dict[str, Any] | None:
-    """One job with its spec, every scalar metric and the market's transitions; None if the ledger lacks
-    it."""
+    """One job with its spec, its program's metrics and reports, a failed lease's last lines and the
+    market's transitions; None if the ledger lacks it."""
     row = session.get(Job, (src.chain_id, job_id))
     if row is None:
         return None
@@ -229,10 +238,11 @@ def job_detail(session: Session, src: Source, job_id: int) -> dict[str, Any] | N
     transitions = session.exec(select(MarketTransition).where(
         MarketTransition.chain_id == src.chain_id, MarketTransition.job_id == job_id)
         .order_by(col(MarketTransition.id)).limit(TRANSITIONS_SHOWN)).all()
-    metrics = (record.metrics or {}) if record else {}
     return _job(src, row, record) | {
         "spec": src.spec(row.spec_hash),
-        "metrics": {k: v for k, v in metrics.items() if isinstance(v, (int, float, str, bool)) or v is None},
+        "metrics": shown_metrics(record.metrics if record else None),
+        "progress": reports(record.progress if record else None),
+        "log_tail": _log_tail(record.log_tail if record else None),
         "result_dir": record.result_dir if record else None,
         "evidence": record.evidence if record else None,
         "lost_providers": record.lost_providers if record else [],
@@ -298,7 +308,8 @@ def _job(src: Source, job: Job, record: MarketJob | None) -> dict[str, Any]:
 def training_history(
     src: Source, job: Job, record: MarketJob | None, spec: dict
 ) -> tuple[list[dict], str | None]:
-    """Per-epoch loss and accuracy: the finished run's metrics, else the newest checkpoint of a train run."""
+    """What to chart: per-epoch loss and accuracy from the finished run's metrics, else from the newest
+    checkpoint of a train run; else what the job's program reported (`ray.train.report`), by report."""
     finished = ((record.metrics or {}) if record else {}).get("history")
     if isinstance(finished, list) and finished:
         return finished, "result"
@@ -306,7 +317,66 @@ def training_history(
         state = newest_checkpoint_state(src, job.job_id, spec.get("output"))
         if state and state.get("history"):
             return state["history"], "checkpoint"
+    reported = reports(record.progress if record else None)
+    if reported:
+        return reported, "reported"
     return [], None
+
+
+def reports(progress: Any) -> list[dict[str, Any]]:
+    """A program's reports, oldest first: `{report, at, metrics}`, `report` its number from 1 among all
+    it made, thinned to REPORTS_SHOWN."""
+    if not isinstance(progress, list):
+        return []
+    numbered = [
+        {"report": number, "at": _seconds(entry.get("at")), "metrics": _scalars(entry["metrics"])}
+        for number, entry in enumerate(progress, 1)
+        if isinstance(entry, dict) and isinstance(entry.get("metrics"), dict)
+    ]
+    return thinned(numbered, REPORTS_SHOWN)
+
+
+def thinned(entries: list, most: int) -> list:
+    """At most `most` of `entries`, evenly spaced, the first and the last among them."""
+    if len(entries) <= most:
+        return entries
+    step = (len(entries) - 1) / (most - 1)
+    return [entries[round(i * step)] for i in range(most)]
+
+
+def shown_metrics(metrics: Any) -> dict[str, Scalar]:
+    """A run's final metrics as a table: its scalars, and those one level down as `outer.inner`."""
+    if not isinstance(metrics, dict):
+        return {}
+    flat: dict[str, Any] = {}
+    for key, value in metrics.items():
+        if isinstance(value, dict):
+            flat.update((f"{key}.{inner}", v) for inner, v in value.items() if _is_scalar(v))
+        elif _is_scalar(value):
+            flat[str(key)] = value
+    return _scalars(dict(list(flat.items())[:METRICS_SHOWN]))
+
+
+def _is_scalar(value: Any) -> bool:
+    return value is None or isinstance(value, (int, float, str, bool))
+
+
+def _scalars(values: dict) -> dict[str, Scalar]:
+    """The scalar entries, a float that is no number (NaN, ±infinity) by its name: JSON has none."""
+    return {
+        str(k): str(v) if isinstance(v, float) and not math.isfinite(v) else v
+        for k, v in values.items()
+        if _is_scalar(v)
+    }
+
+
+def _seconds(value: Any) -> float | None:
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    return float(value) if number and math.isfinite(value) else None
+
+
+def _log_tail(text: Any) -> str | None:
+    return text[-LOG_TAIL_SHOWN:] if isinstance(text, str) and text else None
 
 
 def newest_checkpoint_state(src: Source, job_id: int, output: str | None) -> dict | None:

@@ -13,6 +13,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -202,21 +203,29 @@ def _checkpoint(directory: Path, history: list[dict]) -> None:
         )
 
 
-@pytest.fixture
-def served(ledger: Ledger, swarm_home: Path) -> Iterator[str]:
+@contextmanager
+def serving(home: Path, db_url: str) -> Iterator[str]:
     """The app under uvicorn in a thread; the socket listens before the thread starts, so no wait is
     needed."""
-    app = create_app(swarm_home, ledger.db_url)
+    app = create_app(home, db_url)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server.should_exit = True
-    thread.join(30)
-    sock.close()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+@pytest.fixture
+def served(ledger: Ledger, swarm_home: Path) -> Iterator[str]:
+    with serving(swarm_home, ledger.db_url) as url:
+        yield url
 
 
 def _get(url: str) -> tuple[int, bytes]:
