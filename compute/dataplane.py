@@ -232,6 +232,25 @@ def exists(location: str) -> bool:
         raise DataPlaneError(f"{shown(location)} cannot be read ({_reason(exc)})") from None
 
 
+def read_small(location: str, limit: int, what: str = "file") -> bytes | None:
+    """The file at `location`, at most `limit` bytes of it (DataPlaneError past that); None where
+    there is none."""
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    fs, root = filesystem(location)
+    try:
+        info = fs.get_file_info(root)
+        if info.type != pafs.FileType.File:
+            return None
+        if info.size is not None and info.size > limit:
+            raise DataPlaneError(f"{what} {shown(location)} holds {info.size} bytes, more than {limit}")
+        with fs.open_input_stream(root) as source:
+            return source.read(limit)
+    except (pa.ArrowException, OSError) as exc:
+        raise DataPlaneError(f"{what} {shown(location)} cannot be read ({_reason(exc)})") from None
+
+
 def download(location: str, target: Path, what: str = "result") -> None:
     """Copies a file or directory from `location` to a local `target`, as it is (no pin to check)."""
     fs, root, is_dir, files = _listing(location, what)

@@ -59,6 +59,10 @@ TRAIN_HELPERS_OFF = {"RAY_TRAIN_ENABLE_PREEMPTION_WATCHER": "0", "RAY_TRAIN_METR
 # wall time. Swarm's runs, and a buyer's Ray Train program in a lease, poll four times a second
 # unless their environment says otherwise.
 TRAIN_POLL = {"RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": "0.25"}
+# What a Ray Train run reports (`ray.train.report`) is appended, rank 0's scalars a line, to the
+# file REPORTS_ENV names (compute.reports), for the lease's buyer to follow as it runs.
+REPORTS_ENV = "SWARM_REPORTS"
+TRAIN_REPORTS = {"RAY_TRAIN_CALLBACKS": "compute.train_reports.Reports"}
 # Ray Data reads a Parquet dataset's footers on a pool of actors before it reads a row: 32 by default,
 # each a Python process of its own (about 2 CPU-seconds to start here), for every read. One reads a
 # site's tables, of a few files or thousands on S3, with as many threads as the footers need. Read

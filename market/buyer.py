@@ -23,13 +23,15 @@ This module is the chain's side of it. What goes into the buyer's storage and co
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from compute import dataplane
+from compute.errors import ComputeError
 from compute.runners.params import METRICS
 from ledger.client import Swarm
 from ledger.config import Settings, database_url
@@ -38,13 +40,14 @@ from ledger.jobs import JobInfo
 from ledger.signer import open_signer
 from ledger.units import duration, format_amount, when
 from market.spec import JobSpec, SpecError, borrowing_refused, validate_spec
-from market.storage import DEFAULT_OUTPUT, fetch_result, pin, result_location
+from market.storage import DEFAULT_OUTPUT, clause, failed_log, fetch_result, kept_log, pin, result_location
 
 if TYPE_CHECKING:  # the ORM loads in the operations that use it
     from sqlmodel import Session
 
     from ledger.tx import Receipt, Sender
     from market.records import MarketJob, MarketTransition
+    from provider.client import SiteClient
 
 
 # ── the buyer's operations ───────────────────────────────────────────────────────────
@@ -93,6 +96,27 @@ class Result:
     units_billed: int
     metrics: dict[str, Any]
     info: JobInfo
+
+
+@dataclass(frozen=True)
+class JobLog:
+    """What a job printed, and where it was read."""
+
+    job_id: int
+    text: str
+    source: str  # its result, its provider's site, or what its site kept in the buyer's output
+    verified: bool  # covered by the chain's resultHash
+
+
+FOLLOW_SETTLE_S = 60.0  # how long a follower waits, after a lease ended, for the chain to move on
+
+
+def _site_refusal(provider: str | None, exc: Exception) -> str:
+    from provider.auth import Refused
+
+    if isinstance(exc, Refused):
+        return f"the site of {provider} refused ({clause(exc)})"
+    return clause(exc)[:1].lower() + clause(exc)[1:]
 
 
 @dataclass(frozen=True)
@@ -283,25 +307,14 @@ class Buyer:
         service recorded that the site put it), downloaded to `download_to` (default ./job-ID, a new
         or empty directory) when it is in object storage, and refused unless its files hash to the
         chain's resultHash (`market.storage.fetch_result`)."""
-        from ledger.indexer.models import Job
-        from market.spec import job_namespace
-
         info = self.existing(job_id)
         name = info.status.name.lower()
         if name in NO_RESULT_EVER:
             raise SwarmError(f"Job {job_id} has no result; it is {name} and will not get one.")
         if name not in WITH_RESULT or info.result_hash == ZERO_HASH:
             raise SwarmError(f"Job {job_id} has no result yet; it is {name}.")
-        with self.synced_ledger() as session:
-            market, _ = market_record(session, self.swarm.chain.chain_id, job_id)
-            row = session.get(Job, (self.swarm.chain.chain_id, job_id))
-            spec = self.stored_spec(row.spec_hash if row else None)
-        if spec and spec.get("output"):  # the buyer's own storage, named by the spec the chain pins
-            namespace = job_namespace(self.swarm.chain.chain_id, self.swarm.market.address)
-            location = result_location(spec["output"], namespace, job_id)
-        elif market is not None and market.result_dir:
-            location = market.result_dir
-        else:
+        market, spec, location = self._where(job_id)
+        if location is None:
             raise SwarmError(
                 f"Job {job_id} is {name} on chain, but this ledger holds no market record of where its "
                 "result is; "
@@ -316,6 +329,125 @@ class Buyer:
         return Result(job_id, path, dataplane.shown(location), expected,
                       market.units if market else float(info.units_used), market.unit if market else None,
                       info.units_used, metrics, info)
+
+    def _where(self, job_id: int) -> tuple[MarketJob | None, dict[str, Any] | None, str | None]:
+        """The market's record of the job, its spec, and where its result goes: the buyer's own
+        storage its spec names (the spec the chain pins), else where the market recorded the site
+        put it; None where this SWARM_HOME knows neither."""
+        from ledger.indexer.models import Job
+        from market.spec import job_namespace
+
+        with self.synced_ledger() as session:
+            market, _ = market_record(session, self.swarm.chain.chain_id, job_id)
+            row = session.get(Job, (self.swarm.chain.chain_id, job_id))
+            spec = self.stored_spec(row.spec_hash if row else None)
+        if spec and spec.get("output"):
+            namespace = job_namespace(self.swarm.chain.chain_id, self.swarm.market.address)
+            return market, spec, result_location(spec["output"], namespace, job_id)
+        return market, spec, (market.result_dir or None) if market is not None else None
+
+    # ── logs ──────────────────────────────────────────────────────────────────
+    @overload
+    def logs(self, job_id: int, follow: Literal[False] = False) -> str: ...
+
+    @overload
+    def logs(self, job_id: int, follow: Literal[True], poll_s: float = ...) -> Iterator[str]: ...
+
+    def logs(self, job_id: int, follow: bool = False, poll_s: float = 1.0) -> str | Iterator[str]:
+        """What the job's program printed, stdout and stderr together. With `follow`, an iterator
+        of the text as its site's lease prints it, from the start, that ends when the job's
+        last lease has ended (it waits for a provider first); otherwise the text now (`log`)."""
+        if follow:
+            return self._follow(job_id, poll_s)
+        return self.log(job_id).text
+
+    def log(self, job_id: int) -> JobLog:
+        """The job's log as it can best be read now: from its result, where the chain's
+        resultHash covers it; else from its provider's site (the buyer signs the request); else,
+        for a job that failed, what the site left in the buyer's output."""
+        info = self.existing(job_id)
+        name = info.status.name.lower()
+        if name == "posted" or info.provider is None:
+            raise SwarmError(f"Job {job_id} is {name} and no provider has run it, so it has printed nothing; "
+                             f"`swarm job logs {job_id} --follow` waits for it.")
+        _, _, location = self._where(job_id)
+        if location and name in WITH_RESULT and info.result_hash != ZERO_HASH:
+            text = kept_log(job_id, location, "0x" + info.result_hash.hex())
+            if text is not None:
+                return JobLog(job_id, text, f"its result in {dataplane.shown(location)}", True)
+        from provider.auth import Refused
+
+        try:
+            text = self._site(info.provider).logs(job_id)
+            return JobLog(job_id, text, f"the site of {info.provider}", False)
+        except (Refused, ComputeError) as exc:
+            kept = failed_log(job_id, location) if location else None
+            if kept is not None:
+                return JobLog(job_id, kept, f"what its site kept in {dataplane.shown(location or '')}", False)
+            why = _site_refusal(info.provider, exc)
+            raise SwarmError(f"Job {job_id}'s log cannot be read: {why}.") from None
+
+    def _follow(self, job_id: int, poll_s: float) -> Iterator[str]:
+        from ledger.jobs import JobStatus, job_info
+        from provider.auth import Refused
+
+        info = self.existing(job_id)
+        provider, client, offset, ended_at = None, None, 0, None
+        while True:
+            info = job_info(self.swarm, job_id)
+            if info.status in (JobStatus.CANCELLED, JobStatus.RECLAIMED) or (
+                    info.status is not JobStatus.POSTED and info.provider is None):
+                return
+            if info.status is JobStatus.POSTED or info.provider is None:
+                time.sleep(poll_s)  # waiting for a provider
+                continue
+            if info.provider != provider:
+                if provider is not None:
+                    yield f"── job {job_id} moved to provider {info.provider} ──\n"
+                provider, client, offset, ended_at = info.provider, self._site(info.provider), 0, None
+            try:
+                answer = client.log_since(job_id, offset)
+            except Refused as exc:
+                if exc.status != 404 or info.status is not JobStatus.ASSIGNED:
+                    raise SwarmError(f"Job {job_id}'s log cannot be followed: "
+                                     f"{_site_refusal(provider, exc)}.") from None
+                time.sleep(poll_s)  # the market has not started its lease yet
+                continue
+            except ComputeError:  # the site does not answer now: the market decides whether it lost it
+                if info.status is not JobStatus.ASSIGNED:
+                    return
+                time.sleep(poll_s)
+                continue
+            if answer.get("text"):
+                yield str(answer["text"])
+            offset = int(answer.get("next", offset))
+            if offset < int(answer.get("size", 0)):
+                continue  # more is there already
+            if answer.get("ended"):
+                # Done, unless the market gives the job to another provider: the chain says which.
+                if info.status is not JobStatus.ASSIGNED:
+                    return
+                ended_at = ended_at or time.monotonic()
+                if time.monotonic() - ended_at > FOLLOW_SETTLE_S:
+                    return
+            time.sleep(poll_s)
+
+    def _site(self, provider: str) -> SiteClient:
+        """A client of `provider`'s site, as its chain registration names it, signing as this buyer."""
+        from ledger.indexer.models import Provider
+        from market.sites import site_address
+        from provider.client import SiteClient
+
+        sender = self._signer()
+        with self.synced_ledger() as session:
+            row = session.get(Provider, (self.swarm.chain.chain_id, provider))
+            spec_hash = row.spec_hash if row is not None else None
+        address = site_address(self.home, provider, spec_hash) if spec_hash else None
+        if address is None:
+            raise SwarmError(f"Provider {provider} registered no site this SWARM_HOME ({self.home}) knows "
+                             "of; run this where its hardware spec is stored, as the market's SWARM_HOME.")
+        chain = self.swarm.chain.chain_id
+        return SiteClient(address, sender.sign_typed_data, chain, self.swarm.market.address)
 
     # ── cancel ────────────────────────────────────────────────────────────────
     def cancel(self, job_id: int) -> Refund:
@@ -509,8 +641,3 @@ def market_record(
 
 def listed(ids: list[int]) -> str:
     return ", ".join(str(i) for i in ids[:-1]) + (" and " if len(ids) > 1 else "") + str(ids[-1])
-
-
-def clause(exc: BaseException) -> str:
-    """An error's sentence as a clause to embed: no trailing full stop."""
-    return (str(exc).strip() or type(exc).__name__).rstrip(".")

@@ -61,7 +61,7 @@ from ledger.tx import Receipt, Sender
 from market.matcher import match
 from market.offers import Capacity, Newcomer, build_offers, job_needs, job_request
 from market.records import FINAL_STATES, MarketJob, MarketTransition
-from market.sites import ChargedFailure, LeaseResult, Sites, follow_lease
+from market.sites import ChargedFailure, LeaseFailed, LeaseResult, Sites, follow_lease
 from market.spec import JobSpec, SpecError, borrowing_refused, job_namespace, validate_spec
 
 OPEN = ("posted", "assigned", "completed", "disputed")
@@ -107,6 +107,20 @@ class _Run:
     provider: str
     needs: Capacity
     future: Future
+    reports: list[dict] = field(default_factory=list)  # handed on by its follower, not yet recorded
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def reported(self, fresh: list[dict]) -> None:
+        with self.lock:
+            self.reports.extend(fresh)
+
+    def take_reports(self) -> list[dict]:
+        with self.lock:
+            taken, self.reports = self.reports, []
+        return taken
+
+
+PROGRESS_KEPT = 500  # reports a market job keeps: the latest
 
 
 class MarketService:
@@ -187,6 +201,7 @@ class MarketService:
                 self._observe(session, job, records[job.job_id], report)
             # Results are acted on in the tick after the one that records them.
             ready = {job_id for job_id, r in records.items() if r.state == "ran"}
+            self._progress(session, records)
             self._collect(session, jobs, records, report)
             self._expire(session, jobs, records, now, report)
             self._match(session, jobs, records, now, report)
@@ -311,7 +326,20 @@ class MarketService:
             record.provider, record.result_hash = None, None
             self._move(session, record, "queued", "the chain shows it posted again; it is matched once more")
 
-    # ── runs that ended ──────────────────────────────────────────────────────
+    # ── runs under way, runs that ended ──────────────────────────────────────
+    def _progress(self, session: Session, records: dict[int, MarketJob]) -> None:
+        """Records what each run's program reported since the last pass."""
+        changed = False
+        for job_id, run in self._runs.items():
+            fresh = run.take_reports()
+            record = records.get(job_id)
+            if fresh and record is not None:
+                record.progress = _jsonable([*(record.progress or []), *fresh][-PROGRESS_KEPT:])
+                session.add(record)
+                changed = True
+        if changed:
+            session.commit()
+
     def _collect(self, session: Session, jobs: dict[int, Job], records: dict[int, MarketJob],
                  report: TickReport) -> None:
         for job_id, run in list(self._runs.items()):
@@ -319,12 +347,16 @@ class MarketService:
                 continue
             del self._runs[job_id]
             record, job = records.get(job_id), jobs.get(job_id)
+            fresh = run.take_reports()  # its last, handed on as it ended
+            if fresh and record is not None:
+                record.progress = _jsonable([*(record.progress or []), *fresh][-PROGRESS_KEPT:])
             if record is None or job is None or record.state != "running" or job.provider != run.provider:
                 continue  # the job moved on without this run (failed at its deadline, say)
             error = run.future.exception()
             if error is None:
                 result: LeaseResult = run.future.result()
                 record.result_hash, record.result_signature = result.result_hash, result.signature
+                record.outputs_hash = result.outputs_hash
                 record.units, record.unit = result.units, result.unit
                 record.result_dir, record.metrics = result.result_dir, _jsonable(result.metrics)
                 record.error = None
@@ -334,8 +366,10 @@ class MarketService:
             elif isinstance(error, ProviderFault):
                 self._provider_lost(session, jobs, records, job, record, str(error), report)
             elif isinstance(error, ChargedFailure):
+                record.log_tail = error.log_tail
                 self._charge(session, jobs, record, error, report)
             elif isinstance(error, InvalidJob):
+                record.log_tail = error.log_tail if isinstance(error, LeaseFailed) else None
                 self._fail(session, record, "invalid-job", 0, str(error), report)
             elif isinstance(error, JobTimedOut):
                 self._fail(session, record, "deadline", 0, str(error), report)
@@ -577,10 +611,12 @@ class MarketService:
             body = self._spec_body(job.spec_hash)
             # A job built on another's result: the site checks that result itself, from its spec.
             prior = session.get(Job, (self.chain_id, spec.prior_job)) if spec.prior_job is not None else None
-            future = self._pool.submit(follow_lease, self.sites.client(address), job_id, body,
-                                       self._spec_body(prior.spec_hash) if prior else None, self._halt)
-            future.add_done_callback(lambda _: self.wake.set())
-            self._runs[job_id] = _Run(job_id, provider, job_needs(spec), future)
+            run = _Run(job_id, provider, job_needs(spec), Future())
+            run.future = self._pool.submit(follow_lease, self.sites.client(address), job_id, body,
+                                           self._spec_body(prior.spec_hash) if prior else None, self._halt,
+                                           progress=run.reported)
+            run.future.add_done_callback(lambda _: self.wake.set())
+            self._runs[job_id] = run
             record.attempts += 1
             self._move(
                 session, record, "running", f"lease {record.attempts} started on {job.provider}'s site"
@@ -606,10 +642,12 @@ class MarketService:
             waiting = [r for r in members if r.state in ("queued", "assigned", "running")]
             if not ran or waiting:
                 continue  # replicas complete together, once every one has a result
-            hashes = {r.result_hash for r in ran}
+            # Replicas agree on their outputs; each result hash covers its own lease's log too.
+            hashes = {r.outputs_hash or r.result_hash for r in ran}
             if len(hashes) > 1:
                 evidence = {str(r.job_id): {"provider": r.provider, "result_hash": r.result_hash,
-                                            "result_dir": r.result_dir, "units": r.units} for r in ran}
+                                            "outputs_hash": r.outputs_hash, "result_dir": r.result_dir,
+                                            "units": r.units} for r in ran}
                 for r in ran:
                     r.evidence = evidence
                     session.add(r)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from compute.errors import InvalidJob, ProviderFault
+from compute.manifest import outputs_of
 from ledger.client import Swarm
 from ledger.tx import Sender
 from market.offers import Capacity, declared
@@ -46,6 +47,17 @@ class LeaseResult:
     signature: str  # 0x…, the provider's over (jobId, provider, price, resultHash, units)
     metrics: dict
     result_dir: str  # where the site stored the results: <the buyer's output>/<compute job id>
+    # the hash of its outputs alone, which replicas agree on; None when its record does not hash to
+    # result_hash (what the provider signed then stands for nothing replicas could share)
+    outputs_hash: str | None = None
+
+
+def site_address(home: Path, provider: str, spec_hash: str) -> SiteAddress | None:
+    """Where `provider`'s site is, from its registered hardware spec (stored in `home`)."""
+    spec = declared(home, spec_hash)
+    if not spec.get("site_url") or not spec.get("site_fingerprint"):
+        return None
+    return SiteAddress(provider, spec["site_url"], spec["site_fingerprint"])
 
 
 class Sites:
@@ -60,10 +72,7 @@ class Sites:
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="swarm-site-info")
 
     def address(self, provider: str, spec_hash: str) -> SiteAddress | None:
-        spec = declared(self.home, spec_hash)
-        if not spec.get("site_url") or not spec.get("site_fingerprint"):
-            return None
-        return SiteAddress(provider, spec["site_url"], spec["site_fingerprint"])
+        return site_address(self.home, provider, spec_hash)
 
     def client(self, address: SiteAddress, timeout_s: float = 30.0) -> SiteClient:
         return SiteClient(
@@ -103,18 +112,53 @@ class Sites:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-class ChargedFailure(InvalidJob):
+class LeaseFailed(InvalidJob):
+    """The job failed on its site by its own fault; `log_tail` is the last of what it printed."""
+
+    def __init__(self, message: str, log_tail: str | None = None) -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+class ChargedFailure(LeaseFailed):
     """The job failed by its own fault after its lease held `units`, which its provider signed
     for: the market charges them (JobMarket.chargeJob) and refunds the rest."""
 
-    def __init__(self, message: str, units: int, unit: str, signature: str) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, units: int, unit: str, signature: str,
+                 log_tail: str | None = None) -> None:
+        super().__init__(message, log_tail)
         self.units, self.unit, self.signature = units, unit, signature
 
 
+# what follow_lease hands on of a running lease: the reports its Ray Train run made since the last
+Progress = Callable[[list[dict]], None]
+
+
+class _Reports:
+    """The reports of one lease handed on once each, from statuses that show the latest few of
+    how many there are (`provider.agent.LeaseStatus.reports`, `reported`)."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress, self.seen, self.attempt = progress, 0, 0
+
+    def take(self, status: dict) -> None:
+        if self.progress is None:
+            return
+        attempt, count, shown = int(status.get("attempt") or 0), int(status.get("reported") or 0), \
+            status.get("reports") or []
+        if attempt != self.attempt:
+            self.attempt, self.seen = attempt, 0  # an attempt relays its own, from its first
+        fresh = shown[max(0, len(shown) - (count - self.seen)):] if count > self.seen else []
+        self.seen = max(self.seen, count)
+        if fresh:
+            self.progress([r for r in fresh if isinstance(r, dict)])
+
+
 def follow_lease(client: SiteClient, job_id: int, spec: bytes, prior: bytes | None, stop: threading.Event,
-                 lost_after_s: float = LOST_AFTER_S, pending_limit_s: float = PENDING_LIMIT_S) -> LeaseResult:
-    """Starts the job's lease on its site and follows it to its end.
+                 lost_after_s: float = LOST_AFTER_S, pending_limit_s: float = PENDING_LIMIT_S,
+                 progress: Progress | None = None) -> LeaseResult:
+    """Starts the job's lease on its site and follows it to its end, handing `progress` what its
+    Ray Train run reports as it comes.
 
     `prior` is the spec of the job whose result this one builds on (`job:<id>`), if any.
     Raises ProviderFault when the site stops answering (or fails to answer) for `lost_after_s`
@@ -128,6 +172,7 @@ def follow_lease(client: SiteClient, job_id: int, spec: bytes, prior: bytes | No
     silent_since: float | None = None
     pending_since: float | None = None
     started = False
+    reported = _Reports(progress)
     while not stop.is_set():
         try:
             status = client.status(job_id) if started else client.start_lease(job_id, spec, prior)
@@ -147,6 +192,7 @@ def follow_lease(client: SiteClient, job_id: int, spec: bytes, prior: bytes | No
             stop.wait(POLL_S)
             continue
         state = status["state"]
+        reported.take(status)
         if state == "pending":
             pending_since = pending_since or time.monotonic()
             if time.monotonic() - pending_since > pending_limit_s:
@@ -164,15 +210,17 @@ def follow_lease(client: SiteClient, job_id: int, spec: bytes, prior: bytes | No
                 status["signature"],
                 status.get("metrics") or {},
                 status.get("result_uri") or "",
+                outputs_of(status.get("result_record"), status["result_hash"]),
             )
         if state in ("failed", "stopped"):
             if status.get("fault") == "provider":
                 raise ProviderFault(provider, f"job {job_id}: {status.get('error')}")
             error = f"job {job_id} failed on the site of {provider}: {status.get('error')}"
+            tail = status.get("log_tail") if isinstance(status.get("log_tail"), str) else None
             if state == "failed" and int(status.get("units") or 0) > 0 and status.get("signature"):
                 raise ChargedFailure(error, int(status["units"]), str(status.get("unit")),
-                                     status["signature"])
-            raise InvalidJob(error)
+                                     status["signature"], tail)
+            raise LeaseFailed(error, tail)
         stop.wait(POLL_S)
     raise ProviderFault(provider, f"job {job_id}: the market stopped following it")
 

@@ -172,22 +172,56 @@ def fetch_result(job_id: int, location: str, expected: str, download_to: str | P
 
 
 def verify(job_id: int, result_dir: Path, expected: str, where: str | None = None) -> None:
-    """Refuses a result whose outputs do not hash to `expected`, naming the files that differ
-    (and `where` the result came from, when it is not `result_dir` itself)."""
-    from compute.manifest import MANIFEST, build_manifest, manifest_hash
+    """Refuses a result that does not hash to `expected` (the chain's resultHash), naming what
+    differs (and `where` the result came from, when it is not `result_dir` itself): its outputs
+    and, for a lease's result, its log, both named by its record (`compute.manifest`)."""
+    from compute.manifest import MANIFEST, RECORD, build_manifest, manifest_hash
 
+    where = where or str(result_dir)
     if not result_dir.is_dir():
-        raise SwarmError(f"The result directory of job {job_id}, {where or result_dir}, is missing; it "
-                         "cannot be verified.")
+        raise SwarmError(f"The result directory of job {job_id}, {where}, is missing; it cannot be verified.")
     entries = build_manifest(result_dir)
     actual = manifest_hash(entries)
-    if actual == expected:
+    record = result_dir / RECORD
+    if record.is_file():
+        outputs, log_error = _recorded(job_id, result_dir, expected, where)
+    elif actual == expected:
         return
-    changed = _changed_files(result_dir / MANIFEST, entries, expected)
-    raise SwarmError(
-        f"The result of job {job_id} in {where or result_dir} does not match its on-chain result hash "
-        f"{expected} (the files hash to {actual}{changed}); do not trust it."
-    )
+    else:
+        outputs, log_error = expected, None
+    if actual != outputs:
+        changed = _changed_files(result_dir / MANIFEST, entries, outputs)
+        raise SwarmError(
+            f"The result of job {job_id} in {where} does not match its on-chain result hash {expected} "
+            f"(its outputs hash to {actual}, not {outputs}{changed}); do not trust it."
+        )
+    if log_error:
+        raise SwarmError(log_error)
+
+
+def _recorded(job_id: int, result_dir: Path, expected: str, where: str) -> tuple[str, str | None]:
+    """The outputs' hash a lease's result record names, once the record hashes to `expected`,
+    and why its log does not match the record, if it does not."""
+    from compute.manifest import LOG, RECORD, file_sha256, parse_record, record_hash
+
+    raw = (result_dir / RECORD).read_bytes()
+    try:
+        if record_hash(raw) != expected:
+            raise ValueError
+        record = parse_record(raw)
+    except ValueError:
+        raise SwarmError(
+            f"The result of job {job_id} in {where} does not match its on-chain result hash {expected} "
+            f"(its {RECORD} hashes to {record_hash(raw)}); do not trust it."
+        ) from None
+    log = result_dir / LOG
+    logged = "0x" + file_sha256(log) if log.is_file() else None
+    if logged != record["log"]["sha256"]:
+        return record["outputs"], (
+            f"The log of job {job_id} in {where} is not the one its on-chain result hash covers "
+            f"({'it is missing' if logged is None else 'it was altered'}); do not trust it."
+        )
+    return record["outputs"], None
 
 
 def download_verified(job_id: int, location: str, target: Path, expected: str) -> Path:
@@ -233,11 +267,68 @@ def download_verified(job_id: int, location: str, target: Path, expected: str) -
     return target
 
 
-def _holds(result_dir: Path, expected: str) -> bool:
-    """Whether `result_dir`'s outputs hash to `expected`: the result is there already."""
-    from compute.manifest import OUTPUT_DIR, build_manifest, manifest_hash
+KEPT_LOG_BYTES = 9 << 20  # a lease keeps at most 8 MiB of its log, and a line saying what it left out
 
-    return (result_dir / OUTPUT_DIR).is_dir() and manifest_hash(build_manifest(result_dir)) == expected
+
+def kept_log(job_id: int, location: str, expected: str) -> str | None:
+    """The log a lease's result at `location` keeps, checked against `expected` (the chain's
+    resultHash) through the result's record; None when the result has no record (no site ran it)."""
+    from compute.manifest import LOG, RECORD, parse_record, record_hash
+
+    where = dataplane.shown(location)
+    try:
+        raw = _read(location, RECORD, 4096, f"the record of job {job_id}")
+        if raw is None:
+            return None
+        log = _read(location, LOG, KEPT_LOG_BYTES, f"the log of job {job_id}")
+    except dataplane.DataPlaneError as exc:
+        reason = clause(exc)
+        raise SwarmError(f"{reason[:1].upper()}{reason[1:]}; check the output URI and its keys (AWS_* for "
+                         "s3://).") from None
+    try:
+        if record_hash(raw) != expected:
+            raise ValueError
+        record = parse_record(raw)
+    except ValueError:
+        raise SwarmError(f"The record of job {job_id}'s result in {where} does not match its on-chain result "
+                         f"hash {expected}; do not trust it.") from None
+    if log is None or "0x" + hashlib.sha256(log).hexdigest() != record["log"]["sha256"]:
+        raise SwarmError(f"The log of job {job_id} in {where} is not the one its on-chain result hash covers "
+                         f"({'it is missing' if log is None else 'it was altered'}); do not trust it.")
+    return log.decode(errors="replace")
+
+
+def failed_log(job_id: int, location: str) -> str | None:
+    """The log a site kept of job `job_id`'s failed lease in its directory of the buyer's output,
+    if any; no hash on chain covers it."""
+    from compute.manifest import LOG
+
+    try:
+        log = _read(location, LOG, KEPT_LOG_BYTES, f"the log of job {job_id}")
+    except dataplane.DataPlaneError:
+        return None
+    return log.decode(errors="replace") if log is not None else None
+
+
+def _read(location: str, name: str, limit: int, what: str) -> bytes | None:
+    return dataplane.read_small(dataplane.join(location, name), limit, what=what)
+
+
+def clause(exc: BaseException) -> str:
+    return (str(exc).strip() or type(exc).__name__).rstrip(".")
+
+
+def _holds(result_dir: Path, expected: str) -> bool:
+    """Whether `result_dir` holds the result that hashes to `expected` already."""
+    from compute.manifest import OUTPUT_DIR
+
+    if not (result_dir / OUTPUT_DIR).is_dir():
+        return False
+    try:
+        verify(0, result_dir, expected)
+    except (SwarmError, OSError):
+        return False
+    return True
 
 
 def _changed_files(manifest: Path, entries: list[dict], expected: str) -> str:

@@ -37,11 +37,15 @@ from compute.errors import ComputeError
 from provider.auth import JobView, Refused, WontSign
 from provider.lease import PLAN
 from provider.lease.launch import ray_job
-from provider.lease.outcome import Outcome, verdict, without_verdicts
+from provider.lease.outcome import Outcome, reports, verdict, without_verdicts
 from provider.lease.plan import LeasePlan
 
 MAX_ATTEMPTS = 3  # a lease whose node is lost runs again, from its checkpoint, this often
 LOG_TAIL_BYTES = 64 * 1024
+LOG_CHUNK_BYTES = 64 * 1024  # what one answer to a follower of the log holds at most
+TAIL_LINES, TAIL_BYTES = 30, 4096  # a failed lease's last lines, in its status
+REPORTS_SHOWN = 20  # a status's latest reports: a follower asking every second misses none
+REPORTS_EVERY_S = 1.0  # how often a running lease's reports are read again from its log
 PROBE_TIMEOUT_S = 10.0
 # A readied challenge's worker holds a CPU (or the GPU) of a node: it ends once the oracle has said
 # nothing of it for this long, outside a commit it is computing, so that no challenge the oracle
@@ -81,6 +85,12 @@ class LeaseStatus:
     fault: str | None = None
     compute_id: str | None = None  # its compute job id: the name of its results in the buyer's output
     result_uri: str | None = None  # where its results went: <the buyer's output>/<compute id>
+    # a succeeded lease's result record (compute.manifest): its outputs' hash and its log's digest
+    result_record: dict[str, Any] | None = None
+    log_tail: str | None = None  # a failed lease's last lines
+    # what its Ray Train run reported (compute.reports): the last REPORTS_SHOWN of them, of `reported`
+    reports: list[dict[str, Any]] | None = None
+    reported: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,6 +115,8 @@ class Site:
         self._lock = threading.Lock()
         # ticket → (worker, params, until)
         self._challenges: dict[str, tuple[Any, dict[str, Any], float]] = {}
+        # a running attempt's submission → (when read, its latest reports, how many)
+        self._reported: dict[str, tuple[float, list[dict[str, Any]], int]] = {}
 
     # ── leases ───────────────────────────────────────────────────────────────
     def start(self, job: JobView, job_id: int, spec: bytes, prior: bytes | None = None) -> LeaseStatus:
@@ -135,8 +147,11 @@ class Site:
 
         submission = _submission(directory, plan.attempt)
         state = self.jobs.get_job_status(submission)
-        if state in (JobStatus.PENDING, JobStatus.RUNNING):
-            return LeaseStatus(job_id, state.value.lower(), plan.attempt)
+        if state == JobStatus.RUNNING:
+            shown, count = self._reports(submission, plan.verdict_key)
+            return LeaseStatus(job_id, "running", plan.attempt, reports=shown, reported=count)
+        if state == JobStatus.PENDING:
+            return LeaseStatus(job_id, "pending", plan.attempt)
         outcome = verdict(self._job_log(submission), plan.verdict_key)  # from whichever machine ran it
         if outcome is not None and outcome.attempt == plan.attempt:
             outcome.write(directory)
@@ -154,11 +169,42 @@ class Site:
     def logs(self, job: JobView, job_id: int) -> str:
         """What the lease's attempts printed, the last LOG_TAIL_BYTES of it, from Ray's job logs."""
         directory = self._existing(job, job_id)
+        return self._printed(directory).encode()[-LOG_TAIL_BYTES:].decode(errors="replace")
+
+    def log_since(self, job: JobView, job_id: int, offset: int) -> dict[str, Any]:
+        """What the lease's attempts printed from byte `offset` on (at most LOG_CHUNK_BYTES of it),
+        for a follower: the text, the offset to ask from next, the log's size, and whether the
+        lease has ended (then nothing more will come once `next` reaches `size`)."""
+        directory = self._existing(job, job_id)
+        state = self.status(job, job_id).state
+        printed = self._printed(directory).encode()
+        start = min(max(0, offset), len(printed))
+        chunk = printed[start:start + LOG_CHUNK_BYTES]
+        while chunk and len(chunk) == LOG_CHUNK_BYTES and (chunk[-1] & 0xC0) == 0x80:
+            chunk = chunk[:-1]  # not in the middle of a character: the next answer starts it
+        return {"offset": start, "next": start + len(chunk), "size": len(printed), "state": state,
+                "ended": state in ("succeeded", "failed", "stopped"), "text": chunk.decode(errors="replace")}
+
+    def _printed(self, directory: Path) -> str:
+        """What the lease's attempts printed, from Ray's job logs, the launcher's lines left out."""
         plan = LeasePlan.read(directory)
         text = "".join(
             self._job_log(_submission(directory, attempt)) for attempt in range(1, plan.attempt + 1)
         )
-        return without_verdicts(text, plan.verdict_key).encode()[-LOG_TAIL_BYTES:].decode(errors="replace")
+        return without_verdicts(text, plan.verdict_key)
+
+    def _reports(self, submission: str, key: str) -> tuple[list[dict[str, Any]], int]:
+        """The latest reports of a running attempt and how many it relayed, read from its log at
+        most every REPORTS_EVERY_S."""
+        now = time.monotonic()
+        with self._lock:
+            cached = self._reported.get(submission)
+        if cached is None or now - cached[0] > REPORTS_EVERY_S:
+            found = reports(self._job_log(submission), key)
+            cached = (now, found[-REPORTS_SHOWN:], len(found))
+            with self._lock:
+                self._reported[submission] = cached
+        return cached[1], cached[2]
 
     def _job_log(self, submission: str) -> str:
         try:
@@ -178,6 +224,10 @@ class Site:
 
     def _finished(self, job_id: int, directory: Path, outcome: Outcome) -> LeaseStatus:
         plan = LeasePlan.read(directory)
+        with self._lock:
+            self._reported.pop(_submission(directory, plan.attempt), None)
+        log = self._printed(directory)
+        relayed = reports(self._job_log(_submission(directory, plan.attempt)), plan.verdict_key)
         status = LeaseStatus(
             job_id,
             outcome.state,
@@ -191,6 +241,10 @@ class Site:
             fault=None if outcome.state == "succeeded" else outcome.fault,
             compute_id=plan.job.job_id,
             result_uri=plan.result if outcome.state == "succeeded" else None,
+            result_record=outcome.result_record if outcome.state == "succeeded" else None,
+            log_tail=None if outcome.state == "succeeded" else tail(log),
+            reports=relayed[-REPORTS_SHOWN:],
+            reported=len(relayed),
         )
         charged = outcome.fault == "buyer" and outcome.units > 0 and self.failure_signer is not None
         if outcome.state != "succeeded" and not charged:
@@ -380,6 +434,12 @@ class Site:
             expired = [t for t, (_, _, until) in self._challenges.items() if until < now]
         for ticket in expired:
             self._end_challenge(ticket)
+
+
+def tail(log: str, lines: int = TAIL_LINES, size: int = TAIL_BYTES) -> str:
+    """The last `lines` lines of a log, at most `size` bytes of them."""
+    kept = "".join(log.splitlines(keepends=True)[-lines:])
+    return kept.encode()[-size:].decode(errors="replace")
 
 
 def _submission(directory: Path, attempt: int) -> str:

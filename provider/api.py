@@ -105,8 +105,12 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
         return (await run_in_threadpool(site.status, job, job_id)).as_dict()
 
     @app.get("/v1/leases/{job_id}/logs")
-    async def logs(job_id: int, request: Request):
+    async def logs(job_id: int, request: Request, offset: int | None = None):
+        """The last of what the lease printed, as text; with `?offset=N`, for a follower, what it
+        printed from byte N on, as JSON (`Site.log_since`)."""
         _, job = await check(request, "lease.logs", job_id)
+        if offset is not None:
+            return await run_in_threadpool(site.log_since, job, job_id, offset)
         return PlainTextResponse(await run_in_threadpool(site.logs, job, job_id))
 
     @app.get("/v1/leases/{job_id}/result")

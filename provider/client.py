@@ -71,7 +71,12 @@ class SiteClient:
         return self._call("GET", f"/v1/leases/{job_id}", "lease.status", job_id)
 
     def logs(self, job_id: int) -> str:
+        """The last of what the lease printed (64 KiB)."""
         return self._call("GET", f"/v1/leases/{job_id}/logs", "lease.logs", job_id, text=True)
+
+    def log_since(self, job_id: int, offset: int) -> dict[str, Any]:
+        """What the lease printed from byte `offset` on: {offset, next, size, state, ended, text}."""
+        return self._call("GET", f"/v1/leases/{job_id}/logs?offset={int(offset)}", "lease.logs", job_id)
 
     def result(self, job_id: int) -> dict[str, Any]:
         return self._call("GET", f"/v1/leases/{job_id}/result", "lease.result", job_id)

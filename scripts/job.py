@@ -136,6 +136,9 @@ def status(job_id: int, as_json: bool) -> None:
             console.print(table("Market record", ["", ""], _market_rows(market)))
         else:
             console.print("The market service has no record of this job in this ledger yet.")
+        if market is not None and market.log_tail:
+            console.print(f"The last lines its lease printed (all of them: `swarm job logs {job_id}`):")
+            console.print(market.log_tail.rstrip("\n"), markup=False, highlight=False)
         if transitions:
             console.print(table("History", ["at", "from", "to", "provider", "detail", "tx"], [
                 (when(int(t.at)), t.from_state or "-", t.to_state, t.provider or "-", t.detail or "-",
@@ -298,6 +301,36 @@ def dispute(job_id: int, account: int | None, key_ref: str | None, as_json: bool
         f"Disputed job {job_id}{posted}; its payment is held until the arbiter decides ({done.tx})."))
 
 
+# ── logs ─────────────────────────────────────────────────────────────────────
+
+@job.command()
+@click.argument("job_id", metavar="JOB", type=JOB_ID)
+@click.option("--follow", "-f", is_flag=True, help="Print what it prints as it runs, until its lease ends.")
+@_signed
+def logs(job_id: int, follow: bool, account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """What JOB's program printed, stdout and stderr together.
+
+    From its result when it has one (covered by the on-chain result hash), else from its
+    provider's site, which serves it to the job's buyer (sign as the buyer with --account or
+    --key). With --follow, from the start as it prints, until its last lease ends."""
+    buyer = _buyer(account, key_ref)
+    if follow:
+        if as_json:
+            raise SwarmError("Give --follow or --json, not both: --json prints the log once, as it is now.")
+        for text in buyer.logs(job_id, follow=True):
+            click.echo(text, nl=False)
+        return
+    found = buyer.log(job_id)
+    payload = {"job_id": job_id, "source": found.source, "verified": found.verified, "log": found.text}
+
+    def human() -> None:
+        covered = " (covered by its on-chain result hash)" if found.verified else ""
+        click.echo(f"── job {job_id}'s log, from {found.source}{covered} ──", err=True)
+        click.echo(found.text, nl=not found.text or not found.text.endswith("\n"))
+
+    emit(as_json, payload, human)
+
+
 # ── result ───────────────────────────────────────────────────────────────────
 
 @job.command()
@@ -418,6 +451,8 @@ def _market_json(market: MarketJob | None) -> dict[str, Any] | None:
         "group_id": market.group_id, "replicas": market.replicas, "units": market.units, "unit": market.unit,
         "result_dir": market.result_dir, "result_hash": market.result_hash, "metrics": market.metrics,
         "error": market.error, "explanation": market.explanation, "evidence": market.evidence,
+        "outputs_hash": market.outputs_hash, "log_tail": market.log_tail,
+        "reported": len(market.progress or []), "latest_report": (market.progress or [None])[-1],
     }
 
 
@@ -432,6 +467,10 @@ def _market_rows(market: MarketJob) -> list[tuple[str, str]]:
     rows += [(name, _metric(value)) for name, value in sorted(market.metrics.items())]
     if market.explanation:
         rows.append(("unmatched because", market.explanation))
+    if market.progress:
+        latest = market.progress[-1].get("metrics") or {}
+        shown = ", ".join(f"{name} {_metric(value)}" for name, value in list(latest.items())[:6])
+        rows.append((f"reported ({len(market.progress)})", shown or "-"))
     if market.error:
         rows.append(("last error", market.error))
     return rows

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from compute import dataplane
-from compute.manifest import MANIFEST, build_manifest, canonical, manifest_hash
+from compute.manifest import LOG, MANIFEST, RECORD, build_manifest, canonical, manifest_hash
 from provider.lease import FETCHED, OUTCOME, PLAN_ENV, WORK
 from provider.lease.inputs import fetch_inputs
 from provider.lease.outcome import Outcome
@@ -140,7 +140,8 @@ def stored(site: Site, plan: LeasePlan) -> Path:
 
 # ── what a lease leaves behind ───────────────────────────────────────────────────────
 
-@pytest.mark.parametrize("name", [MANIFEST, "lease.tmp", "lease.json", "run.json"])
+@pytest.mark.parametrize(
+    "name", [MANIFEST, RECORD, LOG, "lease.tmp", "lease.json", "run.json", "reports.jsonl"])
 def test_a_link_left_where_the_site_once_wrote_does_not_make_the_site_write_the_providers_file(
         site: Site, name: str) -> None:
     plan = site.plan(leave(f"os.symlink({str(site.keystore)!r}, {name!r})\n"))
@@ -150,7 +151,7 @@ def test_a_link_left_where_the_site_once_wrote_does_not_make_the_site_write_the_
     assert outcome.state == "succeeded", outcome.error  # nothing the site reads was touched
     result = stored(site, plan)
     assert (result / MANIFEST).read_bytes() == canonical(build_manifest(result)), "the site's own manifest"
-    assert manifest_hash(build_manifest(result)) == outcome.result_hash
+    assert manifest_hash(build_manifest(result)) == outcome.result_record["outputs"]
 
 
 def test_a_link_to_the_root_does_not_crash_the_site_or_frame_the_provider(site: Site) -> None:
@@ -158,7 +159,7 @@ def test_a_link_to_the_root_does_not_crash_the_site_or_frame_the_provider(site: 
     outcome = site.run(plan)
     assert outcome.state == "failed" and outcome.fault == "buyer"
     assert outcome.error == "the job's outputs hold outputs/root, a link; outputs are regular files only."
-    assert not stored(site, plan).exists(), "nothing half-stored"
+    assert [p.name for p in stored(site, plan).iterdir()] == ["log"], "nothing half-stored: its log only"
 
 
 @pytest.mark.parametrize("where", [MANIFEST, "outputs/answer.fifo"])

@@ -36,7 +36,7 @@ def test_a_leases_result_goes_to_the_store_whole_and_its_hash_covers_what_arrive
                     destination_filesystem=pafs.LocalFileSystem())
     assert (fetched / "outputs" / "answer.txt").read_text() == "45"
     arrived = build_manifest(fetched)  # what came back from the store, file by file
-    assert manifest_hash(arrived) == outcome.result_hash
+    assert manifest_hash(arrived) == outcome.result_record["outputs"]
     assert (fetched / MANIFEST).read_bytes() == canonical(arrived)  # the site's manifest travelled with it
 
 

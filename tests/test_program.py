@@ -19,11 +19,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compute import dataplane
-from compute.manifest import build_manifest, manifest_hash
+from compute.manifest import build_manifest, manifest_hash, record_hash
 from compute.order import Order
+from ledger.errors import SwarmError
 from market.spec import SpecError, validate_spec
-from market.storage import pin
+from market.storage import failed_log, pin, verify
 from provider.lease.launch import launch
+from provider.lease.outcome import reports
 from provider.lease.plan import LeasePlan, plan_lease
 from tests.object_store import S3Store
 from tests.programs import program_plan, with_program
@@ -262,7 +264,7 @@ def test_a_program_reads_its_checked_input_uses_its_requirements_on_its_ray_and_
     assert (stored / "outputs" / "six.txt").read_text().startswith("1."), (
         "its Ray workers see its requirements"
     )
-    assert manifest_hash(build_manifest(stored)) == outcome.result_hash, (
+    assert manifest_hash(build_manifest(stored)) == outcome.result_record["outputs"], (
         "the hash covers what reached the buyer"
     )
     assert "six 1." in (tmp_path / "lease" / "log").read_text()
@@ -284,7 +286,7 @@ def test_a_program_that_leaves_a_link_in_its_outputs_is_refused_and_nothing_is_s
     main = f"import os\nos.symlink({str(secret)!r}, os.path.join(os.environ['SWARM_OUTPUT_DIR'], 'loot'))\n"
     outcome = launch(tmp_path / "lease", program_plan(tmp_path, main))
     assert outcome.state == "failed" and "outputs/loot, a link" in outcome.error
-    assert not (tmp_path / "results").exists()
+    assert [p.name for p in (tmp_path / "results" / "job-1").iterdir()] == ["log"], "no output, its log only"
 
 
 BAD_INPUT = {
@@ -315,13 +317,109 @@ def test_bad_input_fails_the_lease_with_one_sentence_as_the_buyers_fault(tmp_pat
     outcome = launch(tmp_path / "lease", plan)
     assert outcome.state == "failed" and outcome.fault == "buyer"
     assert says in outcome.error and "\n" not in outcome.error, outcome.error
-    assert not (tmp_path / "results").exists(), "nothing reached the buyer's output"
+    left = sorted(p.name for p in (tmp_path / "results" / "job-1").iterdir()) \
+        if (tmp_path / "results").exists() else []
+    assert left in ([], ["log"]), "nothing but its log reached the buyer's output"
+
+
+# ── what a lease printed and reported ───────────────────────────────────────────────────
+
+PRINTS = """
+import os, pathlib, sys, time
+print("started at", time.time())
+print("a warning on stderr", file=sys.stderr)
+pathlib.Path(os.environ["SWARM_OUTPUT_DIR"], "answer.txt").write_text("42")
+"""
+
+
+@LIGHT
+def test_a_leases_log_is_kept_beside_its_result_and_the_result_hash_covers_it(tmp_path: Path) -> None:
+    """The log is in the buyer's output with the outputs, and the chain's resultHash covers both
+    through the result's record; two runs of the same program print differently and agree on
+    their outputs, as replicas must; a log changed or removed afterwards is refused."""
+    first = launch(tmp_path / "a", program_plan(tmp_path, PRINTS))
+    assert first.state == "succeeded", first.error
+    stored = tmp_path / "results" / "job-1"
+    log = (stored / "log").read_text()
+    assert "started at" in log and "a warning on stderr" in log
+    raw = (stored / "result.json").read_bytes()
+    assert record_hash(raw) == first.result_hash and json.loads(raw) == first.result_record
+    assert first.result_record["outputs"] == manifest_hash(build_manifest(stored))
+    verify(1, stored, first.result_hash)
+
+    stored.rename(tmp_path / "first-result")
+    second = launch(tmp_path / "b", program_plan(tmp_path, PRINTS))
+    assert second.state == "succeeded", second.error
+    assert second.result_hash != first.result_hash, "each result hash covers its own log"
+    assert second.result_record["outputs"] == first.result_record["outputs"], "the outputs agree"
+
+    (stored / "log").write_text((stored / "log").read_text().replace("started", "begun"))
+    with pytest.raises(SwarmError, match="log of job 1 .* is not the one its on-chain result hash covers "
+                                         r"\(it was altered\)"):
+        verify(1, stored, second.result_hash)
+    (stored / "log").unlink()
+    with pytest.raises(SwarmError, match=r"\(it is missing\)"):
+        verify(1, stored, second.result_hash)
+    with pytest.raises(SwarmError, match="its result.json hashes to"):
+        verify(1, tmp_path / "first-result", second.result_hash)
+
+
+FAILS = """
+print("reading the table")
+import csv
+raise KeyError("['x4'] not in index")
+"""
+
+
+@LIGHT
+def test_a_failed_programs_traceback_is_kept_in_the_buyers_output_without_a_result(tmp_path: Path) -> None:
+    outcome = launch(tmp_path / "lease", program_plan(tmp_path, FAILS))
+    assert outcome.state == "failed" and outcome.fault == "buyer", outcome
+    kept = tmp_path / "results" / "job-1"
+    assert sorted(p.name for p in kept.iterdir()) == ["log"], "its log, and no result"
+    log = (kept / "log").read_text()
+    assert "reading the table" in log and "Traceback (most recent call last)" in log
+    assert "KeyError: \"['x4'] not in index\"" in log
+    assert failed_log(1, str(kept)) == log
+
+
+REPORTS_WRITTEN = """
+import json, os, time
+path = os.environ["SWARM_REPORTS"]
+with open(path, "w") as f:
+    f.write(json.dumps({"at": 1.5, "metrics": {"loss": 0.5, "step": 1, "nested": {"x": 1}}}) + "\\n")
+    f.write("not json\\n")
+    f.write(json.dumps({"at": 2, "metrics": {"loss": 0.25}, "more": 1}) + "\\n")
+    f.write("x" * 20000 + "\\n")
+time.sleep(0.8)
+os.remove(path)
+os.symlink(SECRET, path)
+time.sleep(0.8)
+print("done")
+"""
+
+
+@LIGHT
+def test_a_leases_reports_are_relayed_in_their_shape_only_and_never_through_a_link(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The lease writes its reports file itself: a line of another shape, or too long, is left
+    out, and a link put in its place is not followed to the provider's files."""
+    secret = tmp_path / "provider-secret"
+    secret.write_text(json.dumps({"at": 3, "metrics": {"key": "the provider's secret"}}) + "\n")
+    plan = program_plan(tmp_path, REPORTS_WRITTEN.replace("SECRET", repr(str(secret))))
+    plan = plan.but(verdict_key="k" * 32)
+    outcome = launch(tmp_path / "lease", plan)
+    assert outcome.state == "succeeded", (outcome.error, (tmp_path / "lease" / "log").read_text())
+    printed = capfd.readouterr().out
+    assert reports(printed, plan.verdict_key) == [{"at": 1.5, "metrics": {"loss": 0.5, "step": 1}}]
+    assert "the provider's secret" not in printed
+    assert "swarm-lease-report" not in (tmp_path / "results" / "job-1" / "log").read_text()
 
 
 # ── the Ray Train example, from and to S3 ───────────────────────────────────────────────
 
 def test_the_ray_train_example_learns_the_digits_in_a_lease_from_and_to_s3(
-        s3_store: S3Store, bucket: str, tmp_path: Path) -> None:
+        s3_store: S3Store, bucket: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     from compute.data import write_digits
 
     write_digits(tmp_path / "digits.parquet")
@@ -335,16 +433,20 @@ def test_the_ray_train_example_learns_the_digits_in_a_lease_from_and_to_s3(
 
     plan = LeasePlan(job_id=7, number=7, job=pinned.to_compute_job("job-7", ""), cpus=1, gpus=0,
                      memory_bytes=4 * 2**30, wall_seconds=600, max_units=1_000,
-                     result=dataplane.join(pinned.output, "job-7"))
+                     result=dataplane.join(pinned.output, "job-7"), verdict_key="k" * 32)
     outcome = launch(tmp_path / "lease", plan)
     assert outcome.state == "succeeded", (outcome.error, (tmp_path / "lease" / "log").read_text()[-3000:])
 
     fetched = tmp_path / "fetched"
     pafs.copy_files(f"{bucket}/runs/job-7", str(fetched), source_filesystem=s3_store.filesystem(),
                     destination_filesystem=pafs.LocalFileSystem())
-    assert manifest_hash(build_manifest(fetched)) == outcome.result_hash
+    assert manifest_hash(build_manifest(fetched)) == outcome.result_record["outputs"]
+    verify(7, fetched, outcome.result_hash)  # the buyer's check: its outputs and its log
     metrics = json.loads((fetched / "outputs" / "metrics.json").read_text())
     assert metrics["epoch"] == 4 and metrics["val_accuracy"] > 0.9, metrics
+    relayed = reports(capfd.readouterr().out, plan.verdict_key)  # each ray.train.report, as it came
+    assert [r["metrics"]["epoch"] for r in relayed] == [1, 2, 3, 4], relayed
+    assert relayed[-1]["metrics"]["val_accuracy"] == pytest.approx(metrics["val_accuracy"])
     assert (fetched / "outputs" / "model.pt").stat().st_size > 10_000
     assert outcome.units == pytest.approx(outcome.seconds, abs=1.0), "one CPU reserved for as long as it ran"
 
@@ -437,7 +539,7 @@ def test_an_infer_job_on_a_model_and_table_pinned_in_s3_runs_in_a_lease_and_its_
     dataplane.download(plan.result, stored)
     predictions = np.load(stored / "outputs" / "predictions.npy")
     assert predictions.shape == (1797,) and 0 <= outcome.metrics["accuracy"] <= 1
-    assert manifest_hash(build_manifest(stored)) == outcome.result_hash
+    assert manifest_hash(build_manifest(stored)) == outcome.result_record["outputs"]
     # One task: it ran in the lease's own process, which started no Ray (no Ray node to name).
     assert outcome.metrics["placement"] == {"node_id": None, "provider": plan.job.provider}
 

@@ -22,7 +22,7 @@ import pytest
 from anvil import AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
 from compute.errors import ComputeError
-from compute.manifest import manifest_hash, result_hash
+from compute.manifest import manifest_hash, record_hash, result_hash, result_record
 from ledger import jobs, stake
 from ledger.chain import Chain
 from ledger.client import Swarm
@@ -31,6 +31,7 @@ from ledger.results import JobTerms, result_signer
 from ledger.specs import canonical
 from ledger.units import ONE
 from market.spec import validate_spec
+from market.storage import verify
 from provider.auth import Refused
 from provider.client import SiteAddress, SiteClient
 from tests.programs import program_spec
@@ -132,11 +133,15 @@ def test_a_lease_runs_and_its_result_is_the_providers_own_word(site) -> None:
     expected = site["home"] / "expected"
     (expected / "outputs").mkdir(parents=True)
     (expected / "outputs" / "answer.txt").write_text(str(sum(range(1000))))
-    assert done["result_hash"] == result_hash(expected)
-    assert done["result_hash"] != manifest_hash([]), "the hash covers what the job wrote"
+    assert done["result_record"]["outputs"] == result_hash(expected)
+    assert done["result_record"]["outputs"] != manifest_hash([]), "the hash covers what the job wrote"
     stored = Path(done["result_uri"])  # the buyer's output, under the job's compute id
+    stored_log = stored / "log"
+    record = result_record(done["result_record"]["outputs"], stored_log.read_bytes())
+    assert done["result_hash"] == record_hash(record) and json.loads(record) == done["result_record"]
     assert stored.parent == site["store"] / "results" and stored.name.endswith(f"-{job_id}")
-    assert result_hash(stored) == done["result_hash"]
+    verify(job_id, stored, done["result_hash"])  # the buyer's check: its outputs and its log
+    assert "wrote the answer" in stored_log.read_text(), "the log is kept beside the result"
     assert 1 <= done["units"] <= 600
     terms = JobTerms(job_id, PROVIDER.address, PRICE)  # the provider and price the job is assigned at
     signer = result_signer(bytes.fromhex(done["signature"][2:]), swarm.chain.chain_id, swarm.market.address,

@@ -43,6 +43,7 @@ OUTCOME = "outcome.json"
 LOG = "log"
 WORK = "work"
 RUN = "run.json"  # what the in-sandbox worker reports (its metrics; the launcher trusts no hash in it)
+REPORTS = "reports.jsonl"  # what its Ray Train runs reported as they ran (compute.reports), in work/
 LEASES = Path("site") / "leases"  # under each machine's SWARM_HOME
 # The site's marks, beside the log where the lease cannot write: its code and inputs are in place.
 STAGED = "staged"

@@ -15,6 +15,7 @@ sentence: the buyer's to fix.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -25,7 +26,17 @@ from typing import IO
 from compute import dataplane
 from compute.dataplane import join, shown
 from compute.errors import ComputeError
-from compute.manifest import MANIFEST, OUTPUT_DIR, canonical, manifest_hash
+from compute.manifest import LOG as KEPT_LOG
+from compute.manifest import (
+    MANIFEST,
+    OUTPUT_DIR,
+    RECORD,
+    canonical,
+    manifest_hash,
+    parse_record,
+    record_hash,
+    result_record,
+)
 from compute.runners.program import CODE, INPUTS, INTERNAL, OUTPUTS, PACKAGES, RESERVED_NAMES
 from provider.lease import FETCHED, LOG, STAGED, untrusted
 from provider.lease.plan import LeasePlan
@@ -52,8 +63,8 @@ def fetch_inputs(plan: LeasePlan, work: Path, site_dir: Path) -> None:
             what = f"the result of {item.prior}"
             try:
                 readable(item.uri, plan.hidden, what, verified=True)
-                # The outputs' digest is their manifest's hash: what the chain holds as resultHash.
-                dataplane.stage(join(item.uri, OUTPUT_DIR), item.sha256, target, what=what)
+                dataplane.stage(join(item.uri, OUTPUT_DIR), outputs_hash(item.uri, item.sha256, what),
+                                target, what=what)
             except dataplane.DigestMismatch:
                 raise InputError(
                     f"{what} in {shown(item.uri)} is not the one the chain holds (its files do not "
@@ -72,6 +83,22 @@ def fetch_inputs(plan: LeasePlan, work: Path, site_dir: Path) -> None:
     if os.geteuid() == 0:
         untrusted.chown_tree(work, lease_uid(plan.number))
     (site_dir / FETCHED).touch()
+
+
+def outputs_hash(result: str, result_hash: str, what: str) -> str:
+    """The hash of the outputs of the result at `result` whose resultHash the chain holds: the
+    one its record names, when that record hashes to the resultHash; else the resultHash itself
+    (a result with no record), which a forged record cannot change."""
+    raw = dataplane.read_small(join(result, RECORD), RECORD_BYTES, what=f"the record of {what}")
+    if raw is None or record_hash(raw).removeprefix("0x") != dataplane.normal_sha256(result_hash):
+        return result_hash
+    try:
+        return parse_record(raw)["outputs"]
+    except ValueError:
+        return result_hash
+
+
+RECORD_BYTES = 4096
 
 
 def stage_program(plan: LeasePlan, work: Path, site_dir: Path) -> None:
@@ -217,19 +244,26 @@ def _pip_env() -> dict[str, str]:
 
 
 def store_result(root: Path, rel: str, destination: str | None, hidden: tuple[str, ...],
-                 beside_outputs: bool = False) -> str:
+                 beside_outputs: bool = False, log: bytes | None = None) -> tuple[str, dict | None]:
     """The result the lease left in `root/rel` (its `outputs/` and, `beside_outputs`, what lies
     beside them: a built-in job's checkpoints, anything but regular files left out) stored at
     `destination` (`<the buyer's output>/<compute job id>`, a directory or a URI) with the
-    site's manifest of the outputs; or, with no destination (a built-in job that wrote straight
-    into the buyer's directory), the manifest written there. Everything is read through
-    `untrusted`, in one pass that hashes as it copies. Returns the manifest's hash, the job's
-    resultHash."""
+    site's manifest of the outputs and, given the lease's `log`, that log and the result record
+    naming both (`compute.manifest`); or, with no destination (a built-in job that wrote straight
+    into the buyer's directory), those written there. Everything is read through `untrusted`, in
+    one pass that hashes as it copies. Returns the job's resultHash and the record it hashes
+    (None without a log: the outputs' hash is the resultHash)."""
     outputs = f"{rel}/{OUTPUT_DIR}".lstrip("/")
     if destination is None:
         entries = untrusted.copy_tree(root, outputs, None)
-        untrusted.write_file(root, f"{rel}/{MANIFEST}".lstrip("/"), canonical([e.to_dict() for e in entries]))
-        return manifest_hash([e.to_dict() for e in entries])
+        manifest = [e.to_dict() for e in entries]
+        untrusted.write_file(root, f"{rel}/{MANIFEST}".lstrip("/"), canonical(manifest))
+        if log is None:
+            return manifest_hash(manifest), None
+        record = result_record(manifest_hash(manifest), log)
+        untrusted.write_file(root, f"{rel}/{KEPT_LOG}".lstrip("/"), log)
+        untrusted.write_file(root, f"{rel}/{RECORD}".lstrip("/"), record)
+        return record_hash(record), json.loads(record)
     import pyarrow as pa
 
     writable_output(destination, hidden)
@@ -238,12 +272,35 @@ def store_result(root: Path, rel: str, destination: str | None, hidden: tuple[st
         sink = _sink(destination)
         entries = untrusted.copy_tree(root, outputs, lambda path: sink(f"{OUTPUT_DIR}/{path}"))
         if beside_outputs:
-            untrusted.copy_tree(root, rel, sink, skip=frozenset({OUTPUT_DIR, MANIFEST}), lenient=True)
+            untrusted.copy_tree(root, rel, sink, skip=frozenset({OUTPUT_DIR, MANIFEST, KEPT_LOG, RECORD}),
+                                lenient=True)
+        manifest = [e.to_dict() for e in entries]
         with sink(MANIFEST) as f:
-            f.write(canonical([e.to_dict() for e in entries]))
+            f.write(canonical(manifest))
+        if log is None:
+            return manifest_hash(manifest), None
+        record = result_record(manifest_hash(manifest), log)
+        with sink(KEPT_LOG) as f:
+            f.write(log)
+        with sink(RECORD) as f:  # last: a result with its record is whole
+            f.write(record)
     except (pa.ArrowException, ValueError) as exc:  # the store's refusal: OSError, as a local disk's
         raise OSError(str(exc)) from None
-    return manifest_hash([e.to_dict() for e in entries])
+    return record_hash(record), json.loads(record)
+
+
+def store_log(destination: str, hidden: tuple[str, ...], log: bytes) -> None:
+    """A failed lease's log, kept in its directory of the buyer's output (`<output>/<compute job
+    id>/log`) for the buyer to read after the site has forgotten the lease; it is no result and
+    no hash covers it."""
+    import pyarrow as pa
+
+    writable_output(destination, hidden)
+    try:
+        with _sink(destination)(KEPT_LOG) as f:
+            f.write(log)
+    except (pa.ArrowException, ValueError) as exc:  # the store's refusal: OSError, as a local disk's
+        raise OSError(str(exc)) from None
 
 
 def _sink(destination: str) -> Callable[[str], IO[bytes]]:

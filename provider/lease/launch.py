@@ -27,11 +27,19 @@ from typing import Any
 
 from compute.dataplane import shown
 from compute.errors import ComputeError
-from compute.node import DATA_FOOTER_READERS, TRAIN_HELPERS_OFF, TRAIN_POLL
-from provider.lease import LEASES, LOG, OUTCOME, PLAN_ENV, PROJECT, RUN, WORK, untrusted
+from compute.node import DATA_FOOTER_READERS, REPORTS_ENV, TRAIN_HELPERS_OFF, TRAIN_POLL, TRAIN_REPORTS
+from compute.reports import scalars
+from provider.lease import LEASES, LOG, OUTCOME, PLAN_ENV, PROJECT, REPORTS, RUN, WORK, untrusted
 from provider.lease.devices import DeviceError, LeaseGpus, assign, check
-from provider.lease.inputs import InputError, fetch_inputs, result_binds, stage_program, store_result
-from provider.lease.outcome import Outcome, verdict_line
+from provider.lease.inputs import (
+    InputError,
+    fetch_inputs,
+    result_binds,
+    stage_program,
+    store_log,
+    store_result,
+)
+from provider.lease.outcome import Outcome, report_line, verdict_line
 from provider.lease.plan import LeasePlan
 from provider.lease.sandbox import Sandbox, lease_uid
 
@@ -68,6 +76,8 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
         "RAY_USAGE_STATS_ENABLED": "0",
         **TRAIN_HELPERS_OFF,  # for a buyer's own Ray Train program as for a built-in job
         **TRAIN_POLL,
+        **TRAIN_REPORTS,  # what a Ray Train run reports, appended to the lease's reports file
+        REPORTS_ENV: str(work / REPORTS),
         **DATA_FOOTER_READERS,  # a lease's Parquet reads start one footer reader, not 32 processes
         # The sandbox's copy of the plan, without the verdict's key.
         PLAN_ENV: plan.but(verdict_key="").encode(),
@@ -99,6 +109,7 @@ def launch(directory: Path, plan: LeasePlan, env: Mapping[str, str] | None = Non
         return _device_fault(directory, plan, exc)
     try:
         untrusted.remove(work, RUN)
+        untrusted.remove(work, REPORTS)  # an attempt relays what it reports itself
         sandbox = lease_sandbox(directory, plan, result_binds(plan), gpus)
     except (InputError, untrusted.Refused, OSError) as exc:
         return _input_fault(directory, plan, exc)
@@ -115,7 +126,7 @@ def launch(directory: Path, plan: LeasePlan, env: Mapping[str, str] | None = Non
     except (InputError, untrusted.Refused, OSError) as exc:
         return _input_fault(directory, plan, exc)
     with open(directory / LOG, "a") as log:
-        echo = _Echo(directory / LOG, log.tell())
+        echo = _Echo(directory / LOG, log.tell(), work, plan.verdict_key)
         log.write(f"── attempt {plan.attempt} ──\n")
     echo.start()
     try:
@@ -123,6 +134,7 @@ def launch(directory: Path, plan: LeasePlan, env: Mapping[str, str] | None = Non
     finally:
         echo.finish()
     outcome = _meter(plan, directory, done, gpus)
+    _keep_failed_log(directory, plan, outcome)
     outcome.write(directory)
     if outcome.state == "succeeded" or outcome.fault == "buyer":
         # Its result is stored, or it failed for good: the lease's disk is the provider's again.
@@ -177,15 +189,46 @@ def _meter(plan: LeasePlan, directory: Path, done: Any, gpus: LeaseGpus) -> Outc
                 outcome, error=_last_error(directory / LOG, work) or f"the job exited with {done.returncode}"
             )
         root, rel, destination = run["result"]
-        digest = store_result(root, rel, destination, plan.hidden, beside_outputs=plan.program is None)
+        digest, record = store_result(root, rel, destination, plan.hidden,
+                                      beside_outputs=plan.program is None, log=kept_log(directory / LOG))
     except (InputError, untrusted.Refused) as exc:
         return replace(outcome, error=_sentence(str(exc)))
     except OSError as exc:
         return replace(outcome, error=f"the site could not store the result in {shown(plan.result)}: {exc}")
     measured = float(run.get("units", 0.0))
     units = min(plan.max_units, math.ceil(min(measured, reserved)))  # never more than it held
-    return replace(outcome, state="succeeded", result_hash=digest, units=units,
+    return replace(outcome, state="succeeded", result_hash=digest, result_record=record, units=units,
                    metrics=run.get("metrics", {}))
+
+
+LOG_KEPT_BYTES = 8 << 20  # what a result keeps of its lease's log: the end of it
+
+
+def kept_log(path: Path) -> bytes:
+    """What the lease printed, as its result keeps it: the whole log, or its last LOG_KEPT_BYTES
+    after a line that says how much was left out."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return b""
+    if size <= LOG_KEPT_BYTES:
+        return path.read_bytes()
+    with open(path, "rb") as f:
+        f.seek(size - LOG_KEPT_BYTES)
+        tail = f.read(LOG_KEPT_BYTES)
+    return f"[the first {size - LOG_KEPT_BYTES} bytes of the log are left out]\n".encode() + tail
+
+
+def _keep_failed_log(directory: Path, plan: LeasePlan, outcome: Outcome) -> None:
+    """A lease that failed by its job's fault keeps its log in its directory of the buyer's
+    output, for the buyer to read once the site has forgotten it; a log that cannot be written
+    there (an output the site may not write, say) stays with the site alone."""
+    if outcome.state == "succeeded" or outcome.fault != "buyer":
+        return
+    try:
+        store_log(plan.result, plan.hidden, kept_log(directory / LOG))
+    except (InputError, untrusted.Refused, OSError):
+        pass
 
 
 def _program_run(plan: LeasePlan, work: Path, returncode: int, reserved: float) -> dict[str, Any] | None:
@@ -274,27 +317,74 @@ def _last_error(log: Path, work: Path | None = None) -> str | None:
 class _Echo(threading.Thread):
     """Copies what the sandbox writes to the lease's log to the launcher's standard output,
     which Ray keeps as the lease's job log: the site reads it from the head, wherever the
-    lease runs."""
+    lease runs. What the lease's Ray Train runs report (its reports file, read as the lease's)
+    goes there too, each report a line marked with the lease's key (`report_line`), between
+    lines of the log, so the site can tell the reports from what the lease printed."""
 
-    def __init__(self, path: Path, offset: int) -> None:
+    def __init__(self, path: Path, offset: int, work: Path, key: str) -> None:
         super().__init__(daemon=True, name="lease-log")
         self.path, self.offset = path, offset
+        self.work, self.key = work, key
+        self.reports_read, self.pending, self.relayed = 0, b"", 0
         self.done = threading.Event()
 
     def run(self) -> None:
+        at_line_start = True
         with open(self.path, "rb") as log:
             log.seek(self.offset)
             while True:
                 finished = self.done.wait(0.2)
                 while chunk := log.read(1 << 16):
                     sys.stdout.buffer.write(chunk)
+                    at_line_start = chunk.endswith(b"\n")
+                if at_line_start or finished:
+                    self._relay_reports(at_line_start)
                 sys.stdout.flush()
                 if finished:
                     return
 
+    def _relay_reports(self, at_line_start: bool) -> None:
+        try:
+            fresh = untrusted.read_from(self.work, REPORTS, self.reports_read, 1 << 16)
+        except (untrusted.Refused, OSError):
+            return  # not a file the site reads: the lease reports nothing
+        self.reports_read += len(fresh)
+        *lines, self.pending = (self.pending + fresh).split(b"\n")
+        if len(self.pending) > MAX_REPORT_BYTES:
+            self.pending = b""
+        for raw in lines:
+            report = _report(raw)
+            if report is None or self.relayed >= MAX_REPORTS:
+                continue
+            if not at_line_start:
+                sys.stdout.buffer.write(b"\n")
+                at_line_start = True
+            sys.stdout.write(report_line(self.key, report) + "\n")
+            sys.stdout.flush()
+            self.relayed += 1
+
     def finish(self) -> None:
         self.done.set()
         self.join()
+
+
+MAX_REPORTS = 2000  # reports an attempt relays at most
+MAX_REPORT_BYTES = 8192
+
+
+def _report(raw: bytes) -> dict[str, Any] | None:
+    """One line of the reports file as the site relays it, or None: the lease writes that file,
+    so only a line of the shape `compute.reports` writes, and of bounded size, passes."""
+    if len(raw) > MAX_REPORT_BYTES:
+        return None
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return None
+    if not (isinstance(found, dict) and set(found) == {"at", "metrics"} and isinstance(found["metrics"], dict)
+            and type(found["at"]) in (int, float)):
+        return None
+    return {"at": float(found["at"]), "metrics": scalars(found["metrics"])}
 
 
 def _die_with_parent() -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from provider.lease import OUTCOME
 
 VERDICT = "swarm-lease-outcome: "  # the launcher's last line: its outcome, as JSON
+REPORT = "swarm-lease-report: "  # a line the launcher relays: one report of the lease's Ray Train run
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,9 @@ class Outcome:
     returncode: int
     broke: str | None = None  # "memory" | "processes" | "time" | "disk" | "units": the buyer's fault
     error: str | None = None
-    result_hash: str | None = None  # 0x sha256 of the outputs' manifest, computed by the launcher
+    result_hash: str | None = None  # 0x sha256 of its result record, computed by the launcher
+    # the record: the outputs' hash and the log's digest (compute.manifest)
+    result_record: dict[str, Any] | None = None
     units: int = 0  # whole units, at most the job's max_units; a buyer's failure's: what it held
     unit: str = "cpu-seconds"
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -72,10 +75,28 @@ def verdict(log: str, key: str) -> Outcome | None:
     return None
 
 
+def report_line(key: str, report: dict[str, Any]) -> str:
+    return f"{REPORT}{key} {json.dumps(report)}"
+
+
+def reports(log: str, key: str) -> list[dict[str, Any]]:
+    """The reports the launcher relayed in its Ray job's log, in order: only lines with the
+    lease's secret key count."""
+    mark = f"{REPORT}{key} "
+    found = []
+    for line in log.splitlines():
+        if key and line.startswith(mark):
+            try:
+                found.append(json.loads(line[len(mark):]))
+            except ValueError:
+                continue
+    return found
+
+
 def without_verdicts(log: str, key: str) -> str:
-    """The log as the buyer reads it: the launcher's verdicts taken out."""
-    mark = f"{VERDICT}{key} "
-    return "".join(line for line in log.splitlines(keepends=True) if not line.startswith(mark))
+    """The log as the buyer reads it: the launcher's verdicts and relayed reports taken out."""
+    marks = (f"{VERDICT}{key} ", f"{REPORT}{key} ")
+    return "".join(line for line in log.splitlines(keepends=True) if not line.startswith(marks))
 
 
 def write_json(path: Path, payload: dict[str, Any]) -> None:

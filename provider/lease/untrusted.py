@@ -127,6 +127,20 @@ def _open_file(parent: int, name: str, shown: str) -> tuple[int, os.stat_result]
     return fd, info
 
 
+def read_from(root: Path, rel: str, offset: int, limit: int) -> bytes:
+    """At most `limit` bytes of a file the lease appends to (`rel` under `root`), from `offset`;
+    nothing when it has not written one."""
+    parts = _parts(rel)
+    try:
+        with directory(root, str(PurePosixPath(*parts[:-1])) if len(parts) > 1 else "") as parent:
+            fd, _ = _open_file(parent, parts[-1], rel)
+    except FileNotFoundError:
+        return b""
+    with os.fdopen(fd, "rb") as f:
+        f.seek(offset)
+        return f.read(limit)
+
+
 def read_small(root: Path, rel: str, limit: int = SMALL_BYTES) -> bytes | None:
     """A report the lease wrote (`rel` under `root`), at most `limit` bytes; None when it left none."""
     parts = _parts(rel)
