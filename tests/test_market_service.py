@@ -75,7 +75,8 @@ def program_spec(home: Path, code: str, **over) -> dict:
 
 
 DETERMINISTIC = (
-    "import os, pathlib\n"
+    "import os, pathlib, time\n"
+    "print('ran at', time.time())\n"  # its log differs from run to run, its outputs do not
     "pathlib.Path(os.environ['SWARM_OUTPUT_DIR'], 'sum.txt').write_text(str(sum(range(10 ** 6))))\n"
 )
 RANDOM = ("import os, pathlib\n"
@@ -228,6 +229,8 @@ def test_a_job_that_fails_by_its_own_fault_pays_for_what_its_lease_held_and_refu
     assert info.provider == PROVIDER_A, "the cheapest provider"
     assert 2 <= info.units_used == rec.units <= 30, "the CPU-seconds its lease held, signed by its provider"
     assert "ZeroDivisionError" in rec.error
+    assert "Traceback (most recent call last)" in rec.log_tail and "ZeroDivisionError" in rec.log_tail, (
+        "the market keeps its last lines for `swarm job status`")
     details = [t.detail for t in _transitions(ledger_engine, job_id)]
     assert any(d.startswith("job-failed:") and f"Charged {info.units_used}" in d for d in details)
 
@@ -239,6 +242,45 @@ def test_a_job_that_fails_by_its_own_fault_pays_for_what_its_lease_held_and_refu
     assert after[1] - before[1] == payment - fee, "the provider is paid for what ran"
     assert after[2] - before[2] == fee
     assert after[3] == before[3], "nothing is left in escrow"
+
+
+STREAMS = ("import time\nfor i in range(6):\n    print('step', i, flush=True)\n    time.sleep(1)\n"
+           + DETERMINISTIC)
+
+
+def test_a_buyer_follows_its_jobs_log_as_it_runs_and_reads_it_from_its_result_after(
+    swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine, tmp_path: Path,
+) -> None:
+    """`swarm job logs --follow`: the lease's output arrives while it runs, from its site, signed
+    for by the buyer; once the job has a result, its log comes from the result, checked against the
+    chain's resultHash; a stranger's request to the site is refused."""
+    import threading
+
+    from market.buyer import Buyer
+
+    db_url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    (job_id,) = post(swarm, swarm_home, program_spec(swarm_home, STREAMS))
+    buyer = Buyer(swarm, swarm.sender(dev_account(BUYER).key), swarm_home, db_url)
+    pieces: list[tuple[float, str]] = []
+    follower = threading.Thread(target=lambda: pieces.extend(
+        (time.monotonic(), text) for text in buyer.logs(job_id, follow=True, poll_s=0.3)), daemon=True)
+    follower.start()
+    drive(service, in_state(ledger_engine, job_id, "completed"))
+    follower.join(timeout=90)
+    assert not follower.is_alive(), "following ends when the job's lease has ended"
+    streamed = "".join(text for _, text in pieces)
+    steps = [line for line in streamed.splitlines() if line.startswith("step")]
+    assert steps == [f"step {i}" for i in range(6)]
+    firsts = [at for at, text in pieces if "step 0" in text]
+    lasts = [at for at, text in pieces if "step 5" in text]
+    assert firsts and lasts and lasts[0] - firsts[0] >= 3, "it came as the program printed it, not at the end"
+
+    kept = buyer.log(job_id)
+    assert kept.verified and "step 5" in kept.text and kept.text == buyer.logs(job_id)
+    assert "swarm-lease-outcome" not in kept.text and "swarm-lease-outcome" not in streamed
+    stranger = Buyer(swarm, swarm.sender(dev_account(BUYER + 1).key), swarm_home, db_url)
+    with pytest.raises(SwarmError, match="refused .*neither the matcher nor the buyer"):
+        list(stranger.logs(job_id, follow=True, poll_s=0.3))
 
 
 def test_a_completion_the_chain_lost_is_sent_again_and_the_job_settles_once(
@@ -356,9 +398,11 @@ def test_replicas_run_on_distinct_providers_and_agreeing_results_complete(
     drive(service, lambda: all(in_state(ledger_engine, j, "completed")() for j in (first, second)))
     a, b = job_info(swarm, first), job_info(swarm, second)
     assert {a.provider, b.provider} == {PROVIDER_A, PROVIDER_B}, "the two cheapest, distinct providers"
-    assert a.result_hash == b.result_hash, "a deterministic program agrees across providers"
-    assert record(ledger_engine, first).group_id == record(ledger_engine, second).group_id == first
-    assert record(ledger_engine, first).evidence is None
+    ra, rb = record(ledger_engine, first), record(ledger_engine, second)
+    assert ra.outputs_hash == rb.outputs_hash is not None, "a deterministic program's outputs agree"
+    assert a.result_hash != b.result_hash, "each result hash covers its own lease's log, which differ"
+    assert ra.group_id == rb.group_id == first
+    assert ra.evidence is None
 
 
 def test_replicas_that_disagree_are_disputed_with_the_evidence(

@@ -156,6 +156,57 @@ def test_a_lease_runs_and_its_result_is_the_providers_own_word(site) -> None:
     assert refused.value.status == 403
 
 
+PRINTS_AND_REPORTS = """
+import json, os, time
+for step in range(1, 9):
+    print("step", step, "of 8", flush=True)
+    with open(os.environ["SWARM_REPORTS"], "a") as reports:  # as compute.train_reports appends them
+        reports.write(json.dumps({"at": time.time(), "metrics": {"step": step, "loss": 1 / step}}) + "\\n")
+    time.sleep(0.5)
+raise KeyError("['x4'] not in index")
+"""
+
+
+def test_a_leases_log_and_reports_are_followed_as_it_runs_and_its_last_lines_kept_when_it_fails(site) -> None:
+    """What a follower reads: the log from any offset, a chunk at a time, and whether the lease
+    has ended; the reports of a running lease in its status; a failed lease's last lines."""
+    from market.sites import _Reports
+
+    job_id, body = _assigned(site, _program(site, PRINTS_AND_REPORTS))
+    buyer, matcher = _client(site, BUYER), _client(site)
+    handed: list[dict] = []
+    reported = _Reports(handed.extend)
+    matcher.start_lease(job_id, body)
+    followed, offset, running = "", 0, []
+    deadline = time.monotonic() + LEASE_TIMEOUT_S
+    while time.monotonic() < deadline:
+        status = matcher.status(job_id)
+        reported.take(status)
+        if status["state"] == "running":
+            running.append(status["reported"])
+        answer = buyer.log_since(job_id, offset)
+        assert answer["offset"] == offset and answer["next"] == offset + len(answer["text"].encode())
+        followed, offset = followed + answer["text"], answer["next"]
+        if answer["ended"] and offset == answer["size"]:
+            break
+        time.sleep(0.3)
+    assert [line for line in followed.splitlines() if line.startswith("step")] == [
+        f"step {i} of 8" for i in range(1, 9)]
+    assert "swarm-lease-" not in followed, "the launcher's lines are the site's, not the buyer's"
+    assert any(0 < count < 8 for count in running), f"reports while it ran: {running}"
+    assert [r["metrics"]["step"] for r in handed] == list(range(1, 9)), "each report handed on once"
+    done = matcher.status(job_id)
+    assert done["state"] == "failed" and done["fault"] == "buyer"
+    assert done["reported"] == 8 and done["reports"][-1]["metrics"] == {"step": 8, "loss": 0.125}
+    assert "Traceback (most recent call last)" in done["log_tail"]
+    assert done["log_tail"].rstrip().endswith("KeyError: \"['x4'] not in index\"")
+    assert len(done["log_tail"].splitlines()) <= 30
+    assert buyer.log_since(job_id, 10**9)["text"] == "", "past the end: nothing, not an error"
+    with pytest.raises(Refused, match="neither the matcher nor the buyer") as refused:
+        _client(site, STRANGER).log_since(job_id, 0)
+    assert refused.value.status == 403
+
+
 def test_a_site_signs_nothing_for_a_lease_the_chain_moved_under_its_price(site) -> None:
     """The matcher moved the job away and back at half the price the lease was started at: the
     site will not vouch for the work at that price, and the lease fails as no fault of the
