@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,18 +176,25 @@ class Buyer:
     def post(self, spec: str | Path | dict[str, Any] | JobSpec, upload_to: str | None = None,
              base: Path | None = None) -> Posted:
         """Escrows payment for `spec` (a file, a mapping or a JobSpec) and posts one job per
-        replica. Local code and inputs are uploaded to `upload_to` (default: the spec's
-        output/uploads) and pinned first; relative paths are the spec file's (or `base`). A
-        built-in job whose spec names no output puts its results in this SWARM_HOME's results/,
-        which a devnet's sites write; sites elsewhere need an output they can reach."""
+        replica. A file's or a mapping's deadline given as a duration counts from the chain's
+        clock (a JobSpec's is already fixed). Local code and inputs are uploaded to `upload_to`
+        (default: the spec's output/uploads) and pinned first; relative paths are the spec file's
+        (or `base`). A built-in job whose spec names no output puts its results in this
+        SWARM_HOME's results/, which a devnet's sites write; sites elsewhere need an output they
+        can reach."""
         from ledger.specs import store_spec
         from market.spec import load_spec
 
+        # A deadline given as a duration (1h) counts from the chain's clock, which judges it: a
+        # devnet's runs ahead of the wall clock once its time has been moved on (`swarm demo`).
         if isinstance(spec, (str, Path)):
             base = base or Path(spec).resolve().parent
-            spec = load_spec(spec)  # a bad spec is refused before the chain is opened
+            source = spec
+            spec = load_spec(source)  # a bad spec is refused before the chain is asked its time
+            spec = self._on_chain_clock(spec, lambda now: load_spec(source, now=now))
         elif isinstance(spec, dict):
-            spec = validate_spec(spec)
+            data = spec
+            spec = self._on_chain_clock(validate_spec(data), lambda now: validate_spec(data, now=now))
         sender = self._signer()
         total = spec.escrow_wei * spec.replicas
         self._check_postable(sender.address, spec, total)
@@ -197,6 +204,17 @@ class Buyer:
         posted = self._post_replicas(sender, spec, digest)
         return Posted([job_id for job_id, _ in posted], "0x" + digest.hex(), spec, total, sender.address,
                       [receipt.tx_hash for _, receipt in posted])
+
+    def _on_chain_clock(self, spec: JobSpec, parse: Callable[[float], JobSpec]) -> JobSpec:
+        """The spec read again by the chain's clock where that runs ahead of this machine's; a
+        deadline the chain has passed is left to `_check_postable` to refuse, saying so."""
+        now = self.next_block_time()
+        if now <= time.time():
+            return spec
+        try:
+            return parse(now)
+        except SpecError:
+            return spec
 
     def _check_postable(self, buyer: str, spec: JobSpec, total: int) -> None:
         """Refuses, before anything is sent, a post the buyer cannot fund or whose deadline the chain has

@@ -76,9 +76,10 @@ def post(
     pinned by their sha256, so the spec's hash on chain pins them."""
     from market.spec import load_spec, named
 
-    spec = load_spec(spec_file)  # a bad spec is refused before the chain is opened
+    load_spec(spec_file)  # a bad spec is refused before the chain is opened
     buyer = _buyer(account, key_ref)
-    posted = buyer.post(spec, upload_to=upload_to, base=Path(spec_file).resolve().parent)
+    # read again by the buyer, whose deadline as a duration counts from the chain's clock
+    posted = buyer.post(spec_file, upload_to=upload_to, base=Path(spec_file).resolve().parent)
     spec, ids = posted.spec, posted.job_ids
     payload = {
         "job_ids": ids, "spec_hash": posted.spec_hash, "escrow_wei": str(posted.escrow_wei),

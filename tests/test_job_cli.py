@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from sqlmodel import Session
 
 from anvil import AnvilNode, RpcClient, dev_account
-from compute.manifest import result_hash
+from compute.manifest import record_hash, result_hash, result_record
 from ledger import jobs, stake
 from ledger.client import Swarm
 from ledger.db import migrate, open_engine, session
@@ -161,6 +161,18 @@ def test_post_with_a_deadline_the_chain_has_passed_is_refused(job, swarm: Swarm,
         job("post", str(spec), "--account", str(B))
     )
     assert _marks(swarm) == marks
+
+
+def test_a_deadline_given_as_a_duration_counts_from_the_chains_clock_when_it_runs_ahead(
+        job, swarm: Swarm, rpc: RpcClient, tmp_path: Path) -> None:
+    """After `swarm demo` a devnet's clock runs ahead of the wall clock: `deadline: 1h` still
+    means an hour from what the chain calls now, so the job has its hour."""
+    spec = _spec_file(tmp_path, swarm, deadline="1h")
+    rpc.increase_time(7_200)
+    rpc.mine()
+    (job_id,) = _post(job, spec)["job_ids"]
+    left = jobs.job_info(swarm, job_id).deadline - swarm.chain.timestamp()
+    assert 3_500 <= left <= 3_600, left
 
 
 def test_a_failed_replica_cancels_those_already_posted(
@@ -461,6 +473,56 @@ def test_a_download_into_a_directory_that_is_not_empty_is_refused_and_nothing_th
     assert digest in text and "outputs/metrics.json" in text
     assert not broken.exists()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".download")) == []  # no staging left
+
+
+# ── logs ─────────────────────────────────────────────────────────────────────
+
+def test_a_jobs_log_is_read_from_its_result_checked_against_the_chain_and_its_failure_shown_in_status(
+    job, swarm: Swarm, tmp_path: Path, db, provider
+) -> None:
+    """`swarm job logs` reads the log a site kept beside the result, through the result's record
+    that the chain's resultHash covers; a log changed afterwards is refused in one sentence; a
+    failed job's last lines are in `swarm job status`."""
+    output = tmp_path / "my-results"
+    (job_id,) = _post(job, _spec_file(tmp_path, swarm, output=str(output)))["job_ids"]
+    assert (f"Job {job_id} is posted and no provider has run it, so it has printed nothing"
+            in one_line_error(job("logs", str(job_id), "--account", str(B))))
+    result_dir = _result_dir(output / f"{job_namespace(swarm.chain.chain_id, swarm.market.address)}{job_id}")
+    log = b"epoch 1 loss 0.5\nepoch 2 loss 0.3125\n"
+    (result_dir / "log").write_bytes(log)
+    record = result_record(result_hash(result_dir), log)  # as the site stores a lease's result
+    (result_dir / "result.json").write_bytes(record)
+    digest = record_hash(record)
+    _complete(swarm, job_id, provider.address, bytes.fromhex(digest[2:]))
+    _market_row(swarm, db, job_id, result_dir, digest)
+
+    assert _json(job("result", str(job_id), "--json"))["verified"] is True, "the record stands for both"
+    shown = job("logs", str(job_id), "--account", str(B))
+    assert shown.code == 0 and shown.stdout == log.decode()
+    assert "covered by its on-chain result hash" in shown.stderr
+    read = _json(job("logs", str(job_id), "--account", str(B), "--json"))
+    assert read == read | {"verified": True, "log": log.decode()}
+
+    (result_dir / "log").write_bytes(log.replace(b"0.3125", b"0.0001"))
+    text = one_line_error(job("logs", str(job_id), "--account", str(B)))
+    assert f"The log of job {job_id} in {result_dir} is not the one its on-chain result hash covers" in text
+    assert "do not trust it" in one_line_error(job("result", str(job_id)))
+
+    (failed,) = _post(job, _spec_file(tmp_path, swarm, output=str(output)))["job_ids"]
+    tail = 'Traceback (most recent call last):\n  File "main.py", line 3\nKeyError: "[\'x4\'] not in index"\n'
+    _market_row(swarm, db, failed, result_dir, digest, state="failed")
+    engine = open_engine(db["SWARM_DB_URL"])
+    with session(engine) as s:
+        row = s.get(MarketJob, (swarm.chain.chain_id, failed))
+        row.log_tail, row.progress = tail, [{"at": 1.0, "metrics": {"step": 3, "loss": 0.25}}]
+        s.add(row)
+    engine.dispose()
+    status = job("status", str(failed))
+    assert status.code == 0 and "The last lines its lease printed" in status.stdout
+    assert "KeyError: \"['x4'] not in index\"" in status.stdout and "swarm job logs" in status.stdout
+    assert "step 3, loss 0.25" in status.stdout
+    market = _json(job("status", str(failed), "--json"))["market"]
+    assert market["log_tail"] == tail and market["latest_report"]["metrics"] == {"step": 3, "loss": 0.25}
 
 
 # ── malformed specs never reach the chain ────────────────────────────────────
