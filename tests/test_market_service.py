@@ -215,7 +215,7 @@ CRASHES = "import time\ntime.sleep(2)\nprint(1 / 0)\n"
 
 
 def test_a_job_that_fails_by_its_own_fault_pays_for_what_its_lease_held_and_refunds_the_rest(
-    swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine, rpc: RpcClient,
+    swarm: Swarm, swarm_home: Path, service: MarketService, ledger_engine, rpc: RpcClient, tmp_path: Path,
 ) -> None:
     buyer = dev_account(BUYER).address
     treasury = swarm.market.functions.treasury().call()
@@ -231,6 +231,12 @@ def test_a_job_that_fails_by_its_own_fault_pays_for_what_its_lease_held_and_refu
     assert "ZeroDivisionError" in rec.error
     assert "Traceback (most recent call last)" in rec.log_tail and "ZeroDivisionError" in rec.log_tail, (
         "the market keeps its last lines for `swarm job status`")
+    from market.buyer import Buyer
+
+    read = Buyer(swarm, swarm.sender(dev_account(BUYER).key), swarm_home,
+                 f"sqlite:///{tmp_path / 'ledger.db'}").log(job_id)  # `swarm job logs`
+    assert "Traceback (most recent call last)" in read.text and "ZeroDivisionError" in read.text
+    assert read.source == f"the site of {PROVIDER_A}" and not read.verified, "no result: no hash covers it"
     details = [t.detail for t in _transitions(ledger_engine, job_id)]
     assert any(d.startswith("job-failed:") and f"Charged {info.units_used}" in d for d in details)
 
