@@ -409,8 +409,10 @@ class Buyer:
         from ledger.jobs import JobStatus, job_info
         from provider.auth import Refused
 
-        info = self.existing(job_id)
-        provider, client, offset, ended_at = None, None, 0, None
+        self.existing(job_id)
+        provider: str | None = None
+        client: SiteClient | None = None
+        offset, ended_at = 0, None
         while True:
             info = job_info(self.swarm, job_id)
             if info.status in (JobStatus.CANCELLED, JobStatus.RECLAIMED) or (
@@ -423,6 +425,7 @@ class Buyer:
                 if provider is not None:
                     yield f"── job {job_id} moved to provider {info.provider} ──\n"
                 provider, client, offset, ended_at = info.provider, self._site(info.provider), 0, None
+            assert client is not None  # made for the job's provider above
             try:
                 answer = client.log_since(job_id, offset)
             except Refused as exc:
