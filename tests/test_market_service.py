@@ -197,6 +197,8 @@ def test_posted_job_runs_completes_and_pays_provider_and_refunds_buyer(
     log = (lease_dir(swarm, site_network, PROVIDER_A, job_id) / "log").read_text()
     for sign in ("TrainController", "RayTrainWorker", "Started a local Ray"):
         assert sign not in log, log
+    assert [line.split(":")[0] for line in log.splitlines() if line.startswith("epoch ")] == [
+        "epoch 1/2", "epoch 2/2"], "each epoch in the job's log"
 
     settle_after_window(swarm, rpc, service, ledger_engine, [job_id])
     payment = info.units_used * PRICES[PROVIDER_A]

@@ -61,7 +61,7 @@ from compute.manifest import OUTPUT_DIR, file_sha256, result_hash
 from compute.models import build_model
 from compute.runners.params import FinetuneParams, require
 from compute.runners.supervise import on_provider
-from compute.runners.train import evaluate, make_deterministic, split, where_am_i
+from compute.runners.train import evaluate, make_deterministic, progress_line, split, where_am_i
 from compute.tabular import is_named
 
 ADAPTER = "adapter.safetensors"
@@ -120,6 +120,7 @@ def _finetune(meta: dict[str, Any], base_state: dict[str, torch.Tensor], params:
             val = evaluate(peft_model, val_set, params.precision)
             history.append({"epoch": epoch + 1, "loss": round(loss_sum / len(train_set), 6),
                             "val_loss": round(val["loss"], 6), "val_accuracy": round(val["accuracy"], 6)})
+            print(progress_line(history[-1], params.epochs), flush=True)
         adapter = detached(get_peft_model_state_dict(peft_model))
         base_after = detached(peft_model.unload().state_dict())
     return {
@@ -195,6 +196,7 @@ def _finetune_text(files: dict[str, bytes], params: FinetuneParams, dataset: str
                 )
                 history.append({"epoch": epoch + 1, "loss": round(loss_sum / count, 6),
                                 "val_loss": round(val["loss"], 6), "val_accuracy": round(val["accuracy"], 6)})
+                print(progress_line(history[-1], params.epochs), flush=True)
             adapter_dir = Path(tmp) / HF_ADAPTER_DIR
             peft_model.save_pretrained(adapter_dir)
             # The same bytes on every node: no model card, and no base named by this node's temporary path.

@@ -286,12 +286,20 @@ def train_loop(config: dict[str, Any]) -> None:
             "val_loss": round(val["loss"], 6),
             "val_accuracy": round(val["accuracy"], 6),
         })
+        if rank == 0:  # what the job's log shows of it (`swarm job logs`)
+            print(progress_line(state["history"][-1], params.epochs), flush=True)
         with tempfile.TemporaryDirectory() as directory:
             checkpoint = None
             if rank == 0:  # the model is the same on every rank after DDP's all-reduce
                 save_state(Path(directory), model, optimizer, state)
                 checkpoint = Checkpoint.from_directory(directory)
             ray.train.report(state["history"][-1], checkpoint=checkpoint)
+
+
+def progress_line(entry: dict[str, Any], epochs: int) -> str:
+    """One epoch of a run as its log shows it."""
+    return (f"epoch {entry['epoch']}/{epochs}: loss {entry['loss']:.4f}, val_loss {entry['val_loss']:.4f}, "
+            f"val_accuracy {entry['val_accuracy']:.4f}")
 
 
 # ── on the driver ────────────────────────────────────────────────────────────
