@@ -17,7 +17,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install compile bytecode postgres browser sandbox system-packages demo test test-gpu device-kit lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-failfast faults clean
+.PHONY: install compile bytecode postgres browser sandbox mesh system-packages demo test test-gpu device-kit lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP) $(COMPILE_STAMP)
 
@@ -94,6 +94,18 @@ sandbox:
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends bubblewrap uidmap; \
 	fi
 
+# WireGuard for the mesh between a site's machines (provider/mesh.py): Debian's wireguard-go (a kernel
+# without the module, as in a container) and wireguard-tools, and tcpdump and iperf3, with which the
+# tests and benches inspect and measure what crosses the wire.
+mesh:
+	@if ! command -v wireguard-go >/dev/null 2>&1 || ! command -v wg >/dev/null 2>&1 || \
+	    ! command -v tcpdump >/dev/null 2>&1 || ! command -v iperf3 >/dev/null 2>&1; then \
+		echo "Installing wireguard-go, wireguard-tools, tcpdump and iperf3 from Debian's packages"; \
+		$(SUDO) apt-get update && \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+			wireguard-go wireguard-tools tcpdump iperf3; \
+	fi
+
 demo: install bytecode sandbox $(CPU_REFERENCE)
 	$(VENV)/bin/swarm demo
 
@@ -115,7 +127,7 @@ lint: $(VENV_STAMP)
 
 # -j1: dpkg takes one apt at a time, and a sub-make would otherwise share the caller's -j.
 system-packages:
-	$(MAKE) --no-print-directory -j1 postgres browser sandbox
+	$(MAKE) --no-print-directory -j1 postgres browser sandbox mesh
 
 # Slither over contracts/src (config: slither.config.json). Fails on a High or Medium finding
 # not justified in contracts/slither-triage.md. Its own venv: slither pins web3<8.

@@ -191,6 +191,7 @@ LIGHT = {
         "test_lease",
         "test_matcher",
         "test_merkle",
+        "test_mesh",
         "test_object_store",
         "test_oracle_config",
         "test_oracle_determinism",

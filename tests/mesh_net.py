@@ -1,0 +1,84 @@
+"""Machines for the mesh's tests: network namespaces joined by veth to one bridge (the wire),
+each with an address on it, as separate machines on one network would be."""
+
+from __future__ import annotations
+
+import secrets
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+@dataclass
+class Machine:
+    name: str
+    ns: str
+    underlay: str  # its address on the wire
+
+    @property
+    def prefix(self) -> list[str]:
+        return ["ip", "netns", "exec", self.ns]
+
+    def run(self, *args: str, timeout: float = 30, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.prefix, *args], capture_output=True, text=True, timeout=timeout,
+                              check=check)
+
+    def popen(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen([*self.prefix, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+
+
+@dataclass
+class Wire:
+    """A bridge in a namespace of its own, and the machines plugged into it."""
+
+    tag: str = field(default_factory=lambda: secrets.token_hex(3))
+    machines: list[Machine] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.ns = f"swire-{self.tag}"
+        _ip("netns", "add", self.ns)
+        _ip("-n", self.ns, "link", "add", "br0", "type", "bridge")
+        _ip("-n", self.ns, "link", "set", "br0", "up")
+
+    def machine(self, name: str) -> Machine:
+        index = len(self.machines) + 1
+        ns, inside, outside = f"sw{self.tag}-{name}", f"v{self.tag}{index}", f"w{self.tag}{index}"
+        _ip("netns", "add", ns)
+        _ip("link", "add", inside, "type", "veth", "peer", "name", outside)
+        _ip("link", "set", inside, "netns", ns)
+        _ip("link", "set", outside, "netns", self.ns)
+        _ip("-n", ns, "link", "set", inside, "name", "eth0")
+        _ip("-n", ns, "address", "add", f"10.77.0.{index}/24", "dev", "eth0")
+        _ip("-n", ns, "link", "set", "eth0", "up")
+        _ip("-n", ns, "link", "set", "lo", "up")
+        _ip("-n", self.ns, "link", "set", outside, "master", "br0")
+        _ip("-n", self.ns, "link", "set", outside, "up")
+        machine = Machine(name, ns, f"10.77.0.{index}")
+        self.machines.append(machine)
+        return machine
+
+    def capture(self, count_s: float) -> subprocess.Popen:
+        """tcpdump on the bridge for `count_s` seconds: every packet between the machines, each
+        with its bytes in hex."""
+        command = ["ip", "netns", "exec", self.ns, "timeout", str(count_s), "tcpdump", "-i", "br0", "-n",
+                   "-l", "-X", "-U"]
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def close(self) -> None:
+        """Stops what runs in the machines (wireguard-go removes its control socket when asked
+        to stop) and removes them and the wire."""
+        for signal in ("TERM", "KILL"):
+            for machine in self.machines:
+                pids = subprocess.run(["ip", "netns", "pids", machine.ns], capture_output=True, text=True,
+                                      check=False).stdout.split()
+                for pid in pids:
+                    subprocess.run(["kill", f"-{signal}", pid], capture_output=True, check=False)
+            time.sleep(0.3)
+        for machine in self.machines:
+            subprocess.run(["ip", "netns", "del", machine.ns], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, check=False)

@@ -1,0 +1,180 @@
+"""The mesh between a site's machines (provider/mesh.py), on machines that network namespaces
+stand in for (tests/mesh_net.py): real WireGuard interfaces (wireguard-go; this kernel has no
+module), real packets on a bridge, the capture read byte by byte.
+
+A head coordinates three machines: two that listen, one that only dials out. Each machine
+makes its own key; the head knows public keys only. Every machine reaches every other over
+the mesh, including the one behind NAT through the head; what crosses the wire is WireGuard
+and never the plaintext; a removed machine is cut off; a rotated key keeps its address and the
+old key stops working.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from provider.mesh import (
+    HEAD,
+    KEY_FILE,
+    LISTEN_PORT,
+    Coordinator,
+    Interface,
+    Refused,
+    machine_key,
+    rotate_key,
+)
+from tests.mesh_net import Machine, Wire
+
+SECRET = "the site's join secret"
+PAYLOAD = "gradients-of-the-lease-7f3a"  # what must never cross the wire in the clear
+
+SERVE = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(); s.settimeout(20)
+while True:
+    try:
+        c, _ = s.accept()
+    except socket.timeout:
+        break
+    c.sendall(c.recv(1024)[::-1]); c.close()
+"""
+CALL = """
+import socket, sys
+try:
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[4]))
+    c.sendall(sys.argv[3].encode()); print(c.recv(1024).decode())
+except OSError as exc:
+    print("unreachable", exc); sys.exit(1)
+"""
+
+
+def reaches(src: Machine, address: str, port: int = 9000, timeout: float = 3.0) -> bool:
+    """Whether `src` gets an answer over TCP from `address` (a listener started by `listening`)."""
+    done = src.run(sys.executable, "-c", CALL, address, str(port), PAYLOAD, str(timeout), check=False,
+                   timeout=timeout + 10)
+    return done.returncode == 0 and done.stdout.strip() == PAYLOAD[::-1]
+
+
+@pytest.fixture
+def mesh(tmp_path: Path) -> Iterator[dict]:
+    for tool in ("wireguard-go", "wg", "tcpdump"):
+        assert shutil.which(tool), f"{tool} is missing: `make mesh` installs it"
+    wire = Wire()
+    machines = {name: wire.machine(name) for name in (HEAD, "gpu-1", "gpu-2", "gpu-3")}
+    homes = {name: tmp_path / name for name in machines}
+    interfaces = {name: Interface(f"wg{wire.tag}{i}", machines[name].prefix)
+                  for i, name in enumerate(machines)}
+    head = machines[HEAD]
+    coordinator = Coordinator(tmp_path / "head" / "site" / "mesh.json", SECRET, machine_key(homes[HEAD]),
+                              f"{head.underlay}:{LISTEN_PORT}")
+    listens = {HEAD: True, "gpu-1": True, "gpu-2": True, "gpu-3": False}  # gpu-3 can only dial out
+    addresses = {HEAD: coordinator.head.address}
+    interfaces[HEAD].up(homes[HEAD] / KEY_FILE, addresses[HEAD], coordinator.state.network, forward=True)
+    for name in ("gpu-1", "gpu-2", "gpu-3"):
+        endpoint = f"{machines[name].underlay}:{LISTEN_PORT}" if listens[name] else None
+        joined = coordinator.join(SECRET, name, machine_key(homes[name]), endpoint)
+        addresses[name] = joined["address"]
+        interfaces[name].up(homes[name] / KEY_FILE, joined["address"], joined["network"],
+                            LISTEN_PORT if listens[name] else None)
+    state = {"wire": wire, "machines": machines, "homes": homes, "interfaces": interfaces,
+             "coordinator": coordinator, "addresses": addresses, "listens": listens}
+    refresh(state)
+    servers = [m.popen(sys.executable, "-c", SERVE, addresses[n], "9000") for n, m in machines.items()]
+    time.sleep(0.5)
+    yield state
+    for server in servers:
+        server.kill()
+    wire.close()
+
+
+def refresh(state: dict) -> None:
+    """Every machine asks the head for its peers and applies them, as its agent does on a timer."""
+    coordinator = state["coordinator"]
+    for name, interface in state["interfaces"].items():
+        key = coordinator.state.peers[name].public_key if name in coordinator.state.peers else None
+        if key is None:
+            continue
+        interface.sync(coordinator.peers(SECRET, key))
+
+
+def test_every_machine_reaches_every_other_over_the_mesh_and_the_wire_carries_only_wireguard(mesh) -> None:
+    machines, addresses = mesh["machines"], mesh["addresses"]
+    assert [mesh["interfaces"][n].implementation for n in machines] == ["wireguard-go"] * 4
+    capture = mesh["wire"].capture(25)
+    time.sleep(1)
+    unreached = [(a, b) for a in machines for b in machines
+                 if a != b and not reaches(machines[a], addresses[b])]
+    assert unreached == [], f"pairs that could not talk over the mesh: {unreached}"
+    # Behind NAT, gpu-3 has no direct peer entry for... nothing it cannot dial: the others that
+    # listen are direct, and the head carries what no one can dial.
+    peers_of_3 = mesh["coordinator"].peers(SECRET, mesh["coordinator"].state.peers["gpu-3"].public_key)
+    assert {p["name"] for p in peers_of_3} == {HEAD, "gpu-1", "gpu-2"}
+    assert all(p["keepalive"] > 0 for p in peers_of_3), "it keeps its paths open from behind NAT"
+    capture.wait(timeout=40)
+    seen = capture.stdout.read()
+    packets = [line for line in seen.splitlines() if " IP " in line]
+    assert packets, "the capture saw the traffic"
+    assert all(f".{LISTEN_PORT} " in line or f".{LISTEN_PORT}:" in line for line in packets), [
+        line for line in packets if f".{LISTEN_PORT}" not in line][:5]
+    hex_payload = PAYLOAD.encode().hex()
+    dumped = "".join(line.split(":", 1)[1].split("  ")[0].replace(" ", "")
+                     for line in seen.splitlines() if line.strip().startswith("0x"))
+    assert hex_payload not in dumped and PAYLOAD not in seen, "the payload never crossed the wire in clear"
+
+
+def test_a_machines_private_key_stays_on_it_and_a_forged_join_is_refused(mesh, tmp_path: Path) -> None:
+    coordinator, homes = mesh["coordinator"], mesh["homes"]
+    for name, home in homes.items():
+        private = (home / KEY_FILE).read_text().strip()
+        assert (home / KEY_FILE).stat().st_mode & 0o777 == 0o600
+        assert private not in coordinator.path.read_text(), f"the head holds no private key ({name})"
+        derived = subprocess.run(["wg", "pubkey"], input=private, capture_output=True, text=True,
+                                 check=True).stdout.strip()
+        assert derived == coordinator.state.peers[name].public_key, "WireGuard's public key is the one joined"
+    stranger_key = base64.b64encode(bytes(range(32))).decode()
+    with pytest.raises(Refused, match="join secret is not this site's") as refused:
+        coordinator.join("a guess", "gpu-9", stranger_key, None)
+    assert refused.value.status == 403
+    with pytest.raises(Refused, match="is machine gpu-1's already") as taken:
+        coordinator.join(SECRET, "gpu-9", coordinator.state.peers["gpu-1"].public_key, None)
+    assert taken.value.status == 409
+    assert "gpu-9" not in coordinator.state.peers
+    again = Coordinator(coordinator.path, SECRET, coordinator.head.public_key, coordinator.head.endpoint)
+    assert again.state == coordinator.state, "a restarted head keeps its mesh"
+
+
+def test_a_removed_machine_is_cut_off_and_a_rotated_key_keeps_its_address(mesh) -> None:
+    machines, addresses, coordinator = mesh["machines"], mesh["addresses"], mesh["coordinator"]
+    interfaces, homes = mesh["interfaces"], mesh["homes"]
+    assert reaches(machines["gpu-1"], addresses[HEAD]) and reaches(machines[HEAD], addresses["gpu-1"])
+
+    removed = coordinator.remove("gpu-1")
+    interfaces[HEAD].sync(coordinator.peers_of(coordinator.head.public_key))  # the head, at once
+    assert removed.public_key not in interfaces[HEAD].dump()
+    assert not reaches(machines["gpu-1"], addresses[HEAD], timeout=2), "cut off from the head at once"
+    with pytest.raises(Refused, match="not in the site's mesh") as out:
+        coordinator.peers(SECRET, removed.public_key)
+    assert out.value.status == 403
+    refresh(mesh)  # the others drop it when they next ask
+    assert not reaches(machines["gpu-2"], addresses["gpu-1"], timeout=2)
+    assert reaches(machines["gpu-2"], addresses[HEAD]), "the rest of the mesh still works"
+
+    old = coordinator.state.peers["gpu-2"].public_key
+    new = rotate_key(homes["gpu-2"])
+    rejoined = coordinator.join(SECRET, "gpu-2", new, f"{machines['gpu-2'].underlay}:{LISTEN_PORT}")
+    assert new != old and rejoined["address"] == addresses["gpu-2"], "a new key, the same address"
+    interfaces["gpu-2"].up(homes["gpu-2"] / KEY_FILE, rejoined["address"], rejoined["network"])
+    refresh(mesh)
+    assert old not in interfaces[HEAD].dump() and new in interfaces[HEAD].dump()
+    assert reaches(machines["gpu-2"], addresses[HEAD]) and reaches(machines["gpu-3"], addresses["gpu-2"])
+    with pytest.raises(Refused, match="not in the site's mesh"):
+        coordinator.peers(SECRET, old)
