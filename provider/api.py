@@ -21,14 +21,18 @@ from compute.errors import ComputeError
 from ledger.errors import ChainUnavailable
 from provider.agent import MAX_CELLS, PROBE_TIMEOUT_S, Site
 from provider.auth import JobView, Refused, SiteRequest
+from provider.mesh import HeadMesh
+from provider.mesh import Refused as MeshRefused
 
 # (request, signature, spec hash or None) -> the signer's address and, for a lease action, what the
 # chain says of the job; raises Refused
 Authorizer = Callable[[SiteRequest, bytes, "bytes | None"], "tuple[str, JobView | None]"]
 
 
-def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
-    """The site's API; every route but /v1/info needs a request the chain authorizes."""
+def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh: HeadMesh | None = None):
+    """The site's API; every route but /v1/info needs a request the chain authorizes, but the
+    mesh's (`/v1/mesh/…`, when the site runs one), which the site's own machines call with the
+    site's join secret."""
     from fastapi import FastAPI
     from fastapi.responses import JSONResponse, PlainTextResponse
     from starlette.concurrency import run_in_threadpool  # the site's calls block (Ray, the job API)
@@ -75,6 +79,62 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str):
         _signer, job = await run_in_threadpool(authorize, signed, signature,
                                                spec_hash if action == "lease.start" else None)
         return body, job
+
+    async def mesh_body(request: Request, fields: tuple[str, ...]) -> dict[str, Any]:
+        if mesh is None:
+            raise Refused(404, "This site runs no mesh; serve it with --mesh-endpoint HOST:PORT.")
+        try:
+            raw = json.loads(await request.body())
+            if not isinstance(raw, dict) or not isinstance(raw.get("secret"), str) \
+                    or not set(fields) <= set(raw):
+                raise TypeError
+            return raw
+        except (ValueError, TypeError):
+            shape = ", ".join(f'"{f}": ...' for f in ("secret", *fields))
+            raise Refused(400, f"A mesh request's body is {{{shape}}}.") from None
+
+    def mesh_refused(exc: MeshRefused) -> Refused:
+        return Refused(exc.status, str(exc))
+
+    @app.post("/v1/mesh/join")
+    async def mesh_join(request: Request):
+        """A machine of the site joins: its name, its public key, and where it listens (null: it
+        only dials out). The answer: its address in the mesh and its peers."""
+        raw = await mesh_body(request, ("name", "public_key", "endpoint"))
+        assert mesh is not None
+        try:
+            return await run_in_threadpool(mesh.join, raw["secret"], str(raw["name"]), str(raw["public_key"]),
+                                           raw["endpoint"] if isinstance(raw["endpoint"], str) else None)
+        except MeshRefused as exc:
+            raise mesh_refused(exc) from None
+
+    @app.post("/v1/mesh/peers")
+    async def mesh_peers(request: Request):
+        raw = await mesh_body(request, ("public_key",))
+        assert mesh is not None
+        try:
+            return {"peers": mesh.coordinator.peers(raw["secret"], str(raw["public_key"]))}
+        except MeshRefused as exc:
+            raise mesh_refused(exc) from None
+
+    @app.post("/v1/mesh/machines")
+    async def mesh_machines(request: Request):
+        raw = await mesh_body(request, ())
+        assert mesh is not None
+        try:
+            return {"network": mesh.coordinator.state.network, "machines": mesh.machines(raw["secret"])}
+        except MeshRefused as exc:
+            raise mesh_refused(exc) from None
+
+    @app.post("/v1/mesh/remove")
+    async def mesh_remove(request: Request):
+        raw = await mesh_body(request, ("name",))
+        assert mesh is not None
+        try:
+            removed = await run_in_threadpool(mesh.remove, raw["secret"], str(raw["name"]))
+        except MeshRefused as exc:
+            raise mesh_refused(exc) from None
+        return {"removed": removed.name, "address": removed.address}
 
     @app.get("/v1/info")
     async def info():

@@ -153,23 +153,32 @@ class SiteClient:
 
     def _request(self, method: str, path: str, body: bytes, headers: dict[str, str],
                  timeout_s: float | None = None) -> tuple[int, bytes, float]:
-        """The status, the payload, and the seconds from sending the request (the connection
-        made and the certificate checked) to reading the whole answer."""
-        connection = http.client.HTTPSConnection(self.host, self.port, context=pinned_context(),
-                                                 timeout=timeout_s or self.timeout_s)
-        try:
-            connection.connect()
-            check_peer(connection.sock, self.site.fingerprint)
-            started = time.perf_counter()
-            connection.request(method, path, body=body or None, headers=headers)
-            response = connection.getresponse()
-            payload = response.read(MAX_ANSWER_BYTES + 1)
-            if len(payload) > MAX_ANSWER_BYTES:
-                raise ComputeError(f"The site of {self.site.provider} answered {path} with more than "
-                                   f"{MAX_ANSWER_BYTES >> 20} MiB; no answer of a site is that large.")
-            return response.status, payload, time.perf_counter() - started
-        except (TimeoutError, OSError, http.client.HTTPException) as exc:
-            raise SiteUnreachable(f"The site of {self.site.provider} at {self.site.url} did not answer "
-                                  f"({type(exc).__name__}: {exc}).") from exc
-        finally:
-            connection.close()
+        return pinned_request(self.site, method, path, body, headers, timeout_s or self.timeout_s)
+
+
+def pinned_request(site: SiteAddress, method: str, path: str, body: bytes, headers: dict[str, str],
+                   timeout_s: float = DEFAULT_TIMEOUT_S) -> tuple[int, bytes, float]:
+    """One request to `site` over TLS pinned to its fingerprint: the status, the payload, and the
+    seconds from sending the request (the connection made and the certificate checked) to
+    reading the whole answer."""
+    parts = urlsplit(site.url)
+    if parts.scheme != "https" or not parts.hostname:
+        raise ComputeError(f"A site's URL must be https://HOST:PORT, got {site.url!r}.")
+    connection = http.client.HTTPSConnection(parts.hostname, parts.port or 443, context=pinned_context(),
+                                             timeout=timeout_s)
+    try:
+        connection.connect()
+        check_peer(connection.sock, site.fingerprint)
+        started = time.perf_counter()
+        connection.request(method, path, body=body or None, headers=headers)
+        response = connection.getresponse()
+        payload = response.read(MAX_ANSWER_BYTES + 1)
+        if len(payload) > MAX_ANSWER_BYTES:
+            raise ComputeError(f"The site of {site.provider} answered {path} with more than "
+                               f"{MAX_ANSWER_BYTES >> 20} MiB; no answer of a site is that large.")
+        return response.status, payload, time.perf_counter() - started
+    except (TimeoutError, OSError, http.client.HTTPException) as exc:
+        raise SiteUnreachable(f"The site of {site.provider} at {site.url} did not answer "
+                              f"({type(exc).__name__}: {exc}).") from exc
+    finally:
+        connection.close()

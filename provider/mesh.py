@@ -152,7 +152,7 @@ class Coordinator:
         """Admits machine `name` with its public `key` (listening at `endpoint`, or behind NAT
         with None) and answers its address and peers. The same name with a new key rotates it:
         the old key is out at once, the address stays."""
-        self._check_secret(secret)
+        self.check_secret(secret)
         if not _NAME.match(name) or name == HEAD:
             raise Refused(400, f"A machine's name is 1-32 lowercase letters, digits and dashes, not {HEAD!r} "
                                f"(got {name!r}).")
@@ -183,7 +183,7 @@ class Coordinator:
 
     def peers(self, secret: str, key: str) -> list[dict[str, Any]]:
         """What the machine with public `key` configures now; refused once it is out."""
-        self._check_secret(secret)
+        self.check_secret(secret)
         if not any(p.public_key == key for p in self.state.peers.values()):
             raise Refused(403, "This machine is not in the site's mesh (removed, or its key rotated); join "
                                "again.")
@@ -217,7 +217,7 @@ class Coordinator:
                 return str(host)
         raise Refused(507, f"The mesh's network {self.state.network} has no free address left.")
 
-    def _check_secret(self, secret: str) -> None:
+    def check_secret(self, secret: str) -> None:
         if not hmac.compare_digest(secret.encode(), self.secret.encode()):
             raise Refused(403, "The join secret is not this site's; copy it from the head's $SWARM_HOME.")
 
@@ -325,3 +325,108 @@ class Interface:
         if done.returncode != 0:
             raise MeshError(f"`{' '.join(args)}` failed: {done.stderr.strip()[-300:]}")
         return done.stdout
+
+
+# ── the head's side and a machine's, over the site's API ────────────────────────────
+
+INTERFACE = "swarm0"  # a machine's mesh interface, unless told another
+POLL_S = 2.0  # how often a machine asks the head for its peers
+
+
+class HeadMesh:
+    """The head's mesh: its coordinator and its own interface, kept in step, so a machine
+    joined or removed is in or out of the head's interface as the request returns."""
+
+    def __init__(self, home: Path, secret: str, endpoint: str, network: str = NETWORK,
+                 interface: Interface | None = None) -> None:
+        if not _endpoint_ok(endpoint):
+            raise MeshError(f"The head's mesh endpoint is HOST:PORT where the machines reach it (got "
+                            f"{endpoint!r}).")
+        key = machine_key(home)
+        self.coordinator = Coordinator(home / "site" / "mesh.json", secret, key, endpoint, network)
+        self.interface = interface or Interface(INTERFACE)
+        self.interface.up(home / KEY_FILE, self.coordinator.head.address, self.coordinator.state.network,
+                          listen_port=int(endpoint.rsplit(":", 1)[1]), forward=True)
+        self.sync()
+
+    def sync(self) -> None:
+        self.interface.sync(self.coordinator.peers_of(self.coordinator.head.public_key))
+
+    def join(self, secret: str, name: str, key: str, endpoint: str | None) -> dict[str, Any]:
+        answer = self.coordinator.join(secret, name, key, endpoint)
+        self.sync()
+        return answer
+
+    def remove(self, secret: str, name: str) -> Peer:
+        self.coordinator.check_secret(secret)
+        removed = self.coordinator.remove(name)
+        self.sync()
+        return removed
+
+    def machines(self, secret: str) -> list[dict[str, Any]]:
+        self.coordinator.check_secret(secret)
+        return [asdict(p) for p in self.coordinator.state.peers.values()]
+
+
+class MeshMember:
+    """A machine of the site: it joins the head's mesh over the site's API (HTTPS pinned to the
+    site's certificate) with its own key, and keeps its interface's peers as the head lists them."""
+
+    def __init__(self, home: Path, site: Any, secret: str, name: str, endpoint: str | None,
+                 interface: Interface | None = None) -> None:
+        self.home, self.site, self.secret, self.name, self.endpoint = home, site, secret, name, endpoint
+        self.interface = interface or Interface(INTERFACE)
+        self.address: str | None = None
+
+    def join(self) -> dict[str, Any]:
+        """Joins (again, after a rotation) and brings the interface up with the head's answer."""
+        answer = self._call("/v1/mesh/join", {"name": self.name, "public_key": machine_key(self.home),
+                                              "endpoint": self.endpoint})
+        port = int(self.endpoint.rsplit(":", 1)[1]) if self.endpoint else None
+        self.interface.up(self.home / KEY_FILE, answer["address"], answer["network"], listen_port=port)
+        self.interface.sync(answer["peers"])
+        self.address = answer["address"]
+        return answer
+
+    def refresh(self) -> list[dict[str, Any]]:
+        peers = self._call("/v1/mesh/peers", {"public_key": machine_key(self.home)})["peers"]
+        self.interface.sync(peers)
+        return peers
+
+    def machines(self) -> dict[str, Any]:
+        """The mesh's network and its machines, as the head lists them."""
+        return self._call("/v1/mesh/machines", {})
+
+    def remove(self, name: str) -> dict[str, Any]:
+        """Asks the head to cut machine `name` off the mesh."""
+        return self._call("/v1/mesh/remove", {"name": name})
+
+    def keep(self, stop: Any, poll_s: float = POLL_S) -> None:
+        """Applies the head's list every `poll_s` until `stop` (a threading.Event) is set; a head
+        that does not answer is asked again, and one that says this machine is out ends it."""
+        from provider.client import SiteUnreachable
+
+        while not stop.wait(poll_s):
+            try:
+                self.refresh()
+            except SiteUnreachable:
+                continue
+            except Refused as exc:
+                if exc.status == 403:  # out of the mesh: it keeps no path to any machine
+                    self.interface.sync([])
+                raise
+
+    def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        from provider.client import pinned_request
+
+        raw = json.dumps(body | {"secret": self.secret}).encode()
+        headers = {"Content-Type": "application/json"}
+        status, payload, _ = pinned_request(self.site, "POST", path, raw, headers)
+        try:
+            answer = json.loads(payload)
+        except ValueError:
+            answer = {}
+        if status != 200:
+            raise Refused(status, str(answer.get("error") if isinstance(answer, dict) else "")
+                          or f"The site answered {path} with HTTP {status}.")
+        return answer

@@ -34,6 +34,7 @@ from provider.auth import LEASE_ACTIONS, JobView, NonceBook, Refused, SiteReques
 from provider.authority import ChainAuthority, terms_to_sign
 from provider.lease.plan import LeasePlan, plan_lease, prior_result, read_order
 from provider.lease.sandbox import lease_root
+from provider.mesh import NETWORK, HeadMesh
 from provider.tls import SiteIdentity, make_identity
 
 
@@ -45,6 +46,8 @@ class SiteConfig:
     nodes: int = 1  # worker nodes the site starts on this machine (more join with `swarm provider join`)
     node_gpus: int = 0
     object_store_bytes: int = 80 * 1024 * 1024
+    mesh_endpoint: str | None = None  # HOST:PORT where the site's machines reach the head's mesh; None: none
+    mesh_network: str = NETWORK
 
 
 @dataclass
@@ -54,6 +57,7 @@ class RunningSite:
     url: str
     started_cluster: bool
     ray_home: RayHome
+    mesh: HeadMesh | None = None
 
 
 def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> tuple[RunningSite, object]:
@@ -120,9 +124,12 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
         )
         return signer, authority.job(request.job_id) if request.action in LEASE_ACTIONS else None
 
+    # The mesh's join secret is the cluster's token, which a machine of the site holds already.
+    mesh = (HeadMesh(home, ray_home.token.read_text().strip(), config.mesh_endpoint, config.mesh_network)
+            if config.mesh_endpoint else None)
     url = f"https://{config.host}:{config.port}"
-    running = RunningSite(site, identity, url, started, ray_home)
-    return running, make_app(site, authorizer, chain_id, market)
+    running = RunningSite(site, identity, url, started, ray_home, mesh)
+    return running, make_app(site, authorizer, chain_id, market, mesh)
 
 
 def asking_price(swarm: Swarm, home: Path, provider: str) -> int | None:

@@ -286,9 +286,13 @@ def join(ray_address: str, num_cpus: int, num_gpus: int, account: int | None, ke
               help="GPUs of each node the site starts on this machine.")
 @click.option("--nodes", type=click.IntRange(1, 9), default=1, show_default=True,
               help="Nodes the site starts on this machine; more machines join with `swarm provider join`.")
+@click.option("--mesh-endpoint", default=None, metavar="HOST:PORT",
+              help="Run the site's WireGuard mesh, its machines reaching this one at HOST:PORT (UDP).")
+@click.option("--mesh-network", default="10.231.0.0/16", show_default=True, metavar="CIDR",
+              help="The mesh's addresses.")
 @_signed
-def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, account: int | None,
-          key_ref: str | None, as_json: bool) -> None:
+def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, mesh_endpoint: str | None,
+          mesh_network: str, account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Run your site: your own Ray cluster, served over HTTPS to those the chain allows.
 
     Starts the site's Ray cluster (or attaches to the one running in $SWARM_HOME) with a token
@@ -326,7 +330,8 @@ def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, accoun
 
         sys.stdout.flush()
 
-    config = SiteConfig(host=host, port=port, node_cpus=num_cpus, node_gpus=num_gpus, nodes=nodes)
+    config = SiteConfig(host=host, port=port, node_cpus=num_cpus, node_gpus=num_gpus, nodes=nodes,
+                        mesh_endpoint=mesh_endpoint, mesh_network=mesh_network)
     run_site(swarm, sender, settings().home, config, ready=ready)
 
 
@@ -384,6 +389,97 @@ def leave(account: int | None, key_ref: str | None, as_json: bool) -> None:
          lambda: console.print(f"Node {left.node_id} for {who} has left {left.head_address}." if left
                                else f"No Ray node runs here for {who}; nothing to do."))
 
+
+
+# ── the mesh ─────────────────────────────────────────────────────────────────
+
+@provider.group()
+def mesh() -> None:
+    """The WireGuard mesh between your site's machines (the head: `serve --mesh-endpoint`)."""
+
+
+def _site_option(fn: Callable) -> Callable:
+    fn = click.option("--fingerprint", required=True, metavar="SHA256",
+                      help="The site's certificate fingerprint, as `serve` printed it.")(fn)
+    return click.argument("site_url", metavar="SITE_URL")(fn)
+
+
+def _mesh_site(site_url: str, fingerprint: str) -> tuple[object, str]:
+    """The site to ask, and the join secret: the site's cluster token, copied to this machine."""
+    from compute.node import RayHome
+    from ledger.errors import SwarmError
+    from provider.client import SiteAddress
+
+    token = RayHome.of(settings().home).token
+    if not token.is_file():
+        raise SwarmError(f"{token} is missing; copy the site's token there from the head's "
+                         "$SWARM_HOME/ray/auth_token (the mesh's join secret).")
+    return SiteAddress("the provider", site_url, fingerprint.lower()), token.read_text().strip()
+
+
+@mesh.command("join")
+@_site_option
+@click.option("--name", required=True, help="This machine's name in the mesh (lowercase, digits, dashes).")
+@click.option("--endpoint", default=None, metavar="HOST:PORT",
+              help="Where the other machines reach this one (UDP); none for a machine behind NAT.")
+@click.option("--interface", default="swarm0", show_default=True, help="The WireGuard interface's name.")
+@click.option("--once", is_flag=True, help="Join and return, without keeping the peers up to date.")
+@json_option
+def mesh_join(site_url: str, fingerprint: str, name: str, endpoint: str | None, interface: str, once: bool,
+              as_json: bool) -> None:
+    """Join SITE_URL's mesh with this machine's own key, then keep its peers as the head lists
+    them (in the foreground, for a supervisor), until stopped."""
+    import signal
+    import threading
+
+    from provider.mesh import Interface, MeshMember
+
+    site, secret = _mesh_site(site_url, fingerprint)
+    member = MeshMember(settings().home, site, secret, name, endpoint, Interface(interface))
+    joined = member.join()
+    payload = {"name": name, "address": joined["address"], "network": joined["network"],
+               "peers": [p["name"] for p in joined["peers"]], "interface": interface}
+    emit(as_json, payload, lambda: console.print(
+        f"Joined the mesh as {name} at {joined['address']} ({joined['network']}) on {interface}, "
+        f"{len(joined['peers'])} peers."))
+    import sys
+
+    sys.stdout.flush()
+    if once:
+        return
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    member.keep(stop)
+
+
+@mesh.command("list")
+@_site_option
+@json_option
+def mesh_list(site_url: str, fingerprint: str, as_json: bool) -> None:
+    """The machines in SITE_URL's mesh: names, addresses, endpoints and public keys."""
+    from provider.mesh import MeshMember
+
+    site, secret = _mesh_site(site_url, fingerprint)
+    found = MeshMember(settings().home, site, secret, "", None).machines()
+    rows = [(m["name"], m["address"], m["endpoint"] or "dials out", m["public_key"])
+            for m in found["machines"]]
+    emit(as_json, found, lambda: console.print(
+        table(f"The mesh {found['network']}", ["machine", "address", "endpoint", "public key"], rows)))
+
+
+@mesh.command("remove")
+@_site_option
+@click.argument("name")
+@json_option
+def mesh_remove(site_url: str, fingerprint: str, name: str, as_json: bool) -> None:
+    """Cut machine NAME off SITE_URL's mesh: the head drops it at once, the others within seconds."""
+    from provider.mesh import MeshMember
+
+    site, secret = _mesh_site(site_url, fingerprint)
+    done = MeshMember(settings().home, site, secret, "", None).remove(name)
+    emit(as_json, done, lambda: console.print(f"Removed {done['removed']} ({done['address']}) from the mesh; "
+                                              "the head dropped it at once, the others within seconds."))
 
 
 def register_command(swarm: Swarm, address: str, url: str, fingerprint: str) -> str:

@@ -178,3 +178,102 @@ def test_a_removed_machine_is_cut_off_and_a_rotated_key_keeps_its_address(mesh) 
     assert reaches(machines["gpu-2"], addresses[HEAD]) and reaches(machines["gpu-3"], addresses["gpu-2"])
     with pytest.raises(Refused, match="not in the site's mesh"):
         coordinator.peers(SECRET, old)
+
+
+# ── over the site's API, with the command line ─────────────────────────────────────────
+
+HEAD_SERVER = """
+import sys
+from pathlib import Path
+
+from provider.api import listen, make_app, serve
+from provider.mesh import HeadMesh, Interface
+from provider.tls import make_identity
+
+home, (secret, endpoint, interface, host) = Path(sys.argv[1]), sys.argv[2:6]
+head = HeadMesh(home, secret, endpoint, interface=Interface(interface))
+identity = make_identity(home / "site", host)
+listener = listen(host, 8443)
+print(identity.fingerprint, flush=True)
+# The site's API with its mesh; this test asks it nothing of leases, which need the chain and Ray.
+serve(make_app(None, None, 31337, "0x" + "00" * 20, mesh=head), listener, identity.certificate, identity.key)
+"""
+
+
+def swarm(machine: Machine, home: Path, *args: str) -> subprocess.Popen:
+    """`swarm …` on `machine`, in its own SWARM_HOME."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWARM_", "RAY_"))}
+    env["SWARM_HOME"] = str(home)
+    return subprocess.Popen([*machine.prefix, sys.executable, "-m", "scripts.cli", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_machines_join_with_the_command_line_over_the_sites_api_and_a_removal_reaches_every_peer(
+        tmp_path: Path) -> None:
+    import json
+
+    wire = Wire()
+    running: list[subprocess.Popen] = []
+    try:
+        machines = {name: wire.machine(name) for name in (HEAD, "gpu-1", "gpu-2")}
+        homes = {name: tmp_path / name for name in machines}
+        token = "the cluster's token, copied to each machine"
+        for home in homes.values():
+            (home / "ray").mkdir(parents=True)
+            (home / "ray" / "auth_token").write_text(token + "\n")
+        head = machines[HEAD]
+        server = head.popen(sys.executable, "-c", HEAD_SERVER, str(homes[HEAD]), token,
+                            f"{head.underlay}:{LISTEN_PORT}", f"wg{wire.tag}h", head.underlay)
+        running.append(server)
+        fingerprint = server.stdout.readline().strip()
+        assert len(fingerprint) == 64, server.stderr.read() if server.poll() is not None else fingerprint
+        url = f"https://{head.underlay}:8443"
+        time.sleep(1.5)  # the server listens
+
+        joined = {}
+        for i, name in enumerate(("gpu-1", "gpu-2"), start=1):
+            endpoint = [f"--endpoint={machines[name].underlay}:{LISTEN_PORT}"] if name == "gpu-1" else []
+            member = swarm(machines[name], homes[name], "provider", "mesh", "join", url, "--fingerprint",
+                           fingerprint, "--name", name, "--interface", f"wg{wire.tag}m{i}", *endpoint,
+                           "--json")
+            running.append(member)
+            printed = "".join(iter(member.stdout.readline, "}\n")) + "}"  # it stays, keeping its peers
+            assert printed != "}", member.stderr.read()
+            joined[name] = json.loads(printed)
+        assert joined["gpu-1"]["network"] == "10.231.0.0/16" and joined["gpu-2"]["address"] == "10.231.0.3"
+        servers = [m.popen(sys.executable, "-c", SERVE, joined[n]["address"] if n != HEAD else "10.231.0.1",
+                           "9000") for n, m in machines.items()]
+        running += servers
+        time.sleep(2.5)  # gpu-1 learns gpu-2 (which dials out) on its next refresh
+        addresses = {HEAD: "10.231.0.1"} | {name: joined[name]["address"] for name in ("gpu-1", "gpu-2")}
+        unreached = [(a, b) for a in machines for b in machines
+                     if a != b and not reaches(machines[a], addresses[b])]
+        assert unreached == [], unreached
+
+        listed = swarm(machines["gpu-2"], homes["gpu-2"], "provider", "mesh", "list", url, "--fingerprint",
+                       fingerprint, "--json")
+        machines_listed = json.loads(listed.communicate(timeout=30)[0])["machines"]
+        assert {m["name"]: m["address"] for m in machines_listed} == addresses
+        assert all("private" not in json.dumps(m) for m in machines_listed)
+
+        (homes["gpu-2"] / "ray" / "auth_token").write_text("a guess\n")
+        refused = swarm(machines["gpu-2"], homes["gpu-2"], "provider", "mesh", "list", url, "--fingerprint",
+                        fingerprint)
+        _, err = refused.communicate(timeout=30)
+        assert refused.returncode == 1 and "join secret is not this site's" in err and "Traceback" not in err
+        (homes["gpu-2"] / "ray" / "auth_token").write_text(token + "\n")
+
+        removal = swarm(machines["gpu-2"], homes["gpu-2"], "provider", "mesh", "remove", url, "--fingerprint",
+                        fingerprint, "gpu-1", "--json")
+        assert json.loads(removal.communicate(timeout=30)[0]) == {"removed": "gpu-1",
+                                                                  "address": addresses["gpu-1"]}
+        assert not reaches(machines["gpu-1"], addresses[HEAD], timeout=2), "the head dropped it at once"
+        time.sleep(2.5)  # gpu-2's next refresh
+        assert not reaches(machines["gpu-2"], addresses["gpu-1"], timeout=2), "and every peer after"
+        assert reaches(machines["gpu-2"], addresses[HEAD])
+    finally:
+        for process in running:
+            process.kill()
+        wire.close()
