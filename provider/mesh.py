@@ -274,6 +274,17 @@ class Interface:
             args += ["persistent-keepalive", str(peer.get("keepalive") or 0)]
             self._run(*args)
 
+    def dial(self, peers: list[dict[str, Any]]) -> None:
+        """Starts a handshake with each peer that listens now, rather than at its next keepalive:
+        what a machine behind NAT does on joining or with a new key, so that the machines that
+        cannot dial it learn its path as soon as they know its key (WireGuard retries a handshake
+        every few seconds until it is answered). Turning the keepalive on sends one at once."""
+        for peer in peers:
+            if peer.get("endpoint") and peer.get("keepalive"):
+                self._run("wg", "set", self.name, "peer", peer["public_key"], "persistent-keepalive", "0")
+                self._run("wg", "set", self.name, "peer", peer["public_key"], "persistent-keepalive",
+                          str(peer["keepalive"]))
+
     def dump(self) -> dict[str, dict[str, Any]]:
         """The interface's peers: public key → endpoint, allowed IPs and last handshake (unix s)."""
         lines = self._run("wg", "show", self.name, "dump").splitlines()[1:]  # the first: the interface's own
@@ -385,6 +396,7 @@ class MeshMember:
         port = int(self.endpoint.rsplit(":", 1)[1]) if self.endpoint else None
         self.interface.up(self.home / KEY_FILE, answer["address"], answer["network"], listen_port=port)
         self.interface.sync(answer["peers"])
+        self.interface.dial(answer["peers"])
         self.address = answer["address"]
         return answer
 

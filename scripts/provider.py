@@ -424,17 +424,21 @@ def _mesh_site(site_url: str, fingerprint: str) -> tuple[object, str]:
               help="Where the other machines reach this one (UDP); none for a machine behind NAT.")
 @click.option("--interface", default="swarm0", show_default=True, help="The WireGuard interface's name.")
 @click.option("--once", is_flag=True, help="Join and return, without keeping the peers up to date.")
+@click.option("--rotate", is_flag=True, help="Make this machine a new key pair first; its address stays.")
 @json_option
 def mesh_join(site_url: str, fingerprint: str, name: str, endpoint: str | None, interface: str, once: bool,
-              as_json: bool) -> None:
+              rotate: bool, as_json: bool) -> None:
     """Join SITE_URL's mesh with this machine's own key, then keep its peers as the head lists
-    them (in the foreground, for a supervisor), until stopped."""
+    them (in the foreground, for a supervisor), until stopped. The private key stays in
+    $SWARM_HOME/mesh; the join secret is the site's token in $SWARM_HOME/ray/auth_token."""
     import signal
     import threading
 
-    from provider.mesh import Interface, MeshMember
+    from provider.mesh import Interface, MeshMember, rotate_key
 
     site, secret = _mesh_site(site_url, fingerprint)
+    if rotate:
+        rotate_key(settings().home)
     member = MeshMember(settings().home, site, secret, name, endpoint, Interface(interface))
     joined = member.join()
     payload = {"name": name, "address": joined["address"], "network": joined["network"],

@@ -57,6 +57,16 @@ except OSError as exc:
 """
 
 
+def reached_within(src: Machine, address: str, seconds: float) -> bool:
+    """Whether `src` reaches `address` before `seconds` have passed (a peer learns a change on its
+    next refresh, and a handshake is retried every few seconds)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if reaches(src, address, timeout=2):
+            return True
+    return False
+
+
 def reaches(src: Machine, address: str, port: int = 9000, timeout: float = 3.0) -> bool:
     """Whether `src` gets an answer over TCP from `address` (a listener started by `listening`)."""
     done = src.run(sys.executable, "-c", CALL, address, str(port), PAYLOAD, str(timeout), check=False,
@@ -246,10 +256,10 @@ def test_machines_join_with_the_command_line_over_the_sites_api_and_a_removal_re
         servers = [m.popen(sys.executable, "-c", SERVE, joined[n]["address"] if n != HEAD else "10.231.0.1",
                            "9000") for n, m in machines.items()]
         running += servers
-        time.sleep(2.5)  # gpu-1 learns gpu-2 (which dials out) on its next refresh
         addresses = {HEAD: "10.231.0.1"} | {name: joined[name]["address"] for name in ("gpu-1", "gpu-2")}
+        # gpu-1 learns gpu-2, which dials out, on its next refresh
         unreached = [(a, b) for a in machines for b in machines
-                     if a != b and not reaches(machines[a], addresses[b])]
+                     if a != b and not reached_within(machines[a], addresses[b], 15)]
         assert unreached == [], unreached
 
         listed = swarm(machines["gpu-2"], homes["gpu-2"], "provider", "mesh", "list", url, "--fingerprint",
@@ -264,6 +274,15 @@ def test_machines_join_with_the_command_line_over_the_sites_api_and_a_removal_re
         _, err = refused.communicate(timeout=30)
         assert refused.returncode == 1 and "join secret is not this site's" in err and "Traceback" not in err
         (homes["gpu-2"] / "ray" / "auth_token").write_text(token + "\n")
+
+        old_key = (homes["gpu-2"] / KEY_FILE).read_text()
+        rotated = swarm(machines["gpu-2"], homes["gpu-2"], "provider", "mesh", "join", url, "--fingerprint",
+                        fingerprint, "--name", "gpu-2", "--interface", f"wg{wire.tag}m2", "--rotate",
+                        "--once", "--json")
+        again = json.loads(rotated.communicate(timeout=30)[0])
+        assert again["address"] == addresses["gpu-2"] and (homes["gpu-2"] / KEY_FILE).read_text() != old_key
+        assert reaches(machines["gpu-2"], addresses[HEAD]), "the head knows the new key at once"
+        assert reached_within(machines["gpu-1"], addresses["gpu-2"], 15), "the others on their next refresh"
 
         removal = swarm(machines["gpu-2"], homes["gpu-2"], "provider", "mesh", "remove", url, "--fingerprint",
                         fingerprint, "gpu-1", "--json")
