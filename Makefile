@@ -17,7 +17,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install compile bytecode postgres browser sandbox mesh system-packages demo test test-gpu device-kit lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-failfast faults clean
+.PHONY: install compile bytecode postgres browser sandbox mesh system-packages demo test test-gpu device-kit lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-mesh bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP) $(COMPILE_STAMP)
 
@@ -253,6 +253,9 @@ bench-startup: install
 	$(PY) bench/startup.py --runs 10
 
 # A lease's start and the storing of its 1 GiB result, on this machine (bench/lease.py).
+bench-mesh: install mesh
+	$(PY) bench/mesh.py --runs 5 --seconds 5
+
 bench-lease: install sandbox
 	$(PY) bench/lease.py --runs 5
 
