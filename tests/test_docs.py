@@ -39,6 +39,7 @@ BLOCK_TIMEOUT_S = 240
 ELSEWHERE = {
     "swarm oracle run": "tests/test_oracle_cli.py",
     "swarm dashboard": "tests/test_dashboard.py",
+    "swarm provider mesh": "tests/test_mesh.py",  # network namespaces stand in for the machines
 }
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
