@@ -27,6 +27,7 @@ from compute.node import (
     RayHome,
     RayNode,
     auth_env,
+    binding,
     check_reachable,
     cluster_nodes,
     ensure_token,
@@ -65,6 +66,9 @@ class ClusterSpec:
     object_store_bytes: int = 80 * 1024 * 1024
     nodes_per_provider: int = 1
     node_gpus: int = 0  # GPUs each node offers (a site's nodes on a GPU machine)
+    # the machine's address on its site's mesh, which every node binds with pinned ports
+    # (`compute.node.binding`); None: Ray's own choice, this machine's loopback
+    node_ip: str | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes_per_provider <= MAX_PROVIDERS:
@@ -235,6 +239,10 @@ def supervise(home: RayHome, spec: ClusterSpec) -> None:
         head_args |= {"dashboard_host": DASHBOARD_HOST, "dashboard_port": free_port()}
     if spec.port is not None:
         head_args["gcs_server_port"] = spec.port
+    bindings = iter(binding(spec.node_ip, index) for index in range(MAX_PROVIDERS**2 + 1)) \
+        if spec.node_ip else None
+    if bindings is not None:
+        head_args |= next(bindings).node_args()
     with dashboard_modules(SITE_DASHBOARD_MODULES):
         cluster = Cluster(initialize_head=True, head_node_args=head_args)
     try:
@@ -243,6 +251,7 @@ def supervise(home: RayHome, spec: ClusterSpec) -> None:
                 num_cpus=spec.node_cpus, num_gpus=spec.node_gpus, labels=node_labels(provider),
                 resources=node_resources(provider),
                 object_store_memory=spec.object_store_bytes,
+                **(next(bindings).node_args() if bindings is not None else {}),
             ).node_id)
             for provider in spec.providers for _ in range(spec.nodes_per_provider)
         )

@@ -245,6 +245,49 @@ class NodeSpec:
             raise ComputeError(f"--num-gpus cannot be negative, got {self.num_gpus}.")
 
 
+# Where a node of a site on a mesh listens: the machine's mesh address, and ports pinned per node
+# so that a machine's firewall can name them (`binding`): node `i` of a machine takes
+# MESH_PORTS + MESH_PORTS_STRIDE × i for its node manager, the next for its object manager and
+# for its dashboard agent, and the hundred from MESH_PORTS + MESH_PORTS_STRIDE × i + 100 for its
+# workers.
+MESH_PORTS = 47_000
+MESH_PORTS_STRIDE = 200
+MESH_WORKER_PORTS = 100
+
+
+@dataclass(frozen=True)
+class Binding:
+    """Where one Ray node listens: an address of the site's mesh and its pinned ports."""
+
+    node_ip: str
+    node_manager_port: int
+    object_manager_port: int
+    dashboard_agent_port: int
+    min_worker_port: int
+    max_worker_port: int
+
+    def node_args(self) -> dict[str, object]:
+        """As `ray.cluster_utils.Cluster` (Ray's RayParams) takes them."""
+        return {"node_ip_address": self.node_ip, "node_manager_port": self.node_manager_port,
+                "object_manager_port": self.object_manager_port,
+                "dashboard_agent_listen_port": self.dashboard_agent_port,
+                "min_worker_port": self.min_worker_port, "max_worker_port": self.max_worker_port}
+
+    def start_args(self) -> list[str]:
+        """As `ray start` takes them."""
+        return ["--node-ip-address", self.node_ip, "--node-manager-port", str(self.node_manager_port),
+                "--object-manager-port", str(self.object_manager_port),
+                "--dashboard-agent-listen-port", str(self.dashboard_agent_port),
+                "--min-worker-port", str(self.min_worker_port),
+                "--max-worker-port", str(self.max_worker_port)]
+
+
+def binding(node_ip: str, index: int = 0) -> Binding:
+    """Node `index`'s binding on the machine whose mesh address is `node_ip`."""
+    base = MESH_PORTS + MESH_PORTS_STRIDE * index
+    return Binding(node_ip, base, base + 1, base + 2, base + 100, base + 100 + MESH_WORKER_PORTS - 1)
+
+
 @dataclass(frozen=True)
 class JoinedNode:
     """The record of a node this machine started, kept so that `leave` can stop it."""
@@ -261,8 +304,10 @@ class JoinedNode:
         return asdict(self)
 
 
-def join(home: RayHome, address: str, spec: NodeSpec, timeout: float = JOIN_TIMEOUT_S) -> JoinedNode:
-    """Starts a Ray node for `spec.provider` against the head at `address`; returns once it is alive."""
+def join(home: RayHome, address: str, spec: NodeSpec, timeout: float = JOIN_TIMEOUT_S,
+         bound: Binding | None = None) -> JoinedNode:
+    """Starts a Ray node for `spec.provider` against the head at `address`; returns once it is
+    alive. `bound`: where it listens, on a site's mesh (else where Ray chooses)."""
     running = joined(home, spec.provider)
     if running is not None:
         raise ComputeError(
@@ -275,7 +320,7 @@ def join(home: RayHome, address: str, spec: NodeSpec, timeout: float = JOIN_TIME
     log = home.logs / f"node-{spec.provider}.log"
     with open(log, "wb") as out:
         process = subprocess.Popen(
-            _ray_start_command(address, spec), env=auth_env(home), stdin=subprocess.DEVNULL,
+            _ray_start_command(address, spec, bound), env=auth_env(home), stdin=subprocess.DEVNULL,
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
     try:
@@ -313,7 +358,7 @@ def leave(home: RayHome, provider: str, timeout: float = LEAVE_TIMEOUT_S) -> Joi
     return record
 
 
-def _ray_start_command(address: str, spec: NodeSpec) -> list[str]:
+def _ray_start_command(address: str, spec: NodeSpec, bound: Binding | None = None) -> list[str]:
     from compute.placement import node_labels, node_resources
 
     labels = ",".join(f"{k}={v}" for k, v in node_labels(spec.provider).items())
@@ -325,7 +370,7 @@ def _ray_start_command(address: str, spec: NodeSpec) -> list[str]:
         "--num-cpus", str(spec.num_cpus),
         "--num-gpus", str(spec.num_gpus),
         # Ray's fixed default (52365) collides with any other node on the same machine.
-        "--dashboard-agent-listen-port", str(free_port()),
+        *(bound.start_args() if bound else ["--dashboard-agent-listen-port", str(free_port())]),
         "--disable-usage-stats",
     ]
 

@@ -48,10 +48,15 @@ def may_serve(swarm: Swarm, address: str) -> ProviderInfo:
 def join_site(swarm: Swarm, home: Path, ray_address: str, spec: node.NodeSpec) -> node.JoinedNode:
     """Starts a Ray node for `spec.provider` on this machine against the site's head at
     `ray_address` (HOST:PORT), with the token in `home`/ray/auth_token, once the chain says the
-    provider may serve; returns once the node is alive."""
+    provider may serve; returns once the node is alive. A machine that joined its site's mesh
+    (`swarm provider mesh join`) binds the node to its mesh address, with pinned ports."""
+    from provider.mesh import mesh_address
+
     node.parse_address(ray_address)
     may_serve(swarm, spec.provider)
-    return node.join(node.RayHome.of(home), ray_address, spec)
+    on_mesh = mesh_address(home)  # a machine on its site's mesh binds its node there, its ports pinned
+    bound = node.binding(on_mesh) if on_mesh else None
+    return node.join(node.RayHome.of(home), ray_address, spec, bound=bound)
 
 
 def leave_site(home: Path, provider: str) -> node.JoinedNode | None:

@@ -38,6 +38,7 @@ NETWORK = "10.231.0.0/16"  # a site's mesh, unless it chooses another
 LISTEN_PORT = 51820
 KEEPALIVE_S = 25  # how often a machine behind NAT keeps its paths open
 KEY_FILE = Path("mesh") / "private.key"  # under the machine's SWARM_HOME
+ADDRESS_FILE = Path("mesh") / "address"  # this machine's address in its site's mesh, once it joined
 HEAD = "head"  # the coordinating machine's name in its mesh
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 _ENDPOINT = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
@@ -80,6 +81,18 @@ def public_key(private: str) -> str:
 
     key = X25519PrivateKey.from_private_bytes(base64.b64decode(private))
     return base64.b64encode(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)).decode()
+
+
+def mesh_address(home: Path) -> str | None:
+    """This machine's address in its site's mesh, if it has joined one (or is its head)."""
+    path = home / ADDRESS_FILE
+    return path.read_text().strip() if path.is_file() else None
+
+
+def _record_address(home: Path, address: str) -> None:
+    path = home / ADDRESS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.write_text(address + "\n")
 
 
 def rotate_key(home: Path) -> str:
@@ -358,6 +371,7 @@ class HeadMesh:
         self.interface = interface or Interface(INTERFACE)
         self.interface.up(home / KEY_FILE, self.coordinator.head.address, self.coordinator.state.network,
                           listen_port=int(endpoint.rsplit(":", 1)[1]), forward=True)
+        _record_address(home, self.coordinator.head.address)
         self.sync()
 
     def sync(self) -> None:
@@ -398,6 +412,7 @@ class MeshMember:
         self.interface.sync(answer["peers"])
         self.interface.dial(answer["peers"])
         self.address = answer["address"]
+        _record_address(self.home, answer["address"])
         return answer
 
     def refresh(self) -> list[dict[str, Any]]:

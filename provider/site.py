@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from compute import cluster
-from compute.node import RayHome
+from compute.node import RayHome, ensure_token
 from compute.order import job_namespace
 from ledger import stake
 from ledger.client import Swarm
@@ -70,12 +70,17 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
         lease_root(["true"])  # ComputeError, naming the fix, when it cannot
     identity = make_identity(root, config.host)
     ray_home = RayHome.of(home)
+    # The mesh's join secret is the cluster's token, which a machine of the site holds already;
+    # the cluster's head and nodes then bind the head's mesh address, their ports pinned.
+    mesh = (HeadMesh(home, ensure_token(ray_home).read_text().strip(), config.mesh_endpoint,
+                     config.mesh_network) if config.mesh_endpoint else None)
     state = cluster.running(ray_home)
     started = state is None
     if started:
         state = cluster.start(ray_home, cluster.ClusterSpec(
             providers=(provider,), node_cpus=config.node_cpus, node_gpus=config.node_gpus,
-            object_store_bytes=config.object_store_bytes, nodes_per_provider=config.nodes))
+            object_store_bytes=config.object_store_bytes, nodes_per_provider=config.nodes,
+            node_ip=mesh.coordinator.head.address if mesh else None))
     assert state is not None
     if not state.dashboard:
         raise Refused(500, f"The site's Ray cluster in {ray_home.root} has no dashboard, which leases need; "
@@ -124,9 +129,6 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
         )
         return signer, authority.job(request.job_id) if request.action in LEASE_ACTIONS else None
 
-    # The mesh's join secret is the cluster's token, which a machine of the site holds already.
-    mesh = (HeadMesh(home, ray_home.token.read_text().strip(), config.mesh_endpoint, config.mesh_network)
-            if config.mesh_endpoint else None)
     url = f"https://{config.host}:{config.port}"
     running = RunningSite(site, identity, url, started, ray_home, mesh)
     return running, make_app(site, authorizer, chain_id, market, mesh)
