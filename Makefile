@@ -95,15 +95,16 @@ sandbox:
 	fi
 
 # WireGuard for the mesh between a site's machines (provider/mesh.py): Debian's wireguard-go (a kernel
-# without the module, as in a container) and wireguard-tools, and tcpdump and iperf3, with which the
-# tests and benches inspect and measure what crosses the wire.
+# without the module, as in a container) and wireguard-tools, nftables to keep Ray's ports to the
+# mesh, and tcpdump and iperf3, with which the tests and benches inspect and measure the wire.
 mesh:
 	@if ! command -v wireguard-go >/dev/null 2>&1 || ! command -v wg >/dev/null 2>&1 || \
-	    ! command -v tcpdump >/dev/null 2>&1 || ! command -v iperf3 >/dev/null 2>&1; then \
-		echo "Installing wireguard-go, wireguard-tools, tcpdump and iperf3 from Debian's packages"; \
+	    ! command -v nft >/dev/null 2>&1 || ! command -v tcpdump >/dev/null 2>&1 || \
+	    ! command -v iperf3 >/dev/null 2>&1; then \
+		echo "Installing wireguard-go, wireguard-tools, nftables, tcpdump and iperf3 from Debian's packages"; \
 		$(SUDO) apt-get update && \
 		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-			wireguard-go wireguard-tools tcpdump iperf3; \
+			wireguard-go wireguard-tools nftables tcpdump iperf3; \
 	fi
 
 demo: install bytecode sandbox $(CPU_REFERENCE)

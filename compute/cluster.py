@@ -23,6 +23,8 @@ from pathlib import Path
 
 from compute.errors import ComputeError
 from compute.node import (
+    MESH_GCS_PORT,
+    MESH_NODES,
     SITE_RAY_CONFIG,
     RayHome,
     RayNode,
@@ -239,10 +241,9 @@ def supervise(home: RayHome, spec: ClusterSpec) -> None:
         head_args |= {"dashboard_host": DASHBOARD_HOST, "dashboard_port": free_port()}
     if spec.port is not None:
         head_args["gcs_server_port"] = spec.port
-    bindings = iter(binding(spec.node_ip, index) for index in range(MAX_PROVIDERS**2 + 1)) \
-        if spec.node_ip else None
+    bindings = iter(binding(spec.node_ip, index) for index in range(MESH_NODES)) if spec.node_ip else None
     if bindings is not None:
-        head_args |= next(bindings).node_args()
+        head_args |= next(bindings).node_args() | {"gcs_server_port": spec.port or MESH_GCS_PORT}
     with dashboard_modules(SITE_DASHBOARD_MODULES):
         cluster = Cluster(initialize_head=True, head_node_args=head_args)
     try:

@@ -246,13 +246,16 @@ class NodeSpec:
 
 
 # Where a node of a site on a mesh listens: the machine's mesh address, and ports pinned per node
-# so that a machine's firewall can name them (`binding`): node `i` of a machine takes
-# MESH_PORTS + MESH_PORTS_STRIDE × i for its node manager, the next for its object manager and
-# for its dashboard agent, and the hundred from MESH_PORTS + MESH_PORTS_STRIDE × i + 100 for its
-# workers.
+# so that a machine's firewall can name them (`binding`): node `i` of a machine takes the six from
+# MESH_PORTS + MESH_PORTS_STRIDE × i for its node manager, object manager, dashboard agent (HTTP
+# and gRPC), metrics and runtime-env agent, and the hundred from 100 above that for its workers;
+# a mesh site's head serves its GCS on MESH_GCS_PORT. MESH_RAY_PORTS spans them all.
 MESH_PORTS = 47_000
 MESH_PORTS_STRIDE = 200
 MESH_WORKER_PORTS = 100
+MESH_NODES = 10  # nodes one machine may run on a mesh
+MESH_GCS_PORT = 46_999
+MESH_RAY_PORTS = (MESH_GCS_PORT, MESH_PORTS + MESH_PORTS_STRIDE * MESH_NODES - 1)
 
 
 @dataclass(frozen=True)
@@ -263,6 +266,9 @@ class Binding:
     node_manager_port: int
     object_manager_port: int
     dashboard_agent_port: int
+    dashboard_agent_grpc_port: int
+    metrics_export_port: int
+    runtime_env_agent_port: int
     min_worker_port: int
     max_worker_port: int
 
@@ -271,6 +277,9 @@ class Binding:
         return {"node_ip_address": self.node_ip, "node_manager_port": self.node_manager_port,
                 "object_manager_port": self.object_manager_port,
                 "dashboard_agent_listen_port": self.dashboard_agent_port,
+                "metrics_agent_port": self.dashboard_agent_grpc_port,
+                "metrics_export_port": self.metrics_export_port,
+                "runtime_env_agent_port": self.runtime_env_agent_port,
                 "min_worker_port": self.min_worker_port, "max_worker_port": self.max_worker_port}
 
     def start_args(self) -> list[str]:
@@ -278,14 +287,20 @@ class Binding:
         return ["--node-ip-address", self.node_ip, "--node-manager-port", str(self.node_manager_port),
                 "--object-manager-port", str(self.object_manager_port),
                 "--dashboard-agent-listen-port", str(self.dashboard_agent_port),
+                "--dashboard-agent-grpc-port", str(self.dashboard_agent_grpc_port),
+                "--metrics-export-port", str(self.metrics_export_port),
+                "--runtime-env-agent-port", str(self.runtime_env_agent_port),
                 "--min-worker-port", str(self.min_worker_port),
                 "--max-worker-port", str(self.max_worker_port)]
 
 
 def binding(node_ip: str, index: int = 0) -> Binding:
     """Node `index`'s binding on the machine whose mesh address is `node_ip`."""
+    if not 0 <= index < MESH_NODES:
+        raise ComputeError(f"A machine runs at most {MESH_NODES} nodes on a mesh, not {index + 1}.")
     base = MESH_PORTS + MESH_PORTS_STRIDE * index
-    return Binding(node_ip, base, base + 1, base + 2, base + 100, base + 100 + MESH_WORKER_PORTS - 1)
+    return Binding(node_ip, base, base + 1, base + 2, base + 3, base + 4, base + 5, base + 100,
+                   base + 100 + MESH_WORKER_PORTS - 1)
 
 
 @dataclass(frozen=True)

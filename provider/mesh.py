@@ -13,8 +13,11 @@ stays), and the head removes a machine from its own interface at once when it is
 others drop it when they next ask for their peers.
 
 The interface is the kernel's WireGuard where the kernel has it, else `wireguard-go` (Debian's
-package), with `wg` and `ip` to configure it. `Interface` runs those commands, optionally inside
-a network namespace (how the tests give each machine a network of its own).
+package), with `wg` and `ip` to configure it. Ray's servers open their ports on every interface;
+a machine of a mesh site lets Ray's ports (pinned: `compute.node.binding`) be reached through
+the mesh and the loopback only, with an nftables table of its own (`Interface.confine`).
+`Interface` runs those commands, optionally inside a network namespace (how the tests give each
+machine a network of its own).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from compute.errors import ComputeError
+from compute.node import MESH_RAY_PORTS
 
 NETWORK = "10.231.0.0/16"  # a site's mesh, unless it chooses another
 LISTEN_PORT = 51820
@@ -40,6 +45,7 @@ KEEPALIVE_S = 25  # how often a machine behind NAT keeps its paths open
 KEY_FILE = Path("mesh") / "private.key"  # under the machine's SWARM_HOME
 ADDRESS_FILE = Path("mesh") / "address"  # this machine's address in its site's mesh, once it joined
 HEAD = "head"  # the coordinating machine's name in its mesh
+FIREWALL_TABLE = "swarm_mesh"  # the nftables table that keeps Ray's ports to the mesh
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 _ENDPOINT = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
 
@@ -287,6 +293,22 @@ class Interface:
             args += ["persistent-keepalive", str(peer.get("keepalive") or 0)]
             self._run(*args)
 
+    def confine(self, ports: tuple[int, int]) -> None:
+        """Lets the TCP ports `ports` (first, last: Ray's on a mesh site, which Ray's servers open on
+        every interface) be reached through this interface and the loopback only: an nftables
+        table of Swarm's own, replaced whole each time."""
+        first, last = ports
+        # Only a connection's opening (SYN without ACK) is refused, so the replies to this machine's
+        # own connections out pass whatever their port; and the range is kept out of the ports the
+        # system hands connections out, so no connection out takes a port Ray is to listen on.
+        rules = (f"table inet {FIREWALL_TABLE}\ndelete table inet {FIREWALL_TABLE}\n"
+                 f"table inet {FIREWALL_TABLE} {{\n  chain input {{\n"
+                 "    type filter hook input priority 0; policy accept;\n"
+                 f'    iifname "lo" accept\n    iifname "{self.name}" accept\n'
+                 f"    tcp dport {first}-{last} tcp flags & (syn | ack) == syn drop\n  }}\n}}\n")
+        self._run("sysctl", "-q", "-w", f"net.ipv4.ip_local_reserved_ports={first}-{last}")
+        self._run("nft", "-f", "-", stdin=rules)
+
     def dial(self, peers: list[dict[str, Any]]) -> None:
         """Starts a handshake with each peer that listens now, rather than at its next keepalive:
         what a machine behind NAT does on joining or with a new key, so that the machines that
@@ -312,6 +334,8 @@ class Interface:
     def down(self) -> None:
         if self._exists():
             self._run("ip", "link", "delete", self.name)
+        subprocess.run([*self.prefix, "nft", "delete", "table", "inet", FIREWALL_TABLE], capture_output=True,
+                       check=False)  # none, where it confined nothing
 
     def _exists(self) -> bool:
         shown = subprocess.run([*self.prefix, "ip", "link", "show", self.name], capture_output=True,
@@ -339,13 +363,13 @@ class Interface:
             raise MeshError(f"wireguard-go could not make interface {self.name}: {why}")
         return "wireguard-go"
 
-    def _run(self, *args: str) -> str:
+    def _run(self, *args: str, stdin: str | None = None) -> str:
         try:
             done = subprocess.run([*self.prefix, *args], capture_output=True, text=True, timeout=30,
-                                  check=False)
+                                  check=False, input=stdin)
         except FileNotFoundError:
-            raise MeshError(f"{args[0]} is not installed; install Debian's wireguard-tools and iproute2 "
-                            "(`make mesh`).") from None
+            raise MeshError(f"{args[0]} is not installed; install Debian's wireguard-tools, nftables and "
+                            "iproute2 (`make mesh`).") from None
         if done.returncode != 0:
             raise MeshError(f"`{' '.join(args)}` failed: {done.stderr.strip()[-300:]}")
         return done.stdout
@@ -372,6 +396,7 @@ class HeadMesh:
         self.interface.up(home / KEY_FILE, self.coordinator.head.address, self.coordinator.state.network,
                           listen_port=int(endpoint.rsplit(":", 1)[1]), forward=True)
         _record_address(home, self.coordinator.head.address)
+        self.interface.confine(MESH_RAY_PORTS)
         self.sync()
 
     def sync(self) -> None:
@@ -409,6 +434,7 @@ class MeshMember:
                                               "endpoint": self.endpoint})
         port = int(self.endpoint.rsplit(":", 1)[1]) if self.endpoint else None
         self.interface.up(self.home / KEY_FILE, answer["address"], answer["network"], listen_port=port)
+        self.interface.confine(MESH_RAY_PORTS)
         self.interface.sync(answer["peers"])
         self.interface.dial(answer["peers"])
         self.address = answer["address"]
@@ -436,7 +462,8 @@ class MeshMember:
         while not stop.wait(poll_s):
             try:
                 self.refresh()
-            except SiteUnreachable:
+            except SiteUnreachable as exc:
+                print(f"the head did not answer ({exc}); asking again", file=sys.stderr, flush=True)
                 continue
             except Refused as exc:
                 if exc.status == 403:  # out of the mesh: it keeps no path to any machine

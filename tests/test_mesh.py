@@ -131,7 +131,8 @@ def test_every_machine_reaches_every_other_over_the_mesh_and_the_wire_carries_on
     assert all(p["keepalive"] > 0 for p in peers_of_3), "it keeps its paths open from behind NAT"
     capture.wait(timeout=40)
     seen = capture.stdout.read()
-    packets = [line for line in seen.splitlines() if " IP " in line]
+    # every packet between the machines (the link's own IGMP aside)
+    packets = [line for line in seen.splitlines() if " IP 10.77.0." in line and "> 10.77.0." in line]
     assert packets, "the capture saw the traffic"
     assert all(f".{LISTEN_PORT} " in line or f".{LISTEN_PORT}:" in line for line in packets), [
         line for line in packets if f".{LISTEN_PORT}" not in line][:5]
@@ -210,14 +211,20 @@ serve(make_app(None, None, 31337, "0x" + "00" * 20, mesh=head), listener, identi
 """
 
 
-def swarm(machine: Machine, home: Path, *args: str) -> subprocess.Popen:
-    """`swarm …` on `machine`, in its own SWARM_HOME."""
+def mesh_interfaces(wire: Wire, machines: dict[str, Machine]) -> dict[str, Interface]:
+    names = {HEAD: f"wg{wire.tag}h", "gpu-1": f"wg{wire.tag}m1", "gpu-2": f"wg{wire.tag}m2"}
+    return {n: Interface(names[n], m.prefix) for n, m in machines.items()}
+
+
+def swarm(machine: Machine, home: Path, *args: str, errors: Path | None = None) -> subprocess.Popen:
+    """`swarm …` on `machine`, in its own SWARM_HOME (its standard error to `errors`, if given)."""
     import os
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SWARM_", "RAY_"))}
     env["SWARM_HOME"] = str(home)
     return subprocess.Popen([*machine.prefix, sys.executable, "-m", "scripts.cli", *args], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True,
+                            stderr=open(errors, "w") if errors else subprocess.PIPE)
 
 
 def test_machines_join_with_the_command_line_over_the_sites_api_and_a_removal_reaches_every_peer(
@@ -234,11 +241,12 @@ def test_machines_join_with_the_command_line_over_the_sites_api_and_a_removal_re
             (home / "ray").mkdir(parents=True)
             (home / "ray" / "auth_token").write_text(token + "\n")
         head = machines[HEAD]
-        server = head.popen(sys.executable, "-c", HEAD_SERVER, str(homes[HEAD]), token,
-                            f"{head.underlay}:{LISTEN_PORT}", f"wg{wire.tag}h", head.underlay)
+        server = subprocess.Popen([*head.prefix, sys.executable, "-c", HEAD_SERVER, str(homes[HEAD]), token,
+                                   f"{head.underlay}:{LISTEN_PORT}", f"wg{wire.tag}h", head.underlay],
+                                  stdout=subprocess.PIPE, stderr=(tmp_path / "head.err").open("w"), text=True)
         running.append(server)
         fingerprint = server.stdout.readline().strip()
-        assert len(fingerprint) == 64, server.stderr.read() if server.poll() is not None else fingerprint
+        assert len(fingerprint) == 64, (tmp_path / "head.err").read_text()
         url = f"https://{head.underlay}:8443"
         time.sleep(1.5)  # the server listens
 
@@ -247,10 +255,10 @@ def test_machines_join_with_the_command_line_over_the_sites_api_and_a_removal_re
             endpoint = [f"--endpoint={machines[name].underlay}:{LISTEN_PORT}"] if name == "gpu-1" else []
             member = swarm(machines[name], homes[name], "provider", "mesh", "join", url, "--fingerprint",
                            fingerprint, "--name", name, "--interface", f"wg{wire.tag}m{i}", *endpoint,
-                           "--json")
+                           "--json", errors=tmp_path / f"{name}.err")
             running.append(member)
             printed = "".join(iter(member.stdout.readline, "}\n")) + "}"  # it stays, keeping its peers
-            assert printed != "}", member.stderr.read()
+            assert printed != "}", (tmp_path / f"{name}.err").read_text()
             joined[name] = json.loads(printed)
         assert joined["gpu-1"]["network"] == "10.231.0.0/16" and joined["gpu-2"]["address"] == "10.231.0.3"
         servers = [m.popen(sys.executable, "-c", SERVE, joined[n]["address"] if n != HEAD else "10.231.0.1",
@@ -260,7 +268,9 @@ def test_machines_join_with_the_command_line_over_the_sites_api_and_a_removal_re
         # gpu-1 learns gpu-2, which dials out, on its next refresh
         unreached = [(a, b) for a in machines for b in machines
                      if a != b and not reached_within(machines[a], addresses[b], 15)]
-        assert unreached == [], unreached
+        assert unreached == [], (unreached, [(n, (tmp_path / f"{n}.err").read_text()[-2000:])
+                                             for n in ("gpu-1", "gpu-2")],
+                                 {n: i.dump() for n, i in mesh_interfaces(wire, machines).items()})
 
         listed = swarm(machines["gpu-2"], homes["gpu-2"], "provider", "mesh", "list", url, "--fingerprint",
                        fingerprint, "--json")

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from compute.node import MESH_PORTS, binding
+from compute.node import MESH_GCS_PORT, MESH_PORTS, MESH_RAY_PORTS, binding
 from provider.mesh import HEAD, KEY_FILE, LISTEN_PORT, Coordinator, Interface, machine_key
 from tests.mesh_net import Machine, Wire
 
@@ -73,6 +73,14 @@ def python(machine: Machine, script: str, *args: str, timeout: float = 240) -> d
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def opens(src: Machine, address: str, port: int) -> bool:
+    """Whether a TCP connection from `src` to `address`:`port` is accepted within 2 s."""
+    probe = ("import socket, sys\ntry:\n"
+             "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)\n"
+             "except OSError:\n    sys.exit(1)\n")
+    return src.run(sys.executable, "-c", probe, address, str(port), check=False, timeout=20).returncode == 0
+
+
 def test_a_node_on_another_machine_joins_the_sites_ray_over_the_mesh_and_its_work_comes_back_encrypted(
         tmp_path: Path) -> None:
     assert shutil.which("wireguard-go") and shutil.which("tcpdump"), "`make mesh` installs them"
@@ -94,6 +102,8 @@ def test_a_node_on_another_machine_joins_the_sites_ray_over_the_mesh_and_its_wor
         interfaces["gpu-1"].up(homes["gpu-1"] / KEY_FILE, joined["address"], joined["network"])
         interfaces[HEAD].sync(coordinator.peers_of(coordinator.head.public_key))
         interfaces["gpu-1"].sync(joined["peers"])
+        for interface in interfaces.values():  # as the head's mesh and a joining machine do
+            interface.confine(MESH_RAY_PORTS)
 
         address = python(head, START_HEAD, str(homes[HEAD]), PROVIDER, coordinator.head.address)["address"]
         assert address.startswith(f"{coordinator.head.address}:"), "the head's GCS is on the mesh"
@@ -110,12 +120,24 @@ def test_a_node_on_another_machine_joins_the_sites_ray_over_the_mesh_and_its_wor
         assert set(ran["nodes"].values()) == {coordinator.head.address, joined["address"]}, ran["nodes"]
         bound = binding(joined["address"])
         assert MESH_PORTS <= bound.node_manager_port < bound.max_worker_port
-        # Ray's servers listen on every interface of the machine, at the ports pinned for the node;
-        # what reaches them from the other machines came over the mesh (the capture below).
-        listening = other.run("ss", "-ltnH", check=False).stdout
+        # Ray's servers listen on every interface of the machine: every port of theirs (all that
+        # listens on this machine but its loopback) is one pinned for a mesh site, which the
+        # machine's firewall keeps to the mesh.
+        listening = other.run("ss", "-ltnpH", check=False).stdout
+        rays = listening.splitlines()
         for port in (bound.node_manager_port, bound.object_manager_port):
             assert f":{port} " in listening, listening
-        packets = [line for line in seen.splitlines() if " IP " in line]
+        unpinned = [line for line in rays if not any(
+            f"{ip}:{port} " in line for ip in ("*", "0.0.0.0", "[::]", joined["address"])
+            for port in range(MESH_RAY_PORTS[0], MESH_RAY_PORTS[1] + 1)) and "127.0.0.1:" not in line]
+        assert unpinned == [], unpinned
+        for port in (bound.node_manager_port, bound.object_manager_port):
+            assert not opens(head, other.underlay, port), f"port {port} answers on the wire, outside the mesh"
+            assert opens(head, joined["address"], port), f"port {port} does not answer on the mesh"
+        assert not opens(other, head.underlay, MESH_GCS_PORT) and opens(other, coordinator.head.address,
+                                                                         MESH_GCS_PORT)
+        # every packet between the machines (the link's own IGMP aside)
+        packets = [line for line in seen.splitlines() if " IP 10.77.0." in line and "> 10.77.0." in line]
         assert len(packets) > 50, "the object crossed the wire"
         assert all(f".{LISTEN_PORT} " in line or f".{LISTEN_PORT}:" in line for line in packets), [
             line for line in packets if f".{LISTEN_PORT}" not in line][:5]
