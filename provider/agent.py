@@ -188,10 +188,11 @@ class Site:
     def _printed(self, directory: Path) -> str:
         """What the lease's attempts printed, from Ray's job logs, the launcher's lines left out."""
         plan = LeasePlan.read(directory)
-        text = "".join(
-            self._job_log(_submission(directory, attempt)) for attempt in range(1, plan.attempt + 1)
-        )
-        return without_verdicts(text, plan.verdict_key)
+        return without_verdicts("".join(self._job_logs(directory, plan)), plan.verdict_key)
+
+    def _job_logs(self, directory: Path, plan: LeasePlan) -> list[str]:
+        """The Ray job log of each of the lease's attempts, in order."""
+        return [self._job_log(_submission(directory, attempt)) for attempt in range(1, plan.attempt + 1)]
 
     def _reports(self, submission: str, key: str) -> tuple[list[dict[str, Any]], int]:
         """The latest reports of a running attempt and how many it relayed, read from its log at
@@ -226,8 +227,8 @@ class Site:
         plan = LeasePlan.read(directory)
         with self._lock:
             self._reported.pop(_submission(directory, plan.attempt), None)
-        log = self._printed(directory)
-        relayed = reports(self._job_log(_submission(directory, plan.attempt)), plan.verdict_key)
+        logs = self._job_logs(directory, plan)
+        log, relayed = without_verdicts("".join(logs), plan.verdict_key), reports(logs[-1], plan.verdict_key)
         status = LeaseStatus(
             job_id,
             outcome.state,

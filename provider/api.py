@@ -43,6 +43,10 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh
     async def refused(_request: Request, exc: Refused):
         return JSONResponse({"error": str(exc)}, status_code=exc.status)
 
+    @app.exception_handler(MeshRefused)
+    async def mesh_refused(_request: Request, exc: MeshRefused):
+        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+
     @app.exception_handler(ComputeError)
     async def failed(_request: Request, exc: ComputeError):
         return JSONResponse({"error": str(exc)}, status_code=500)
@@ -93,47 +97,32 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh
             shape = ", ".join(f'"{f}": ...' for f in ("secret", *fields))
             raise Refused(400, f"A mesh request's body is {{{shape}}}.") from None
 
-    def mesh_refused(exc: MeshRefused) -> Refused:
-        return Refused(exc.status, str(exc))
-
     @app.post("/v1/mesh/join")
     async def mesh_join(request: Request):
         """A machine of the site joins: its name, its public key, and where it listens (null: it
         only dials out). The answer: its address in the mesh and its peers."""
         raw = await mesh_body(request, ("name", "public_key", "endpoint"))
         assert mesh is not None
-        try:
-            return await run_in_threadpool(mesh.join, raw["secret"], str(raw["name"]), str(raw["public_key"]),
-                                           raw["endpoint"] if isinstance(raw["endpoint"], str) else None)
-        except MeshRefused as exc:
-            raise mesh_refused(exc) from None
+        return await run_in_threadpool(mesh.join, raw["secret"], str(raw["name"]), str(raw["public_key"]),
+                                       raw["endpoint"] if isinstance(raw["endpoint"], str) else None)
 
     @app.post("/v1/mesh/peers")
     async def mesh_peers(request: Request):
         raw = await mesh_body(request, ("public_key",))
         assert mesh is not None
-        try:
-            return {"peers": mesh.coordinator.peers(raw["secret"], str(raw["public_key"]))}
-        except MeshRefused as exc:
-            raise mesh_refused(exc) from None
+        return {"peers": mesh.coordinator.peers(raw["secret"], str(raw["public_key"]))}
 
     @app.post("/v1/mesh/machines")
     async def mesh_machines(request: Request):
         raw = await mesh_body(request, ())
         assert mesh is not None
-        try:
-            return {"network": mesh.coordinator.state.network, "machines": mesh.machines(raw["secret"])}
-        except MeshRefused as exc:
-            raise mesh_refused(exc) from None
+        return {"network": mesh.coordinator.state.network, "machines": mesh.machines(raw["secret"])}
 
     @app.post("/v1/mesh/remove")
     async def mesh_remove(request: Request):
         raw = await mesh_body(request, ("name",))
         assert mesh is not None
-        try:
-            removed = await run_in_threadpool(mesh.remove, raw["secret"], str(raw["name"]))
-        except MeshRefused as exc:
-            raise mesh_refused(exc) from None
+        removed = await run_in_threadpool(mesh.remove, raw["secret"], str(raw["name"]))
         return {"removed": removed.name, "address": removed.address}
 
     @app.get("/v1/info")
