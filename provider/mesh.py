@@ -67,7 +67,11 @@ class Refused(MeshError):
 def machine_key(home: Path) -> str:
     """This machine's public key, its private key made first where it has none: a file only its
     owner reads, which nothing sends anywhere."""
-    path = home / KEY_FILE
+    return key_at(home / KEY_FILE)
+
+
+def key_at(path: Path) -> str:
+    """The public key of the private key in file `path`, made first (mode 0600) where there is none."""
     if not path.is_file():
         from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
         from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
@@ -279,6 +283,14 @@ class Interface:
         if forward:
             self._run("sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
         return self.implementation or "existing"
+
+    def make(self, key_file: Path) -> int:
+        """Makes the interface with the key in `key_file`, listening where the system picks, with
+        no address yet (a lease's link, moved into its namespace before it has one): the port."""
+        if not self._exists():
+            self.implementation = self._create()
+        self._run("wg", "set", self.name, "private-key", str(key_file))
+        return int(self._run("wg", "show", self.name, "listen-port").strip())
 
     def sync(self, peers: list[dict[str, Any]]) -> None:
         """Makes the interface's peers exactly `peers` (as `Coordinator.peers_of` gives them):

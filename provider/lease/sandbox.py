@@ -104,6 +104,9 @@ class Sandbox:
     lease_uid: int | None = None  # a uid of the lease's own, used when the site runs as root
     env: Mapping[str, str] = field(default_factory=dict)
     network: bool = False  # True: the host's network; False: a loopback of its own
+    # A network namespace made for it (a node of a lease across nodes: a loopback and the lease's
+    # own link, provider.lease.network), entered as root before bubblewrap, instead of either.
+    netns: Path | None = None
     runtime: Sequence[Path] | None = None
     binds: Sequence[tuple[Path, bool]] = ()  # more directories the lease sees: (path, writable)
     # Device nodes the lease may open, (the host's node, where the lease sees it): a GPU lease's
@@ -174,7 +177,12 @@ class Sandbox:
         args += ["--chdir", str(workdir),
                  "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                  "--die-with-parent", "--new-session", "--clearenv"]
-        if not self.network:
+        if self.netns is not None:
+            if not self.as_root:
+                raise ComputeError("a lease across nodes needs a site that runs as root, which makes its "
+                                   "network; run `swarm provider serve` as root.")
+            args = ["nsenter", f"--net={self.netns}", "--", *args]
+        elif not self.network:
             args.append("--unshare-net")
         if not self.as_root:
             args.append("--unshare-user")

@@ -1,0 +1,189 @@
+"""A lease's own network across nodes (provider/lease/network.py), on machines that network
+namespaces stand in for (tests/mesh_net.py), joined by the site's mesh: each node of a lease is a
+real sandbox (bubblewrap, the lease's own user) in a namespace of the lease's, whose only way
+out is the lease's WireGuard link to its other nodes.
+
+Hostile attempts, each from inside a lease's sandbox: reaching the site's Ray head, the
+machine's own addresses, the wire, another lease's nodes; and from outside: the machine
+reaching into the lease, a stranger's key sent to a node's port. Each fails; the lease's two
+nodes reach each other, and the wire carries the mesh's WireGuard only."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from compute.node import MESH_GCS_PORT
+from provider.lease.network import LEASE_NETWORK, LeaseLink, node_address
+from provider.lease.sandbox import Limits, Sandbox, lease_uid
+from provider.mesh import HEAD, KEY_FILE, LISTEN_PORT, Coordinator, Interface, machine_key
+from tests.mesh_net import Machine, Wire
+
+pytestmark = pytest.mark.light  # no Ray: sandboxes and sockets
+
+SECRET = "the site's join secret"
+PAYLOAD = "allreduce-buckets-5e1d"  # what must never cross the wire in the clear
+OPEN = """
+import json, sys
+from pathlib import Path
+from provider.lease.network import LeaseLink
+link, answer = LeaseLink.open(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
+print(json.dumps({"name": link.name, "holder": link.holder, **answer}))
+"""
+CONNECT = """
+import json, sys
+from pathlib import Path
+from provider.lease.network import LeaseLink
+LeaseLink(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[5])).connect(json.loads(sys.argv[4]))
+"""
+SERVE = """
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("0.0.0.0", int(sys.argv[1]))); s.listen(); s.settimeout(float(sys.argv[3]))
+while True:
+    try:
+        c, _ = s.accept()
+    except socket.timeout:
+        break
+    c.recv(1024); c.sendall(sys.argv[2].encode()); c.close()
+"""
+CALL = """
+import socket, sys
+try:
+    c = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=float(sys.argv[3]))
+    c.sendall(sys.argv[4].encode()); print("answer:" + c.recv(1024).decode())
+except OSError as exc:
+    print("failed:", exc)
+"""
+
+
+def python(machine: Machine, script: str, *args: str) -> str:
+    done = machine.run(sys.executable, "-c", script, *args, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[dict]:
+    """A head and two machines on the site's mesh, and two leases with a node on each machine."""
+    for tool in ("wireguard-go", "wg", "bwrap", "nsenter"):
+        assert shutil.which(tool), f"{tool} is missing: `make mesh` and `make system-packages` install it"
+    wire = Wire()
+    leases: dict[str, list[dict]] = {}
+    try:
+        yield _build(wire, tmp_path, leases)
+    finally:
+        for nodes in leases.values():
+            for node in nodes:
+                LeaseLink(node["name"], node["index"], node["directory"], node["holder"]).close()
+        wire.close()
+
+
+def _build(wire: Wire, tmp_path: Path, leases: dict[str, list[dict]]) -> dict:
+    machines = {name: wire.machine(name) for name in (HEAD, "m1", "m2")}
+    homes = {name: tmp_path / name for name in machines}
+    coordinator = Coordinator(homes[HEAD] / "site" / "mesh.json", SECRET, machine_key(homes[HEAD]),
+                              f"{machines[HEAD].underlay}:{LISTEN_PORT}")
+    addresses = {HEAD: coordinator.head.address}
+    interfaces = {name: Interface(f"wg{wire.tag}{i}", m.prefix)
+                  for i, (name, m) in enumerate(machines.items())}
+    interfaces[HEAD].up(homes[HEAD] / KEY_FILE, addresses[HEAD], coordinator.state.network, forward=True)
+    for name in ("m1", "m2"):
+        endpoint = f"{machines[name].underlay}:{LISTEN_PORT}"
+        joined = coordinator.join(SECRET, name, machine_key(homes[name]), endpoint)
+        addresses[name] = joined["address"]
+        interfaces[name].up(homes[name] / KEY_FILE, joined["address"], joined["network"])
+    for name, interface in interfaces.items():
+        key = coordinator.head.public_key if name == HEAD else coordinator.state.peers[name].public_key
+        interface.sync(coordinator.peers_of(key))
+    for lease in ("a", "b"):
+        nodes: list[dict] = []
+        leases[lease] = nodes
+        for index, name in enumerate(("m1", "m2")):
+            directory = homes[name] / "site" / "leases" / f"{lease}.node{index}"
+            opened = json.loads(python(machines[name], OPEN, str(directory), str(index), addresses[name]))
+            nodes.append(opened | {"machine": name, "directory": directory})
+        described = json.dumps([{k: n[k] for k in ("index", "public_key", "endpoint")} for n in nodes])
+        for node in nodes:
+            python(machines[node["machine"]], CONNECT, node["name"], str(node["index"]),
+                   str(node["directory"]), described, str(node["holder"]))
+        leases[lease] = nodes
+    return {"wire": wire, "machines": machines, "addresses": addresses, "leases": leases, "tmp": tmp_path}
+
+
+def sandbox(state: dict, node: dict, number: int) -> Sandbox:
+    work = state["tmp"] / "work" / node["name"]
+    return Sandbox(work, Limits(memory_bytes=512 * 2**20, max_processes=64, wall_seconds=60),
+                   lease_uid=lease_uid(number), netns=Path(f"/proc/{node['holder']}/ns/net"))
+
+
+def serve(state: dict, node: dict, number: int, port: int, marker: str,
+          seconds: float = 25) -> threading.Thread:
+    argv = [sys.executable, "-c", SERVE, str(port), marker, str(seconds)]
+    thread = threading.Thread(target=sandbox(state, node, number).run, args=(argv,), daemon=True)
+    thread.start()
+    time.sleep(1.0)
+    return thread
+
+
+def call(state: dict, node: dict, number: int, address: str, port: int, timeout: float = 3) -> str:
+    argv = [sys.executable, "-c", CALL, address, str(port), str(timeout), PAYLOAD]
+    done = sandbox(state, node, number).run(argv)
+    return done.stdout.strip()
+
+
+def test_a_leases_nodes_reach_each_other_over_its_link_and_nothing_else(site) -> None:
+    a, b = site["leases"]["a"], site["leases"]["b"]
+    capture = site["wire"].capture(12)
+    time.sleep(0.5)
+    serve(site, a[1], 1, 7000, "lease-a-node-1")
+    serve(site, b[1], 2, 7000, "lease-b-node-1")
+    assert call(site, a[0], 1, node_address(1), 7000) == "answer:lease-a-node-1"
+    # The same address in lease b's network is lease b's own node: a's is not there to reach.
+    assert call(site, b[0], 2, node_address(1), 7000) == "answer:lease-b-node-1"
+    capture.wait(timeout=30)
+    seen = capture.stdout.read()
+    packets = [line for line in seen.splitlines() if " IP 10.77.0." in line and "> 10.77.0." in line]
+    assert packets, "the leases' traffic crossed the wire"
+    assert all(f".{LISTEN_PORT} " in line or f".{LISTEN_PORT}:" in line for line in packets), [
+        line for line in packets if f".{LISTEN_PORT}" not in line][:5]  # inside the site's mesh only
+    assert PAYLOAD not in seen and PAYLOAD.encode().hex() not in seen.replace(" ", "")
+
+    # From inside lease a: the site's Ray head, the machines' mesh and wire addresses, any other
+    # address of the lease's network than its nodes' — none is reachable.
+    addresses = site["addresses"]
+    targets = [(addresses[HEAD], MESH_GCS_PORT), (addresses["m1"], 22), (addresses["m2"], LISTEN_PORT),
+               (site["machines"]["m2"].underlay, 7000), ("127.0.0.53", 53),
+               (str(LEASE_NETWORK.network_address + 9), 7000)]
+    for address, port in targets:
+        assert call(site, a[0], 1, address, port, timeout=2).startswith("failed:"), (address, port)
+
+
+def test_nothing_outside_the_lease_reaches_its_nodes(site) -> None:
+    a = site["leases"]["a"]
+    serve(site, a[1], 1, 7001, "lease-a-node-1", seconds=20)
+    machines = site["machines"]
+    # The machines themselves (the site's Ray, another process there) have no way into the lease.
+    for name in ("m1", "m2", HEAD):
+        out = python(machines[name], CALL, node_address(1), "7001", "2", PAYLOAD)
+        assert out.strip().startswith("failed:"), (name, out)
+    # A stranger's key at the node's port: WireGuard answers no handshake it cannot authenticate.
+    stranger = site["tmp"] / "stranger"
+    opened = json.loads(python(machines["m1"], OPEN, str(stranger), "0", site["addresses"]["m1"]))
+    target = next(n for n in a if n["index"] == 1)
+    try:
+        python(machines["m1"], CONNECT, opened["name"], "0", str(stranger),
+               json.dumps([{"index": 0, "public_key": opened["public_key"], "endpoint": opened["endpoint"]},
+                           {"index": 1, "public_key": machine_key(site["tmp"] / "forged"),
+                            "endpoint": target["endpoint"]}]), str(opened["holder"]))
+        forged = {"name": opened["name"], "index": 0, "directory": stranger, "holder": opened["holder"]}
+        assert call(site, forged, 3, node_address(1), 7001, timeout=4).startswith("failed:")
+    finally:
+        LeaseLink(opened["name"], 0, stranger, opened["holder"]).close()
