@@ -9,6 +9,9 @@ Everything is checked as a stranger's: a site may be sent a spec posted around `
 post`, so a bad one raises `InvalidJob` with one sentence and, where one is to blame, the
 spec field (`InvalidJob.field`).
 
+The resources describe one node: a spec with `nodes: N` (train and ray jobs only) runs
+`workers` workers on each of N machines of the provider's site, N × workers in all.
+
 How a spec's top-level `model` and `dataset` reach the runner:
   train, tune   model → params.model, dataset → params.dataset
   finetune      model → params.base_checkpoint, dataset → params.dataset
@@ -36,22 +39,45 @@ MODEL_PARAM = {"train": "model", "tune": "model", "finetune": "base_checkpoint",
 DATASET_PARAM = {"train": "dataset", "tune": "dataset", "finetune": "dataset", "infer": "dataset_path"}
 
 
+# The kinds whose runs may span several machines (`resources.nodes` above 1): a Ray Train gang
+# or the buyer's own Ray program. infer and finetune run as one task, and tune's trials on one.
+ACROSS_NODES_KINDS = ("train", "ray")
+
+
 @dataclass(frozen=True)
 class Resources:
-    """What each of the job's workers needs, all of them on one provider's machine."""
+    """What the job asks of one provider: `nodes` machines, each running `workers` workers with
+    these needs each. `cpus` and `gpus` are one node's share, what a lease takes of each of its
+    machines; the `total_` properties are what the whole job holds."""
 
-    workers: int = 1
+    workers: int = 1  # on each node
     cpus_per_worker: float = 1.0
     gpus_per_worker: int = 0
     memory_gb: float = 0.0  # RAM per worker
+    nodes: int = 1  # machines of the provider's site, each holding one node's share
 
     @property
     def cpus(self) -> float:
+        """One node's CPUs: its workers × cpus_per_worker."""
         return self.workers * self.cpus_per_worker
 
     @property
     def gpus(self) -> int:
+        """One node's GPUs: its workers × gpus_per_worker."""
         return self.workers * self.gpus_per_worker
+
+    @property
+    def total_workers(self) -> int:
+        """The job's workers on all its nodes: what a Ray Train run's `num_workers` is."""
+        return self.nodes * self.workers
+
+    @property
+    def total_cpus(self) -> float:
+        return self.nodes * self.cpus
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus
 
 
 @dataclass(frozen=True)
@@ -97,7 +123,7 @@ class Order:
         deadline = _whole(raw, "deadline", 0, None)
         scope = Scope("spec", kind, math.inf if now is None else max(1.0, deadline - now))
         base: dict[str, Any] = {
-            "resources": _resources(raw.get("resources")),
+            "resources": _resources(raw.get("resources"), kind),
             "max_units": _whole(raw, "max_units", 1, None),
             "deadline": deadline,
             "seed": _whole(raw, "seed", 0, 0),
@@ -142,9 +168,10 @@ class Order:
             and params.time_budget_s > timeout
         ):
             params = replace(params, time_budget_s=timeout)
-        return ComputeJob(job_id=job_id, provider=provider, params=params, workers=self.resources.workers,
-                          seed=self.seed, storage=storage, use_gpu=self.resources.gpus_per_worker > 0,
-                          timeout_s=timeout)
+        # A Ray Train gang spans every node: its num_workers is the job's total.
+        return ComputeJob(job_id=job_id, provider=provider, params=params,
+                          workers=self.resources.total_workers, seed=self.seed, storage=storage,
+                          use_gpu=self.resources.gpus_per_worker > 0, timeout_s=timeout)
 
 
 def prior_job_of(kind: str, model: Any) -> int | None:
@@ -246,16 +273,24 @@ def _program(raw: Mapping[str, Any], params: Mapping[str, Any], scope: Scope) ->
     return ProgramParams.parse({**params, "code": raw["code"], "inputs": raw.get("inputs") or {}}, scope)
 
 
-def _resources(raw: Any) -> Resources:
+def _resources(raw: Any, kind: str) -> Resources:
     if not isinstance(raw, Mapping):
         raise InvalidJob(
-            "resources must be a mapping of workers, cpus_per_worker, gpus_per_worker and memory_gb.",
+            "resources must be a mapping of nodes, workers, cpus_per_worker, gpus_per_worker and memory_gb.",
             "resources",
+        )
+    nodes = _whole(raw, "nodes", 1, 1, "resources.")
+    if nodes > 1 and kind not in ACROSS_NODES_KINDS:
+        raise InvalidJob(
+            f"resources.nodes must be 1 for kind {kind}, which runs on one machine (got {nodes}); only "
+            f"{' and '.join(ACROSS_NODES_KINDS)} jobs run across machines, so remove it or set it to 1.",
+            "resources.nodes",
         )
     return Resources(workers=_whole(raw, "workers", 1, None, "resources."),
                      cpus_per_worker=_number(raw, "cpus_per_worker", 1.0, positive=True),
                      gpus_per_worker=_whole(raw, "gpus_per_worker", 0, 0, "resources."),
-                     memory_gb=_number(raw, "memory_gb", 0.0, positive=False))
+                     memory_gb=_number(raw, "memory_gb", 0.0, positive=False),
+                     nodes=nodes)
 
 
 def _whole(raw: Mapping[str, Any], name: str, minimum: int, default: int | None, prefix: str = "") -> int:

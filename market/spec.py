@@ -82,8 +82,10 @@ ALLOWED = {
     "dataset": "a built-in dataset's name, or a table's path or URI (Parquet, CSV or JSON Lines; for infer "
                "also "
     "a .npy array), or {uri, sha256} once pinned",
-    "resources": "a mapping of workers, gpus_per_worker, gpu_model, vram_gb_per_worker, cpus_per_worker "
-    "and memory_gb",
+    "resources": "a mapping of nodes, workers, gpus_per_worker, gpu_model, vram_gb_per_worker, "
+    "cpus_per_worker and memory_gb",
+    "resources.nodes": "an integer of at least 1, the number of machines the job runs on, each running "
+    "resources.workers workers (above 1 only for train and ray jobs)",
     "resources.workers": "an integer of at least 1",
     "resources.gpus_per_worker": "an integer of at least 0",
     "resources.gpu_model": f"one of {GPU_MODELS}, in any case",
@@ -203,11 +205,14 @@ NonEmpty = Annotated[str, Field(min_length=1)]
 
 
 class Resources(BaseModel):
-    """What each of the job's workers needs; all of them on one provider's nodes."""
+    """What one node of the job needs: `workers` workers with these needs each. The job runs on
+    `nodes` machines of one provider's site (train and ray jobs may ask for more than one), so
+    it holds nodes × each of these, and a Ray Train script's num_workers is nodes × workers."""
 
     model_config = STRICT
 
-    workers: int = Field(ge=1)
+    nodes: int = Field(default=1, ge=1)
+    workers: int = Field(ge=1)  # on each node
     gpus_per_worker: int = Field(default=0, ge=0)
     gpu_model: Annotated[str | None, BeforeValidator(_gpu_model)] = None  # a compute.reference key
     vram_gb_per_worker: float = Field(default=0.0, ge=0)
@@ -311,6 +316,8 @@ class JobSpec(BaseModel):
         data["max_price_per_unit"] = tokens(self.max_price_per_unit)
         if data.get("max_runtime") is None:  # a spec without one hashes as it did before the field
             data.pop("max_runtime", None)
+        if data["resources"]["nodes"] == 1:  # likewise a spec of one node
+            del data["resources"]["nodes"]
         return data
 
     def unpinned(self) -> list[str]:

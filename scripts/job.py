@@ -430,6 +430,7 @@ def _spec_rows(spec_hash: str | None, spec: dict[str, Any] | None) -> list[tuple
         return [("spec hash", spec_hash), ("spec", "not stored in this SWARM_HOME")]
     res = spec.get("resources", {})
     gpus = f", {res['gpus_per_worker']} GPU each" if res.get("gpus_per_worker") else ""
+    nodes = f" on each of {res['nodes']} nodes" if res.get("nodes", 1) != 1 else ""
     if spec.get("kind") == "ray":  # the buyer's own program: what it runs, on what
         params = spec.get("params") or {}
         inputs = sorted((spec.get("inputs") or {}).items())
@@ -440,8 +441,8 @@ def _spec_rows(spec_hash: str | None, spec: dict[str, Any] | None) -> list[tuple
         what = [("model", named(spec.get("model", "?"))), ("dataset", named(spec.get("dataset", "?")))]
     runtime = [("max runtime", f"{spec['max_runtime']:,} s")] if spec.get("max_runtime") else []
     return [("spec hash", spec_hash), ("kind", spec.get("kind", "?")), *what,
-            ("workers", f"{res.get('workers', '?')}{gpus}"), ("replicas", str(spec.get("replicas", 1))),
-            *runtime]
+            ("workers", f"{res.get('workers', '?')}{nodes}{gpus}"),
+            ("replicas", str(spec.get("replicas", 1))), *runtime]
 
 
 def _market_json(market: MarketJob | None) -> dict[str, Any] | None:

@@ -39,7 +39,8 @@ VALID: dict[str, Any] = {
 }
 REQUIRED = ["kind", "model", "dataset", "resources", "max_price_per_unit", "max_units", "deadline",
             "resources.workers"]
-INT_FIELDS = ["resources.workers", "resources.gpus_per_worker", "max_units", "priority", "replicas", "seed"]
+INT_FIELDS = ["resources.workers", "resources.gpus_per_worker", "resources.nodes", "max_units", "priority",
+              "replicas", "seed"]
 FLOAT_FIELDS = ["resources.vram_gb_per_worker", "resources.cpus_per_worker", "resources.memory_gb",
                 "min_provider_score"]
 settings.register_profile("spec", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -158,6 +159,7 @@ wrong_for_int = st.one_of(st.text(max_size=5), st.booleans(), st.floats(allow_na
 wrong_for_float = st.one_of(st.text(max_size=5), st.booleans(), st.lists(st.floats(), max_size=2), st.none())
 out_of_range = st.one_of(
     st.tuples(st.just("resources.workers"), st.integers(max_value=0)),
+    st.tuples(st.just("resources.nodes"), st.integers(max_value=0)),
     st.tuples(st.just("resources.gpus_per_worker"), st.integers(max_value=-1)),
     st.tuples(st.just("resources.vram_gb_per_worker"), st.floats(max_value=-0.001, allow_infinity=False)),
     st.tuples(st.just("resources.cpus_per_worker"), st.floats(max_value=0, allow_infinity=False)),
@@ -421,3 +423,63 @@ def test_a_max_runtime_is_a_duration_within_the_deadline(written: Any, seconds: 
 ])
 def test_a_max_runtime_past_the_deadline_or_malformed_is_refused(written: Any, says: str) -> None:
     assert says in refused(mutated("max_runtime", written) | {"deadline": NOW + 7_200}, "max_runtime")
+
+
+# ── nodes ───────────────────────────────────────────────────────────────────────────
+
+RAY = {"kind": "ray", "code": {"uri": "s3://code/x.tar", "sha256": "ab" * 32}, "output": "s3://results",
+       "resources": {"workers": 2, "cpus_per_worker": 2, "memory_gb": 4}, "max_price_per_unit": "0.001",
+       "max_units": 10, "deadline": "1h", "params": {"entrypoint": "python train.py"}}
+
+
+def test_a_spec_of_one_node_is_the_default_and_hashes_as_before_the_field() -> None:
+    spec = validate_spec(VALID, now=NOW)
+    assert spec.resources.nodes == 1
+    assert "nodes" not in spec.canonical()["resources"], "a spec of one node hashes as it did before"
+    assert validate_spec(mutated("resources.nodes", 1), now=NOW).canonical() == spec.canonical()
+
+
+@pytest.mark.parametrize("base", [VALID, RAY], ids=["train", "ray"])
+def test_a_train_or_ray_job_of_several_nodes_runs_workers_on_each_node(base: dict[str, Any]) -> None:
+    data = copy.deepcopy(base)
+    data["resources"]["nodes"] = 3
+    spec = validate_spec(data, now=NOW)
+    assert spec.canonical()["resources"]["nodes"] == 3 and validate_spec(spec.canonical(), now=NOW) == spec
+    r = spec.order(NOW).resources
+    per_worker = spec.resources
+    assert (r.nodes, r.workers) == (3, per_worker.workers)
+    assert (r.cpus, r.gpus) == (per_worker.workers * per_worker.cpus_per_worker,
+                                per_worker.workers * per_worker.gpus_per_worker), "one node's share"
+    assert (r.total_workers, r.total_cpus, r.total_gpus) == (3 * r.workers, 3 * r.cpus, 3 * r.gpus)
+    job = spec.to_compute_job("7", "0x" + "ab" * 20, storage="/results", now=NOW)
+    assert job.workers == 3 * per_worker.workers, "a Ray Train gang's num_workers spans every node"
+
+
+@pytest.mark.parametrize("kind", ["infer", "finetune", "tune"])
+def test_a_kind_that_runs_on_one_machine_refuses_several_nodes_with_the_fix(kind: str) -> None:
+    params = {"search_space": {"lr": {"uniform": [0.001, 0.1]}}} if kind == "tune" else {}
+    data = mutated("resources.nodes", 2) | {"kind": kind, "params": params}
+    if kind in ("infer", "finetune"):
+        data["model"] = "job:3"
+    if kind == "infer":
+        data["dataset"] = "s3://bucket/rows.npy"
+    message = refused(data, "resources.nodes")
+    assert f"must be 1 for kind {kind}" in message
+    assert "only train and ray jobs run across machines" in message
+    assert message.endswith("remove it or set it to 1.")
+    assert validate_spec(data | {"resources": {**data["resources"], "nodes": 1}}, now=NOW).kind == kind
+
+
+def test_a_site_reading_a_posted_spec_refuses_several_nodes_for_a_kind_of_one_machine() -> None:
+    """A spec posted around `swarm job post` is read by the site with the same rule."""
+    from compute.errors import InvalidJob
+    from compute.order import Order
+
+    spec = validate_spec(VALID, now=NOW).canonical()
+    posted = spec | {"kind": "tune", "params": {}, "resources": {**spec["resources"], "nodes": 2}}
+    with pytest.raises(InvalidJob) as caught:
+        Order.read(json.dumps(posted).encode())
+    assert caught.value.field == "resources.nodes"
+    for nodes in (0, 1.5, "2", True):
+        with pytest.raises(InvalidJob, match="resources.nodes must be an integer of at least 1"):
+            Order.from_spec(spec | {"resources": {**spec["resources"], "nodes": nodes}})
