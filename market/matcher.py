@@ -4,9 +4,14 @@ cheapest useful work.
 A provider is feasible for a job when it is staked above the minimum, not jailed, scores at
 least the job's floor, asks no more than the job's price cap, has the job's GPU model (if one
 is named) with enough VRAM, and has free capacity for the whole gang: multi-worker jobs are
-placed on one provider (one placement group), never split. Feasible providers are ranked by
-expected cost per unit of useful work, price ÷ measured performance, then by reliability
-(higher first), then by address so that the result does not depend on input order.
+placed on one provider (one placement group), never split. A job of one node runs on one
+machine, so the provider's largest machine must hold it. A job of `nodes` N > 1 runs one
+node's share (its workers with their CPUs, GPUs and memory) on each of N separate machines,
+so the provider's site must run leases across machines and have N machines that each hold a
+share; a site that did not say what its machines are is offered no such job. Feasible
+providers are ranked by expected cost per unit of useful work, price ÷ measured performance,
+then by reliability (higher first), then by address so that the result does not depend on
+input order.
 
 Jobs are taken by priority (higher first), then in input order; each assignment consumes the
 provider's free capacity, so nothing is oversubscribed. A job with `replicas: k` goes to k
@@ -32,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # Constraint names, in the order an explanation lists them.
-CONSTRAINTS = ("stake", "jailed", "gpu_model", "vram", "score", "price", "capacity")
+CONSTRAINTS = ("stake", "jailed", "gpu_model", "vram", "score", "price", "nodes", "capacity")
 
 _HINTS = {
     "stake": "they are not staked above the minimum",
@@ -41,13 +46,32 @@ _HINTS = {
     "vram": "their GPUs have less VRAM than each worker needs",
     "score": "their score is below the job's min_score",
     "price": "they ask more than the job's max_price_per_unit",
+    "nodes": "their sites cannot place all {nodes} of the job's nodes on separate machines, each holding "
+             "one node's workers, or do not run jobs across machines",
     "capacity": "they lack free capacity for the whole gang of workers on one provider, or a machine that "
                 "holds it",
 }
 
+
+def _hint(constraint: str, job: JobRequest) -> str:
+    """Why a constraint rules providers out, in the buyer's terms for this job."""
+    if constraint == "capacity" and job.nodes > 1:
+        return f"they lack free capacity for all {job.nodes} nodes' workers together"
+    return _HINTS[constraint].format(nodes=job.nodes)
+
+
 # A scan that steps over more exhausted providers than this (plus 1/16 of the list, so that
 # rebuilding stays amortized) rebuilds its candidate list without them.
 _COMPACT_AFTER = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """One live node of a provider's site, as its site reports it: what a lease's node may take."""
+
+    cpus: float
+    gpus: float
+    memory_gb: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +97,10 @@ class ProviderOffer:
     node_cpus: float = math.inf  # the largest machine's: one run of a job runs on one machine
     node_gpus: float = math.inf
     priced: bool = True  # False: it declared no price and asks the market's default
+    # Each live machine of its site (None: the site did not say), and whether the site runs a
+    # job across machines: what a job of several nodes needs.
+    machines: tuple[Machine, ...] | None = None
+    across_nodes: bool = False
 
     def __post_init__(self) -> None:
         if self.measured_perf <= 0:
@@ -88,6 +116,8 @@ class ProviderOffer:
 class JobRequest:
     """One open job's resource needs and limits; `gpu_model=None` takes any model.
 
+    `workers` run on each of the job's `nodes` machines, so one node's share is `workers` ×
+    the per-worker needs and the job holds `nodes` × that (`total_*`).
     `vram_gb_per_worker` is spread over the worker's `gpus_per_worker` GPUs, so a provider
     qualifies when `vram_gb × gpus_per_worker ≥ vram_gb_per_worker`.
     """
@@ -103,25 +133,33 @@ class JobRequest:
     min_score: float = 0.0
     priority: int = 0
     replicas: int = 1
+    nodes: int = 1
 
     def __post_init__(self) -> None:
         # Every worker needs a CPU (a Ray worker holds one); the index relies on it.
-        if min(self.workers, self.replicas, self.cpus_per_worker) < 1 or self.gpus_per_worker < 0:
+        if min(self.workers, self.replicas, self.cpus_per_worker, self.nodes) < 1 or self.gpus_per_worker < 0:
             raise ValueError(
-                f"job {self.job_id}: workers, replicas and cpus_per_worker must be ≥ 1, gpus_per_worker ≥ 0"
+                f"job {self.job_id}: workers, replicas, nodes and cpus_per_worker must be ≥ 1, "
+                "gpus_per_worker ≥ 0"
             )
 
     @property
+    def share(self) -> Machine:
+        """One node's share: what each of the job's machines must hold."""
+        return Machine(self.workers * self.cpus_per_worker, self.workers * self.gpus_per_worker,
+                       self.workers * self.memory_gb)
+
+    @property
     def total_gpus(self) -> int:
-        return self.workers * self.gpus_per_worker
+        return self.nodes * (self.workers * self.gpus_per_worker)
 
     @property
     def total_cpus(self) -> int:
-        return self.workers * self.cpus_per_worker
+        return self.nodes * (self.workers * self.cpus_per_worker)
 
     @property
     def total_memory_gb(self) -> float:
-        return self.workers * self.memory_gb
+        return self.nodes * (self.workers * self.memory_gb)
 
     @property
     def vram_gb_per_gpu(self) -> float:
@@ -129,6 +167,17 @@ class JobRequest:
         if self.gpus_per_worker == 0:
             return float("inf") if self.vram_gb_per_worker > 0 else 0.0
         return self.vram_gb_per_worker / self.gpus_per_worker
+
+
+def spans(machines: tuple[Machine, ...] | None, across_nodes: bool, share: Machine, nodes: int) -> bool:
+    """Whether a site can run a job of `nodes` nodes: it runs jobs across machines and has that
+    many machines that each hold one node's `share`. Machines are what each node has, not what
+    is free on it: a site's running leases are known only as its totals (as with `node_cpus`)."""
+    if not across_nodes or machines is None:
+        return False
+    holding = sum(m.cpus >= share.cpus and m.gpus >= share.gpus and m.memory_gb >= share.memory_gb
+                  for m in machines)
+    return holding >= nodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +248,8 @@ class _Book:
         self.free_memory = [o.memory_gb for o in eligible]
         self.node_cpus = [o.node_cpus for o in eligible]
         self.node_gpus = [o.node_gpus for o in eligible]
+        self.machines = [o.machines for o in eligible]
+        self.across = [o.across_nodes for o in eligible]
         # Candidate lists per (GPU model or None for any, whether the job needs GPUs): a job
         # that needs GPUs never wants a provider with none left, nor a CPU job one with no CPUs.
         self._lists: dict[tuple[str | None, bool], list[int]] = {}
@@ -224,7 +275,8 @@ class _Book:
         """The best `job.replicas` feasible providers, their capacity consumed; None if too few."""
         need_g, need_c, need_m = job.total_gpus, job.total_cpus, job.total_memory_gb
         vram, min_score, cap = job.vram_gb_per_gpu, job.min_score, job.max_price_per_unit
-        signature = (job.gpu_model, need_g, need_c, need_m, vram, min_score, job.replicas)
+        nodes = job.nodes
+        signature = (job.gpu_model, need_g, need_c, need_m, vram, min_score, job.replicas, nodes)
         if cap <= self._failed.get(signature, -1.0):
             return None  # the same needs already failed at an equal or higher price cap
         needs_gpus = need_g > 0
@@ -245,11 +297,13 @@ class _Book:
                 free_g[p] >= need_g
                 and free_c[p] >= need_c
                 and free_m[p] >= need_m
-                and node_c[p] >= need_c
-                and node_g[p] >= need_g
                 and price[p] <= cap
                 and score[p] >= min_score
                 and vram_of[p] >= vram
+                and (
+                    (node_c[p] >= need_c and node_g[p] >= need_g) if nodes == 1
+                    else spans(self.machines[p], self.across[p], job.share, nodes)
+                )
             ):
                 chosen.append(p)
                 if len(chosen) == job.replicas:
@@ -293,8 +347,11 @@ class _Explainer:
         self.price_of = np.array([o.price_per_unit for o in providers], dtype=np.float64)
         self.score_of = np.array([o.score for o in providers], dtype=np.float64)
         self.eligible_of = np.array([o.stake_ok and not o.jailed for o in providers], dtype=bool)
+        self.machines_of = [(o.machines, o.across_nodes) for o in providers]
         self._capacity: dict[tuple, int] = {}
         self._models: dict[str, np.ndarray] = {}
+        self._spanning: dict[tuple[Machine, int], np.ndarray] = {}
+        self._everyone: np.ndarray = np.ones(self.n, dtype=bool)
 
     def _model_mask(self, model: str) -> np.ndarray:
         mask = self._models.get(model)
@@ -314,22 +371,38 @@ class _Explainer:
             "vram": int(np.searchsorted(self.vrams, job.vram_gb_per_gpu, side="left")),
             "score": int(np.searchsorted(self.scores, job.min_score, side="left")),
             "price": n - int(np.searchsorted(self.prices, job.max_price_per_unit, side="right")),
+            "nodes": n - int(self._spans(job).sum()),
             "capacity": self._lacking_capacity(job),
         }
         return Explanation(job.job_id, n, ruled_out, self._sentence(job, ruled_out))
 
     def _lacking_capacity(self, job: JobRequest) -> int:
-        key = (job.total_gpus, job.total_cpus, job.total_memory_gb)
+        key = (job.total_gpus, job.total_cpus, job.total_memory_gb, job.nodes == 1)
         count = self._capacity.get(key)
         if count is None:
-            fits = self._fits(*key)
-            count = self._capacity[key] = self.n - int(fits.sum())
+            count = self._capacity[key] = self.n - int(self._fits(job).sum())
         return count
 
-    def _fits(self, gpus: int, cpus: int, memory_gb: float) -> np.ndarray:
-        """Providers with that much free, and a machine with that many CPUs and GPUs."""
-        return ((self.free_gpus >= gpus) & (self.free_cpus >= cpus) & (self.free_memory >= memory_gb)
-                & (self.node_gpus >= gpus) & (self.node_cpus >= cpus))
+    def _fits(self, job: JobRequest) -> np.ndarray:
+        """Providers with the job's whole gang free; for a job of one node, also a machine with
+        its CPUs and GPUs (a job of several nodes is held to its machines by `_spans`)."""
+        gpus, cpus = job.total_gpus, job.total_cpus
+        free = (self.free_gpus >= gpus) & (self.free_cpus >= cpus) & (self.free_memory >= job.total_memory_gb)
+        return free & (self.node_gpus >= gpus) & (self.node_cpus >= cpus) if job.nodes == 1 else free
+
+    def _spans(self, job: JobRequest) -> np.ndarray:
+        """Providers whose sites can place each of the job's nodes on a machine of its own (every
+        provider, for a job of one node)."""
+        if job.nodes == 1:
+            return self._everyone
+        key = (job.share, job.nodes)
+        mask = self._spanning.get(key)
+        if mask is None:
+            mask = self._spanning[key] = np.array(
+                [spans(machines, across, job.share, job.nodes) for machines, across in self.machines_of],
+                dtype=bool,
+            )
+        return mask
 
     def _feasible(self, job: JobRequest) -> int:
         """Providers that pass every constraint now (only nonzero when replicas ask for more)."""
@@ -338,7 +411,8 @@ class _Explainer:
             & (self.vram_of >= job.vram_gb_per_gpu)
             & (self.score_of >= job.min_score)
             & (self.price_of <= job.max_price_per_unit)
-            & self._fits(job.total_gpus, job.total_cpus, job.total_memory_gb)
+            & self._fits(job)
+            & self._spans(job)
         )
         if job.gpu_model is not None:
             ok &= self._model_mask(job.gpu_model)
@@ -357,7 +431,7 @@ class _Explainer:
             return self._among_model(job)
         return (
             f"Job {job.job_id} matched no provider: {worst} ruled out the most, "
-            f"{ruled_out[worst]} of {self.n} providers ({_HINTS[worst]})."
+            f"{ruled_out[worst]} of {self.n} providers ({_hint(worst, job)})."
         )
 
     def _among_model(self, job: JobRequest) -> str:
@@ -369,10 +443,11 @@ class _Explainer:
             "vram": int((mask & (self.vram_of < job.vram_gb_per_gpu)).sum()),
             "score": int((mask & (self.score_of < job.min_score)).sum()),
             "price": int((mask & (self.price_of > job.max_price_per_unit)).sum()),
-            "capacity": int((mask & ~self._fits(job.total_gpus, job.total_cpus, job.total_memory_gb)).sum()),
+            "nodes": int((mask & ~self._spans(job)).sum()),
+            "capacity": int((mask & ~self._fits(job)).sum()),
         }
         worst = max(among, key=lambda name: among[name])
-        hint = "they are unstaked or jailed" if worst == "stake or jail" else _HINTS[worst]
+        hint = "they are unstaked or jailed" if worst == "stake or jail" else _hint(worst, job)
         return (
             f"Job {job.job_id} matched no provider: of the {int(mask.sum())} {job.gpu_model} providers, "
             f"{worst} ruled out the most, {among[worst]} ({hint})."

@@ -27,7 +27,7 @@ from sqlmodel import Session, select
 from ledger.errors import SwarmError
 from ledger.indexer.models import Provider
 from ledger.specs import load_spec
-from market.matcher import JobRequest, ProviderOffer
+from market.matcher import JobRequest, Machine, ProviderOffer
 from market.spec import JobSpec
 
 GB = 1024**3
@@ -54,14 +54,19 @@ class Newcomer:
 
 @dataclass(frozen=True)
 class Capacity:
-    """A site's resources, summed over its live machines; a lease runs on one machine, so the
-    largest machine's CPUs and GPUs bound what one lease may ask (a sum keeps the first's)."""
+    """A site's resources, summed over its live machines. A lease of one node runs on one
+    machine, so the largest machine's CPUs and GPUs bound what it may ask; a lease of several
+    takes one node's share of as many machines, so each machine's (`machines`, None where the
+    site does not say) and whether the site runs leases across machines bound that. A sum or
+    difference keeps the first's machines."""
 
     cpus: float = 0.0
     gpus: float = 0.0
     memory_gb: float = 0.0
     node_cpus: float = math.inf
     node_gpus: float = math.inf
+    machines: tuple[Machine, ...] | None = None
+    across_nodes: bool = False
 
     def __sub__(self, other: Capacity) -> Capacity:
         return replace(self, cpus=self.cpus - other.cpus, gpus=self.gpus - other.gpus,
@@ -73,9 +78,10 @@ class Capacity:
 
 
 def job_needs(spec: JobSpec) -> Capacity:
-    """What one run of a job holds on its provider while it runs."""
+    """What one run of a job holds on its provider while it runs: each of its nodes' share."""
     r = spec.resources
-    return Capacity(r.workers * r.cpus_per_worker, r.workers * r.gpus_per_worker, r.workers * r.memory_gb)
+    return Capacity(r.nodes * (r.workers * r.cpus_per_worker), r.nodes * (r.workers * r.gpus_per_worker),
+                    r.nodes * (r.workers * r.memory_gb))
 
 
 def job_request(job_id: int, spec: JobSpec, replicas: int | None = None) -> JobRequest:
@@ -92,6 +98,7 @@ def job_request(job_id: int, spec: JobSpec, replicas: int | None = None) -> JobR
         min_score=spec.min_provider_score,
         priority=spec.priority,
         replicas=spec.replicas if replicas is None else replicas,
+        nodes=r.nodes,
     )
 
 
@@ -165,6 +172,8 @@ def build_offers(
             memory_gb=max(0.0, free.memory_gb),
             node_cpus=free.node_cpus,
             node_gpus=free.node_gpus,
+            machines=free.machines,
+            across_nodes=free.across_nodes,
             price_per_unit=max(min_price, int(spec.get("price_per_unit", default_price))),
             priced=spec.get("price_per_unit") is not None,
             stake_ok=staked,

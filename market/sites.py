@@ -12,15 +12,17 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from compute.errors import InvalidJob, ProviderFault
 from compute.manifest import outputs_of
 from ledger.client import Swarm
 from ledger.tx import Sender
+from market.matcher import Machine
 from market.offers import Capacity, declared
 from provider.auth import Refused
 from provider.client import SiteAddress, SiteClient, SiteUnreachable
@@ -34,6 +36,9 @@ CHAIN_DOWN_S = 120.0
 # A lease its site has not started (its Ray job pending: no room on the site) after this long
 # is stopped and the job given to another provider: every lease the market follows ends.
 PENDING_LIMIT_S = 120.0
+# The most machines a site's answer may list; a longer list is not read (no job of several
+# nodes is offered to it).
+MAX_MACHINES = 4_096
 
 
 @dataclass(frozen=True)
@@ -104,12 +109,45 @@ class Sites:
             return None
         if str(info.get("provider", "")).lower() != address.provider.lower():
             return None  # another provider's site at this address
-        c = info.get("capacity") or {}
-        return Capacity(float(c.get("cpus", 0)), float(c.get("gpus", 0)), float(c.get("memory_gb", 0)),
-                        float(c.get("node_cpus", math.inf)), float(c.get("node_gpus", math.inf)))
+        return capacity_of(info.get("capacity") or {})
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def capacity_of(reported: Any) -> Capacity | None:
+    """The capacity in a site's `/v1/info` answer, or None (the site offers nothing) when its
+    totals cannot be read. A site that does not list its machines, or lists them in a form not
+    read here, is taken as not saying: it is offered jobs of one node as before, and no job
+    of several; one that does not say it runs leases across machines does not."""
+    if not isinstance(reported, Mapping):
+        return None
+    try:
+        cpus, gpus, memory_gb = (float(reported.get(name, 0)) for name in ("cpus", "gpus", "memory_gb"))
+        node_cpus, node_gpus = (float(reported.get(name, math.inf)) for name in ("node_cpus", "node_gpus"))
+    except (TypeError, ValueError):
+        return None
+    if any(math.isnan(v) for v in (cpus, gpus, memory_gb, node_cpus, node_gpus)):
+        return None
+    return Capacity(cpus, gpus, memory_gb, node_cpus, node_gpus, machines=_machines(reported.get("machines")),
+                    across_nodes=reported.get("across_nodes") is True)
+
+
+def _machines(listed: Any) -> tuple[Machine, ...] | None:
+    """Each machine a site lists (`{cpus, gpus, memory_gb}`), or None when the list is missing
+    or malformed: finite, non-negative numbers only."""
+    if not isinstance(listed, list) or len(listed) > MAX_MACHINES:
+        return None
+    machines = []
+    for entry in listed:
+        if not isinstance(entry, Mapping):
+            return None
+        values = [entry.get(name) for name in ("cpus", "gpus", "memory_gb")]
+        numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+        if len(numbers) != 3 or not all(math.isfinite(v) and v >= 0 for v in numbers):
+            return None
+        machines.append(Machine(*numbers))
+    return tuple(machines)
 
 
 class LeaseFailed(InvalidJob):

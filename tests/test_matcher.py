@@ -6,10 +6,10 @@ import dataclasses
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given, settings, target
 from hypothesis import strategies as st
 
-from market.matcher import CONSTRAINTS, JobRequest, ProviderOffer, match
+from market.matcher import CONSTRAINTS, JobRequest, Machine, ProviderOffer, match
 
 WEI = 10**12
 
@@ -71,7 +71,7 @@ def test_all_providers_too_expensive_is_explained_as_price_with_counts_per_const
     explanation = match([job()], providers).unmatched[1]
     assert explanation.constraint == "price"
     assert explanation.ruled_out == {
-        "stake": 0, "jailed": 0, "gpu_model": 1, "vram": 1, "score": 0, "price": 6, "capacity": 0,
+        "stake": 0, "jailed": 0, "gpu_model": 1, "vram": 1, "score": 0, "price": 6, "nodes": 0, "capacity": 0,
     }
     assert explanation.text.startswith("Job 1 matched no provider: price ruled out the most, 6 of 6 ")
 
@@ -111,6 +111,50 @@ def test_a_run_goes_only_to_a_provider_with_one_machine_that_holds_it():
     assert {(a.job_id, a.provider) for a in placed.assignments} == {(1, "0xbig"), (2, "0xsmall")}
 
 
+# ---- jobs of several nodes ---------------------------------------------------------------
+
+GPU_BOX = Machine(cpus=16, gpus=2, memory_gb=128)  # holds one node of two 1-GPU, 4-CPU, 32 GB workers
+
+
+def site(address: str, machines: int, across_nodes: bool = True, **changes) -> ProviderOffer:
+    """A site of `machines` GPU boxes, its free totals theirs."""
+    return offer(address, gpus=2 * machines, cpus=16 * machines, memory_gb=128 * machines,
+                 node_gpus=2, node_cpus=16, machines=(GPU_BOX,) * machines, across_nodes=across_nodes,
+                 **changes)
+
+
+def test_a_job_of_several_nodes_goes_only_to_a_site_across_machines_with_one_for_each_node():
+    three = job(workers=2, nodes=3)  # each node: 2 GPUs, 8 CPUs, 64 GB
+    old = offer("0xold", price_per_unit=1 * WEI)  # says nothing of its machines: unknown
+    single = site("0xsingle", 4, across_nodes=False, price_per_unit=2 * WEI)
+    short = site("0xshort", 2, price_per_unit=3 * WEI)
+    small = dataclasses.replace(site("0xsmall", 4, price_per_unit=4 * WEI),
+                                machines=(GPU_BOX, *(Machine(16, 1, 128),) * 3))  # one GPU each
+    refused = match([three], [old, single, short, small])
+    assert refused.assignments == []
+    explanation = refused.unmatched[1]
+    assert explanation.constraint == "nodes" and explanation.ruled_out["nodes"] == 4
+    assert ("nodes ruled out the most, 4 of 4 providers (their sites cannot place all 3 of the job's nodes "
+            "on separate machines, each holding one node's workers, or do not run jobs across machines)") \
+        in explanation.text
+    placed = match([three], [old, single, short, small, site("0xwide", 3, price_per_unit=15 * WEI)])
+    assert providers_of(placed, 1) == ["0xwide"]
+
+
+def test_a_job_of_several_nodes_holds_each_nodes_share_of_the_sites_free_totals():
+    two = [job(i, workers=2, nodes=2) for i in (1, 2, 3)]  # each job: 4 GPUs on two machines
+    result = match(two, [site("0xwide", 5)])  # 10 GPUs on five machines: room for two such jobs
+    assert [a.job_id for a in result.assignments] == [1, 2]
+    assert result.unmatched[3].constraint == "capacity"
+    assert "lack free capacity for all 2 nodes' workers together" in result.unmatched[3].text
+
+
+def test_a_job_of_one_node_still_needs_one_machine_that_holds_it_not_several():
+    whole = job(workers=4)  # 4 GPUs on one machine
+    result = match([whole], [site("0xwide", 4)])  # 8 GPUs, 2 a machine
+    assert result.assignments == [] and result.unmatched[1].constraint == "capacity"
+
+
 def test_capacity_is_consumed_so_the_next_job_goes_to_the_next_provider():
     providers = [offer("0xcheap", gpus=2, price_per_unit=5 * WEI), offer("0xdear", gpus=2)]
     result = match([job(i, gpus_per_worker=2) for i in (1, 2, 3)], providers)
@@ -144,8 +188,22 @@ def test_higher_priority_is_matched_first_then_input_order():
 MODELS = ("A100", "H100", "T4")
 
 
+def holds_a_node(m: Machine, j: JobRequest) -> bool:
+    return (m.cpus >= j.workers * j.cpus_per_worker and m.gpus >= j.workers * j.gpus_per_worker
+            and m.memory_gb >= j.workers * j.memory_gb)
+
+
+def places_nodes(j: JobRequest, p: ProviderOffer) -> bool:
+    """One node on its largest machine; several on as many machines of a site that runs across them."""
+    if j.nodes == 1:
+        return p.node_gpus >= j.workers * j.gpus_per_worker and p.node_cpus >= j.workers * j.cpus_per_worker
+    return (p.across_nodes and p.machines is not None
+            and sum(holds_a_node(m, j) for m in p.machines) >= j.nodes)
+
+
 def fits(j: JobRequest, p: ProviderOffer, free: tuple[int, int, float]) -> bool:
     """Every hard constraint, written out from the definition."""
+    n = j.nodes
     return (
         p.stake_ok
         and not p.jailed
@@ -153,11 +211,10 @@ def fits(j: JobRequest, p: ProviderOffer, free: tuple[int, int, float]) -> bool:
         and p.vram_gb * j.gpus_per_worker >= j.vram_gb_per_worker
         and p.score >= j.min_score
         and p.price_per_unit <= j.max_price_per_unit
-        and free[0] >= j.workers * j.gpus_per_worker
-        and free[1] >= j.workers * j.cpus_per_worker
-        and free[2] >= j.workers * j.memory_gb
-        and p.node_gpus >= j.workers * j.gpus_per_worker
-        and p.node_cpus >= j.workers * j.cpus_per_worker
+        and free[0] >= n * j.workers * j.gpus_per_worker
+        and free[1] >= n * j.workers * j.cpus_per_worker
+        and free[2] >= n * (j.workers * j.memory_gb)
+        and places_nodes(j, p)
     )
 
 
@@ -178,6 +235,11 @@ providers_st = st.lists(
         reliability=st.sampled_from((0.5, 0.9)),
         node_cpus=st.sampled_from((4, 16, math.inf)),  # its largest machine's
         node_gpus=st.sampled_from((1, 4, math.inf)),
+        machines=st.none() | st.lists(st.builds(Machine, cpus=st.sampled_from((2, 8, 16)),
+                                                gpus=st.sampled_from((0, 1, 4)),
+                                                memory_gb=st.sampled_from((16, 64, 256))),
+                                      max_size=4).map(tuple),
+        across_nodes=st.booleans(),
     ),
     max_size=12,
 ).map(lambda ps: [dataclasses.replace(p, address=f"0x{i:02x}") for i, p in enumerate(ps)])
@@ -196,14 +258,32 @@ jobs_st = st.lists(
         min_score=st.sampled_from((0.0, 0.5, 0.9)),
         priority=st.integers(0, 2),
         replicas=st.integers(1, 2),
+        nodes=st.sampled_from((1, 1, 2, 3)),
     ),
     max_size=25,
 ).map(lambda js: [dataclasses.replace(j, job_id=i) for i, j in enumerate(js)])
 
 
+# Markets where jobs of several nodes do get placed: every provider eligible, and small jobs
+# indifferent to model, score and price, so that machines and free totals decide.
+spread_providers_st = providers_st.map(
+    lambda ps: [dataclasses.replace(p, stake_ok=True, jailed=False) for p in ps]
+)
+spread_jobs_st = jobs_st.map(lambda js: [
+    dataclasses.replace(j, gpu_model=None, vram_gb_per_worker=0, min_score=0.0, max_price_per_unit=10,
+                        gpus_per_worker=min(j.gpus_per_worker, 1), cpus_per_worker=min(j.cpus_per_worker, 2),
+                        memory_gb=min(j.memory_gb, 16))
+    for j in js
+])
+
+
 @settings(max_examples=300, deadline=None)
 @given(providers_st, jobs_st)
 def test_random_markets_respect_capacity_constraints_replicas_and_priority(providers, jobs):
+    replays_by_the_definition(providers, jobs)
+
+
+def replays_by_the_definition(providers: list[ProviderOffer], jobs: list[JobRequest]) -> None:
     result = match(jobs, providers)
     by_address = {p.address: p for p in providers}
     by_id = {j.job_id: j for j in jobs}
@@ -232,9 +312,35 @@ def test_random_markets_respect_capacity_constraints_replicas_and_priority(provi
         assert got == [p.address for p in fitting[: j.replicas]]
         for address in got:
             g, c, m = free[address]
-            free[address] = (g - j.workers * j.gpus_per_worker, c - j.workers * j.cpus_per_worker,
-                             m - j.workers * j.memory_gb)
+            free[address] = (g - j.nodes * j.workers * j.gpus_per_worker,
+                             c - j.nodes * j.workers * j.cpus_per_worker,
+                             m - j.nodes * (j.workers * j.memory_gb))
     assert all(min(left) >= 0 for left in free.values())  # never oversubscribed
+
+
+@settings(max_examples=300, deadline=None)
+@given(spread_providers_st, spread_jobs_st)
+def test_a_job_of_several_nodes_never_goes_to_a_site_without_a_machine_for_each_node(providers, jobs):
+    replays_by_the_definition(providers, jobs)
+    result = match(jobs, providers)
+    by_address = {p.address: p for p in providers}
+    by_id = {j.job_id: j for j in jobs}
+    target(sum(by_id[a.job_id].nodes > 1 for a in result.assignments), label="jobs of several nodes placed")
+    for a in result.assignments:
+        j, p = by_id[a.job_id], by_address[a.provider]
+        if j.nodes > 1:
+            assert p.across_nodes, "only a site that runs jobs across machines"
+            assert p.machines is not None, "a site that did not say what its machines are takes none"
+            assert sum(holds_a_node(m, j) for m in p.machines) >= j.nodes
+
+
+@settings(max_examples=300, deadline=None)
+@given(providers_st, jobs_st)
+def test_what_sites_say_of_their_machines_changes_nothing_for_jobs_of_one_node(providers, jobs):
+    """Assignments and explanations alike: a job of one node is matched as before sites said."""
+    single = [dataclasses.replace(j, nodes=1) for j in jobs]
+    unsaid = [dataclasses.replace(p, machines=None, across_nodes=False) for p in providers]
+    assert match(single, providers) == match(single, unsaid)
 
 
 def test_an_explanation_for_a_full_gpu_model_names_capacity_among_that_models_providers() -> None:
