@@ -100,7 +100,8 @@ class Site:
     """The leases of one provider's site, run on its Ray cluster."""
 
     def __init__(self, root: Path, provider: str, dashboard_url: str, planner: Planner, signer: ResultSigner,
-                 hidden: tuple[str, ...] = (), failure_signer: FailureSigner | None = None) -> None:
+                 hidden: tuple[str, ...] = (), failure_signer: FailureSigner | None = None,
+                 shared: Path | None = None) -> None:
         from ray.job_submission import JobSubmissionClient
 
         self.root = root
@@ -111,12 +112,24 @@ class Site:
         self.signer = signer
         self.failure_signer = failure_signer
         self.hidden = tuple(hidden) + (str(self.leases),)
+        self.shared = shared.resolve() if shared is not None else None
         self.jobs = JobSubmissionClient(dashboard_url)
         self._lock = threading.Lock()
         # ticket → (worker, params, until)
         self._challenges: dict[str, tuple[Any, dict[str, Any], float]] = {}
         # a running attempt's submission → (when read, its latest reports, how many)
         self._reported: dict[str, tuple[float, list[dict[str, Any]], int]] = {}
+
+    @property
+    def across_nodes(self) -> bool:
+        """Whether this site runs leases across nodes: it has a directory its machines share, and
+        runs as root with what makes a lease's network (provider.lease.network)."""
+        import os
+        import shutil
+
+        wireguard = shutil.which("wireguard-go") is not None or Path("/sys/module/wireguard").is_dir()
+        return (self.shared is not None and os.geteuid() == 0 and wireguard
+                and all(shutil.which(tool) for tool in ("wg", "ip", "nsenter", "unshare")))
 
     # ── leases ───────────────────────────────────────────────────────────────
     def start(self, job: JobView, job_id: int, spec: bytes, prior: bytes | None = None) -> LeaseStatus:
@@ -128,6 +141,11 @@ class Site:
             if not (directory / PLAN).is_file():
                 plan = self.planner(job, job_id, spec, self._next_number(), prior)
                 plan = plan.but(hidden=tuple(plan.hidden) + self.hidden, verdict_key=secrets.token_hex(16))
+                if plan.nodes > 1:
+                    if not self.across_nodes or self.shared is None:
+                        raise Refused(409, f"Job {job_id} asks for {plan.nodes} nodes, and this site runs no "
+                                           "lease across nodes; the market offers it to sites that do.")
+                    plan = plan.but(shared=str(self.shared / directory.name))
                 plan.write(directory)
                 (directory / PRICE).write_text(str(job.price_per_unit))
                 self._submit(directory, plan)
@@ -291,21 +309,29 @@ class Site:
         counter.write_text(str(number))
         return number
 
-    def capacity(self) -> dict[str, float]:
-        """What the site's live nodes have, summed, and its largest node's CPUs and GPUs (the
-        most one lease can have): what the market may match against."""
+    def capacity(self) -> dict[str, Any]:
+        """What the site's live nodes have, summed; its largest node's CPUs and GPUs (the most a
+        lease on one node can have); each node's own (`machines`, largest first), which a lease
+        across nodes takes one share of each from; and whether this site runs leases across
+        nodes (`across_nodes`): what the market may match against."""
         import ray
 
         nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
-        total = {"nodes": len(nodes), "cpus": 0.0, "gpus": 0.0, "memory_gb": 0.0, "node_cpus": 0.0,
-                 "node_gpus": 0.0}
+        total: dict[str, Any] = {"nodes": len(nodes), "cpus": 0.0, "gpus": 0.0, "memory_gb": 0.0,
+                                 "node_cpus": 0.0, "node_gpus": 0.0}
+        machines = []
         for node in nodes:
             r = node.get("Resources", {})
             total["cpus"] += r.get("CPU", 0.0)
             total["gpus"] += r.get("GPU", 0.0)
             total["memory_gb"] += r.get("memory", 0.0) / 2**30
-            total["node_cpus"] = max(total["node_cpus"], r.get("CPU", 0.0))  # a lease runs on one machine
+            total["node_cpus"] = max(total["node_cpus"], r.get("CPU", 0.0))
             total["node_gpus"] = max(total["node_gpus"], r.get("GPU", 0.0))
+            machines.append({"cpus": r.get("CPU", 0.0), "gpus": r.get("GPU", 0.0),
+                             "memory_gb": r.get("memory", 0.0) / 2**30})
+        total["machines"] = sorted(machines, key=lambda m: (m["gpus"], m["cpus"], m["memory_gb"]),
+                                   reverse=True)
+        total["across_nodes"] = self.across_nodes
         return total
 
     # ── the oracle's measurements ────────────────────────────────────────────

@@ -48,6 +48,10 @@ class SiteConfig:
     object_store_bytes: int = 80 * 1024 * 1024
     mesh_endpoint: str | None = None  # HOST:PORT where the site's machines reach the head's mesh; None: none
     mesh_network: str = NETWORK
+    # A directory every machine of the site mounts at this same path (a network file system; any
+    # directory when all its nodes are on this machine): where a lease across nodes keeps its
+    # checkpoints and outputs. None: the site runs no lease across nodes.
+    shared_dir: Path | None = None
 
 
 @dataclass
@@ -112,7 +116,7 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
         return sender.sign_typed_data(failure_typed_data(chain_id, market, terms, units))
 
     site = Site(root, provider, state.dashboard, planner, signer, hidden=(str(home),),
-                failure_signer=failure_signer)
+                failure_signer=failure_signer, shared=config.shared_dir)
     nonces = NonceBook(root / "nonces.db")
 
     def authorizer(request: SiteRequest, signature: bytes, spec_hash: bytes | None):

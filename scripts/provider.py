@@ -9,6 +9,7 @@ the chain first. These commands parse their arguments and print.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -290,9 +291,14 @@ def join(ray_address: str, num_cpus: int, num_gpus: int, account: int | None, ke
               help="Run the site's WireGuard mesh, its machines reaching this one at HOST:PORT (UDP).")
 @click.option("--mesh-network", default="10.231.0.0/16", show_default=True, metavar="CIDR",
               help="The mesh's addresses.")
+@click.option("--shared-dir", default=None, metavar="PATH",
+              type=click.Path(file_okay=False, path_type=Path),
+              help="A directory every machine of the site mounts at this path, where a lease across "
+                   "nodes keeps its checkpoints and outputs; without it the site runs no lease across nodes.")
 @_signed
 def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, mesh_endpoint: str | None,
-          mesh_network: str, account: int | None, key_ref: str | None, as_json: bool) -> None:
+          mesh_network: str, shared_dir: Path | None, account: int | None, key_ref: str | None,
+          as_json: bool) -> None:
     """Run your site: your own Ray cluster, served over HTTPS to those the chain allows.
 
     Starts the site's Ray cluster (or attaches to the one running in $SWARM_HOME) with a token
@@ -331,7 +337,7 @@ def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, mesh_e
         sys.stdout.flush()
 
     config = SiteConfig(host=host, port=port, node_cpus=num_cpus, node_gpus=num_gpus, nodes=nodes,
-                        mesh_endpoint=mesh_endpoint, mesh_network=mesh_network)
+                        mesh_endpoint=mesh_endpoint, mesh_network=mesh_network, shared_dir=shared_dir)
     run_site(swarm, sender, settings().home, config, ready=ready)
 
 

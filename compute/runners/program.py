@@ -35,15 +35,17 @@ def input_variable(name: str) -> str:
     return f"SWARM_INPUT_{name.upper()}"
 
 
-def run(program: ProgramParams, work: Path, start_ray: Callable[[], str]) -> int:
+def run(program: ProgramParams, work: Path, start_ray: Callable[[], str], outputs: Path | None = None) -> int:
     """Runs the entrypoint in `work` against the lease's own Ray instance, whose address
-    `start_ray` gives once it has started it; returns the entrypoint's exit status."""
+    `start_ray` gives once it has started it; returns the entrypoint's exit status. `outputs`:
+    where it writes its results, when not in `work` (a lease across nodes writes them where
+    every node can)."""
     # Ray's workers start with the raylet's environment: the program's packages, its code and
     # its variables must be there before Ray starts, as the entrypoint's own.
     paths = [str(work / INTERNAL / PACKAGES), str(work), os.environ.get("PYTHONPATH", "")]
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     os.environ.update(program.env)
-    os.environ["SWARM_OUTPUT_DIR"] = str(work / OUTPUTS)
+    os.environ["SWARM_OUTPUT_DIR"] = str(outputs or work / OUTPUTS)
     for name in program.inputs:
         os.environ[input_variable(name)] = str(work / INPUTS / name)
     env = dict(os.environ)

@@ -8,6 +8,9 @@ processes live in a sandbox (docs/architecture.md §4).
   outcome.py  its verdict (`Outcome`) and how the site reads it back from the Ray job's log
   inputs.py   what is copied into the lease and checked before the work starts: the buyer's
               pinned code, inputs, model and dataset, and an earlier job's result
+  gang.py     a lease across nodes: its nodes placed all at once, one per machine, their
+              launchers started and their network joined (network.py), and their logs relayed
+  network.py  a lease's own network: a WireGuard link of the lease's own in each node's namespace
   worker.py   inside the sandbox: the job on a Ray instance of the lease's own
   sandbox.py  the sandbox (bubblewrap) and its limits
   untrusted.py  how the site reads and writes what a lease left: no link followed, no FIFO
@@ -50,3 +53,8 @@ STAGED = "staged"
 FETCHED = "fetched"
 # The plan, to the launcher (its verdict's key in it) and to the sandbox (without the key).
 PLAN_ENV = "SWARM_LEASE_PLAN"
+# A node of a lease across nodes, to its sandbox: its index, its address and the first node's
+# (where the lease's Ray head listens) in the lease's network.
+NODE_ENV = "SWARM_LEASE_NODE"
+NODE_ADDRESS_ENV = "SWARM_LEASE_NODE_ADDRESS"
+HEAD_ADDRESS_ENV = "SWARM_LEASE_HEAD_ADDRESS"

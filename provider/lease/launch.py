@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,22 @@ from compute.dataplane import shown
 from compute.errors import ComputeError
 from compute.node import DATA_FOOTER_READERS, REPORTS_ENV, TRAIN_HELPERS_OFF, TRAIN_POLL, TRAIN_REPORTS
 from compute.reports import scalars
-from provider.lease import LEASES, LOG, OUTCOME, PLAN_ENV, PROJECT, REPORTS, RUN, WORK, untrusted
+from provider.lease import (
+    FETCHED,
+    HEAD_ADDRESS_ENV,
+    LEASES,
+    LOG,
+    NODE_ADDRESS_ENV,
+    NODE_ENV,
+    OUTCOME,
+    PLAN_ENV,
+    PROJECT,
+    REPORTS,
+    RUN,
+    STAGED,
+    WORK,
+    untrusted,
+)
 from provider.lease.devices import DeviceError, LeaseGpus, assign, check
 from provider.lease.inputs import (
     InputError,
@@ -46,11 +61,33 @@ from provider.lease.sandbox import Sandbox, lease_uid
 
 def ray_job(plan: LeasePlan, name: str) -> dict[str, Any]:
     """What the site submits to Ray's job API for lease `name`: the launcher, with the plan in
-    its environment and the lease's CPUs and GPUs reserved for it on one node. Every machine
-    of a site runs Swarm from the same path, as Ray runs its own."""
+    its environment and the lease's CPUs and GPUs reserved for it on one node; for a lease
+    across nodes, the gang's coordinator (`provider.lease.gang`), which reserves nothing itself
+    and places the nodes' launchers all at once. Every machine of a site runs Swarm from the
+    same path, as Ray runs its own."""
+    env = {"env_vars": {"PYTHONPATH": str(PROJECT), PLAN_ENV: plan.encode()}}
+    if plan.nodes > 1:
+        return {"entrypoint": f"exec {sys.executable} -m provider.lease.gang {name}", "runtime_env": env}
     return {"entrypoint": f"exec {sys.executable} -m provider.lease.launch {name}",
-            "entrypoint_num_cpus": plan.cpus, "entrypoint_num_gpus": plan.gpus or None,
-            "runtime_env": {"env_vars": {"PYTHONPATH": str(PROJECT), PLAN_ENV: plan.encode()}}}
+            "entrypoint_num_cpus": plan.cpus, "entrypoint_num_gpus": plan.gpus or None, "runtime_env": env}
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of a lease across nodes, as its launcher runs it: its index (0 runs the lease's
+    Ray head and the job), its network namespace (provider.lease.network) and the path every
+    node's sandbox sees its work directory at (node 0's)."""
+
+    index: int
+    netns: Path
+    at: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        from provider.lease.network import SOCKET_ENV, node_address
+
+        return {NODE_ENV: str(self.index), NODE_ADDRESS_ENV: node_address(self.index),
+                HEAD_ADDRESS_ENV: node_address(0), **SOCKET_ENV}
 
 
 def leases_root(env: Mapping[str, str] | None = None) -> Path:
@@ -61,17 +98,23 @@ def leases_root(env: Mapping[str, str] | None = None) -> Path:
 
 
 def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, bool], ...] = (),
-                  gpus: LeaseGpus | None = None) -> Sandbox:
+                  gpus: LeaseGpus | None = None, node: Node | None = None) -> Sandbox:
     """The lease's sandbox: its work directory, its limits, what it is bound, and the GPUs it was
-    given (`provider.lease.devices`): their device nodes and CUDA_VISIBLE_DEVICES."""
+    given (`provider.lease.devices`): their device nodes and CUDA_VISIBLE_DEVICES. A node of a
+    lease across nodes runs in its lease's network and sees the directory the nodes share."""
     gpus = gpus or LeaseGpus()
-    work = directory / WORK
+    work = node.at if node is not None else directory / WORK
+    across: dict[str, str] = {}
+    if plan.nodes > 1:  # its nodes share their home (Ray Train's ~/ray_results) and their outputs
+        binds = (*binds, (Path(plan.shared), True))
+        across = {"HOME": str(Path(plan.shared) / "home")}
     env = {
         "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
-        "SWARM_OUTPUT_DIR": str(work / "outputs"),
+        "SWARM_OUTPUT_DIR": str(plan.outputs or work / "outputs"),
         "PYTHONPATH": str(PROJECT),
         "SWARM_HOME": str(work / "home"),
-        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",  # the lease's own Ray: one node on its loopback
+        # the lease's own Ray: one node on its loopback, or its nodes over its own network
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1" if plan.nodes > 1 else "0",
         "RAY_AUTH_MODE": "disabled",  # nothing but the lease shares that loopback
         "RAY_USAGE_STATS_ENABLED": "0",
         **TRAIN_HELPERS_OFF,  # for a buyer's own Ray Train program as for a built-in job
@@ -82,9 +125,11 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
         # The sandbox's copy of the plan, without the verdict's key.
         PLAN_ENV: plan.but(verdict_key="").encode(),
         **gpus.env,
+        **(node.env if node is not None else {}),
+        **across,
     }
     return Sandbox(
-        work,
+        directory / WORK,
         plan.limits(),
         hidden=[Path(p) for p in plan.hidden],
         lease_uid=lease_uid(plan.number),
@@ -92,13 +137,17 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
         binds=binds,
         devices=gpus.binds,
         covered=gpus.covered,
+        netns=node.netns if node is not None else None,
+        at=node.at if node is not None else None,
     )
 
 
-def launch(directory: Path, plan: LeasePlan, env: Mapping[str, str] | None = None) -> Outcome:
+def launch(directory: Path, plan: LeasePlan, env: Mapping[str, str] | None = None,
+           node: Node | None = None) -> Outcome:
     """Runs the lease's current attempt in its sandbox, in `directory` on this machine, and
     writes its outcome. `env` is the launcher's environment, where Ray named the GPUs it
-    reserved for the lease."""
+    reserved for the lease. `node`: the first node of a lease across nodes, whose job runs on
+    the lease's Ray once its other nodes (`join`) have joined it."""
     directory.mkdir(parents=True, exist_ok=True)
     (directory / OUTCOME).unlink(missing_ok=True)
     work = directory / WORK
@@ -110,7 +159,7 @@ def launch(directory: Path, plan: LeasePlan, env: Mapping[str, str] | None = Non
     try:
         untrusted.remove(work, RUN)
         untrusted.remove(work, REPORTS)  # an attempt relays what it reports itself
-        sandbox = lease_sandbox(directory, plan, result_binds(plan), gpus)
+        sandbox = lease_sandbox(directory, plan, result_binds(plan), gpus, node)
     except (InputError, untrusted.Refused, OSError) as exc:
         return _input_fault(directory, plan, exc)
     if gpus.devices:
@@ -141,6 +190,42 @@ def launch(directory: Path, plan: LeasePlan, env: Mapping[str, str] | None = Non
         # The log and the verdict stay; a lease the site lost keeps its directory to resume from.
         untrusted.remove(directory, WORK)
     return outcome
+
+
+def join(directory: Path, plan: LeasePlan, node: Node, env: Mapping[str, str] | None = None) -> int:
+    """Runs node `node.index` (not the first) of a lease across nodes: its inputs staged and
+    checked here as on the first node, at the path the first node's are, and in its sandbox a
+    node of the lease's Ray that joins the first node's head over the lease's network, until the
+    lease ends (its coordinator stops it). Prints what the sandbox prints; the first node's
+    launcher gives the verdict. Returns the sandbox's exit status."""
+    directory.mkdir(parents=True, exist_ok=True)
+    work = directory / WORK
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        gpus = assign(plan.gpus, env)
+        sandbox = lease_sandbox(directory, plan, result_binds(plan), gpus, node)
+        if gpus.devices:
+            check(sandbox, gpus)
+        if plan.program is not None:
+            stage_program(plan, work, directory)
+        else:
+            fetch_inputs(plan, work, directory)
+    except (DeviceError, InputError, untrusted.Refused, OSError) as exc:
+        print(f"node {node.index} could not start: {_sentence(str(exc))}", flush=True)
+        return 1
+    with open(directory / LOG, "a") as log:
+        echo = _Echo(directory / LOG, log.tell(), work, "")
+        log.write(f"── attempt {plan.attempt}, node {node.index} ──\n")
+    echo.start()
+    try:
+        done = sandbox.run([sys.executable, "-m", "provider.lease.worker", str(node.at), "--join"],
+                           log=directory / LOG)
+    finally:
+        echo.finish()
+    untrusted.remove(directory, WORK)  # the lease's results are node 0's to store; its inputs go
+    for mark in (STAGED, FETCHED):  # and are staged again by a later attempt on this machine
+        (directory / mark).unlink(missing_ok=True)
+    return done.returncode
 
 
 def _input_fault(directory: Path, plan: LeasePlan, exc: Exception) -> Outcome:
@@ -237,8 +322,9 @@ def _program_run(plan: LeasePlan, work: Path, returncode: int, reserved: float) 
     if returncode != 0:
         return None
     assert plan.program is not None
-    return {"result": (work, "", plan.result), "units": reserved,
-            "metrics": program_metrics(work, plan.program.metrics)}
+    root = plan.outputs.parent if plan.outputs is not None else work  # across nodes: what they share
+    return {"result": (root, "", plan.result), "units": reserved,
+            "metrics": program_metrics(root, plan.program.metrics)}
 
 
 METRICS_BYTES = 64 << 10  # what the site reads of a program's metrics file
@@ -271,6 +357,8 @@ def _read_run(plan: LeasePlan, work: Path) -> dict[str, Any] | None:
         result = (own, named.relative_to(own).as_posix(), None)  # already in the buyer's directory
     elif named.is_absolute() and _lexically_within(work, named):
         result = (work, named.relative_to(work).as_posix(), plan.result)
+    elif named.is_absolute() and plan.nodes > 1 and _lexically_within(Path(plan.shared), named):
+        result = (Path(plan.shared), named.relative_to(plan.shared).as_posix(), plan.result)
     if result is None:
         return None
     metrics = raw.get("metrics", {})
@@ -412,8 +500,11 @@ def _refuse_to_launch(name: str, reason: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 7 and argv[1] == "--node" and argv[3] == "--netns" and argv[5] == "--at":
+        return _node_main(argv[0], Node(int(argv[2]), Path(argv[4]), Path(argv[6])))
     if len(argv) != 1:
-        print("usage: python -m provider.lease.launch NAME", file=sys.stderr)
+        print("usage: python -m provider.lease.launch NAME [--node INDEX --netns PATH --at PATH]",
+              file=sys.stderr)
         return 2
     if os.geteuid() != 0:  # a site run by an ordinary user: root of a namespace of its leases' users
         from provider.lease.sandbox import lease_root
@@ -447,6 +538,39 @@ def main(argv: list[str] | None = None) -> int:
           + (f": {outcome.error}" if outcome.error else ""))
     print(verdict_line(plan.verdict_key, outcome), flush=True)
     return 0 if outcome.state == "succeeded" else 1
+
+
+def _node_main(name: str, node: Node) -> int:
+    """A node of a lease across nodes (started by its coordinator's node actor, as root: only a
+    site run as root runs them). Node 0 runs the job and prints the verdict; the others join."""
+    _die_with_parent()
+    started = time.monotonic()
+    directory = leases_root() / node_directory(name, node.index)
+    plan = LeasePlan.decode(os.environ[PLAN_ENV])
+    plan = plan.but(hidden=(*plan.hidden, str(leases_root().parent.parent)))
+    if node.index > 0:
+        code = join(directory, plan, node)
+        print(f"node {node.index} ended ({code}) after {time.monotonic() - started:.1f} s", flush=True)
+        return code
+    try:
+        outcome = launch(directory, plan, node=node)
+    except Exception as exc:
+        outcome = Outcome(state="failed", attempt=plan.attempt, seconds=time.monotonic() - started,
+                          returncode=-1, fault="provider",
+                          error=f"the site could not run the lease: {type(exc).__name__}: {exc}")
+        print(verdict_line(plan.verdict_key, outcome), flush=True)
+        raise
+    print(f"lease {outcome.state} after {time.monotonic() - started:.1f} s"
+          + (f": {outcome.error}" if outcome.error else ""))
+    print(verdict_line(plan.verdict_key, outcome), flush=True)
+    return 0 if outcome.state == "succeeded" else 1
+
+
+def node_directory(name: str, index: int) -> str:
+    """The directory of node `index` of lease `name` on its machine: one of its own, so two nodes
+    of a lease on one machine (a devnet's) keep apart, and the site's own directory of the lease
+    (on the head) holds only what the site read back."""
+    return f"{name}.node{index}"
 
 
 if __name__ == "__main__":

@@ -33,6 +33,10 @@ from typing import Any
 from provider.mesh import Interface, MeshError, key_at
 
 LEASE_NETWORK = ipaddress.ip_network("10.232.0.0/24")
+# The link's name inside a node's namespace, the same on every node: what a lease's collectives
+# (gloo, NCCL's sockets) are told to use (`SOCKET_ENV`), rather than the address its host name has.
+INTERFACE = "lease0"
+SOCKET_ENV = {"GLOO_SOCKET_IFNAME": INTERFACE, "NCCL_SOCKET_IFNAME": INTERFACE}
 KEY = "link.key"  # a node's private key, in its lease directory on its machine (the site's side)
 LINK = "link"  # a node's link there (its interface, its namespace's holder), so a later attempt on
 # the machine removes one left behind
@@ -91,8 +95,9 @@ class LeaseLink:
         # Moved, the interface loses its address and state: both are set again inside.
         _ip("link", "set", self.name, "netns", str(self.holder))
         inside = ("nsenter", f"--net={self.netns}", "--")
-        _ip("address", "add", f"{self.address}/{LEASE_NETWORK.prefixlen}", "dev", self.name, prefix=inside)
-        _ip("link", "set", self.name, "up", prefix=inside)
+        _ip("link", "set", self.name, "name", INTERFACE, prefix=inside)
+        _ip("address", "add", f"{self.address}/{LEASE_NETWORK.prefixlen}", "dev", INTERFACE, prefix=inside)
+        _ip("link", "set", INTERFACE, "up", prefix=inside)
         _ip("link", "set", "lo", "up", prefix=inside)
 
     def close(self) -> None:

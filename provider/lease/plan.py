@@ -76,6 +76,11 @@ class LeasePlan:
     result: str = ""  # where the results go: <the buyer's output>/<compute job id>, a directory or a URI
     fetch: tuple[Fetch, ...] = ()
     verdict_key: str = ""  # marks the launcher's verdict in the job's log; never shown to the lease
+    # A lease across nodes: `nodes` of them, each with the CPUs, GPUs and memory above, each on a
+    # machine of its own (provider.lease.gang), sharing the directory `shared` (the same path on
+    # every machine of the site): the job's storage (its checkpoints) and a program's outputs.
+    nodes: int = 1
+    shared: str = ""
 
     @property
     def program(self) -> ProgramParams | None:
@@ -93,8 +98,14 @@ class LeasePlan:
 
     @property
     def unit_rate(self) -> float:
-        """Units a second the lease uses while it runs: its GPUs, or else its CPUs."""
-        return max(self.gpus if self.gpus > 0 else self.cpus, 0.001)
+        """Units a second the lease uses while it runs: its GPUs, or else its CPUs, on every node."""
+        return max(self.gpus if self.gpus > 0 else self.cpus, 0.001) * self.nodes
+
+    @property
+    def outputs(self) -> Path | None:
+        """Where a program across nodes writes its results: in the directory its nodes share, so a
+        result written on any node is the lease's (None: its own work directory's outputs/)."""
+        return Path(self.shared) / "outputs" if self.nodes > 1 else None
 
     @property
     def unit_seconds(self) -> float:
@@ -112,7 +123,8 @@ class LeasePlan:
     def in_lease(self, work: Path) -> ComputeJob:
         """The job as it runs in the lease whose work directory is `work`: its fetched inputs
         named where they lie, its runs kept in the buyer's directory or in the lease."""
-        storage = self.local_result.parent if self.local_result else work / "storage"
+        storage = (self.local_result.parent if self.local_result
+                   else Path(self.shared) / "storage" if self.nodes > 1 else work / "storage")
         job = replace(self.job, storage=str(storage))
         placed = {f.param: str(work / f.path) for f in self.fetch}
         return job.with_params(**placed) if placed else job
@@ -178,6 +190,7 @@ def plan_lease(order: Order, job_id: int, number: int, provider: str, namespace:
         "wall_seconds": order.run_seconds(now),  # the deadline's, or max_runtime when shorter
         "max_units": order.max_units,
         "result": order.result_location(namespace, job_id) or "",
+        "nodes": r.nodes,
     }
     if order.unpinned():
         raise ValueError(f"{', '.join(order.unpinned())} is not pinned by its sha256; post it with "

@@ -107,6 +107,9 @@ class Sandbox:
     # A network namespace made for it (a node of a lease across nodes: a loopback and the lease's
     # own link, provider.lease.network), entered as root before bubblewrap, instead of either.
     netns: Path | None = None
+    # Where the lease sees its work directory, when not at its own path: every node of a lease
+    # across nodes sees its own at its first node's path, so a path one node names holds there too.
+    at: Path | None = None
     runtime: Sequence[Path] | None = None
     binds: Sequence[tuple[Path, bool]] = ()  # more directories the lease sees: (path, writable)
     # Device nodes the lease may open, (the host's node, where the lease sees it): a GPU lease's
@@ -134,6 +137,7 @@ class Sandbox:
                 "bubblewrap (`bwrap`) is not installed; install Debian's `bubblewrap` package."
             )
         workdir = self.workdir.resolve()
+        seen_at = self.at or workdir
         args = [bwrap]
         shown: list[Path] = []  # what the lease sees of the host, read-only unless bound writable
         for top in SYSTEM:
@@ -152,9 +156,10 @@ class Sandbox:
             args += ["--dev-bind", str(node), inside]
         made: set[Path] = {Path("/")}
         runtime = self.runtime if self.runtime is not None else default_runtime()
-        targets = [*((Path(p).resolve(), False) for p in sorted(set(runtime))),
-                   *((Path(p).resolve(), w) for p, w in self.binds), (workdir, True)]
-        for target, writable in targets:
+        targets = [*((Path(p).resolve(), Path(p).resolve(), False) for p in sorted(set(runtime))),
+                   *((Path(p).resolve(), Path(p).resolve(), w) for p, w in self.binds),
+                   (workdir, seen_at, True)]
+        for source, target, writable in targets:
             if not writable and any(_within(top, target) for top in shown):
                 continue  # in sight already (a virtual environment inside the project)
             # The way down, made open to the lease's user (bwrap would make it root's, 0700).
@@ -162,7 +167,7 @@ class Sandbox:
                 if step not in made and not any(_within(top, step) for top in shown):
                     args += ["--perms", "0755", "--dir", str(step)]
                     made.add(step)
-            args += ["--bind" if writable else "--ro-bind", str(target), str(target)]
+            args += ["--bind" if writable else "--ro-bind", str(source), str(target)]
             shown.append(target)
         for directory, entries in self.covered:
             args += ["--tmpfs", directory]
@@ -172,9 +177,10 @@ class Sandbox:
         # SWARM_HOME inside the project): covered by an empty directory or an empty file.
         for path in self.hidden:
             path = Path(path).resolve()
-            if path.exists() and not _within(workdir, path) and any(_within(top, path) for top in shown):
+            if path.exists() and not _within(workdir, path) and not _within(seen_at, path) \
+                    and any(_within(top, path) for top in shown):
                 args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", "/dev/null", str(path)]
-        args += ["--chdir", str(workdir),
+        args += ["--chdir", str(seen_at),
                  "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
                  "--die-with-parent", "--new-session", "--clearenv"]
         if self.netns is not None:
@@ -186,7 +192,7 @@ class Sandbox:
             args.append("--unshare-net")
         if not self.as_root:
             args.append("--unshare-user")
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(workdir), "TMPDIR": "/tmp",
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(seen_at), "TMPDIR": "/tmp",
                **self.env}
         for key, value in env.items():
             args += ["--setenv", key, value]

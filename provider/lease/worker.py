@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from compute.node import WORKER_NICENESS
-from provider.lease import PLAN_ENV, RUN
+from provider.lease import HEAD_ADDRESS_ENV, NODE_ADDRESS_ENV, PLAN_ENV, RUN
 from provider.lease.outcome import write_json
 from provider.lease.plan import LeasePlan
 
@@ -61,6 +61,77 @@ def start_ray(plan: LeasePlan) -> Any:
     raise AssertionError("unreachable")
 
 
+LEASE_GCS_PORT = 6379  # the lease's Ray head, on its first node's address in the lease's network
+GANG_WAIT_S = 60.0  # how long the first node waits for the lease's other nodes to join its Ray
+
+
+def _ray_node_command(plan: LeasePlan, *where: str) -> list[str]:
+    """`ray start` for a node of a lease across nodes: exactly the lease's share of a node, labelled
+    and pinned to the provider as the site's own nodes are, with the lease's Ray settings."""
+    import json
+
+    from compute.placement import node_labels, node_resources
+
+    provider = plan.job.provider
+    command = [str(Path(sys.executable).with_name("ray")), "start", *where,
+               "--num-cpus", str(max(1, math.ceil(plan.cpus))), "--num-gpus", str(math.ceil(plan.gpus)),
+               "--object-store-memory", str(object_store_bytes(plan)), "--temp-dir", "/tmp/ray",
+               "--disable-usage-stats"]
+    if provider:
+        command += ["--labels", ",".join(f"{k}={v}" for k, v in node_labels(provider).items()),
+                    "--resources", json.dumps(node_resources(provider))]
+    return command
+
+
+def _ray_env() -> dict[str, str]:
+    """The lease's Ray settings (LEASE_RAY_CONFIG) as Ray reads them from a node's environment."""
+    return {f"RAY_{k}": str(v).lower() if isinstance(v, bool) else str(v)
+            for k, v in LEASE_RAY_CONFIG.items()}
+
+
+def start_gang_head(plan: LeasePlan) -> str:
+    """The lease's Ray head on its first node, at its address in the lease's network, waiting until
+    every other node has joined (or GANG_WAIT_S has passed: the job then fails, said why); this
+    process is connected to it as its driver. Returns the head's address."""
+    import subprocess
+    import time
+
+    import ray
+
+    address = f"{os.environ[HEAD_ADDRESS_ENV]}:{LEASE_GCS_PORT}"
+    command = _ray_node_command(plan, "--head", "--node-ip-address", os.environ[HEAD_ADDRESS_ENV],
+                                "--port", str(LEASE_GCS_PORT), "--include-dashboard", "false")
+    subprocess.run(command, check=True, env=os.environ | _ray_env(), stdout=subprocess.DEVNULL)
+    ray.init(address=address)
+    deadline = time.monotonic() + GANG_WAIT_S
+    while (alive := sum(1 for n in ray.nodes() if n.get("Alive"))) < plan.nodes:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {alive} of the lease's {plan.nodes} nodes joined its Ray within "
+                               f"{GANG_WAIT_S:.0f} s")
+        time.sleep(0.2)
+    print(f"the lease's Ray has its {plan.nodes} nodes", flush=True)
+    return address
+
+
+def join_gang(plan: LeasePlan) -> int:
+    """A node of a lease across nodes other than the first: a node of the lease's Ray, joined to the
+    first node's head over the lease's network (asked again until the head answers), until the
+    lease ends."""
+    import subprocess
+    import time
+
+    head = f"{os.environ[HEAD_ADDRESS_ENV]}:{LEASE_GCS_PORT}"
+    command = _ray_node_command(plan, "--address", head, "--node-ip-address", os.environ[NODE_ADDRESS_ENV],
+                                "--block")
+    deadline = time.monotonic() + GANG_WAIT_S
+    while True:
+        started = time.monotonic()
+        code = subprocess.run(command, check=False, env=os.environ | _ray_env()).returncode
+        if time.monotonic() - started > 30 or time.monotonic() > deadline:
+            return code  # it ran (and the lease's Ray ended), or the head never answered
+        time.sleep(1.0)
+
+
 def object_store_bytes(plan: LeasePlan) -> int:
     return max(LEASE_OBJECT_STORE_BYTES, int(plan.memory_bytes * OBJECT_STORE_SHARE))
 
@@ -77,7 +148,10 @@ def run_built_in(plan: LeasePlan, work: Path) -> None:
     else:
         import ray
 
-        start_ray(plan)
+        if plan.nodes > 1:
+            start_gang_head(plan)
+        else:
+            start_ray(plan)
         try:
             result = run_job(job)
         except BaseException:
@@ -91,6 +165,8 @@ def run_program(plan: LeasePlan, work: Path) -> int:
     from compute.runners import program
 
     assert plan.program is not None
+    if plan.nodes > 1:
+        return program.run(plan.program, work, lambda: start_gang_head(plan), outputs=plan.outputs)
     return program.run(plan.program, work, lambda: start_ray(plan).address_info["gcs_address"])
 
 
@@ -109,12 +185,20 @@ def _jsonable(value: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1:
-        print("usage: python -m provider.lease.worker WORK", file=sys.stderr)
+    if len(argv) not in (1, 2) or argv[1:] not in ([], ["--join"]):
+        print("usage: python -m provider.lease.worker WORK [--join]", file=sys.stderr)
         return 2
     work = Path(argv[0])
     plan = LeasePlan.decode(os.environ[PLAN_ENV])
-    if plan.program is not None:
+    if argv[1:] == ["--join"]:
+        if plan.program is not None:  # its workers here import its code and packages as the first node's do
+            from compute.runners.program import INTERNAL, PACKAGES
+
+            paths = (str(work / INTERNAL / PACKAGES), str(work), os.environ.get("PYTHONPATH", ""))
+            os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+            os.environ.update(plan.program.env)
+        code = join_gang(plan)
+    elif plan.program is not None:
         code = run_program(plan, work)
     else:
         run_built_in(plan, work)
