@@ -50,13 +50,16 @@ class LeaseNode:
         self.out = self.directory.parent / f"{self.directory.name}.out"
 
     def open(self) -> dict[str, Any]:
-        """Makes this node's link; what the other nodes need of it, and where its work directory is."""
+        """Makes this node's link; what the other nodes need of it, where its work directory is,
+        and which node of the site's cluster it is on."""
+        import ray
         from ray.util import get_node_ip_address
 
         from provider.lease.network import LeaseLink
 
         self.link, described = LeaseLink.open(self.directory, self.index, get_node_ip_address())
-        return described | {"work": str(self.directory / WORK)}
+        return described | {"work": str(self.directory / WORK),
+                            "node_id": ray.get_runtime_context().get_node_id()}
 
     def start(self, nodes: list[dict[str, Any]], at: str) -> None:
         """Joins the lease's network and starts this node's launcher, its work directory seen at `at`."""
@@ -118,6 +121,9 @@ def coordinate(name: str, plan: LeasePlan) -> int:
               for i in range(plan.nodes)]
     try:
         described = ray.get([a.open.remote() for a in actors], timeout=OPEN_TIMEOUT_S)
+        for node in described:
+            print(f"node {node['index']} on the site's node {node['node_id']} ({node['endpoint']})",
+                  flush=True)
         at = described[0]["work"]
         ray.get([a.start.remote(described, at) for a in actors], timeout=OPEN_TIMEOUT_S)
         return _relay(actors, plan)

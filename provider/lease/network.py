@@ -132,9 +132,11 @@ HOLD = ("unshare", "--net", "--", "sleep", "infinity")
 
 def _hold_namespace() -> int:
     """A new network namespace, held by a process of its own (its own session, so nothing that
-    stops a lease's processes ends it before its link is closed): the holder's pid."""
+    stops a lease's processes ends it before its link is closed, and killed with the process
+    that made it, so a node whose launcher died leaves no namespace): the holder's pid."""
     holder = subprocess.Popen(HOLD, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True)
+                              stderr=subprocess.DEVNULL, start_new_session=True,
+                              preexec_fn=_die_with_maker)  # noqa: PLW1509 - only a prctl, before exec
     ours = os.stat("/proc/self/ns/net").st_ino
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -146,6 +148,13 @@ def _hold_namespace() -> int:
         time.sleep(0.01)
     holder.kill()
     raise MeshError("this machine could not make a network namespace for the lease (`unshare --net`).")
+
+
+def _die_with_maker() -> None:
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
 
 
 def _is_holder(pid: int) -> bool:
