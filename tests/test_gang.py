@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from compute.jobs import ComputeJob
@@ -86,3 +87,110 @@ def test_a_ray_train_script_trains_with_ddp_across_two_nodes_of_a_lease(ray_clus
     assert "trained across nodes" in (tmp_path / "results" / "job-1" / "log").read_text()
     assert "[node 1]" in done.stdout, "node 1's output is relayed, marked"
     assert outcome.units >= 2 * outcome.seconds - 2, "metered on both nodes"
+
+
+RESUMING = '''
+import json, os, tempfile, time
+import ray, ray.train, torch
+from ray.train import Checkpoint, RunConfig, ScalingConfig
+from ray.train.torch import TorchTrainer, prepare_model
+
+EPOCHS = 8
+
+def loop(config):
+    rank = ray.train.get_context().get_world_rank()
+    torch.manual_seed(0)
+    model = prepare_model(torch.nn.Linear(4, 1))
+    inner = model.module if hasattr(model, "module") else model
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    start = 1
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as directory:
+            state = torch.load(os.path.join(directory, "state.pt"))
+        inner.load_state_dict(state["model"])
+        start = state["epoch"] + 1
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(256, 4, generator=g)
+    y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]])
+    for epoch in range(start, EPOCHS + 1):
+        for _ in range(10):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+        time.sleep(1.5)
+        with tempfile.TemporaryDirectory() as directory:
+            saved = None
+            if rank == 0:
+                torch.save({"model": inner.state_dict(), "epoch": epoch}, os.path.join(directory, "state.pt"))
+                saved = Checkpoint.from_directory(directory)
+            ray.train.report({"epoch": epoch, "loss": loss.item()}, checkpoint=saved)
+        if rank == 0:
+            with open(os.path.join(os.environ["SWARM_OUTPUT_DIR"], "progress.jsonl"), "a") as f:
+                f.write(json.dumps({"epoch": epoch, "from": start, "loss": loss.item()}) + "\\n")
+
+ray.init()
+TorchTrainer(loop, scaling_config=ScalingConfig(num_workers=2), run_config=RunConfig(name="resuming")).fit()
+print("trained to the last epoch")
+'''
+
+
+def test_a_lease_that_loses_a_machine_resumes_from_its_checkpoint_on_the_machines_that_remain(
+        ray_cluster, tmp_path: Path) -> None:
+    """A third node of provider A stands by; the machine under the lease's node 1 is lost after a
+    checkpoint; the coordinator gives no verdict (the site runs the lease again, as it does for a
+    lost one-node lease), and the next attempt, on the two nodes left, goes on from the checkpoint
+    in the directory the nodes share."""
+    program = {"entrypoint": "python main.py", "requirements": [], "env": {}, "ray": True,
+               "code": pinned_code(tmp_path, {"main.py": RESUMING}), "inputs": {}}
+    plan = LeasePlan(job_id=2, number=42, job=ComputeJob.of("job-2", "ray", PROVIDER_A, program), cpus=1,
+                     gpus=0, memory_bytes=3 * 2**30, wall_seconds=420, max_units=4_000,
+                     result=str(tmp_path / "results" / "job-2"), verdict_key="w" * 32, nodes=2,
+                     shared=str(tmp_path / "shared" / "lease-2"))
+    name = f"gang-{tmp_path.name}"
+    progress = Path(plan.shared) / "outputs" / "progress.jsonl"
+    standby = ray_cluster.add_node(PROVIDER_A)  # the machine that stands by
+    try:
+        first = subprocess.Popen([sys.executable, "-m", "provider.lease.gang", name],
+                                 env=_env(plan, ray_cluster), stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True, cwd=PROJECT)
+        placed: dict[int, str] = {}
+        for line in first.stdout:  # type: ignore[union-attr]
+            if line.startswith("node ") and " on the site's node " in line:
+                placed[int(line.split()[1])] = line.split(" on the site's node ")[1].split()[0]
+            if len(placed) == 2:
+                break
+        deadline = time.monotonic() + 240
+        while not (progress.is_file() and len(progress.read_text().splitlines()) >= 2):
+            assert time.monotonic() < deadline and first.poll() is None, "the lease never checkpointed"
+            time.sleep(0.2)
+        lost = next(n for n in ray_cluster.nodes[PROVIDER_A] if n.node_id == placed[1])
+        ray_cluster.remove_node(lost)
+        said, _ = first.communicate(timeout=120)
+        assert first.returncode == 1 and verdict(said, plan.verdict_key) is None, said[-3000:]
+        assert "the lease lost node 1" in said
+
+        again = plan.but(attempt=2)  # what the site submits when a lease's job ended with no verdict
+        done = subprocess.run([sys.executable, "-m", "provider.lease.gang", name],
+                              env=_env(again, ray_cluster), capture_output=True, text=True, timeout=600,
+                              cwd=PROJECT, check=False)
+    finally:  # provider A has its two nodes again, as the session's other tests know it
+        if len(ray_cluster.nodes[PROVIDER_A]) > 2:
+            ray_cluster.remove_node(standby)
+        for index in (0, 1):
+            shutil.rmtree(leases_root(RAYLET_ENV) / node_directory(name, index), ignore_errors=True)
+    outcome = verdict(done.stdout, again.verdict_key)
+    assert outcome is not None and outcome.state == "succeeded", (done.stdout[-4000:], done.stderr[-2000:])
+    kept = tmp_path / "results" / "job-2" / "outputs" / "progress.jsonl"
+    epochs = [json.loads(line) for line in kept.read_text().splitlines()]
+    resumed = [e for e in epochs if e["from"] > 1]
+    assert resumed and resumed[0]["from"] == resumed[0]["epoch"] >= 3, epochs
+    first_attempt = [e["epoch"] for e in epochs if e["from"] == 1]
+    assert resumed[0]["from"] - 1 in first_attempt, "from its last checkpoint"
+    assert epochs[-1]["epoch"] == 8 and "trained to the last epoch" in done.stdout
+    assert lost.node_id not in done.stdout, "the lost machine took no part in the attempt that finished"
+
+
+def _env(plan: LeasePlan, ray_cluster) -> dict[str, str]:
+    return os.environ | {PLAN_ENV: plan.encode(), "RAY_ADDRESS": ray_cluster.address}
