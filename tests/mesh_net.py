@@ -69,6 +69,13 @@ class Wire:
                    "-l", "-X", "-U"]
         return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
 
+    def kill(self, machine: Machine) -> None:
+        """The machine dies: every process running in it is killed at once (its WireGuard too)."""
+        pids = subprocess.run(["ip", "netns", "pids", machine.ns], capture_output=True, text=True,
+                              check=False).stdout.split()
+        for pid in pids:
+            subprocess.run(["kill", "-KILL", pid], capture_output=True, check=False)
+
     def close(self) -> None:
         """Stops what runs in the machines (wireguard-go removes its control socket when asked
         to stop) and removes them and the wire."""

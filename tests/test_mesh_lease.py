@@ -1,0 +1,154 @@
+"""A lease across two of a site's machines, over the site's mesh: network namespaces stand in
+for a head and three machines (tests/mesh_net.py), each machine's Ray node joined to the head's
+over WireGuard with its ports pinned, as a mesh site runs. The site's coordinator places the
+lease's two nodes on two machines; each node's sandbox reaches the other over the lease's own
+link, which rides the mesh. A buyer's Ray Train script trains with DDP across them; the wire
+carries WireGuard only; the lease cannot reach the site's Ray head. Then the machine under the
+lease's second node is killed mid-run: the attempt ends without a verdict, and the next one,
+placed on the machines left (the third stood by), resumes from its checkpoint."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from compute.jobs import ComputeJob
+from compute.node import MESH_GCS_PORT, MESH_RAY_PORTS, RayHome, auth_env
+from provider.lease import PLAN_ENV, PROJECT
+from provider.lease.network import node_address
+from provider.lease.outcome import verdict
+from provider.lease.plan import LeasePlan
+from provider.mesh import HEAD, KEY_FILE, LISTEN_PORT, Coordinator, Interface, machine_key
+from tests.mesh_net import Machine, Wire
+from tests.programs import pinned_code
+from tests.test_gang import RESUMING
+from tests.test_mesh_ray import JOIN, START_HEAD, STOP_HEAD, TOKEN, python
+
+PROVIDER = "0x" + "cd" * 20
+SECRET_MARK = "weights-of-the-lease-91c2"  # crosses between the lease's nodes, never the wire in the clear
+# The resuming script, and before it two things the lease tries: the site's Ray head (refused: the
+# lease's network has no way there) and a task on its other node returning a marked payload.
+PROBES = f'''
+import os, socket, ray
+def _reaches(host, port):
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        return True
+    except OSError:
+        return False
+ray.init()
+others = [n for n in ray.nodes() if n["Alive"] and n["NodeManagerAddress"] != ray.util.get_node_ip_address()]
+@ray.remote(num_cpus=0)
+def mark():
+    return ray.util.get_node_ip_address(), "{SECRET_MARK}" * 20000
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+where, blob = ray.get(mark.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+    others[0]["NodeID"], soft=False)).remote())
+with open(os.path.join(os.environ["SWARM_OUTPUT_DIR"], "probes.json"), "a") as f:
+    f.write(__import__("json").dumps({{"site_head": _reaches(os.environ["SITE_HEAD"], {MESH_GCS_PORT}),
+                                       "marked_from": where, "marked_bytes": len(blob)}}) + "\\n")
+'''
+
+
+def _setup(wire: Wire, tmp_path: Path) -> dict:
+    machines = {name: wire.machine(name) for name in (HEAD, "m1", "m2", "m3")}
+    homes = {name: tmp_path / name for name in machines}
+    for home in homes.values():
+        (home / "ray").mkdir(parents=True)
+        (home / "ray" / "auth_token").write_text(TOKEN)
+        (home / "ray" / "auth_token").chmod(0o600)
+    coordinator = Coordinator(homes[HEAD] / "site" / "mesh.json", TOKEN, machine_key(homes[HEAD]),
+                              f"{machines[HEAD].underlay}:{LISTEN_PORT}")
+    addresses = {HEAD: coordinator.head.address}
+    interfaces = {name: Interface(f"wg{wire.tag}{i}", m.prefix)
+                  for i, (name, m) in enumerate(machines.items())}
+    interfaces[HEAD].up(homes[HEAD] / KEY_FILE, addresses[HEAD], coordinator.state.network, forward=True)
+    for name in ("m1", "m2", "m3"):
+        endpoint = f"{machines[name].underlay}:{LISTEN_PORT}"
+        joined = coordinator.join(TOKEN, name, machine_key(homes[name]), endpoint)
+        addresses[name] = joined["address"]
+        interfaces[name].up(homes[name] / KEY_FILE, joined["address"], joined["network"])
+    for name, interface in interfaces.items():
+        key = coordinator.head.public_key if name == HEAD else coordinator.state.peers[name].public_key
+        interface.sync(coordinator.peers_of(key))
+        interface.confine(MESH_RAY_PORTS)
+    address = python(machines[HEAD], START_HEAD, str(homes[HEAD]), PROVIDER, addresses[HEAD])["address"]
+    nodes = {name: python(machines[name], JOIN, str(homes[name]), address, PROVIDER,
+                          addresses[name])["node_id"] for name in ("m1", "m2", "m3")}
+    return {"machines": machines, "homes": homes, "addresses": addresses, "address": address, "nodes": nodes}
+
+
+def _coordinator(site: dict, plan: LeasePlan, name: str) -> subprocess.Popen:
+    env = auth_env(RayHome.of(site["homes"][HEAD])) | {PLAN_ENV: plan.encode(),
+                                                       "RAY_ADDRESS": site["address"]}
+    env = {k: v for k, v in env.items() if not (k.startswith("RAY_") and k not in (
+        "RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS"))}
+    head: Machine = site["machines"][HEAD]
+    return subprocess.Popen([*head.prefix, sys.executable, "-m", "provider.lease.gang", name], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=PROJECT)
+
+
+def test_a_lease_trains_across_two_machines_over_the_mesh_and_resumes_after_losing_one(
+        tmp_path: Path) -> None:
+    assert shutil.which("wireguard-go") and shutil.which("tcpdump"), "`make mesh` installs them"
+    wire = Wire()
+    site: dict = {}
+    try:
+        site = _setup(wire, tmp_path)
+        program = {"entrypoint": "python probes.py && python main.py", "requirements": [], "ray": True,
+                   "env": {"SITE_HEAD": site["addresses"][HEAD]},
+                   "code": pinned_code(tmp_path, {"main.py": RESUMING, "probes.py": PROBES}), "inputs": {}}
+        plan = LeasePlan(job_id=3, number=43, job=ComputeJob.of("job-3", "ray", PROVIDER, program), cpus=1,
+                         gpus=0, memory_bytes=3 * 2**30, wall_seconds=540, max_units=4_000,
+                         result=str(tmp_path / "results" / "job-3"), verdict_key="m" * 32, nodes=2,
+                         shared=str(tmp_path / "shared" / "lease-3"))
+        progress = Path(plan.shared) / "outputs" / "progress.jsonl"
+        capture = wire.capture(90)
+        first = _coordinator(site, plan, "lease-3")
+        placed: dict[int, str] = {}
+        for line in first.stdout:  # type: ignore[union-attr]
+            if line.startswith("node ") and " on the site's node " in line:
+                placed[int(line.split()[1])] = line.split(" on the site's node ")[1].split()[0]
+            if len(placed) == 2:
+                break
+        deadline = time.monotonic() + 300
+        while not (progress.is_file() and len(progress.read_text().splitlines()) >= 2):
+            assert time.monotonic() < deadline and first.poll() is None, "the lease never checkpointed"
+            time.sleep(0.2)
+        capture.terminate()
+        seen, _ = capture.communicate(timeout=30)
+
+        # The machine under node 1 dies: everything on it, its Ray node and the lease's node with it.
+        lost = next(n for n, node_id in site["nodes"].items() if node_id == placed[1])
+        wire.kill(site["machines"][lost])
+        said, _ = first.communicate(timeout=180)
+        assert verdict(said, plan.verdict_key) is None and "the lease lost node 1" in said, said[-3000:]
+
+        again = _coordinator(site, plan.but(attempt=2), "lease-3")
+        done, _ = again.communicate(timeout=600)
+        outcome = verdict(done, plan.verdict_key)
+        assert outcome is not None and outcome.state == "succeeded", done[-5000:]
+    finally:
+        if site:
+            subprocess.run([*site["machines"][HEAD].prefix, sys.executable, "-c", STOP_HEAD,
+                            str(site["homes"][HEAD])], timeout=120, capture_output=True, check=False,
+                           cwd=PROJECT)
+        wire.close()
+
+    outputs = tmp_path / "results" / "job-3" / "outputs"
+    probes = [json.loads(line) for line in (outputs / "probes.json").read_text().splitlines()]
+    assert all(not p["site_head"] for p in probes), "a lease's node reached the site's Ray head"
+    assert all(p["marked_from"] == node_address(1) and p["marked_bytes"] > 400_000 for p in probes), probes
+    packets = [line for line in seen.splitlines() if " IP 10.77.0." in line and "> 10.77.0." in line]
+    assert len(packets) > 50, "the lease's nodes spoke across the wire"
+    assert all(f".{LISTEN_PORT} " in line or f".{LISTEN_PORT}:" in line for line in packets), [
+        line for line in packets if f".{LISTEN_PORT}" not in line][:5]
+    assert SECRET_MARK not in seen and SECRET_MARK.encode().hex() not in seen.replace(" ", "")
+    epochs = [json.loads(line) for line in (outputs / "progress.jsonl").read_text().splitlines()]
+    resumed = [e for e in epochs if e["from"] > 1]
+    assert resumed and resumed[0]["from"] - 1 in [e["epoch"] for e in epochs if e["from"] == 1], epochs
+    assert epochs[-1]["epoch"] == 8
