@@ -6,10 +6,19 @@ Each site is what a provider runs for real — `swarm provider serve` in a SWARM
 certificate, its agent on 127.0.0.1 — started detached in its own session, its output in the
 site's `serve.log`. `sites.json` in the network's SWARM_HOME lists them. No token is shared:
 each site's stays in its own home.
+
+Every node of a local site runs on this machine, so any directory is one its machines share:
+each site is served with `--shared-dir <its home>/shared`, and a site of several nodes, run as
+root with WireGuard's tools, runs a lease across them as a site of several machines does.
+A provider's machine runs one Ray cluster and a devnet's runs one per site, so each site's Ray
+keeps its sessions in a temporary directory of its own (`RAY_TMPDIR`): in the one all share,
+Ray's `auto` address — which Ray's job API gives a lease's driver, and a lease across nodes
+connects its coordinator to — names whichever site's cluster started last.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import select
@@ -28,6 +37,7 @@ from compute.node import RayHome
 START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 90.0
 STATE = "sites.json"
+SHARED = "shared"  # in a site's home: the directory its nodes share
 
 
 @dataclass(frozen=True)
@@ -69,9 +79,11 @@ def start_sites(home: Path, accounts: dict[int, int], rpc_url: str, timeout: flo
             address = dev_account(account).address
             site_home = home / "sites" / address
             site_home.mkdir(parents=True, exist_ok=True)
+            (site_home / SHARED).mkdir(exist_ok=True)
+            ray_tmp(site_home).mkdir(exist_ok=True)
             shutil.copytree(deployments, site_home / "deployments", dirs_exist_ok=True)
             env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {
-                "SWARM_HOME": str(site_home), "SWARM_RPC_URL": rpc_url}
+                "SWARM_HOME": str(site_home), "SWARM_RPC_URL": rpc_url, "RAY_TMPDIR": str(ray_tmp(site_home))}
             with open(site_home / "serve.log", "ab") as log:
                 process = subprocess.Popen(
                     [
@@ -86,6 +98,8 @@ def start_sites(home: Path, accounts: dict[int, int], rpc_url: str, timeout: flo
                         str(ports.get(account) or free_port()),
                         "--nodes",
                         str(nodes),
+                        "--shared-dir",
+                        str(site_home / SHARED),
                         "--json",
                     ],
                     env=env,
@@ -144,6 +158,11 @@ def kill_site(site: LocalSite) -> None:
     cluster.stop(RayHome.of(Path(site.home)))
 
 
+def ray_tmp(site_home: Path) -> Path:
+    """Where the site's Ray keeps its sessions: short, as the Unix sockets in them must be."""
+    return Path("/tmp") / f"swarm-ray-{hashlib.sha256(str(site_home).encode()).hexdigest()[:12]}"
+
+
 def _ready(account: int, address: str, site_home: Path, process: subprocess.Popen, timeout: float,
            rpc_url: str) -> LocalSite:
     assert process.stdout is not None
@@ -179,6 +198,7 @@ def _stop(pid: int, site_home: Path) -> None:
     if _alive(pid):
         _signal(pid, signal.SIGKILL)
     cluster.stop(RayHome.of(site_home))  # a site killed before it could stop its cluster
+    shutil.rmtree(ray_tmp(site_home), ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
