@@ -100,6 +100,24 @@ def test_two_workers_on_provider_a_run_only_on_its_two_nodes(ray_cluster, storag
     assert result.metrics["val_accuracy"] > 0.9  # the blobs are easy: training did train
 
 
+def test_fsdp_shards_the_model_over_provider_as_two_nodes_and_its_result_is_the_whole_model(
+        ray_cluster, storage: Path) -> None:
+    """`parallelism: fsdp`: each worker holds a shard of the parameters (their counts add up to the
+    model's, each under it), the run learns as DDP's does, and its result is the whole model."""
+    from compute.models import build_model
+
+    params = {"model": "mlp", "samples": 512, "epochs": 2, "parallelism": "fsdp"}
+    result = run_job(job(storage, "fsdp-on-a", "train", PROVIDER_A, workers=2, params=params))
+    whole = sum(p.numel() for p in build_model("mlp").parameters())
+    held = result.metrics["local_parameters"]
+    assert result.metrics["parallelism"] == "fsdp" and len(held) == 2
+    assert sum(held) == whole and max(held) < whole, (held, whole)
+    assert {p["provider"] for p in result.metrics["placements"][-1]} == {PROVIDER_A}
+    assert result.metrics["val_accuracy"] > 0.9
+    weights = load_file(str(Path(result.result_dir) / OUTPUT_DIR / "model.safetensors"))
+    assert sum(t.numel() for t in weights.values()) == whole, "the result holds every shard"
+
+
 def test_bf16_precision_runs_under_autocast_and_its_checkpoints_go_to_a_pyarrow_filesystem_uri(
     ray_cluster, tmp_path: Path, monkeypatch
 ) -> None:
@@ -245,6 +263,7 @@ def test_a_job_past_its_timeout_is_stopped(ray_cluster, storage: Path) -> None:
     [
         ("train", {"epochz": 3}, "unknown train parameter.s. epochz"),
         ("train", {"precision": "fp16"}, "precision must be one of fp32, bf16"),
+        ("train", {"parallelism": "zero3"}, "parallelism must be one of ddp, fsdp, got 'zero3'"),
         ("train", {"model": "mlp", "dataset": "synthetic-sequences"}, "mlp trains on synthetic-class"),
         ("train", {"epochs": "3"}, "parameter epochs must be an integer"),
         ("train", {"epochs": 0}, "epochs must be at least 1, got 0"),

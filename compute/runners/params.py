@@ -24,6 +24,10 @@ P = TypeVar("P")
 KIND_OF = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
 
 PRECISIONS = ("fp32", "bf16")
+# How a train job's workers share the model: each holds all of it and their gradients are averaged
+# (DDP), or each holds a shard of its parameters, gradients and optimizer state, gathered layer by
+# layer as it computes (FSDP), for a model too large for one device.
+PARALLELISMS = ("ddp", "fsdp")
 MAX_SAMPLES = 1_000_000
 QUANTIZE = (None, "int8")
 SEARCHES = ("random", "grid", "bayes")
@@ -145,6 +149,7 @@ class TrainParams:
     lr: float = 1e-3
     precision: str = "fp32"
     max_failures: int = 2
+    parallelism: str = "ddp"  # PARALLELISMS
 
     @property
     def brought(self) -> bool:
@@ -171,6 +176,8 @@ class TrainParams:
         require_loop(params, job)
         require_precision(params.precision, job)
         require(params.max_failures >= 0, job, f"max_failures must be 0 or more, got {params.max_failures}.")
+        require(params.parallelism in PARALLELISMS, job,
+                f"parallelism must be one of {', '.join(PARALLELISMS)}, got {params.parallelism!r}.")
         return sized(cls(**(asdict(params) | {"dataset": dataset})), is_named(dataset), 1024)
 
 

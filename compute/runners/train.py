@@ -207,6 +207,64 @@ def save_state(directory: Path, model: nn.Module, optimizer: torch.optim.Optimiz
     (directory / STATE).write_text(json.dumps(state, sort_keys=True))
 
 
+# ── FSDP: each worker holds a shard ─────────────────────────────────────────
+
+
+def shard_model(model: nn.Module) -> nn.Module:
+    """The model sharded over the workers (FSDP2's `fully_shard`): each block that holds
+    parameters, then the whole, so a block's parameters are gathered only while it computes."""
+    from torch.distributed.fsdp import fully_shard
+
+    for child in model.children():
+        if any(p.requires_grad for p in child.parameters()):
+            fully_shard(child)
+    return fully_shard(model)
+
+
+def local_parameters(model: nn.Module) -> int:
+    """The parameters this worker holds: its shards' elements, or all of an unsharded model's."""
+    return sum(p.to_local().numel() if hasattr(p, "to_local") else p.numel() for p in model.parameters())
+
+
+def load_sharded(checkpoint: Checkpoint | None, model: nn.Module, optimizer: torch.optim.Optimizer,
+                 state: dict) -> dict:
+    """Restores a sharded model and its optimizer from a checkpoint of their whole state (every
+    worker reads it and keeps its shards): the run's state, epoch 0 if none."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        set_model_state_dict,
+        set_optimizer_state_dict,
+    )
+
+    if checkpoint is None:
+        return state
+    whole = StateDictOptions(full_state_dict=True)
+    with checkpoint.as_directory() as directory:
+        set_model_state_dict(model, load_file(str(Path(directory) / WEIGHTS)), options=whole)
+        saved = torch.load(Path(directory) / OPTIMIZER, weights_only=True)
+        set_optimizer_state_dict(model, optimizer, optim_state_dict=saved, options=whole)
+        return json.loads((Path(directory) / STATE).read_text())
+
+
+def save_sharded(directory: Path, model: nn.Module, optimizer: torch.optim.Optimizer, state: dict,
+                 rank: int) -> None:
+    """Writes the whole of a sharded model and its optimizer, gathered from every worker (each must
+    call it), as rank 0: the same weights file a DDP run writes, so its result reads the same."""
+    from torch.distributed.checkpoint.state_dict import (
+        StateDictOptions,
+        get_model_state_dict,
+        get_optimizer_state_dict,
+    )
+
+    whole = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    weights = get_model_state_dict(model, options=whole)
+    optimizer_state = get_optimizer_state_dict(model, optimizer, options=whole)
+    if rank == 0:
+        save_file({k: v.detach().contiguous() for k, v in weights.items()}, str(directory / WEIGHTS))
+        torch.save(optimizer_state, directory / OPTIMIZER)
+        (directory / STATE).write_text(json.dumps(state, sort_keys=True))
+
+
 def train_epoch(model: nn.Module, loader: DataLoader, optimizer: torch.optim.Optimizer, device: torch.device,
                 precision: str, state: dict) -> tuple[float, int, str]:
     """One pass over this worker's shard: (summed loss, samples seen, dtype of the logits)."""
@@ -256,14 +314,22 @@ def train_loop(config: dict[str, Any]) -> None:
         held_out = whole["validation"] if whole else ray.train.get_dataset_shard("validation")
         val_set = table_validation(held_out, tensors)
         shard = share_of(whole["train"], rank, world) if whole else ray.train.get_dataset_shard("train")
-    optimizer = torch.optim.Adam(model.parameters(), lr=params.lr)
-    state = load_state(ray.train.get_checkpoint(), model, optimizer)
+    sharded = params.parallelism == "fsdp" and world > 1
+    if sharded:  # the optimizer steps the shards: made once the model is sharded
+        model = shard_model(model)
+        optimizer = torch.optim.Adam(model.parameters(), lr=params.lr)
+        state = load_sharded(ray.train.get_checkpoint(), model, optimizer, load_state(None, model, optimizer))
+    else:
+        optimizer = torch.optim.Adam(model.parameters(), lr=params.lr)
+        state = load_state(ray.train.get_checkpoint(), model, optimizer)
+    state["parallelism"] = "fsdp" if sharded else "ddp" if world > 1 else "none"
+    state["local_parameters"] = gather(local_parameters(model))
     state["resumed_from_epoch"] = state["epoch"]
     state["model_config"] = {} if params.brought else model_config(table)
     state["features"] = table and table["features"]
     state["device_name"] = device_name(device)
     state["placements"].append(gather(where_am_i(rank=rank)))
-    ddp = DistributedDataParallel(model) if world > 1 else model
+    ddp = DistributedDataParallel(model) if world > 1 and not sharded else model
 
     for epoch in range(state["epoch"], params.epochs):
         if table is None:
@@ -290,8 +356,11 @@ def train_loop(config: dict[str, Any]) -> None:
             print(progress_line(state["history"][-1], params.epochs), flush=True)
         with tempfile.TemporaryDirectory() as directory:
             checkpoint = None
-            if rank == 0:  # the model is the same on every rank after DDP's all-reduce
+            if sharded:  # gathered from every worker's shards, written by rank 0
+                save_sharded(Path(directory), model, optimizer, state, rank)
+            elif rank == 0:  # the model is the same on every rank after DDP's all-reduce
                 save_state(Path(directory), model, optimizer, state)
+            if rank == 0:
                 checkpoint = Checkpoint.from_directory(directory)
             ray.train.report(state["history"][-1], checkpoint=checkpoint)
 
@@ -566,7 +635,8 @@ def run(job: ComputeJob) -> JobResult:
         "val_accuracy": last["val_accuracy"], "history": state["history"], "precision": params.precision,
         "compute_dtype": state["compute_dtype"], "device_name": state.get("device_name"),
         "resumed_from_epoch": state["resumed_from_epoch"], "placements": state["placements"],
-        "first_step_at": state["first_step_at"],
+        "first_step_at": state["first_step_at"], "parallelism": state.get("parallelism", "ddp"),
+        "local_parameters": state.get("local_parameters"),
         "checkpoint": result.checkpoint.path, "wall_s": round(time.time() - started, 3),
         "dataset_read": dataset_read(params),
     }
