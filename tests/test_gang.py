@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from compute.jobs import ComputeJob
-from provider.lease import PLAN_ENV, PROJECT
+from provider.lease import PLAN_ENV, PROJECT, WORK
 from provider.lease.launch import leases_root, node_directory
 from provider.lease.network import node_address
 from provider.lease.outcome import verdict
@@ -72,6 +72,9 @@ def test_a_ray_train_script_trains_with_ddp_across_two_nodes_of_a_lease(ray_clus
     try:
         done = subprocess.run([sys.executable, "-m", "provider.lease.gang", name], env=env,
                               capture_output=True, text=True, timeout=600, cwd=PROJECT, check=False)
+        # Its result stored, the lease leaves nothing: not what its nodes shared, not node 1's inputs.
+        left = [p for p in (Path(plan.shared), leases_root(RAYLET_ENV) / node_directory(name, 1) / WORK)
+                if p.exists()]
     finally:  # the nodes' directories, in the SWARM_HOME of the session cluster's raylets
         for index in (0, 1):
             shutil.rmtree(leases_root(RAYLET_ENV) / node_directory(name, index), ignore_errors=True)
@@ -87,6 +90,7 @@ def test_a_ray_train_script_trains_with_ddp_across_two_nodes_of_a_lease(ray_clus
     assert "trained across nodes" in (tmp_path / "results" / "job-1" / "log").read_text()
     assert "[node 1]" in done.stdout, "node 1's output is relayed, marked"
     assert outcome.units >= 2 * outcome.seconds - 2, "metered on both nodes"
+    assert left == [], left
 
 
 RESUMING = '''

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from provider.lease import PLAN_ENV, PROJECT, WORK
+from provider.lease.outcome import Outcome
 from provider.lease.plan import LeasePlan
 
 RELAY_S = 0.2  # how often the coordinator reads what the nodes printed
@@ -80,13 +81,20 @@ class LeaseNode:
             return f.read(1 << 20), code
 
     def stop(self) -> None:
-        """Ends the launcher (its sandbox ends with it) and the link."""
+        """Ends the launcher (its sandbox ends with it) and the link; a node other than the first
+        leaves nothing on its machine (what it staged is staged again by a later attempt)."""
+        from provider.lease import FETCHED, STAGED, untrusted
+
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
         if self.link is not None:
             self.link.close()
         self.out.unlink(missing_ok=True)
+        if self.index > 0:
+            untrusted.remove(self.directory, WORK)
+            for mark in (STAGED, FETCHED):
+                (self.directory / mark).unlink(missing_ok=True)
 
 
 def coordinate(name: str, plan: LeasePlan) -> int:
@@ -97,9 +105,10 @@ def coordinate(name: str, plan: LeasePlan) -> int:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     from compute.placement import PIN, provider_resource
+    from provider.lease import untrusted
     from provider.lease.outcome import Outcome, verdict_line
 
-    ray.init(address="auto", log_to_driver=False)
+    ray.init(address=site_address(), log_to_driver=False)
     bundle = {"CPU": float(plan.cpus), **({"GPU": float(plan.gpus)} if plan.gpus else {}),
               **({provider_resource(plan.job.provider): PIN} if plan.job.provider else {})}
     group = placement_group([bundle] * plan.nodes, strategy="STRICT_SPREAD")
@@ -126,7 +135,11 @@ def coordinate(name: str, plan: LeasePlan) -> int:
                   flush=True)
         at = described[0]["work"]
         ray.get([a.start.remote(described, at) for a in actors], timeout=OPEN_TIMEOUT_S)
-        return _relay(actors, plan)
+        code, given = _relay(actors, plan)
+        if given is not None and (given.state == "succeeded" or given.fault == "buyer"):
+            # its result is stored, or it failed for good: what its nodes shared goes
+            untrusted.remove(shared.parent, shared.name)
+        return code
     except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as exc:
         print(f"a node of the lease was lost as it started ({type(exc).__name__}); the site runs it again",
               flush=True)
@@ -140,11 +153,12 @@ def coordinate(name: str, plan: LeasePlan) -> int:
                       flush=True)
 
 
-def _relay(actors: list[Any], plan: LeasePlan) -> int:
-    """Relays the nodes' output until node 0 ends; its verdict is given only if no node was lost."""
+def _relay(actors: list[Any], plan: LeasePlan) -> tuple[int, Outcome | None]:
+    """Relays the nodes' output until node 0 ends; its verdict is given only if no node was lost.
+    Returns node 0's exit status and the verdict given (None: none, a node was lost)."""
     import ray
 
-    from provider.lease.outcome import VERDICT
+    from provider.lease.outcome import VERDICT, verdict
 
     mark = f"{VERDICT}{plan.verdict_key} ".encode()
     offsets, partial = [0] * len(actors), [b""] * len(actors)
@@ -176,11 +190,11 @@ def _relay(actors: list[Any], plan: LeasePlan) -> int:
                 for line in held:
                     sys.stdout.buffer.write(line + b"\n")
                 sys.stdout.flush()
-                return code
+                return code, verdict(b"\n".join(held).decode(errors="replace"), plan.verdict_key)
         if lost is not None:
             print(f"the lease lost node {lost}: its machine left the site's cluster; the site runs the lease "
                   "again from its last checkpoint", flush=True)
-            return 1
+            return 1, None
         time.sleep(RELAY_S)
 
 
@@ -196,6 +210,18 @@ def _lost(actors: list[Any]) -> int | None:
         except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
             return i
     return None
+
+
+def site_address() -> str | None:
+    """The site's own cluster: the one its SWARM_HOME records (the coordinator runs on the head,
+    whose Ray processes carry it), not whichever cluster on the machine started last, which is what
+    Ray's job supervisor names in RAY_ADDRESS; RAY_ADDRESS where the home records none."""
+    from compute.cluster import running
+    from compute.node import RayHome
+
+    home = os.environ.get("SWARM_HOME")
+    state = running(RayHome.of(Path(home))) if home else None
+    return state.address if state is not None else os.environ.get("RAY_ADDRESS")
 
 
 def _make_shared(shared: Path, plan: LeasePlan) -> None:
