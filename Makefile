@@ -17,7 +17,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install compile bytecode postgres browser sandbox mesh system-packages demo test test-gpu device-kit lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-mesh bench-failfast faults clean
+.PHONY: install compile bytecode postgres browser sandbox mesh system-packages demo test test-gpu device-kit lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-mesh bench-gang bench-failfast faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP) $(COMPILE_STAMP)
 
@@ -259,6 +259,11 @@ bench-mesh: install mesh
 
 bench-lease: install sandbox
 	$(PY) bench/lease.py --runs 5
+
+# Leases across machines: DDP over a lease's own network against plain veth (≥ 0.9), and a two-node
+# lease's start to its first training step against a one-node lease's (bench/gang.py).
+bench-gang: install mesh sandbox
+	$(PY) bench/gang.py --runs 5 --seconds 10 --lease-runs 3
 
 # How soon a challenge, a probe, a bad job, a lost provider and a timed-out job give up.
 bench-failfast: install
