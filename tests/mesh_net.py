@@ -27,6 +27,11 @@ class Machine:
         return subprocess.run([*self.prefix, *args], capture_output=True, text=True, timeout=timeout,
                               check=check)
 
+    def popen_io(self, *args: str) -> subprocess.Popen:
+        """A process on the machine that is talked to: its stdin, stdout and stderr are pipes."""
+        return subprocess.Popen([*self.prefix, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+
     def popen(self, *args: str) -> subprocess.Popen:
         return subprocess.Popen([*self.prefix, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)

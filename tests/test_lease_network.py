@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from compute.node import MESH_GCS_PORT
-from provider.lease.network import LEASE_NETWORK, LeaseLink, node_address
+from provider.lease.network import LEASE_NETWORK, node_address
 from provider.lease.sandbox import Limits, Sandbox, lease_uid
 from provider.mesh import HEAD, KEY_FILE, LISTEN_PORT, Coordinator, Interface, machine_key
 from tests.mesh_net import Machine, Wire
@@ -30,18 +30,18 @@ pytestmark = pytest.mark.light  # no Ray: sandboxes and sockets
 
 SECRET = "the site's join secret"
 PAYLOAD = "allreduce-buckets-5e1d"  # what must never cross the wire in the clear
-OPEN = """
+# A node's end, opened, connected and closed by one process, as a node's actor keeps it: the
+# namespace of a link lives as long as the process that made it.
+NODE = """
 import json, sys
 from pathlib import Path
 from provider.lease.network import LeaseLink
-link, answer = LeaseLink.open(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
-print(json.dumps({"name": link.name, "holder": link.holder, **answer}))
-"""
-CONNECT = """
-import json, sys
-from pathlib import Path
-from provider.lease.network import LeaseLink
-LeaseLink(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[5])).connect(json.loads(sys.argv[4]))
+link, described = LeaseLink.open(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
+print(json.dumps({"name": link.name, "holder": link.holder, **described}), flush=True)
+link.connect(json.loads(sys.stdin.readline()))
+print("connected", flush=True)
+sys.stdin.readline()
+link.close()
 """
 SERVE = """
 import socket, sys
@@ -82,8 +82,32 @@ def site(tmp_path: Path) -> Iterator[dict]:
     finally:
         for nodes in leases.values():
             for node in nodes:
-                LeaseLink(node["name"], node["index"], node["directory"], node["holder"]).close()
+                close(node)
         wire.close()
+
+
+def open_node(machine: Machine, directory: Path, index: int, host: str) -> dict:
+    """A node's end of a lease's network, opened on `machine` by a process that keeps it."""
+    keeper = machine.popen_io(sys.executable, "-c", NODE, str(directory), str(index), host)
+    line = keeper.stdout.readline()
+    assert line, keeper.stderr.read()[-2000:]
+    return json.loads(line) | {"keeper": keeper, "directory": directory, "index": index}
+
+
+def connect(node: dict, nodes: list[dict]) -> None:
+    keeper = node["keeper"]
+    described = [{k: n[k] for k in ("index", "public_key", "endpoint")} for n in nodes]
+    keeper.stdin.write(json.dumps(described) + "\n")
+    keeper.stdin.flush()
+    assert keeper.stdout.readline().strip() == "connected", keeper.stderr.read()[-2000:]
+
+
+def close(node: dict) -> None:
+    keeper = node["keeper"]
+    if keeper.poll() is None:
+        keeper.stdin.write("close\n")
+        keeper.stdin.flush()
+        keeper.wait(timeout=30)
 
 
 def _build(wire: Wire, tmp_path: Path, leases: dict[str, list[dict]]) -> dict:
@@ -108,13 +132,9 @@ def _build(wire: Wire, tmp_path: Path, leases: dict[str, list[dict]]) -> dict:
         leases[lease] = nodes
         for index, name in enumerate(("m1", "m2")):
             directory = homes[name] / "site" / "leases" / f"{lease}.node{index}"
-            opened = json.loads(python(machines[name], OPEN, str(directory), str(index), addresses[name]))
-            nodes.append(opened | {"machine": name, "directory": directory})
-        described = json.dumps([{k: n[k] for k in ("index", "public_key", "endpoint")} for n in nodes])
+            nodes.append(open_node(machines[name], directory, index, addresses[name]))
         for node in nodes:
-            python(machines[node["machine"]], CONNECT, node["name"], str(node["index"]),
-                   str(node["directory"]), described, str(node["holder"]))
-        leases[lease] = nodes
+            connect(node, nodes)
     return {"wire": wire, "machines": machines, "addresses": addresses, "leases": leases, "tmp": tmp_path}
 
 
@@ -176,14 +196,11 @@ def test_nothing_outside_the_lease_reaches_its_nodes(site) -> None:
         assert out.strip().startswith("failed:"), (name, out)
     # A stranger's key at the node's port: WireGuard answers no handshake it cannot authenticate.
     stranger = site["tmp"] / "stranger"
-    opened = json.loads(python(machines["m1"], OPEN, str(stranger), "0", site["addresses"]["m1"]))
+    forged = open_node(machines["m1"], stranger, 0, site["addresses"]["m1"])
     target = next(n for n in a if n["index"] == 1)
     try:
-        python(machines["m1"], CONNECT, opened["name"], "0", str(stranger),
-               json.dumps([{"index": 0, "public_key": opened["public_key"], "endpoint": opened["endpoint"]},
-                           {"index": 1, "public_key": machine_key(site["tmp"] / "forged"),
-                            "endpoint": target["endpoint"]}]), str(opened["holder"]))
-        forged = {"name": opened["name"], "index": 0, "directory": stranger, "holder": opened["holder"]}
+        connect(forged, [forged, {"index": 1, "public_key": machine_key(site["tmp"] / "forged"),
+                                  "endpoint": target["endpoint"]}])
         assert call(site, forged, 3, node_address(1), 7001, timeout=4).startswith("failed:")
     finally:
-        LeaseLink(opened["name"], 0, stranger, opened["holder"]).close()
+        close(forged)
