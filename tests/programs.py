@@ -55,3 +55,52 @@ def with_program(plan: LeasePlan, **changes) -> LeasePlan:
     """The plan with its program's parameters changed, read again as a site reads them."""
     params = plan.job.to_dict()["params"] | changes
     return plan.but(job=ComputeJob.of(plan.job.job_id, "ray", plan.job.provider, params))
+
+
+# A Ray Train script as a buyer writes one that resumes: a checkpoint every epoch (rank 0's),
+# loaded when the run starts again; each epoch rank 0 appends where it started from to its outputs.
+RESUMING = '''
+import json, os, tempfile, time
+import ray, ray.train, torch
+from ray.train import Checkpoint, RunConfig, ScalingConfig
+from ray.train.torch import TorchTrainer, prepare_model
+
+EPOCHS = 8
+
+def loop(config):
+    rank = ray.train.get_context().get_world_rank()
+    torch.manual_seed(0)
+    model = prepare_model(torch.nn.Linear(4, 1))
+    inner = model.module if hasattr(model, "module") else model
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    start = 1
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint:
+        with checkpoint.as_directory() as directory:
+            state = torch.load(os.path.join(directory, "state.pt"))
+        inner.load_state_dict(state["model"])
+        start = state["epoch"] + 1
+    g = torch.Generator().manual_seed(rank)
+    x = torch.randn(256, 4, generator=g)
+    y = x @ torch.tensor([[1.0], [-2.0], [0.5], [3.0]])
+    for epoch in range(start, EPOCHS + 1):
+        for _ in range(10):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+        time.sleep(1.5)
+        with tempfile.TemporaryDirectory() as directory:
+            saved = None
+            if rank == 0:
+                torch.save({"model": inner.state_dict(), "epoch": epoch}, os.path.join(directory, "state.pt"))
+                saved = Checkpoint.from_directory(directory)
+            ray.train.report({"epoch": epoch, "loss": loss.item()}, checkpoint=saved)
+        if rank == 0:
+            with open(os.path.join(os.environ["SWARM_OUTPUT_DIR"], "progress.jsonl"), "a") as f:
+                f.write(json.dumps({"epoch": epoch, "from": start, "loss": loss.item()}) + "\\n")
+
+ray.init()
+TorchTrainer(loop, scaling_config=ScalingConfig(num_workers=2), run_config=RunConfig(name="resuming")).fit()
+print("trained to the last epoch")
+'''

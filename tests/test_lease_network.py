@@ -29,6 +29,9 @@ from tests.mesh_net import Machine, Wire
 pytestmark = pytest.mark.light  # no Ray: sandboxes and sockets
 
 SECRET = "the site's join secret"
+# The leases' numbers, whose users run their sandboxes: far from those a site's leases take (1, 2,
+# ...), whose processes count against the same per-user limit when both run at once.
+LEASE_A, LEASE_B = 7101, 7102
 PAYLOAD = "allreduce-buckets-5e1d"  # what must never cross the wire in the clear
 # A node's end, opened, connected and closed by one process, as a node's actor keeps it: the
 # namespace of a link lives as long as the process that made it.
@@ -156,6 +159,7 @@ def serve(state: dict, node: dict, number: int, port: int, marker: str,
 def call(state: dict, node: dict, number: int, address: str, port: int, timeout: float = 3) -> str:
     argv = [sys.executable, "-c", CALL, address, str(port), str(timeout), PAYLOAD]
     done = sandbox(state, node, number).run(argv)
+    assert done.stdout.strip(), done.stderr[-2000:]
     return done.stdout.strip()
 
 
@@ -163,11 +167,11 @@ def test_a_leases_nodes_reach_each_other_over_its_link_and_nothing_else(site) ->
     a, b = site["leases"]["a"], site["leases"]["b"]
     capture = site["wire"].capture(12)
     time.sleep(0.5)
-    serve(site, a[1], 1, 7000, "lease-a-node-1")
-    serve(site, b[1], 2, 7000, "lease-b-node-1")
-    assert call(site, a[0], 1, node_address(1), 7000) == "answer:lease-a-node-1"
+    serve(site, a[1], LEASE_A, 7000, "lease-a-node-1")
+    serve(site, b[1], LEASE_B, 7000, "lease-b-node-1")
+    assert call(site, a[0], LEASE_A, node_address(1), 7000) == "answer:lease-a-node-1"
     # The same address in lease b's network is lease b's own node: a's is not there to reach.
-    assert call(site, b[0], 2, node_address(1), 7000) == "answer:lease-b-node-1"
+    assert call(site, b[0], LEASE_B, node_address(1), 7000) == "answer:lease-b-node-1"
     capture.wait(timeout=30)
     seen = capture.stdout.read()
     packets = [line for line in seen.splitlines() if " IP 10.77.0." in line and "> 10.77.0." in line]
@@ -183,12 +187,12 @@ def test_a_leases_nodes_reach_each_other_over_its_link_and_nothing_else(site) ->
                (site["machines"]["m2"].underlay, 7000), ("127.0.0.53", 53),
                (str(LEASE_NETWORK.network_address + 9), 7000)]
     for address, port in targets:
-        assert call(site, a[0], 1, address, port, timeout=2).startswith("failed:"), (address, port)
+        assert call(site, a[0], LEASE_A, address, port, timeout=2).startswith("failed:"), (address, port)
 
 
 def test_nothing_outside_the_lease_reaches_its_nodes(site) -> None:
     a = site["leases"]["a"]
-    serve(site, a[1], 1, 7001, "lease-a-node-1", seconds=20)
+    serve(site, a[1], LEASE_A, 7001, "lease-a-node-1", seconds=20)
     machines = site["machines"]
     # The machines themselves (the site's Ray, another process there) have no way into the lease.
     for name in ("m1", "m2", HEAD):
@@ -201,6 +205,6 @@ def test_nothing_outside_the_lease_reaches_its_nodes(site) -> None:
     try:
         connect(forged, [forged, {"index": 1, "public_key": machine_key(site["tmp"] / "forged"),
                                   "endpoint": target["endpoint"]}])
-        assert call(site, forged, 3, node_address(1), 7001, timeout=4).startswith("failed:")
+        assert call(site, forged, LEASE_A + 2, node_address(1), 7001, timeout=4).startswith("failed:")
     finally:
         close(forged)

@@ -24,8 +24,7 @@ from provider.lease.outcome import verdict
 from provider.lease.plan import LeasePlan
 from provider.mesh import HEAD, KEY_FILE, LISTEN_PORT, Coordinator, Interface, machine_key
 from tests.mesh_net import Machine, Wire
-from tests.programs import pinned_code
-from tests.test_gang import RESUMING
+from tests.programs import RESUMING, pinned_code
 from tests.test_mesh_ray import JOIN, START_HEAD, STOP_HEAD, TOKEN, python
 
 PROVIDER = "0x" + "cd" * 20
