@@ -103,7 +103,8 @@ def test_a_two_node_job_runs_across_the_two_machines_of_the_one_site_with_them_a
     log = (results[across].path / "log").read_text()
     assert "validation accuracy" in log
     ranks = {rank: ip for ip, rank in re.findall(r"\(ip=([\d.]+), pid=\d+\) world_rank=(\d)", log)}
-    assert ranks == {"0": node_address(0), "1": node_address(1)}, log[-3000:]
+    # Ray Train gives rank 0 to either node: one rank on each is what counts.
+    assert set(ranks) == {"0", "1"} and set(ranks.values()) == {node_address(0), node_address(1)}, log[-3000:]
     outcome = Outcome.read(lease_dir(swarm, site_network, PROVIDER_A, across))
     assert outcome is not None
     assert outcome.units == info.units_used == math.ceil(record(ledger_engine, across).units), "charged"
