@@ -515,13 +515,18 @@ def main(argv: list[str] | None = None) -> int:
             return _refuse_to_launch(argv[0], str(exc))
         os.execvpe(command[0], command, os.environ | env)
     _die_with_parent()
-    started = time.monotonic()
-    directory = leases_root() / argv[0]
     plan = LeasePlan.decode(os.environ[PLAN_ENV])
     # This machine's own SWARM_HOME (its copy of the cluster token, its other leases) is hidden too.
     plan = plan.but(hidden=(*plan.hidden, str(leases_root().parent.parent)))
+    return _launched(leases_root() / argv[0], plan)
+
+
+def _launched(directory: Path, plan: LeasePlan, node: Node | None = None) -> int:
+    """Runs the lease's attempt (or node 0's of a lease across nodes) and prints its verdict, the
+    launcher's last line; a failure of the site's own is recorded as the provider's, then raised."""
+    started = time.monotonic()
     try:
-        outcome = launch(directory, plan)
+        outcome = launch(directory, plan, node=node)
     except Exception as exc:  # the site's own failure, not the job's: recorded so the site knows whose
         outcome = Outcome(
             state="failed",
@@ -539,7 +544,6 @@ def main(argv: list[str] | None = None) -> int:
     print(verdict_line(plan.verdict_key, outcome), flush=True)
     return 0 if outcome.state == "succeeded" else 1
 
-
 def _node_main(name: str, node: Node) -> int:
     """A node of a lease across nodes (started by its coordinator's node actor, as root: only a
     site run as root runs them). Node 0 runs the job and prints the verdict; the others join."""
@@ -552,18 +556,7 @@ def _node_main(name: str, node: Node) -> int:
         code = join(directory, plan, node)
         print(f"node {node.index} ended ({code}) after {time.monotonic() - started:.1f} s", flush=True)
         return code
-    try:
-        outcome = launch(directory, plan, node=node)
-    except Exception as exc:
-        outcome = Outcome(state="failed", attempt=plan.attempt, seconds=time.monotonic() - started,
-                          returncode=-1, fault="provider",
-                          error=f"the site could not run the lease: {type(exc).__name__}: {exc}")
-        print(verdict_line(plan.verdict_key, outcome), flush=True)
-        raise
-    print(f"lease {outcome.state} after {time.monotonic() - started:.1f} s"
-          + (f": {outcome.error}" if outcome.error else ""))
-    print(verdict_line(plan.verdict_key, outcome), flush=True)
-    return 0 if outcome.state == "succeeded" else 1
+    return _launched(directory, plan, node)
 
 
 def node_directory(name: str, index: int) -> str:
