@@ -7,6 +7,7 @@ import secrets
 import subprocess
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 
 def _ip(*args: str) -> None:
@@ -94,3 +95,31 @@ class Wire:
         for machine in self.machines:
             subprocess.run(["ip", "netns", "del", machine.ns], capture_output=True, check=False)
         subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, check=False)
+
+
+def site_mesh(wire: Wire, names: tuple[str, ...], homes: dict[str, Path], secret: str,
+              confine: tuple[int, int] | None = None) -> tuple[dict[str, Machine], dict[str, str]]:
+    """Machines `names` (the first the head) on the wire, joined into a site's mesh as the head's
+    coordinator admits them, each listening at its wire address; with `confine`, each keeps that
+    range of ports to the mesh. Returns the machines and their mesh addresses."""
+    from provider.mesh import KEY_FILE, LISTEN_PORT, Coordinator, Interface, machine_key
+
+    machines = {name: wire.machine(name) for name in names}
+    head, *others = names
+    coordinator = Coordinator(homes[head] / "site" / "mesh.json", secret, machine_key(homes[head]),
+                              f"{machines[head].underlay}:{LISTEN_PORT}")
+    addresses = {head: coordinator.head.address}
+    interfaces = {name: Interface(f"wg{wire.tag}{i}", machine.prefix)
+                  for i, (name, machine) in enumerate(machines.items())}
+    interfaces[head].up(homes[head] / KEY_FILE, addresses[head], coordinator.state.network, forward=True)
+    for name in others:
+        endpoint = f"{machines[name].underlay}:{LISTEN_PORT}"
+        joined = coordinator.join(secret, name, machine_key(homes[name]), endpoint)
+        addresses[name] = joined["address"]
+        interfaces[name].up(homes[name] / KEY_FILE, joined["address"], joined["network"])
+    for name, interface in interfaces.items():
+        key = coordinator.head.public_key if name == head else coordinator.state.peers[name].public_key
+        interface.sync(coordinator.peers_of(key))
+        if confine is not None:
+            interface.confine(confine)
+    return machines, addresses

@@ -23,8 +23,8 @@ import pytest
 from compute.node import MESH_GCS_PORT
 from provider.lease.network import LEASE_NETWORK, node_address
 from provider.lease.sandbox import Limits, Sandbox, lease_uid
-from provider.mesh import HEAD, KEY_FILE, LISTEN_PORT, Coordinator, Interface, machine_key
-from tests.mesh_net import Machine, Wire
+from provider.mesh import HEAD, LISTEN_PORT, machine_key
+from tests.mesh_net import Machine, Wire, site_mesh
 
 pytestmark = pytest.mark.light  # no Ray: sandboxes and sockets
 
@@ -114,22 +114,8 @@ def close(node: dict) -> None:
 
 
 def _build(wire: Wire, tmp_path: Path, leases: dict[str, list[dict]]) -> dict:
-    machines = {name: wire.machine(name) for name in (HEAD, "m1", "m2")}
-    homes = {name: tmp_path / name for name in machines}
-    coordinator = Coordinator(homes[HEAD] / "site" / "mesh.json", SECRET, machine_key(homes[HEAD]),
-                              f"{machines[HEAD].underlay}:{LISTEN_PORT}")
-    addresses = {HEAD: coordinator.head.address}
-    interfaces = {name: Interface(f"wg{wire.tag}{i}", m.prefix)
-                  for i, (name, m) in enumerate(machines.items())}
-    interfaces[HEAD].up(homes[HEAD] / KEY_FILE, addresses[HEAD], coordinator.state.network, forward=True)
-    for name in ("m1", "m2"):
-        endpoint = f"{machines[name].underlay}:{LISTEN_PORT}"
-        joined = coordinator.join(SECRET, name, machine_key(homes[name]), endpoint)
-        addresses[name] = joined["address"]
-        interfaces[name].up(homes[name] / KEY_FILE, joined["address"], joined["network"])
-    for name, interface in interfaces.items():
-        key = coordinator.head.public_key if name == HEAD else coordinator.state.peers[name].public_key
-        interface.sync(coordinator.peers_of(key))
+    homes = {name: tmp_path / name for name in (HEAD, "m1", "m2")}
+    machines, addresses = site_mesh(wire, (HEAD, "m1", "m2"), homes, SECRET)
     for lease in ("a", "b"):
         nodes: list[dict] = []
         leases[lease] = nodes
