@@ -22,7 +22,8 @@ The first shape, `oracle`, is the production one: what the oracle gives this GPU
 each precision (oracle/config.toml's gpu_challenge_size and gpu_challenge_s, through
 compute.challenge.timed_shape); the others show the CPU's 2048 × 32, which a GPU answers too fast
 for the oracle's clock, and how the commitment's share changes with the size and the stride.
-On a machine without a CUDA device it measures nothing and says so (bench/results/gpu.json).
+On a machine without a CUDA device it measures nothing and says so, in bench/results/gpu.json
+unless that holds a run on a GPU, which it keeps.
 """
 
 from __future__ import annotations
@@ -147,8 +148,12 @@ def main() -> int:
             "reason": f"no CUDA device: torch {torch.__version__}"
             f"{' was built without CUDA' if torch.version.cuda is None else ''}",
         }
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"bench/gpu.py measured nothing: {result['reason']}.")
+        # A run recorded on a GPU stays: compute/reference.py's measured references are its figures.
+        recorded = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        if not recorded.get("ran"):
+            RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        kept = f" {RESULTS.name} keeps the run on {recorded['gpu']['name']}." if recorded.get("ran") else ""
+        print(f"bench/gpu.py measured nothing: {result['reason']}.{kept}")
         return 0
     torch.set_num_threads(1)  # the oracle's check on one thread, as bench/proof.py measures it
     identity = gpu_identity() or {"name": torch.cuda.get_device_name(0)}

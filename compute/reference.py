@@ -9,8 +9,9 @@ datasheet peak, less on the Ada and Ampere consumer parts whose peak counts dual
 A node measuring under half its declared model's reference (a quarter of peak) in any
 precision is flagged as misdeclared.
 
-Only the CPU reference is measured. The GPU references are projections from datasheets: no GPU
-model has been measured on the challenge yet (bench/gpu.py measures the one it runs on). The
+A GPU model measured on the challenge takes its reference from that measurement instead:
+the node's throughput at the oracle's shape (bench/gpu.py, `make bench-gpu`) × GPU_MARGIN.
+So far that is the H200 alone; the other GPU references are projections from datasheets. The
 CPU reference is one core of the machine that runs the oracle, timed on the challenge by
 `make cpu-reference` (oracle/cpu_reference.py), × CPU_MARGIN. Where that measurement is
 missing there is no CPU reference, and the oracle refuses to start (CpuReferenceMissing)
@@ -67,10 +68,30 @@ PEAK_TENSOR_TFLOPS = {
     "V100": ("fp16", 125.0),   # V100 datasheet, SXM2: 125 TFLOPS tensor (FP16/FP32); no bf16
 }
 
+# Measured on the challenge at the oracle's shape (bench/gpu.py --runs 3, the node's throughput:
+# rounds and the commitment on the GPU; medians of 3), TFLOPS per precision:
+MEASURED_TFLOPS = {
+    # NVIDIA H200 (141 GB, NVML: "NVIDIA H200"), torch 2.11 with CUDA 13.0, driver 580, 2026-11-28:
+    # fp32 8192 × 62 / 2 → 39.36 (1.18 × the datasheet projection), bf16 8192 × 928 / 29 → 463.0 (0.94 ×).
+    "H200": {"fp32": 39.36, "bf16": 463.0},
+}
+# A measured model's reference is 0.8 of what one board measured: the H200 NVL's datasheet peaks
+# are 0.84 (bf16) and 0.90 (fp32) of the SXM's, and boards, clocks and cooling differ, so an
+# honest H200 of either kind measures about 1.05–1.25 × the reference; one flagged as
+# misdeclared (under 0.5 ×) computes under 0.4 × the board measured.
+GPU_MARGIN = 0.8
+
 PRECISIONS = ("fp32", "bf16", "fp16")
-REFERENCE_GFLOPS = {model: tflops * 1000 * ACHIEVED_FRACTION for model, tflops in PEAK_FP32_TFLOPS.items()}
-TENSOR_REFERENCE_GFLOPS = {model: tflops * 1000 * ACHIEVED_FRACTION
-                           for model, (_, tflops) in PEAK_TENSOR_TFLOPS.items()}
+
+
+def _reference(model: str, precision: str, peak_tflops: float) -> float:
+    measured = MEASURED_TFLOPS.get(model, {}).get(precision)
+    return measured * 1000 * GPU_MARGIN if measured else peak_tflops * 1000 * ACHIEVED_FRACTION
+
+
+REFERENCE_GFLOPS = {model: _reference(model, "fp32", tflops) for model, tflops in PEAK_FP32_TFLOPS.items()}
+TENSOR_REFERENCE_GFLOPS = {model: _reference(model, precision, tflops)
+                           for model, (precision, tflops) in PEAK_TENSOR_TFLOPS.items()}
 MODELS = (*REFERENCE_GFLOPS, "cpu")
 
 

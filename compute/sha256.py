@@ -199,7 +199,8 @@ def _kernels(interpret: bool) -> dict[str, Any]:
 
     scope: dict[str, Any] = dict(globals())
     for fn in _KERNEL_FUNCTIONS:
-        plain = types.FunctionType(fn.__code__, scope, fn.__name__)
+        plain = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__)
+        plain.__annotations__ = dict(fn.__annotations__)  # `tl.constexpr` is how Triton knows BLOCK
         if fn.__name__.endswith("_kernel"):
             # One compiled kernel for every count and length: Triton would otherwise compile
             # another for each of count = 1, count divisible by 16, and the rest (seconds each).

@@ -254,7 +254,8 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 # A test marked `gpu` runs wherever a CUDA device is present. Elsewhere it is deselected before
 # the run starts, and the run's summary says how many did not run and why: never a silent skip.
 # A GPU machine lent without Ray (tools/device_check.sh) leaves out the `gpu` tests that need it
-# (those using a Ray fixture, or marked `ray`), and says so in the same way.
+# (those using a Ray fixture, or marked `ray`), and says so in the same way; with
+# SWARM_GPU_TESTS=ray it runs only those, once it has installed its kit's Ray.
 _NO_GPU = pytest.StashKey[tuple[int, str]]()
 _NO_RAY = pytest.StashKey[tuple[int, list[str]]]()
 
@@ -283,9 +284,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         session.items[:] = [item for item in session.items if not item.get_closest_marker("gpu")]
         session.testscollected = len(session.items)
         session.config.stash[_NO_GPU] = (len(gpu), reason)
+        return
+    rayless = [item for item in gpu
+               if item.get_closest_marker("ray") or set(HEAVY) & set(getattr(item, "fixturenames", ()))]
+    if gpu and os.environ.get("SWARM_GPU_TESTS") == "ray":
+        ran = [item for item in gpu if item not in rayless]
+        session.config.hook.pytest_deselected(items=ran)
+        session.items[:] = [item for item in session.items if item not in ran]
+        session.testscollected = len(session.items)
     elif gpu and importlib.util.find_spec("ray") is None:
-        rayless = [item for item in gpu
-                   if item.get_closest_marker("ray") or set(HEAVY) & set(getattr(item, "fixturenames", ()))]
         session.config.hook.pytest_deselected(items=rayless)
         session.items[:] = [item for item in session.items if item not in rayless]
         session.testscollected = len(session.items)

@@ -21,7 +21,7 @@ from compute.challenge import (
     timed_shape,
 )
 from compute.errors import ComputeError
-from compute.reference import cpu_reference_gflops, precisions, reference_gflops
+from compute.reference import cpu_reference_gflops, normalize_model, precisions, reference_gflops
 
 
 def test_challenges_too_large_for_exact_float32_sums_or_malformed_are_refused() -> None:
@@ -74,6 +74,27 @@ def test_a_gpu_is_judged_in_its_tensor_core_precision_too() -> None:
     assert "bf16 GFLOPS" in as_bf16.reason
     with pytest.raises(ComputeError, match="T4 has no bf16 reference; its precisions are fp32, fp16"):
         reference_gflops("T4", "bf16")
+
+
+def test_a_measured_gpus_reference_is_what_its_recorded_run_measured_times_the_margin() -> None:
+    """The H200's references come from bench/results/gpu.json (a run of `make bench-gpu` on an
+    H200), not a datasheet: the table's figures are that run's node throughput at the oracle's
+    shape, and every model without a run keeps half its datasheet peak."""
+    import json
+    from pathlib import Path
+
+    from compute.reference import ACHIEVED_FRACTION, GPU_MARGIN, MEASURED_TFLOPS, PEAK_FP32_TFLOPS
+
+    run = json.loads((Path(__file__).resolve().parents[1] / "bench" / "results" / "gpu.json").read_text())
+    assert run["ran"] and normalize_model(run["gpu"]["name"]) == run["model"] == "H200"
+    oracle_shapes = {}
+    for shape in run["shapes"]:  # the oracle's shape comes first in each precision
+        oracle_shapes.setdefault(shape["precision"], shape)
+    assert {p: s["node_tflops"] for p, s in oracle_shapes.items()} == MEASURED_TFLOPS["H200"]
+    for precision in ("fp32", "bf16"):
+        assert reference_gflops("NVIDIA H200", precision) == pytest.approx(
+            oracle_shapes[precision]["node_tflops"] * 1000 * GPU_MARGIN)
+    assert reference_gflops("H100") == PEAK_FP32_TFLOPS["H100"] * 1000 * ACHIEVED_FRACTION
 
 
 H100 = Declared("H100", vram_gb=80, gpu_uuids=("GPU-1111",))

@@ -90,6 +90,20 @@ def test_the_device_tree_has_the_hashlib_provers_root_and_its_openings_pass(chal
         on_device.open([(0, 0)])
 
 
+def test_the_compiled_kernels_take_their_block_and_shifts_as_compile_time_constants() -> None:
+    """Compiled (not interpreted) Triton must see `BLOCK: tl.constexpr`: the kernels are rebuilt
+    in a scope of their own, and a rebuilt function without its annotations failed to compile on
+    an H200 ("arange's arguments must be of type tl.constexpr"), which the interpreter never
+    checks."""
+    from compute import sha256
+
+    kernels = sha256._kernels(False)
+    constant = {name: [p.name for p in kernels[name].params if p.is_constexpr]
+                for name in ("_messages_kernel", "_parent_messages_kernel", "_rotr", "_constant")}
+    assert constant == {"_messages_kernel": ["BLOCK"], "_parent_messages_kernel": ["BLOCK"],
+                        "_rotr": ["n"], "_constant": ["index"]}
+
+
 # ── on a GPU ──────────────────────────────────────────────────────────────────────
 
 

@@ -109,3 +109,17 @@ def test_an_honest_gpu_measured_under_half_its_reference_is_slashed_as_misdeclar
     assert by_hardware["H100"]["measured"] and by_hardware["H100"]["mean"] < 0, by_hardware
     assert by_hardware["cpu"]["measured"] and by_hardware["cpu"]["mean"] > 0, by_hardware
     assert not by_hardware["A100"]["measured"] and by_hardware["A100"]["mean"] > 0, by_hardware
+
+
+def test_a_gpus_run_counts_in_each_precision_at_that_precisions_own_production_shape() -> None:
+    """The H200's recorded run (bench/results/gpu.json) was challenged at 8192 × 62 in fp32 and
+    8192 × 928 in bf16: both are its production shapes, and both are taken as measured."""
+    from bench.econ.measured import RESULTS
+
+    run = json.loads((RESULTS / "gpu.json").read_text())
+    found = load_throughputs(["H200"], RESULTS)
+    for precision in ("fp32", "bf16"):
+        production = next(s for s in run["shapes"] if s["precision"] == precision)
+        throughput = found.of("H200", precision)
+        assert throughput.measured and f"× {production['rounds']} on NVIDIA H200" in throughput.source
+        assert throughput.gflops == pytest.approx(production["node_tflops"] * 1000, rel=0.05)

@@ -136,13 +136,14 @@ def _gpu_runs(data: dict[str, Any] | None) -> tuple[dict[tuple[str, str], Throug
         return {}, f"measured nothing ({reason}): every GPU is assumed"
     try:
         model = str(data["model"])
-        shape = (data["shapes"][0]["size"], data["shapes"][0]["rounds"], data["shapes"][0]["stride"])
         name = str(data.get("gpu", {}).get("name") or model)
-        found = {}
+        production: dict[str, dict[str, Any]] = {}  # each precision's first shape is the oracle's for it
         for s in data["shapes"]:
-            p = s["precision"]
-            if (s["size"], s["rounds"], s["stride"]) != shape or p not in precisions(model) \
-                    or not _positive(s.get("node_tflops")):
+            production.setdefault(s["precision"], s)
+        found = {}
+        for p, s in production.items():
+            shape = (s["size"], s["rounds"], s["stride"])
+            if p not in precisions(model) or not _positive(s.get("node_tflops")):
                 continue
             gflop = 2 * s["size"] ** 3 * s["rounds"] / 1e9
             runs = tuple(gflop / (r + c) for r, c in zip(s.get("rounds_all") or (), s.get("commit_all") or (),
