@@ -269,9 +269,9 @@ bench-gang: install mesh sandbox
 bench-failfast: install
 	$(PY) bench/failfast.py --runs 3
 
-# The fault suite over all 20 seeds (`make test` runs one of them).
+# The fault suite over all 20 seeds and 5 with a mesh site (`make test` runs one of each).
 faults: install
-	SWARM_FAULT_SEEDS=20 $(PY) -m pytest tests/faults -p no:randomly
+	SWARM_FAULT_SEEDS=20 SWARM_MESH_FAULT_SEEDS=5 $(PY) -m pytest tests/faults -p no:randomly
 
 clean:
 	rm -rf contracts/out contracts/cache build .pytest_cache .hypothesis

@@ -1,5 +1,6 @@
 """A provider's other machines joining its site (docs/architecture.md §4): `swarm provider join`
-is a face over `join_site`, `swarm provider leave` over `leave_site`.
+is a face over `join_site` (and, given the site's URL, `join_mesh` first), `swarm provider
+leave` over `leave_site` and `leave_mesh`.
 
 A machine joins the site's Ray cluster as a node labelled `provider=<address>`, with a copy of
 the site's token, only once the chain says the provider may serve work (`may_serve`):
@@ -9,7 +10,14 @@ is a `SwarmError` in one sentence that says what to do, and no node starts.
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
+from typing import Any
 
 from compute import node
 from ledger import stake
@@ -62,3 +70,73 @@ def join_site(swarm: Swarm, home: Path, ray_address: str, spec: node.NodeSpec) -
 def leave_site(home: Path, provider: str) -> node.JoinedNode | None:
     """Stops the node this machine runs for `provider` (its running work drains first); None if none runs."""
     return node.leave(node.RayHome.of(home), provider)
+
+
+# ── the machine's mesh, brought up by `join` ────────────────────────────────────────
+
+KEEPER_FILE = Path("mesh") / "keeper.json"  # under SWARM_HOME: the process keeping the peers
+
+
+def join_mesh(home: Path, site: Any, secret: str, name: str, endpoint: str | None,
+              interface: str) -> dict[str, Any]:
+    """Brings this machine into its site's mesh as `name`, with its own key (made here, kept in
+    `home`), then leaves a process keeping its peers as the head lists them (`swarm provider mesh
+    join`, detached; `leave_mesh` stops it). Returns the head's answer, with `ray_address`: the
+    head's Ray on the mesh, where the machine's node joins."""
+    from compute.node import MESH_GCS_PORT
+    from provider.mesh import HEAD, Interface, MeshMember
+
+    stop_keeper(home)  # one keeper a machine: a second `join` replaces the first's
+    answer = MeshMember(home, site, secret, name, endpoint, Interface(interface)).join()
+    head = next(p["address"] for p in answer["peers"] if p["name"] == HEAD)
+    command = [sys.executable, "-m", "scripts.cli", "provider", "mesh", "join", site.url, "--fingerprint",
+               site.fingerprint, "--name", name, "--interface", interface,
+               *(["--endpoint", endpoint] if endpoint else [])]
+    (home / KEEPER_FILE).parent.mkdir(parents=True, exist_ok=True)
+    with (home / "mesh" / "keeper.log").open("a") as log:
+        keeper = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                  start_new_session=True, env=os.environ.copy())
+    (home / KEEPER_FILE).write_text(json.dumps({"pid": keeper.pid, "interface": interface, "name": name}))
+    return answer | {"ray_address": f"{head}:{MESH_GCS_PORT}", "interface": interface}
+
+
+def stop_keeper(home: Path) -> dict[str, Any] | None:
+    """Stops the process keeping this machine's mesh peers, if one runs; what it kept, or None."""
+    try:
+        kept = json.loads((home / KEEPER_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    pid = int(kept.get("pid", 0))
+    if pid > 0 and _is_keeper(pid):
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while _is_keeper(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _is_keeper(pid):
+            os.kill(pid, signal.SIGKILL)
+    (home / KEEPER_FILE).unlink(missing_ok=True)
+    return kept
+
+
+def _is_keeper(pid: int) -> bool:
+    """Whether `pid` is still a mesh keeper (not a process that took its number after it ended)."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z" and b"mesh" in command and b"join" in command
+
+
+def leave_mesh(home: Path) -> str | None:
+    """Takes this machine's mesh down (its keeper stopped, its interface removed), if `join`
+    brought one up; the interface's name, or None. The head still lists the machine until
+    `swarm provider mesh remove` cuts its key off."""
+    from provider.mesh import ADDRESS_FILE, Interface
+
+    kept = stop_keeper(home)
+    if kept is None:
+        return None
+    Interface(kept["interface"]).down()
+    (home / ADDRESS_FILE).unlink(missing_ok=True)
+    return str(kept["interface"])

@@ -246,30 +246,68 @@ def _report(done: Sent, as_json: bool, message: str) -> None:
 # ── Ray nodes: join a cluster, leave it ──────────────────────────────────────
 
 @provider.command()
-@click.option("--ray-address", required=True, help="The Ray head's GCS address, HOST:PORT.")
+@click.option("--ray-address", default=None, help="The Ray head's GCS address, HOST:PORT (with --site: the "
+              "head's on the mesh, unless given).")
 @click.option("--num-cpus", type=click.IntRange(min=1), default=1, show_default=True,
               help="CPUs the node offers.")
 @click.option("--num-gpus", type=click.IntRange(min=0), default=0, show_default=True,
               help="GPUs the node offers.")
+@click.option("--site", "site_url", default=None, metavar="SITE_URL",
+              help="Join this site's WireGuard mesh first (its head runs `serve --mesh-endpoint`).")
+@click.option("--fingerprint", default=None, metavar="SHA256", help="With --site: the site's certificate "
+              "fingerprint, as `serve` printed it.")
+@click.option("--mesh-name", default=None, help="With --site: this machine's name in the mesh.")
+@click.option("--mesh-endpoint", default=None, metavar="HOST:PORT",
+              help="With --site: where the other machines reach this one (UDP); none behind NAT.")
+@click.option("--interface", default="swarm0", show_default=True,
+              help="With --site: the WireGuard interface.")
 @account_option
 @key_option
 @json_option
-def join(ray_address: str, num_cpus: int, num_gpus: int, account: int | None, key_ref: str | None,
-         as_json: bool) -> None:
+def join(ray_address: str | None, num_cpus: int, num_gpus: int, site_url: str | None, fingerprint: str | None,
+         mesh_name: str | None, mesh_endpoint: str | None, interface: str, account: int | None,
+         key_ref: str | None, as_json: bool) -> None:
     """Start a Ray node for your provider on this machine, once the chain says you may serve.
 
     The node is labelled provider=<address> and carries the provider:<address> resource; it
-    authenticates with the cluster's token in $SWARM_HOME/ray/auth_token.
+    authenticates with the cluster's token in $SWARM_HOME/ray/auth_token. With --site, the
+    machine first joins the site's WireGuard mesh with a key of its own (the token is the join
+    secret), keeps its peers up to date from a process of its own, and binds its node to its
+    mesh address; `swarm provider leave` takes both down.
     """
     from compute.node import NodeSpec, parse_address
-    from provider.join import join_site
+    from ledger.errors import SwarmError
+    from provider.join import join_mesh, join_site, leave_mesh, may_serve
 
-    parse_address(ray_address)  # a malformed address is refused before the chain is asked
+    if site_url is None and ray_address is None:
+        raise SwarmError("Give the site's Ray head with --ray-address HOST:PORT, or its URL with --site to "
+                         "join its mesh first.")
+    if site_url is not None and (fingerprint is None or mesh_name is None):
+        raise SwarmError("--site needs --fingerprint (as `serve` printed it) and --mesh-name (this machine's "
+                         "name in the mesh).")
+    if ray_address is not None:
+        parse_address(ray_address)  # a malformed address is refused before the chain is asked
     swarm = open_swarm()
     who = _own_address(swarm, account, key_ref)
-    joined = join_site(swarm, settings().home, ray_address, NodeSpec(who, num_cpus, num_gpus))
-    emit(as_json, joined.as_dict(), lambda: console.print(
-        f"Joined {ray_address} as node {joined.node_id} for {who} ({num_cpus} CPU, {num_gpus} GPU); "
+    home = settings().home
+    meshed = None
+    if site_url is not None:
+        may_serve(swarm, who)  # the chain first: a provider it refuses brings no interface up
+        site, secret = _mesh_site(site_url, fingerprint or "")
+        meshed = join_mesh(home, site, secret, mesh_name or "", mesh_endpoint, interface)
+        ray_address = ray_address or meshed["ray_address"]
+    assert ray_address is not None
+    try:
+        joined = join_site(swarm, home, ray_address, NodeSpec(who, num_cpus, num_gpus))
+    except BaseException:
+        if meshed is not None:
+            leave_mesh(home)  # nothing half-done: no interface without its node
+        raise
+    payload = joined.as_dict() | ({"mesh": {k: meshed[k] for k in ("address", "network", "interface")}}
+                                  if meshed else {})
+    on_mesh = f" over the mesh at {meshed['address']} on {interface}" if meshed else ""
+    emit(as_json, payload, lambda: console.print(
+        f"Joined {ray_address} as node {joined.node_id} for {who} ({num_cpus} CPU, {num_gpus} GPU){on_mesh}; "
         "stop it with `swarm provider leave`."
     ))
 
@@ -387,13 +425,20 @@ def nodes(as_json: bool) -> None:
 @json_option
 def leave(account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Stop the Ray node this machine runs for your provider (running work drains first)."""
-    from provider.join import leave_site
+    from provider.join import leave_mesh, leave_site
 
     who = _own_address(open_swarm(), account, key_ref)
     left = leave_site(settings().home, who)
-    emit(as_json, {"provider": who, "stopped": left is not None, "node_id": left and left.node_id},
-         lambda: console.print(f"Node {left.node_id} for {who} has left {left.head_address}." if left
-                               else f"No Ray node runs here for {who}; nothing to do."))
+    mesh_down = leave_mesh(settings().home)
+    said = (f"Node {left.node_id} for {who} has left {left.head_address}." if left
+            else f"No Ray node runs here for {who}.")
+    if mesh_down:
+        said += (f" The mesh interface {mesh_down} is down; cut this machine's key off with `swarm provider "
+                 "mesh remove` from any machine of the site.")
+    elif not left:
+        said += " Nothing to do."
+    emit(as_json, {"provider": who, "stopped": left is not None, "node_id": left and left.node_id,
+                   "mesh_down": mesh_down}, lambda: console.print(said))
 
 
 

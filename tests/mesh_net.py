@@ -44,6 +44,7 @@ class Wire:
 
     tag: str = field(default_factory=lambda: secrets.token_hex(3))
     machines: list[Machine] = field(default_factory=list)
+    host_link: str | None = None
 
     def __post_init__(self) -> None:
         self.ns = f"swire-{self.tag}"
@@ -67,6 +68,19 @@ class Wire:
         machine = Machine(name, ns, f"10.77.0.{index}")
         self.machines.append(machine)
         return machine
+
+    def host(self) -> str:
+        """Plugs this machine's own network in too, at 10.77.0.254 (a chain node bound there is
+        the machines' chain, as one on the internet would be; the test reaches their sites)."""
+        outside, inside = f"w{self.tag}0", f"r{self.tag}0"
+        _ip("link", "add", inside, "type", "veth", "peer", "name", outside)
+        _ip("link", "set", outside, "netns", self.ns)
+        _ip("address", "add", "10.77.0.254/24", "dev", inside)
+        _ip("link", "set", inside, "up")
+        _ip("-n", self.ns, "link", "set", outside, "master", "br0")
+        _ip("-n", self.ns, "link", "set", outside, "up")
+        self.host_link = inside
+        return "10.77.0.254"
 
     def capture(self, count_s: float) -> subprocess.Popen:
         """tcpdump on the bridge for `count_s` seconds: every packet between the machines, each
@@ -95,6 +109,8 @@ class Wire:
         for machine in self.machines:
             subprocess.run(["ip", "netns", "del", machine.ns], capture_output=True, check=False)
         subprocess.run(["ip", "netns", "del", self.ns], capture_output=True, check=False)
+        if self.host_link:  # its peer went with the wire's namespace, which usually takes it too
+            subprocess.run(["ip", "link", "del", self.host_link], capture_output=True, check=False)
 
 
 def site_mesh(wire: Wire, names: tuple[str, ...], homes: dict[str, Path], secret: str,
@@ -123,3 +139,65 @@ def site_mesh(wire: Wire, names: tuple[str, ...], homes: dict[str, Path], secret
         if confine is not None:
             interface.confine(confine)
     return machines, addresses
+
+
+# ── a mesh site as its operator runs it: `serve --mesh-endpoint` and `join --site` ──────────
+
+SITE_PORT = 8443
+
+
+def machine_env(home: Path, rpc_url: str) -> dict[str, str]:
+    """A machine's environment for `swarm`: its own SWARM_HOME and Ray sessions directory."""
+    import os
+
+    from devnet.network import ray_tmp
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SWARM_", "RAY_"))}
+    ray_tmp(home).mkdir(exist_ok=True)
+    return env | {"SWARM_HOME": str(home), "SWARM_RPC_URL": rpc_url, "RAY_TMPDIR": str(ray_tmp(home))}
+
+
+def swarm_on(machine: Machine, home: Path, rpc_url: str, *args: str,
+             timeout: float = 240) -> subprocess.CompletedProcess:
+    """`swarm ARGS` run on `machine` in its `home`, to its end."""
+    import sys
+
+    return subprocess.run([*machine.prefix, sys.executable, "-m", "scripts.cli", *args],
+                          env=machine_env(home, rpc_url), capture_output=True, text=True, timeout=timeout,
+                          check=False)
+
+
+def serve_mesh_site(machine: Machine, home: Path, rpc_url: str, account: int, *options: str,
+                    timeout: float = 240) -> tuple[subprocess.Popen, dict]:
+    """`swarm provider serve --mesh-endpoint` on `machine` (the head), listening on its wire
+    address; the process and what it printed once it served (its URL and fingerprint)."""
+    import sys
+
+    from provider.mesh import LISTEN_PORT
+    from tests.sites import served
+
+    process = subprocess.Popen(
+        [*machine.prefix, sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", str(account),
+         "--host", machine.underlay, "--port", str(SITE_PORT), "--mesh-endpoint",
+         f"{machine.underlay}:{LISTEN_PORT}", *options, "--json"],
+        env=machine_env(home, rpc_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    return process, served(process, timeout)
+
+
+def join_site_machine(machine: Machine, home: Path, rpc_url: str, site: dict, head_home: Path, account: int,
+                      listens: bool = True) -> subprocess.CompletedProcess:
+    """`swarm provider join --site` on `machine`, with a copy of the head's token; `listens`:
+    with a mesh endpoint of its own, else as a machine behind NAT."""
+    import shutil
+
+    from provider.mesh import LISTEN_PORT
+
+    (home / "ray").mkdir(parents=True, exist_ok=True)
+    (home / "ray" / "auth_token").write_text((head_home / "ray" / "auth_token").read_text())
+    (home / "ray" / "auth_token").chmod(0o600)
+    shutil.copytree(head_home / "deployments", home / "deployments", dirs_exist_ok=True)
+    endpoint = [f"--mesh-endpoint={machine.underlay}:{LISTEN_PORT}"] if listens else []
+    return swarm_on(machine, home, rpc_url, "provider", "join", "--site", site["url"], "--fingerprint",
+                    site["fingerprint"], "--mesh-name", machine.name, *endpoint, "--account", str(account),
+                    "--json")

@@ -2,6 +2,11 @@
 providers each serving its own site, buyers' jobs, and the market service and the oracle as
 real `swarm` processes — each of which can be killed with SIGKILL and started again.
 
+With `mesh`, provider C's site is a mesh site of two machines, network namespaces on a wire
+(tests/mesh_net.py): its head (`swarm provider serve --mesh-endpoint`) and a machine joined to
+it (`swarm provider join --site`), the chain reached across the wire. That machine dies (every
+process on it killed at once) as soon as a lease runs on it, and joins again a while later.
+
 The audit at the end reads only the chain (every log since deployment), so it judges what
 really happened, not what any service recorded.
 """
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +27,7 @@ from pathlib import Path
 
 from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
-from devnet.network import kill_site, restart_site, start_sites, stop_sites
+from devnet.network import kill_site, ray_tmp, restart_site, start_sites, stop_sites
 from ledger import jobs, stake
 from ledger.chain import connect
 from ledger.client import Swarm
@@ -31,8 +37,9 @@ from ledger.jobs import JobStatus
 from ledger.specs import store_spec
 from ledger.tx import Sender
 from market.spec import validate_spec
+from tests.mesh_net import Machine, Wire, join_site_machine, serve_mesh_site
 from tests.programs import program_spec
-from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C
+from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C, stop_served
 
 ONE = 10**18
 PROVIDERS = {1: PROVIDER_A, 2: PROVIDER_B, 3: PROVIDER_C}
@@ -58,9 +65,22 @@ def job_spec(store: Path, seed: int) -> dict:
 
 
 @dataclass
+class MeshSite:
+    """Provider C's site of two machines: the head's `serve` process and the machine that joined."""
+
+    wire: Wire
+    head: Machine
+    machine: Machine
+    homes: dict[str, Path]
+    process: subprocess.Popen
+    site: dict  # what `serve --json` printed: its URL and fingerprint
+
+
+@dataclass
 class Network:
     root: Path
     seed: int
+    mesh: bool = False
     log: list[str] = field(default_factory=list)
     repairs: dict[str, threading.Thread] = field(default_factory=dict)
     repair_errors: dict[str, BaseException] = field(default_factory=dict)
@@ -70,7 +90,9 @@ class Network:
     def start(self) -> None:
         self.rng = random.Random(self.seed)
         self.home = self.root / "home"
-        self.anvil = AnvilNode(AnvilConfig(home=self.home, port=free_port(), state_interval=1))
+        self.wire = Wire() if self.mesh else None
+        host = self.wire.host() if self.wire else "127.0.0.1"  # a mesh site's machines reach the chain
+        self.anvil = AnvilNode(AnvilConfig(home=self.home, host=host, port=free_port(), state_interval=1))
         self.anvil.start()
         self.url = self.anvil.config.url
         self.rpc = RpcClient(self.url)
@@ -78,20 +100,26 @@ class Network:
         deployment = deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), self.home).deployment
         self.swarm = Swarm(chain, deployment)
         self.block0 = deployment.block_number
-        self.sites = {s.provider: s for s in start_sites(self.home, {i: 1 for i in PROVIDERS}, self.url)}
+        local = {i: 1 for i in PROVIDERS if not (self.mesh and i == 3)}
+        self.sites = {s.provider: s for s in start_sites(self.home, local, self.url)}
+        self.mesh_site = self._serve_mesh_site() if self.mesh else None
         for index, address in PROVIDERS.items():
             sender = self.swarm.sender(dev_account(index).key)
-            site = self.sites[address]
+            url, fingerprint = ((self.mesh_site.site["url"], self.mesh_site.site["fingerprint"])
+                                if self.mesh_site and index == 3 else
+                                (self.sites[address].url, self.sites[address].fingerprint))
             spec = {
                 "gpu_model": "cpu",
                 "gpus": 1,
                 "vram_gb": 1,
-                "site_url": site.url,
-                "site_fingerprint": site.fingerprint,
+                "site_url": url,
+                "site_fingerprint": fingerprint,
                 "price_per_unit": str(int(float(PRICES[index]) * ONE)),
             }
             stake.register(self.swarm, sender, store_spec(self.home, spec), 1)
             stake.stake(self.swarm, sender, 1_500 * ONE)
+        if self.mesh_site:
+            self._join_machine()  # once the chain says C may serve
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SWARM_")} | {
             "SWARM_HOME": str(self.home),
             "SWARM_RPC_URL": self.url,
@@ -102,6 +130,20 @@ class Network:
         self.stop_clock = threading.Event()
         self.clock = threading.Thread(target=self._tick_clock, daemon=True)
         self.clock.start()
+
+    def _serve_mesh_site(self) -> MeshSite:
+        assert self.wire is not None
+        head, machine = self.wire.machine("head"), self.wire.machine("m1")
+        homes = {"head": self.root / "mesh-head", "m1": self.root / "mesh-m1"}
+        shutil.copytree(self.home / "deployments", homes["head"] / "deployments")
+        process, site = serve_mesh_site(head, homes["head"], self.url, 3)
+        return MeshSite(self.wire, head, machine, homes, process, site)
+
+    def _join_machine(self) -> None:
+        mesh = self.mesh_site
+        assert mesh is not None
+        done = join_site_machine(mesh.machine, mesh.homes["m1"], self.url, mesh.site, mesh.homes["head"], 3)
+        assert done.returncode == 0, f"m1 did not join C's site: {done.stderr[-2000:]}"
 
     def post_jobs(self, count: int) -> list[int]:
         posted = []
@@ -156,7 +198,7 @@ class Network:
     def kill_site(self) -> None:
         """A provider's site dies; it comes back a while later at its own URL (the provider fixes
         it), while the other faults go on. A site still down is brought back before it dies again."""
-        provider = self.rng.choice([PROVIDER_B, PROVIDER_C])
+        provider = self.rng.choice([PROVIDER_B] if self.mesh else [PROVIDER_B, PROVIDER_C])
         down_for = self.rng.uniform(3.0, 8.0)
         self.repaired(provider)
         site = self.sites[provider]
@@ -179,7 +221,12 @@ class Network:
 
     def repaired(self, *providers: str) -> None:
         """Waits for the sites of `providers` (all, by default) that are down to be back."""
-        for provider in providers or list(self.repairs):
+        waiting = list(providers)
+        while True:  # a repair may start another (the mesh machine's death, its joining again)
+            pending = waiting if providers else list(self.repairs)
+            if not pending:
+                return
+            provider = pending.pop(0)
             thread = self.repairs.pop(provider, None)
             if thread is not None:
                 thread.join()
@@ -187,9 +234,36 @@ class Network:
                 raise AssertionError(f"the site of {provider} did not come back") from \
                     self.repair_errors.pop(provider)
 
+    def kill_mesh_machine(self, window_s: float) -> None:
+        """C's joined machine dies as soon as a lease works on it (at the end of `window_s` if none
+        did), and joins again 3–8 s later, while the other faults go on."""
+        mesh = self.mesh_site
+        assert mesh is not None
+        leases = mesh.homes["m1"] / "site" / "leases"
+        deadline = time.monotonic() + window_s
+        while time.monotonic() < deadline and not (leases.is_dir() and any(leases.glob("*/work"))):
+            time.sleep(0.1)
+        working = leases.is_dir() and any(leases.glob("*/work"))
+        down_for = random.Random(self.seed).uniform(3.0, 8.0)  # not self.rng: the drawn faults' own
+        mesh.wire.kill(mesh.machine)
+
+        def repair() -> None:
+            time.sleep(down_for)
+            self._join_machine()
+
+        self.repairs["mesh"] = threading.Thread(target=self._guarded, args=("mesh", repair), daemon=True)
+        self.repairs["mesh"].start()
+        when = "mid-lease" if working else "idle"
+        self.log.append(f"mesh machine m1 of C's site killed {when}, then joined again")
+
     def inject(self, faults: int, window_s: float) -> None:
         """`faults` faults at random moments over `window_s` seconds, drawn from the seed."""
         kinds = ["anvil", "market", "oracle", "site"]
+        if self.mesh:  # the machine's death runs beside the drawn faults
+            kill = threading.Thread(target=self._guarded, daemon=True,
+                                    args=("mesh-kill", lambda: self.kill_mesh_machine(window_s)))
+            self.repairs["mesh-kill"] = kill
+            kill.start()
         moments = sorted(self.rng.uniform(0, window_s) for _ in range(faults))
         started = time.monotonic()
         for moment in moments:
@@ -248,6 +322,12 @@ class Network:
         if hasattr(self, "stop_clock"):
             self.stop_clock.set()
         stop_sites(self.home)
+        if getattr(self, "mesh_site", None) is not None:
+            stop_served(self.mesh_site.process)
+        if self.wire is not None:
+            self.wire.close()  # the joined machine's processes with it
+            for home in (self.root / "mesh-head", self.root / "mesh-m1"):
+                shutil.rmtree(ray_tmp(home), ignore_errors=True)
         self.anvil.stop()
 
     # ── the audit ────────────────────────────────────────────────────────────
