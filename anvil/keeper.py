@@ -12,7 +12,7 @@ SIGTERM: one last dump, then anvil is stopped. anvil dies with the keeper (PR_SE
 and the keeper with anvil, with its exit status; both share one process group, so killing the
 group is how a crash is simulated (AnvilNode.kill).
 
-    python -m anvil.keeper STATE_FILE INTERVAL_S PORT -- ANVIL_ARGV...
+    python -m anvil.keeper STATE_FILE INTERVAL_S HOST:PORT -- ANVIL_ARGV...
 
 Only the standard library and anvil's own JSON-RPC client (anvil/rpc.py)."""
 
@@ -68,9 +68,9 @@ def write_whole(path: Path, data: bytes) -> None:
 
 
 class Keeper:
-    def __init__(self, state: Path, interval: float, port: int) -> None:
+    def __init__(self, state: Path, interval: float, address: str) -> None:
         self.state, self.interval = state, interval
-        self.rpc = JsonRpc(f"http://127.0.0.1:{port}")
+        self.rpc = JsonRpc(f"http://{address}")  # where anvil listens: the keeper asks it for its state
         self.stopping = threading.Event()
         self._written = hashlib.sha256(state.read_bytes()).digest() if state.exists() else b""
 
@@ -108,11 +108,11 @@ class Keeper:
 
 
 def main(args: list[str]) -> int:
-    state, interval, port, separator, *argv = args
+    state, interval, address, separator, *argv = args
     if separator != "--" or not argv:
-        print("usage: python -m anvil.keeper STATE_FILE INTERVAL_S PORT -- ANVIL_ARGV...", file=sys.stderr)
+        print("usage: python -m anvil.keeper STATE_FILE INTERVAL_S HOST:PORT -- ANVIL_ARGV...", file=sys.stderr)
         return 2
-    return Keeper(Path(state), float(interval), int(port)).run(argv)
+    return Keeper(Path(state), float(interval), address).run(argv)
 
 
 if __name__ == "__main__":

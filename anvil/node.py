@@ -165,8 +165,9 @@ class AnvilNode:
         if cfg.block_time:
             anvil += ["--block-time", str(cfg.block_time)]
         # The keeper (anvil/keeper.py) runs anvil and writes its state file whole, never in place.
+        host = "127.0.0.1" if cfg.host in ("0.0.0.0", "::") else cfg.host  # anvil listens everywhere
         args = [sys.executable, "-m", "anvil.keeper", str(self.state_file), str(cfg.state_interval),
-                str(cfg.port), "--", *anvil]
+                f"{host}:{cfg.port}", "--", *anvil]
         log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child
         try:
             return subprocess.Popen(

@@ -37,6 +37,8 @@ from provider.lease.sandbox import lease_root
 from provider.mesh import NETWORK, HeadMesh
 from provider.tls import SiteIdentity, make_identity
 
+DRIVER_SHUTDOWN_S = 5.0  # how long a stopping site waits for its own Ray driver to let go
+
 
 @dataclass(frozen=True)
 class SiteConfig:
@@ -167,10 +169,25 @@ def run_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig,
         serve(app, listener, running.identity.certificate, running.identity.key,
               ready=(lambda: ready(running)) if ready else None)
     finally:
-        import ray
-
-        # The agent's own driver lets go first: one whose cluster is gone waits seconds to exit.
-        ray.shutdown()
+        _let_go_of_ray()
         if running.started_cluster:
             cluster.stop(running.ray_home)
+
+
+def _let_go_of_ray() -> None:
+    """Disconnects the agent's own Ray driver, waiting DRIVER_SHUTDOWN_S at most. One whose
+    cluster is gone waits seconds to exit; on a mesh site, whose GCS is at the mesh address and
+    whose WireGuard interface ends with the same SIGTERM, closing its GCS subscriber waits
+    minutes. Then the driver is left behind, and Ray's own shutdown at exit with it."""
+    import atexit
+    import threading
+
+    import ray
+    from ray._private import worker
+
+    letting_go = threading.Thread(target=ray.shutdown, daemon=True, name="swarm-ray-shutdown")
+    letting_go.start()
+    letting_go.join(DRIVER_SHUTDOWN_S)
+    if letting_go.is_alive():
+        atexit.unregister(worker.shutdown)
 

@@ -170,25 +170,35 @@ def swarm_on(machine: Machine, home: Path, rpc_url: str, *args: str,
 def serve_mesh_site(machine: Machine, home: Path, rpc_url: str, account: int, *options: str,
                     timeout: float = 240) -> tuple[subprocess.Popen, dict]:
     """`swarm provider serve --mesh-endpoint` on `machine` (the head), listening on its wire
-    address; the process and what it printed once it served (its URL and fingerprint)."""
+    address, its standard error to `home`/serve.log; the process and what it printed once it
+    served (its URL and fingerprint)."""
     import sys
 
     from provider.mesh import LISTEN_PORT
     from tests.sites import served
 
+    home.mkdir(parents=True, exist_ok=True)
     process = subprocess.Popen(
         [*machine.prefix, sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", str(account),
          "--host", machine.underlay, "--port", str(SITE_PORT), "--mesh-endpoint",
          f"{machine.underlay}:{LISTEN_PORT}", *options, "--json"],
-        env=machine_env(home, rpc_url), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
+        env=machine_env(home, rpc_url), stdout=subprocess.PIPE, stderr=(home / "serve.log").open("a"),
+        text=True, start_new_session=True)
     return process, served(process, timeout)
+
+
+def mesh_interface(machine: Machine) -> str:
+    """The name of `machine`'s mesh interface: one of its own on this host, where wireguard-go's
+    control sockets (/var/run/wireguard/NAME.sock) are shared by every namespace (the head's is
+    `swarm0`, what `serve` names it)."""
+    return f"wg{machine.ns[2:8]}{machine.name}"[:15]
 
 
 def join_site_machine(machine: Machine, home: Path, rpc_url: str, site: dict, head_home: Path, account: int,
                       listens: bool = True) -> subprocess.CompletedProcess:
     """`swarm provider join --site` on `machine`, with a copy of the head's token; `listens`:
-    with a mesh endpoint of its own, else as a machine behind NAT."""
+    with a mesh endpoint of its own, else as a machine behind NAT. Its interface is
+    `mesh_interface(machine)`."""
     import shutil
 
     from provider.mesh import LISTEN_PORT
@@ -199,5 +209,5 @@ def join_site_machine(machine: Machine, home: Path, rpc_url: str, site: dict, he
     shutil.copytree(head_home / "deployments", home / "deployments", dirs_exist_ok=True)
     endpoint = [f"--mesh-endpoint={machine.underlay}:{LISTEN_PORT}"] if listens else []
     return swarm_on(machine, home, rpc_url, "provider", "join", "--site", site["url"], "--fingerprint",
-                    site["fingerprint"], "--mesh-name", machine.name, *endpoint, "--account", str(account),
-                    "--json")
+                    site["fingerprint"], "--mesh-name", machine.name, "--interface", mesh_interface(machine),
+                    *endpoint, "--account", str(account), "--json")

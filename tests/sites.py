@@ -92,7 +92,7 @@ def served(process, timeout_s: float) -> dict:
     if not line:
         os.killpg(process.pid, signal.SIGKILL)
         _, err = process.communicate(timeout=30)
-        pytest.fail(f"the site did not start (exit {process.returncode}): {err[-3000:]}")
+        pytest.fail(f"the site did not start (exit {process.returncode}): {(err or '')[-3000:]}")
     return json.loads(line)
 
 

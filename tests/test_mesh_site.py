@@ -25,15 +25,23 @@ from ledger.tx import Sender
 from ledger.units import ONE
 from provider.client import SiteAddress, SiteClient
 from provider.mesh import HEAD, LISTEN_PORT
-from tests.mesh_net import SITE_PORT, Machine, Wire, join_site_machine, serve_mesh_site, swarm_on
+from tests.mesh_net import (
+    SITE_PORT,
+    Machine,
+    Wire,
+    join_site_machine,
+    mesh_interface,
+    serve_mesh_site,
+    swarm_on,
+)
 from tests.sites import stop_served
 from tests.test_mesh import SERVE, reached_within
 
 PROVIDER = dev_account(1)
 
 
-def _no_interface(machine: Machine, name: str = "swarm0") -> bool:
-    return machine.run("ip", "link", "show", name, check=False).returncode != 0
+def _no_interface(machine: Machine) -> bool:
+    return machine.run("ip", "link", "show", mesh_interface(machine), check=False).returncode != 0
 
 
 def _alive(head: Machine, home: Path, rpc_url: str) -> dict[str, bool]:
@@ -125,7 +133,8 @@ def test_machines_join_a_served_mesh_site_with_one_command_and_leave_it(tmp_path
         left = swarm_on(*m2, "provider", "leave", "--account", "1", "--json")
         assert left.returncode == 0, left.stderr
         assert json.loads(left.stdout) | {"node_id": None} == {"provider": PROVIDER.address, "stopped": True,
-                                                               "node_id": None, "mesh_down": "swarm0"}
+                                                               "node_id": None,
+                                                               "mesh_down": mesh_interface(machines["m2"])}
         assert _no_interface(machines["m2"]) and not (homes["m2"] / "mesh" / "keeper.json").exists()
         deadline = time.monotonic() + 60
         while _alive(head, homes[HEAD], rpc_url).get(joined["m2"]["node_id"]) and time.monotonic() < deadline:

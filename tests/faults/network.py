@@ -90,7 +90,7 @@ class Network:
     def start(self) -> None:
         self.rng = random.Random(self.seed)
         self.home = self.root / "home"
-        self.wire = Wire() if self.mesh else None
+        self.wire: Wire | None = Wire() if self.mesh else None
         host = self.wire.host() if self.wire else "127.0.0.1"  # a mesh site's machines reach the chain
         self.anvil = AnvilNode(AnvilConfig(home=self.home, host=host, port=free_port(), state_interval=1))
         self.anvil.start()
@@ -324,11 +324,15 @@ class Network:
         stop_sites(self.home)
         if getattr(self, "mesh_site", None) is not None:
             stop_served(self.mesh_site.process)
-        if self.wire is not None:
-            self.wire.close()  # the joined machine's processes with it
+            self.mesh_site.wire.kill(self.mesh_site.machine)  # the joined machine's processes
+        self.anvil.stop()
+
+    def release(self) -> None:
+        """Removes the mesh's machines and wire, once the audit no longer needs the chain there."""
+        if getattr(self, "wire", None) is not None:
+            self.wire.close()
             for home in (self.root / "mesh-head", self.root / "mesh-m1"):
                 shutil.rmtree(ray_tmp(home), ignore_errors=True)
-        self.anvil.stop()
 
     # ── the audit ────────────────────────────────────────────────────────────
     def audit(self, job_ids: list[int], supply_at_start: int) -> None:

@@ -43,20 +43,23 @@ def test_the_network_loses_nothing_when_a_mesh_sites_machine_dies_under_a_lease(
 
 def _run(network: Network) -> None:
     try:
-        network.start()
-        supply = network.swarm.token.functions.totalSupply().call()
-        job_ids = network.post_jobs(JOBS)
-        network.start_market()
-        network.start_oracle()
-        network.inject(FAULTS, WINDOW_S)
-        network.settle(job_ids, timeout_s=240)
+        try:
+            network.start()
+            supply = network.swarm.token.functions.totalSupply().call()
+            job_ids = network.post_jobs(JOBS)
+            network.start_market()
+            network.start_oracle()
+            network.inject(FAULTS, WINDOW_S)
+            network.settle(job_ids, timeout_s=240)
+        finally:
+            network.stop()
+        network.anvil.start()  # from its final state, for the audit
+        try:
+            network.audit(job_ids, supply)
+        finally:
+            network.anvil.stop()
     finally:
-        network.stop()
-    network.anvil.start()  # from its final state, for the audit
-    try:
-        network.audit(job_ids, supply)
-    finally:
-        network.anvil.stop()
+        network.release()
     assert len(network.log) == FAULTS + network.mesh, network.log
     if network.mesh:
         assert "killed mid-lease" in " ".join(network.log), network.log
