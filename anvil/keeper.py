@@ -110,7 +110,8 @@ class Keeper:
 def main(args: list[str]) -> int:
     state, interval, address, separator, *argv = args
     if separator != "--" or not argv:
-        print("usage: python -m anvil.keeper STATE_FILE INTERVAL_S HOST:PORT -- ANVIL_ARGV...", file=sys.stderr)
+        print("usage: python -m anvil.keeper STATE_FILE INTERVAL_S HOST:PORT -- ANVIL_ARGV...",
+              file=sys.stderr)
         return 2
     return Keeper(Path(state), float(interval), address).run(argv)
 
