@@ -278,7 +278,7 @@ def test_join_starts_a_labelled_node_that_runs_pinned_work_and_leave_stops_it(
         left = cli("provider", "leave", "--account", str(JOINER), "--json", env=local_cluster.env)
     assert left.code == 0, left.stderr
     assert json.loads(left.stdout) == {"provider": JOINER_ADDRESS, "stopped": True,
-                                       "node_id": record["node_id"]}
+                                       "node_id": record["node_id"], "mesh_down": None}
     assert _gone(record["pid"]) and _session(record["pid"]) == []
     assert _ray_start_processes(JOINER_ADDRESS) == []
     after = {n["node_id"]: n for n in _status(cli, local_cluster)["nodes"]}

@@ -87,6 +87,9 @@ def site(tmp_path: Path) -> Iterator[dict]:
             for node in nodes:
                 close(node)
         wire.close()
+    left = [n["name"] for nodes in leases.values() for n in nodes
+            if Path("/var/run/wireguard", f"{n['name']}.sock").exists()]
+    assert left == [], f"links closed but their WireGuard control sockets left: {left}"
 
 
 def open_node(machine: Machine, directory: Path, index: int, host: str) -> dict:

@@ -117,6 +117,8 @@ def close_link(name: str, holder: int) -> None:
     subprocess.run(["ip", "link", "delete", name], capture_output=True, check=False)
     # wireguard-go ends with its interface; one whose interface is gone but still runs is stopped
     subprocess.run(["pkill", "-f", f"^wireguard-go {name}$"], capture_output=True, check=False)
+    # and one that ended with its namespace leaves its control socket behind, under its first name
+    Path("/var/run/wireguard", f"{name}.sock").unlink(missing_ok=True)
 
 
 def remove_left(directory: Path) -> None:
