@@ -106,7 +106,7 @@ def test_a_lease_trains_across_two_machines_over_the_mesh_and_resumes_after_losi
                          result=str(tmp_path / "results" / "job-3"), verdict_key="m" * 32, nodes=2,
                          shared=str(tmp_path / "shared" / "lease-3"))
         progress = Path(plan.shared) / "outputs" / "progress.jsonl"
-        capture = wire.capture(90)
+        capture = wire.capture(360)  # until the lease has checkpointed twice (ended below)
         first = _coordinator(site, plan, "lease-3")
         placed: dict[int, str] = {}
         for line in first.stdout:  # type: ignore[union-attr]
