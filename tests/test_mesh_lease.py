@@ -22,8 +22,8 @@ from provider.lease import PLAN_ENV, PROJECT
 from provider.lease.network import node_address
 from provider.lease.outcome import verdict
 from provider.lease.plan import LeasePlan
-from provider.mesh import HEAD, KEY_FILE, LISTEN_PORT, Coordinator, Interface, machine_key
-from tests.mesh_net import Machine, Wire
+from provider.mesh import HEAD, LISTEN_PORT
+from tests.mesh_net import Machine, Wire, site_mesh
 from tests.programs import RESUMING, pinned_code
 from tests.test_mesh_ray import JOIN, START_HEAD, STOP_HEAD, TOKEN, python
 
@@ -54,27 +54,13 @@ with open(os.path.join(os.environ["SWARM_OUTPUT_DIR"], "probes.json"), "a") as f
 
 
 def _setup(wire: Wire, tmp_path: Path) -> dict:
-    machines = {name: wire.machine(name) for name in (HEAD, "m1", "m2", "m3")}
-    homes = {name: tmp_path / name for name in machines}
+    names = (HEAD, "m1", "m2", "m3")
+    homes = {name: tmp_path / name for name in names}
     for home in homes.values():
         (home / "ray").mkdir(parents=True)
         (home / "ray" / "auth_token").write_text(TOKEN)
         (home / "ray" / "auth_token").chmod(0o600)
-    coordinator = Coordinator(homes[HEAD] / "site" / "mesh.json", TOKEN, machine_key(homes[HEAD]),
-                              f"{machines[HEAD].underlay}:{LISTEN_PORT}")
-    addresses = {HEAD: coordinator.head.address}
-    interfaces = {name: Interface(f"wg{wire.tag}{i}", m.prefix)
-                  for i, (name, m) in enumerate(machines.items())}
-    interfaces[HEAD].up(homes[HEAD] / KEY_FILE, addresses[HEAD], coordinator.state.network, forward=True)
-    for name in ("m1", "m2", "m3"):
-        endpoint = f"{machines[name].underlay}:{LISTEN_PORT}"
-        joined = coordinator.join(TOKEN, name, machine_key(homes[name]), endpoint)
-        addresses[name] = joined["address"]
-        interfaces[name].up(homes[name] / KEY_FILE, joined["address"], joined["network"])
-    for name, interface in interfaces.items():
-        key = coordinator.head.public_key if name == HEAD else coordinator.state.peers[name].public_key
-        interface.sync(coordinator.peers_of(key))
-        interface.confine(MESH_RAY_PORTS)
+    machines, addresses = site_mesh(wire, names, homes, TOKEN, confine=MESH_RAY_PORTS)
     address = python(machines[HEAD], START_HEAD, str(homes[HEAD]), PROVIDER, addresses[HEAD])["address"]
     nodes = {name: python(machines[name], JOIN, str(homes[name]), address, PROVIDER,
                           addresses[name])["node_id"] for name in ("m1", "m2", "m3")}
