@@ -67,6 +67,22 @@ def join_site(swarm: Swarm, home: Path, ray_address: str, spec: node.NodeSpec) -
     return node.join(node.RayHome.of(home), ray_address, spec, bound=bound)
 
 
+def join_site_mesh(swarm: Swarm, home: Path, site: Any, secret: str, name: str, endpoint: str | None,
+                   interface: str, spec: node.NodeSpec,
+                   ray_address: str | None = None) -> tuple[node.JoinedNode, dict[str, Any]]:
+    """`join_site` over the site's mesh: once the chain says the provider may serve (a provider it
+    refuses brings no interface up), the machine joins the mesh (`join_mesh`), then its node
+    joins the head's Ray (at `ray_address`, by default the head's on the mesh); a node that does
+    not start takes the mesh down again. The node, and the head's answer to the mesh join."""
+    may_serve(swarm, spec.provider)
+    meshed = join_mesh(home, site, secret, name, endpoint, interface)
+    try:
+        return join_site(swarm, home, ray_address or meshed["ray_address"], spec), meshed
+    except BaseException:
+        leave_mesh(home)  # nothing half-done: no interface without its node
+        raise
+
+
 def leave_site(home: Path, provider: str) -> node.JoinedNode | None:
     """Stops the node this machine runs for `provider` (its running work drains first); None if none runs."""
     return node.leave(node.RayHome.of(home), provider)

@@ -277,7 +277,7 @@ def join(ray_address: str | None, num_cpus: int, num_gpus: int, site_url: str | 
     """
     from compute.node import NodeSpec, parse_address
     from ledger.errors import SwarmError
-    from provider.join import join_mesh, join_site, leave_mesh, may_serve
+    from provider.join import join_site, join_site_mesh
 
     if site_url is None and ray_address is None:
         raise SwarmError("Give the site's Ray head with --ray-address HOST:PORT, or its URL with --site to "
@@ -289,25 +289,20 @@ def join(ray_address: str | None, num_cpus: int, num_gpus: int, site_url: str | 
         parse_address(ray_address)  # a malformed address is refused before the chain is asked
     swarm = open_swarm()
     who = _own_address(swarm, account, key_ref)
-    home = settings().home
+    spec = NodeSpec(who, num_cpus, num_gpus)
     meshed = None
-    if site_url is not None:
-        may_serve(swarm, who)  # the chain first: a provider it refuses brings no interface up
-        site, secret = _mesh_site(site_url, fingerprint or "")
-        meshed = join_mesh(home, site, secret, mesh_name or "", mesh_endpoint, interface)
-        ray_address = ray_address or meshed["ray_address"]
-    assert ray_address is not None
-    try:
-        joined = join_site(swarm, home, ray_address, NodeSpec(who, num_cpus, num_gpus))
-    except BaseException:
-        if meshed is not None:
-            leave_mesh(home)  # nothing half-done: no interface without its node
-        raise
+    if site_url is not None and fingerprint is not None and mesh_name is not None:
+        site, secret = _mesh_site(site_url, fingerprint)
+        joined, meshed = join_site_mesh(swarm, settings().home, site, secret, mesh_name, mesh_endpoint,
+                                        interface, spec, ray_address)
+    elif ray_address is not None:
+        joined = join_site(swarm, settings().home, ray_address, spec)
     payload = joined.as_dict() | ({"mesh": {k: meshed[k] for k in ("address", "network", "interface")}}
                                   if meshed else {})
     on_mesh = f" over the mesh at {meshed['address']} on {interface}" if meshed else ""
     emit(as_json, payload, lambda: console.print(
-        f"Joined {ray_address} as node {joined.node_id} for {who} ({num_cpus} CPU, {num_gpus} GPU){on_mesh}; "
+        f"Joined {joined.head_address} as node {joined.node_id} for {who} ({num_cpus} CPU, {num_gpus} GPU)"
+        f"{on_mesh}; "
         "stop it with `swarm provider leave`."
     ))
 
