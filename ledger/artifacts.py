@@ -29,6 +29,7 @@ CONTRACTS = {
     "StakingVault": "contracts/src/StakingVault.sol",
     "RewardDistributor": "contracts/src/RewardDistributor.sol",
     "JobMarket": "contracts/src/JobMarket.sol",
+    "ServingEscrow": "contracts/src/ServingEscrow.sol",
     "TimelockController": "node_modules/@openzeppelin/contracts/governance/TimelockController.sol",
 }
 

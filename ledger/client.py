@@ -28,7 +28,7 @@ class Event:
 
 
 class Swarm:
-    """The four contracts of one deployment, their senders and their events.
+    """The contracts of one deployment, their senders and their events.
 
     `read` calls a view function through the light client; `contract(...)` (and `token`,
     `vault`, …) are web3 contracts, for transactions."""

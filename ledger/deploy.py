@@ -38,7 +38,7 @@ ZERO_ADDRESS = "0x" + "00" * 20
 
 @dataclass(frozen=True)
 class DeployParams:
-    """Constructor parameters of the timelock and the four contracts."""
+    """Constructor parameters of the timelock and the five contracts."""
 
     committee: tuple[str, ...]
     threshold: int
@@ -64,6 +64,9 @@ class DeployParams:
     # No job runs for free: a micro-SWARM a unit (a CPU- or GPU-second), under every price the
     # examples, the demo and the market's default ask.
     min_price_per_unit: int = 10**12
+    # How long a buyer's thawed serving deposit stays redeemable before the buyer may take it
+    # back: the providers' sites redeem within it (fixed at deployment; at most 30 days).
+    serving_thaw_period: int = 2 * 86_400
     initial_supply: int = 500_000_000 * ONE
     # Every admin change waits this long in public: longer than the unbonding period plus the
     # challenge window plus the report lag, so a provider can leave before a change it refuses.
@@ -83,6 +86,7 @@ class DeployParams:
             challenge_window=30,
             min_challenge_window=10,
             max_report_lag=240,
+            serving_thaw_period=300,
             dispute_window=60,
             min_dispute_window=30,
             timelock_delay=0,
@@ -214,6 +218,11 @@ def _check_params(params: DeployParams, chain: Chain, deployer: str) -> None:
             f"The treasury {params.treasury} is the deployer, whose key proposes every admin change; pass "
             "--treasury with another address."
         )
+    if not 0 < params.serving_thaw_period <= 30 * 86_400:
+        raise SwarmError(
+            f"A serving thaw period of {params.serving_thaw_period} s is outside 1 s to 30 days; providers "
+            "need it to redeem what buyers signed before taking their deposit back."
+        )
     needed = params.unbonding_period + params.reporting_s
     if not chain.is_devnet and params.timelock_delay <= needed:
         raise SwarmError(
@@ -307,6 +316,8 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
             params.min_price_per_unit,
         ),
     )
+    # No admin: the serving escrow's token and thaw period are fixed here for good.
+    serving = create("ServingEscrow", token, params.serving_thaw_period)
     if (distributor, market) != (distributor_at, market_at):
         raise SwarmError(
             f"The distributor and the market were created at {distributor} and {market}, not at the "
@@ -322,6 +333,7 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
             "StakingVault": vault,
             "RewardDistributor": distributor,
             "JobMarket": market,
+            "ServingEscrow": serving,
         },
         deployer=deployer,
         block_number=start_block + 1,

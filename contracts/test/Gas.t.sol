@@ -4,6 +4,7 @@ pragma solidity ^0.8.24;
 import {SwarmTestBase} from "./utils/SwarmTestBase.sol";
 import {RewardDistributor} from "../src/RewardDistributor.sol";
 import {JobMarket} from "../src/JobMarket.sol";
+import {ServingEscrow} from "../src/ServingEscrow.sol";
 import {IStakingVault} from "../src/interfaces/IStakingVault.sol";
 
 /// @notice The gas figures the issue sets targets for, written to snapshots/swarm.json.
@@ -576,5 +577,75 @@ contract GasTest is SwarmTestBase {
         assertEq(uint8(market.getJob(jobId).status), uint8(JobMarket.Status.Settled));
         assertEq(token.balanceOf(alice), aliceBefore + payment - fee);
         assertEq(token.balanceOf(carol), ACTOR_FUNDS - payment);
+    }
+}
+
+/// @notice The serving escrow's gas, in the same snapshot. The state is set up in setUp, so
+/// the measured calls write slots as a later transaction would (not ones this test already
+/// dirtied): carol has deposited for alice and redeemed once, dave has deposited for
+/// `newcomer`, a provider holding no tokens.
+contract ServingGasTest is SwarmTestBase {
+    string internal constant GROUP = "swarm";
+    address internal newcomer = makeAddr("newcomer");
+    ServingEscrow internal escrow;
+
+    function setUp() public override {
+        super.setUp();
+        escrow = new ServingEscrow(token, 1 days);
+        vm.prank(carol);
+        token.approve(address(escrow), type(uint256).max);
+        vm.prank(dave);
+        token.approve(address(escrow), type(uint256).max);
+        vm.prank(carol);
+        escrow.deposit(alice, 1_000 ether);
+        vm.prank(dave);
+        escrow.deposit(newcomer, 1_000 ether);
+        escrow.redeem(carol, alice, 1 ether, _voucher("carol", alice, 1 ether));
+    }
+
+    function _voucher(string memory buyer, address provider, uint128 cumulative) internal returns (bytes memory) {
+        (uint8 v, bytes32 r, bytes32 s) =
+            vm.sign(_keyOf(buyer), escrow.voucherDigest(makeAddr(buyer), provider, cumulative));
+        return abi.encodePacked(r, s, v);
+    }
+
+    function _cool() internal {
+        vm.cool(address(token));
+        vm.cool(address(escrow));
+    }
+
+    function _measureRedeem(string memory name, address buyer, address provider, uint128 cumulative) internal {
+        bytes memory sig = _voucher(buyer == carol ? "carol" : "dave", provider, cumulative);
+        uint256 before = token.balanceOf(provider);
+        (, uint256 redeemed,,) = escrow.accountOf(buyer, provider);
+        _cool();
+        vm.startSnapshotGas(GROUP, name);
+        escrow.redeem(buyer, provider, cumulative, sig);
+        vm.stopSnapshotGas();
+        assertEq(token.balanceOf(provider), before + cumulative - redeemed);
+    }
+
+    function test_Gas_ServingDepositTopUp() public {
+        _cool();
+        vm.startSnapshotGas(GROUP, "serving_deposit_topup");
+        vm.prank(carol);
+        escrow.deposit(alice, 500 ether);
+        vm.stopSnapshotGas();
+        (uint256 balance,,,) = escrow.accountOf(carol, alice);
+        assertEq(balance, 1_499 ether);
+    }
+
+    /// One redemption, whatever it pays for: a voucher for one more request and one for a
+    /// million are measured apart and cost the same.
+    function test_Gas_ServingRedeem() public {
+        _measureRedeem("serving_redeem", carol, alice, 1 ether + 1e15);
+    }
+
+    function test_Gas_ServingRedeemMany() public {
+        _measureRedeem("serving_redeem_many", carol, alice, 900 ether);
+    }
+
+    function test_Gas_ServingRedeemFirstToEmptyProvider() public {
+        _measureRedeem("serving_redeem_first_to_empty_provider", dave, newcomer, 7 ether);
     }
 }
