@@ -44,7 +44,8 @@ def keccak(data: bytes) -> bytes:
 
 RECEIPT_TYPEHASH = keccak(b"Receipt(address provider,uint128 amount,uint256 nonce,uint64 timestamp)")
 VOUCHER_TYPEHASH = keccak(b"Voucher(address buyer,address provider,uint128 cumulative)")
-_DOMAIN_TYPEHASH = keccak(b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)")
+_DOMAIN_TYPEHASH = keccak(
+    b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)")
 
 
 class InvalidSignature(InvalidInput):
@@ -140,8 +141,8 @@ class Voucher:
                 "wei and a 65-byte hex signature."
             ) from None
         if not 0 < voucher.cumulative <= MAX_UINT128 or len(voucher.signature) != SIGNATURE_BYTES:
-            raise InvalidInput(f"a voucher's cumulative must be from 1 to {MAX_UINT128} wei and its signature "
-                               "65 bytes.")
+            raise InvalidInput(f"a voucher's cumulative must be from 1 to {MAX_UINT128} wei and its "
+                               "signature 65 bytes.")
         return voucher
 
 
@@ -163,7 +164,8 @@ def _check_receipt_fields(receipt: Receipt) -> None:
     if not 0 <= receipt.nonce <= MAX_NONCE or not 0 <= receipt.timestamp <= MAX_UINT64:
         raise InvalidInput("a receipt's nonce must fit 256 bits and its timestamp 64.")
     if len(receipt.signature) != SIGNATURE_BYTES:
-        raise InvalidInput(f"a receipt's signature must be {SIGNATURE_BYTES} bytes, got {len(receipt.signature)}.")
+        raise InvalidInput(f"a receipt's signature must be {SIGNATURE_BYTES} bytes, got "
+                           f"{len(receipt.signature)}.")
 
 
 # ── keys ─────────────────────────────────────────────────────────────────────
@@ -288,7 +290,8 @@ def thaw(swarm: Swarm, sender: Sender, provider: str, amount: int) -> TxReceipt:
     provider = parse_address(provider, "provider address")
     held = account(swarm, sender.address, provider).balance
     if not isinstance(amount, int) or not 0 <= amount <= held:
-        raise InvalidInput(f"the deposit for {provider} holds {held} wei; thaw from 0 to {held}, got {amount!r}.")
+        raise InvalidInput(f"the deposit for {provider} holds {held} wei; thaw from 0 to {held}, "
+                           f"got {amount!r}.")
     return sender.send(swarm.contract(CONTRACT).functions.thaw(provider, amount))
 
 

@@ -137,37 +137,38 @@ class ReceiptBook:
             raise Refused(402, f"The receipt is dated {receipt.timestamp}, ahead of the site's clock by more "
                                f"than {CLOCK_SKEW_S} s; check the buyer's clock.")
         if receipt.amount < price:
-            raise Refused(402, f"The receipt pays {receipt.amount} wei, less than this lease's price of {price} "
-                               "wei a request; sign one for at least the price.")
+            raise Refused(402, f"The receipt pays {receipt.amount} wei, less than this lease's price of "
+                               f"{price} wei a request; sign one for at least the price.")
         try:
             buyer = receipt_signer(self.domain, receipt)
         except InvalidSignature as exc:
-            raise Refused(401, f"The receipt's signature is not valid ({exc}); sign it with the buyer's key.") \
-                from None
+            raise Refused(401, f"The receipt's signature is not valid ({exc}); sign it with the buyer's "
+                               "key.") from None
         account = self._account(buyer, fresh=False)
         for attempt in range(2):
             with self._lock:  # checked and written at once: two requests never spend the same wei
                 pending = self._pending(buyer)
                 if pending + receipt.amount > self.cap:
-                    raise Refused(402, f"Buyer {buyer} owes this site {pending} wei in receipts not yet in a "
-                                       f"voucher, and this one would take it past the site's cap of {self.cap}; "
-                                       "sign a voucher for them first (POST /v1/serving/claim, then "
-                                       "/v1/serving/voucher).", due=True)
+                    raise Refused(402, f"Buyer {buyer} owes this site {pending} wei in receipts not yet in "
+                                       "a voucher, and this one would take it past the site's cap of "
+                                       f"{self.cap}; sign a voucher for them first (POST /v1/serving/claim, "
+                                       "then /v1/serving/voucher).", due=True)
                 owed = self._voucher_unredeemed(buyer) + pending + receipt.amount
                 if owed <= account.spendable:
                     try:
                         self._db.execute(
-                            "INSERT INTO receipts (buyer, nonce, amount, timestamp, lease) VALUES (?, ?, ?, ?, ?)",
+                            "INSERT INTO receipts (buyer, nonce, amount, timestamp, lease) "
+                            "VALUES (?, ?, ?, ?, ?)",
                             (buyer, f"{receipt.nonce:x}", str(receipt.amount), receipt.timestamp, lease))
                     except sqlite3.IntegrityError:
-                        raise Refused(409, f"The receipt with nonce {receipt.nonce:x} was used already; sign a "
-                                           "new one for each request.") from None
+                        raise Refused(409, f"The receipt with nonce {receipt.nonce:x} was used already; "
+                                           "sign a new one for each request.") from None
                     self._pending_by_buyer[buyer] = pending + receipt.amount
                     return Ticket(buyer, receipt.nonce, receipt.amount)
             if attempt == 0:
                 account = self._account(buyer, fresh=True)  # a deposit made a moment ago counts
-        raise Refused(402, f"Buyer {buyer}'s deposit for this provider can spend {account.spendable} wei, less "
-                           f"than the {owed} wei it would owe with this request; deposit more "
+        raise Refused(402, f"Buyer {buyer}'s deposit for this provider can spend {account.spendable} wei, "
+                           f"less than the {owed} wei it would owe with this request; deposit more "
                            "(`swarm serve deposit`).")
 
     def charge(self, ticket: Ticket, amount: int) -> int:
@@ -187,8 +188,9 @@ class ReceiptBook:
         """The receipts of `buyer` charged and not yet in a voucher, with the previous voucher."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT nonce, charge FROM receipts WHERE buyer = ? AND aggregated = 0 AND charge IS NOT NULL "
-                "AND charge != '0' ORDER BY rowid LIMIT ?", (buyer, CLAIM_LIMIT)).fetchall()
+                "SELECT nonce, charge FROM receipts WHERE buyer = ? AND aggregated = 0 "
+                "AND charge IS NOT NULL AND charge != '0' ORDER BY rowid LIMIT ?",
+                (buyer, CLAIM_LIMIT)).fetchall()
             previous = self._voucher(buyer)
         return Claim(buyer, previous[0] if previous else 0, tuple((int(n, 16), int(c)) for n, c in rows))
 
@@ -198,7 +200,8 @@ class ReceiptBook:
         aggregated); marks them aggregated. The same voucher again is accepted as it stands.
         Returns its cumulative."""
         if voucher.provider != self.provider:
-            raise Refused(400, f"The voucher is for provider {voucher.provider}, not this site's {self.provider}.")
+            raise Refused(400, f"The voucher is for provider {voucher.provider}, not this site's "
+                               f"{self.provider}.")
         try:
             check_voucher(self.domain, voucher)
         except InvalidSignature as exc:
@@ -206,7 +209,7 @@ class ReceiptBook:
         keys = [f"{n:x}" for n in set(nonces)]
         with self._lock:
             previous = self._voucher(voucher.buyer)
-            if previous is not None and previous[0] == voucher.cumulative and previous[1] == voucher.signature:
+            if previous is not None and (previous[0], previous[1]) == (voucher.cumulative, voucher.signature):
                 return voucher.cumulative  # sent twice: it stands
             charges = self._charges(voucher.buyer, keys)
             if len(charges) != len(keys):
@@ -214,18 +217,20 @@ class ReceiptBook:
                                    "already; ask for a new claim.")
             expected = (previous[0] if previous else 0) + sum(charges)
             if voucher.cumulative != expected:
-                raise Refused(409, f"The voucher's cumulative {voucher.cumulative} is not the previous voucher's "
-                                   f"plus its receipts' charges ({expected}); ask for a new claim.")
+                raise Refused(409, f"The voucher's cumulative {voucher.cumulative} is not the previous "
+                                   f"voucher's plus its receipts' charges ({expected}); ask for a new claim.")
             self._db.execute("BEGIN IMMEDIATE")
             try:
                 for start in range(0, len(keys), 500):
                     chunk = keys[start:start + 500]
+                    marks = ",".join("?" * len(chunk))
                     self._db.execute(
-                        f"UPDATE receipts SET aggregated = 1 WHERE buyer = ? AND nonce IN ({','.join('?' * len(chunk))})",
+                        f"UPDATE receipts SET aggregated = 1 WHERE buyer = ? AND nonce IN ({marks})",
                         (voucher.buyer, *chunk))
                 self._db.execute(
-                    "INSERT INTO vouchers (buyer, cumulative, signature) VALUES (?, ?, ?) ON CONFLICT (buyer) DO "
-                    "UPDATE SET cumulative = excluded.cumulative, signature = excluded.signature",
+                    "INSERT INTO vouchers (buyer, cumulative, signature) VALUES (?, ?, ?) "
+                    "ON CONFLICT (buyer) DO UPDATE SET cumulative = excluded.cumulative, "
+                    "signature = excluded.signature",
                     (voucher.buyer, str(voucher.cumulative), voucher.signature))
                 self._db.execute("COMMIT")
             except BaseException:
@@ -258,8 +263,9 @@ class ReceiptBook:
         """Forgets aggregated or uncharged-and-failed receipts too old to be presented again."""
         horizon = int(self._clock()) - RECEIPT_TTL_S - CLOCK_SKEW_S
         with self._lock:
-            return self._db.execute("DELETE FROM receipts WHERE timestamp < ? AND (aggregated = 1 OR charge = '0')",
-                                    (horizon,)).rowcount
+            return self._db.execute(
+                "DELETE FROM receipts WHERE timestamp < ? AND (aggregated = 1 OR charge = '0')",
+                (horizon,)).rowcount
 
     # ── inside the lock ──────────────────────────────────────────────────────
     def _pending(self, buyer: str) -> int:

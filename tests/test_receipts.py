@@ -88,9 +88,10 @@ def test_forged_replayed_expired_and_underpaid_receipts_are_refused(swarm: Swarm
     _refused(400, "Swarm-Receipt header", book.accept, "1.2.3", "lease-1", PRICE)
     _refused(402, "expired", book.accept, _receipt(swarm, timestamp=int(time.time()) - RECEIPT_TTL_S - 5),
              "lease-1", PRICE)
-    _refused(402, "ahead of the site's clock", book.accept, _receipt(swarm, timestamp=int(time.time()) + 3_600),
-             "lease-1", PRICE)
-    _refused(402, "less than this lease's price", book.accept, _receipt(swarm, amount=PRICE - 1), "lease-1", PRICE)
+    _refused(402, "ahead of the site's clock", book.accept,
+             _receipt(swarm, timestamp=int(time.time()) + 3_600), "lease-1", PRICE)
+    _refused(402, "less than this lease's price", book.accept, _receipt(swarm, amount=PRICE - 1), "lease-1",
+             PRICE)
     # A receipt whose signature is the buyer's over other terms recovers another key: that key has no deposit.
     amount, nonce, timestamp, signature = _receipt(swarm).split(".")
     altered = ".".join((str(int(amount) * 2), nonce, timestamp, signature))
@@ -132,7 +133,8 @@ def test_past_the_cap_the_buyer_signs_a_voucher_first(swarm: Swarm, tmp_path: Pa
     book.accept(_receipt(swarm), "lease-1", PRICE)
 
 
-def test_a_voucher_must_add_exactly_the_claimed_charges_and_be_the_buyers(swarm: Swarm, tmp_path: Path) -> None:
+def test_a_voucher_must_add_exactly_the_claimed_charges_and_be_the_buyers(swarm: Swarm,
+                                                                          tmp_path: Path) -> None:
     serving.deposit(swarm, swarm.sender(BUYER.key), PROVIDER.address, 10**9)
     book = _book(swarm, tmp_path / "receipts.db")
     served = [book.accept(_receipt(swarm), "lease-1", PRICE) for _ in range(3)]
@@ -205,6 +207,7 @@ def test_whatever_happens_the_buyer_never_owes_more_than_its_deposit(
             assert owed["receipts"] + owed["voucher"] <= deposit
             assert owed["receipts"] <= 6 * PRICE
         _aggregate(swarm, book)
-        assert book.owed(BUYER.address) == {"receipts": sum(t.amount for t in open_tickets), "voucher": charged}
+        in_flight = sum(t.amount for t in open_tickets)
+        assert book.owed(BUYER.address) == {"receipts": in_flight, "voucher": charged}
     finally:
         swarm.chain.w3.provider.make_request("evm_revert", [snapshot])

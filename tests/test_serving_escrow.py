@@ -26,8 +26,8 @@ def _domain(swarm: Swarm) -> Domain:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(amount=st.integers(1, 2**128 - 1), nonce=st.integers(0, 2**256 - 1), timestamp=st.integers(0, 2**64 - 1),
-       cumulative=st.integers(1, 2**128 - 1))
+@given(amount=st.integers(1, 2**128 - 1), nonce=st.integers(0, 2**256 - 1),
+       timestamp=st.integers(0, 2**64 - 1), cumulative=st.integers(1, 2**128 - 1))
 def test_the_packed_digests_are_the_contracts_and_a_wallets(swarm: Swarm, amount: int, nonce: int,
                                                              timestamp: int, cumulative: int) -> None:
     d = _domain(swarm)
@@ -37,7 +37,8 @@ def test_the_packed_digests_are_the_contracts_and_a_wallets(swarm: Swarm, amount
         swarm.read("ServingEscrow", "voucherDigest", BUYER.address, PROVIDER.address, cumulative))
     # What the fast signer makes is what eth-account's typed-data signing makes.
     typed = typed_message(
-        "Receipt", [("provider", "address"), ("amount", "uint128"), ("nonce", "uint256"), ("timestamp", "uint64")],
+        "Receipt",
+        [("provider", "address"), ("amount", "uint128"), ("nonce", "uint256"), ("timestamp", "uint64")],
         domain("SwarmServing", "1", d.chain_id, d.escrow),
         {"provider": PROVIDER.address, "amount": amount, "nonce": nonce, "timestamp": timestamp})
     wallet = bytes(Account.from_key(BUYER.key).sign_typed_data(full_message=typed).signature)
