@@ -32,6 +32,7 @@ TEXT = "text"
 ARCHITECTURES = ("gpt2", "bert")
 SPECIAL = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]", "sep_token": "[SEP]"}
 MAX_LENGTH = 64  # tokens a text is cut to (and the tiny models' positions)
+CAUSAL_POSITIONS = 256  # a tiny language model's positions: its prompt and its completion
 # The attention projections LoRA adapts, by model type; the classifier head trains in full.
 LORA_TARGETS = {"gpt2": ["c_attn"], "bert": ["query", "value"]}
 TRANSPOSED = ("gpt2",)  # model types whose projections store their weights (in, out): GPT-2's Conv1D
@@ -275,9 +276,11 @@ def logits(model, tokenizer, values: list[str], batch_size: int, precision: str 
 
 
 def make_tiny(directory: Path, corpus: list[str], classes: int, architecture: str = "gpt2", seed: int = 0,
-              width: int = 32, layers: int = 2) -> Path:
+              width: int = 32, layers: int = 2, causal: bool = False) -> Path:
     """A small real transformers sequence classifier, built and saved offline: a word-level
-    tokenizer trained on `corpus` and a GPT-2 or BERT configuration initialised from `seed`."""
+    tokenizer trained on `corpus` and a GPT-2 or BERT configuration initialised from `seed`.
+    With `causal`, a GPT-2 language model instead (`classes` unused), with room for
+    CAUSAL_POSITIONS tokens of prompt and completion."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import (
         AutoModelForSequenceClassification,
@@ -299,6 +302,17 @@ def make_tiny(directory: Path, corpus: list[str], classes: int, architecture: st
         "bos_token_id": tokenizer.cls_token_id,
         "eos_token_id": tokenizer.sep_token_id,
     }
+    if causal:
+        from transformers import GPT2LMHeadModel
+
+        del shape["num_labels"]
+        torch.manual_seed(seed)
+        lm = GPT2LMHeadModel(GPT2Config(n_positions=CAUSAL_POSITIONS, n_embd=width, n_layer=layers, n_head=2,
+                                        **shape))
+        directory.mkdir(parents=True, exist_ok=True)
+        lm.save_pretrained(directory)
+        tokenizer.save_pretrained(directory)
+        return directory
     if architecture == "gpt2":
         config = GPT2Config(n_positions=MAX_LENGTH, n_embd=width, n_layer=layers, n_head=2, **shape)
     else:

@@ -32,14 +32,15 @@ from compute.runners.params import (
     InferParams,
     ProgramParams,
     Scope,
+    ServeParams,
     TrainParams,
     TuneParams,
 )
 
 FORMAT = 1  # the contract's version: a reader refuses any other
-Params = TrainParams | FinetuneParams | InferParams | TuneParams | ProgramParams
+Params = TrainParams | FinetuneParams | InferParams | TuneParams | ServeParams | ProgramParams
 PARAMS: dict[str, type[Params]] = {c.KIND: c for c in (TrainParams, FinetuneParams, InferParams, TuneParams,
-                                                      ProgramParams)}
+                                                      ServeParams, ProgramParams)}
 KINDS = tuple(PARAMS)
 BUILT_IN = tuple(k for k in KINDS if k != ProgramParams.KIND)  # the kinds Swarm's own runners run
 ONE_TASK_KINDS = (InferParams.KIND, FinetuneParams.KIND)  # each one task on one node, never Ray Train

@@ -245,6 +245,67 @@ class InferParams:
         return params
 
 
+# ── serve: a model answering requests ───────────────────────────────────────────────
+
+TASKS = ("predict", "generate")
+MAX_REPLICAS = 64
+MAX_BATCH = 1_024
+MAX_TOKENS = 4_096
+
+
+@dataclass(frozen=True)
+class ServeParams:
+    """A model served on Ray Serve in a lease (`compute.runners.serve`) until `ends_at`.
+
+    `checkpoint` is a staged model: a train job's result directory (a built-in model) or a
+    transformers checkpoint directory; without one, the built-in `model` is served with the
+    weights `seed` gives it. `predict` answers one input per request with the model's outputs;
+    `generate` (a transformers causal LM) completes a prompt greedily, up to `max_tokens`
+    tokens. Replicas autoscale from `min_replicas` to `replicas`, each with `replica_cpus` CPUs
+    and `replica_gpus` GPUs; each batches concurrent requests, up to `max_batch_size` of them
+    and waiting at most `max_batch_wait_s`, both adapted to the load (`compute.serving`)."""
+
+    KIND: ClassVar[str] = "serve"
+
+    task: str = "predict"
+    model: str = "mlp"
+    checkpoint: str = ""
+    replicas: int = 1
+    min_replicas: int = 1
+    replica_cpus: float = 1.0
+    replica_gpus: float = 0.0
+    max_batch_size: int = 32
+    max_batch_wait_s: float = 0.01
+    max_tokens: int = 64
+    ends_at: float = 0.0  # unix seconds: the runner stops serving then
+    socket: str = "serve.sock"  # where the ingress listens, in the lease's work directory
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any], job: Scope) -> ServeParams:
+        params = parse_params(cls, raw, job)
+        require(params.task in TASKS, job, f"task must be one of {', '.join(TASKS)}, got {params.task!r}.")
+        require(bool(params.checkpoint) or params.model in MODEL_NAMES, job,
+                f"model must be one of {', '.join(MODEL_NAMES)} when no checkpoint is given, got "
+                f"{params.model!r}.")
+        require(params.task == "predict" or bool(params.checkpoint), job,
+                "task generate needs a checkpoint: a transformers causal language model.")
+        require(1 <= params.min_replicas <= params.replicas <= MAX_REPLICAS, job,
+                f"replicas must be from min_replicas (at least 1) to {MAX_REPLICAS}, got min_replicas "
+                f"{params.min_replicas} and replicas {params.replicas}.")
+        require(params.replica_cpus > 0 and params.replica_gpus >= 0, job,
+                "replica_cpus must be positive and replica_gpus not negative.")
+        require(1 <= params.max_batch_size <= MAX_BATCH, job,
+                f"max_batch_size must be from 1 to {MAX_BATCH}, got {params.max_batch_size}.")
+        require(0 <= params.max_batch_wait_s <= 1, job,
+                f"max_batch_wait_s must be from 0 to 1 second, got {params.max_batch_wait_s}.")
+        require(1 <= params.max_tokens <= MAX_TOKENS, job,
+                f"max_tokens must be from 1 to {MAX_TOKENS}, got {params.max_tokens}.")
+        require(params.ends_at > 0, job, "ends_at must be the time the lease ends, in unix seconds.")
+        require(bool(re.fullmatch(r"[A-Za-z0-9._-]{1,64}", params.socket)), job,
+                f"socket must be a plain file name, got {params.socket!r}.")
+        return params
+
+
 # ── tune: its settings and search space ─────────────────────────────────────────────
 
 @dataclass(frozen=True)
