@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
@@ -17,6 +17,9 @@ from web3.exceptions import ContractLogicError, TransactionNotFound, Web3RPCErro
 
 from ledger.chain import Chain, with_retries
 from ledger.errors import ErrorDecoder, SwarmError, TransactionFailed
+
+if TYPE_CHECKING:
+    from ledger.serving import DigestSigner
 
 GAS_MARGIN = 1.2  # estimates are exact for the simulated state; leave room for drift
 RECEIPT_TIMEOUT = 120
@@ -62,6 +65,12 @@ class Sender:
     def sign_typed_data(self, full_message: dict) -> bytes:
         """Signs EIP-712 typed data (permits, epoch reports) with this key."""
         return bytes(self._account.sign_typed_data(full_message=full_message).signature)
+
+    def digest_signer(self) -> DigestSigner:
+        """This key as a fast signer of raw digests: serving's receipts and vouchers."""
+        from ledger.serving import DigestSigner
+
+        return DigestSigner(bytes(self._account.key))
 
     def simulate(self, fn: ContractFunction) -> Any:
         """Runs the call without sending it; a revert raises TransactionFailed."""

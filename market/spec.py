@@ -68,7 +68,9 @@ from compute.reference import PEAK_FP32_TFLOPS, normalize_model
 from ledger.errors import InvalidInput
 from ledger.units import DECIMALS, parse_amount
 
-SPEC_KINDS = KINDS
+# The kinds a job posted to the market runs; a `serve` lease is asked of a site directly and paid by
+# receipts (market.serving), never escrowed as a job.
+SPEC_KINDS = tuple(kind for kind in KINDS if kind != "serve")
 DURATION = re.compile(r"(\d+)\s*([smhdw])")
 SECONDS = {"s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800}
 GPU_MODELS = ", ".join(PEAK_FP32_TFLOPS)

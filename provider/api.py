@@ -18,23 +18,27 @@ from typing import Any
 from fastapi import Request  # module level: FastAPI resolves the routes' annotations here
 
 from compute.errors import ComputeError
-from ledger.errors import ChainUnavailable
+from ledger.errors import ChainUnavailable, InvalidInput
+from ledger.units import parse_address
 from provider.agent import MAX_CELLS, PROBE_TIMEOUT_S, Site
 from provider.auth import JobView, Refused, SiteRequest
 from provider.mesh import HeadMesh
 from provider.mesh import Refused as MeshRefused
+from provider.serving import ServingLeases
 
 # (request, signature, spec hash or None) -> the signer's address and, for a lease action, what the
 # chain says of the job; raises Refused
 Authorizer = Callable[[SiteRequest, bytes, "bytes | None"], "tuple[str, JobView | None]"]
 
 
-def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh: HeadMesh | None = None):
+def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh: HeadMesh | None = None,
+             serving: ServingLeases | None = None):
     """The site's API; every route but /v1/info needs a request the chain authorizes, but the
     mesh's (`/v1/mesh/…`, when the site runs one), which the site's own machines call with the
-    site's join secret."""
+    site's join secret, and serving's calls, claims and vouchers (`/v1/serving/…`), which the
+    buyer's receipts and vouchers authorize."""
     from fastapi import FastAPI
-    from fastapi.responses import JSONResponse, PlainTextResponse
+    from fastapi.responses import JSONResponse, PlainTextResponse, Response
     from starlette.concurrency import run_in_threadpool  # the site's calls block (Ray, the job API)
 
     app = FastAPI(title="Swarm site", docs_url=None, redoc_url=None, openapi_url=None)
@@ -68,6 +72,12 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh
     async def check(
         request: Request, action: str, job_id: int, spec_hash: bytes | None = None
     ) -> tuple[bytes, Any]:
+        body, job, _signer = await signed(request, action, job_id, spec_hash)
+        return body, job
+
+    async def signed(
+        request: Request, action: str, job_id: int, spec_hash: bytes | None = None
+    ) -> tuple[bytes, Any, str]:
         body = await request.body()
         try:
             nonce = int(request.headers["swarm-nonce"])
@@ -80,9 +90,9 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh
         from provider.auth import body_hash
 
         signed = SiteRequest(action, site.provider, job_id, body_hash(body), nonce, expires)
-        _signer, job = await run_in_threadpool(authorize, signed, signature,
-                                               spec_hash if action == "lease.start" else None)
-        return body, job
+        signer, job = await run_in_threadpool(authorize, signed, signature,
+                                              spec_hash if action == "lease.start" else None)
+        return body, job, signer
 
     async def mesh_body(request: Request, fields: tuple[str, ...]) -> dict[str, Any]:
         if mesh is None:
@@ -174,6 +184,75 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh
     async def stop(job_id: int, request: Request):
         _, job = await check(request, "lease.stop", job_id)
         return (await run_in_threadpool(site.stop, job, job_id)).as_dict()
+
+    def leases() -> ServingLeases:
+        if serving is None:
+            raise Refused(404, "This site serves no models.")
+        return serving
+
+    @app.post("/v1/serving")
+    async def serving_deploy(request: Request):
+        """A buyer with a deposit deploys a model: the body is its serving order (provider.serving)."""
+        body, _, buyer = await signed(request, "serve.deploy", 0)
+        return await run_in_threadpool(leases().deploy, buyer, body)
+
+    @app.get("/v1/serving")
+    async def serving_list():
+        """Public: the site's serving leases, what each serves, at what price, until when."""
+        return {"leases": await run_in_threadpool(leases().leases)}
+
+    @app.get("/v1/serving/{lease}")
+    async def serving_info(lease: str):
+        return await run_in_threadpool(leases().info, lease)
+
+    @app.post("/v1/serving/{lease}/stop")
+    async def serving_stop(lease: str, request: Request):
+        number = int(lease.removeprefix("serve-")) if lease.removeprefix("serve-").isdigit() else 0
+        _, _, buyer = await signed(request, "serve.stop", number)
+        return await run_in_threadpool(leases().stop, buyer, lease)
+
+    async def call(lease: str, route: str, request: Request) -> Response:
+        status, answer, headers = await leases().forward(lease, route, await request.body(),
+                                                         request.headers.get("swarm-receipt"))
+        return Response(answer, status_code=status, headers=headers, media_type="application/json")
+
+    @app.post("/v1/serving/{lease}/predict")
+    async def serving_predict(lease: str, request: Request):
+        return await call(lease, "predict", request)
+
+    @app.post("/v1/serving/{lease}/v1/completions")
+    async def serving_completions(lease: str, request: Request):
+        return await call(lease, "v1/completions", request)
+
+    @app.post("/v1/serving/claim")
+    async def serving_claim(request: Request):
+        """What the site asks a buyer to sign: its previous voucher and its receipts charged since."""
+        try:
+            buyer = parse_address(json.loads(await request.body())["buyer"], "buyer")
+        except (ValueError, KeyError, TypeError, InvalidInput):
+            raise Refused(400, 'A claim\'s body is {"buyer": "0x…"}.') from None
+        book = leases().book
+        return book.claim(buyer).as_dict() | {"owed": {k: str(v) for k, v in book.owed(buyer).items()}}
+
+    @app.post("/v1/serving/voucher")
+    async def serving_voucher(request: Request):
+        """A buyer's voucher for a claim: {"voucher": {buyer, provider, cumulative, signature},
+        "receipts": [nonce (hex), ...]}."""
+        from ledger.serving import Voucher
+        from provider.receipts import Refused as BookRefused
+
+        try:
+            raw = json.loads(await request.body())
+            voucher = Voucher.from_dict(raw["voucher"])
+            nonces = [int(n, 16) for n in raw["receipts"]]
+        except (ValueError, KeyError, TypeError, AttributeError, InvalidInput):
+            raise Refused(400, 'A voucher\'s body is {"voucher": {"buyer", "provider", "cumulative", '
+                               '"signature"}, "receipts": ["<nonce hex>", ...]}.') from None
+        try:
+            cumulative = leases().book.aggregate(voucher, nonces)
+        except BookRefused as exc:
+            raise Refused(exc.status, str(exc)) from None
+        return {"buyer": voucher.buyer, "cumulative": str(cumulative)}
 
     @app.post("/v1/probe")
     async def probe(request: Request):

@@ -12,7 +12,10 @@ kept for later. The site recovers the signer and asks the chain, through an `Aut
   lease.status, lease.logs,            the matcher, or the job's buyer;
   lease.result
   lease.stop                           the matcher;
-  probe, challenge                     a member of the oracle committee.
+  probe, challenge                     a member of the oracle committee;
+  serve.deploy                         a buyer whose deposit for this provider in the serving
+                                       escrow can still spend (provider.serving);
+  serve.stop                           anyone: the site stops a serving lease for its buyer only.
 
 Anything else is refused with a status and one sentence (`Refused`), before anything runs. No
 secret is shared between the market, the oracle and the sites: a signature and the chain are
@@ -35,7 +38,8 @@ DOMAIN_VERSION = "1"
 MAX_VALIDITY_S = 300  # the longest a signed request may live: a replay window no longer than this
 LEASE_ACTIONS = ("lease.start", "lease.status", "lease.logs", "lease.result", "lease.stop")
 ORACLE_ACTIONS = ("probe", "challenge")
-ACTIONS = LEASE_ACTIONS + ORACLE_ACTIONS
+SERVE_ACTIONS = ("serve.deploy", "serve.stop")
+ACTIONS = LEASE_ACTIONS + ORACLE_ACTIONS + SERVE_ACTIONS
 
 REQUEST_FIELDS = [
     ("action", "string"), ("site", "address"), ("jobId", "uint256"), ("bodyHash", "bytes32"),
@@ -117,6 +121,8 @@ class Authority(Protocol):
 
     def job(self, job_id: int) -> JobView | None: ...
 
+    def serving_spendable(self, buyer: str, provider: str) -> int: ...
+
 
 def sign_request(request: SiteRequest, key: bytes, chain_id: int, market: str) -> bytes:
     from eth_account import Account
@@ -176,7 +182,13 @@ def authorize(request: SiteRequest, signature: bytes, *, site: str, chain_id: in
         raise Refused(403, f"The request is for the site of {request.site}, not this one ({site}).")
     signer = _recover(request, signature, chain_id, market)
 
-    if request.action in ORACLE_ACTIONS:
+    if request.action == "serve.deploy":
+        if authority.serving_spendable(signer, site) <= 0:
+            raise Refused(402, f"{signer} has no spendable deposit for this provider in the serving escrow; "
+                               "deposit first (`swarm serve deposit`).")
+    elif request.action == "serve.stop":
+        pass  # the site stops a serving lease for its own buyer only
+    elif request.action in ORACLE_ACTIONS:
         if not authority.is_committee_member(signer):
             raise Refused(
                 403, f"{signer} is not on the oracle committee; only its members may {request.action}."

@@ -48,6 +48,12 @@ class ChainAuthority:
             ("member", address), lambda: bool(self.swarm.read("RewardDistributor", "isSigner", address))
         )
 
+    def serving_spendable(self, buyer: str, provider: str) -> int:
+        """What `buyer`'s deposit for `provider` in the serving escrow may still spend, read afresh."""
+        from ledger import serving
+
+        return serving.account(self.swarm, buyer, provider).spendable
+
     def job(self, job_id: int) -> JobView | None:
         """Read afresh each time: a job's status and provider change as the market moves it."""
         info = job_info(self.swarm, job_id)

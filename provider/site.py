@@ -35,6 +35,8 @@ from provider.authority import ChainAuthority, terms_to_sign
 from provider.lease.plan import LeasePlan, plan_lease, prior_result, read_order
 from provider.lease.sandbox import lease_root
 from provider.mesh import NETWORK, HeadMesh
+from provider.receipts import ReceiptBook
+from provider.serving import Redeemer, ServingLeases
 from provider.tls import SiteIdentity, make_identity
 
 DRIVER_SHUTDOWN_S = 5.0  # how long a stopping site waits for its own Ray driver to let go
@@ -54,6 +56,11 @@ class SiteConfig:
     # directory when all its nodes are on this machine): where a lease across nodes keeps its
     # checkpoints and outputs. None: the site runs no lease across nodes.
     shared_dir: Path | None = None
+    # Serving: what a buyer may owe in receipts before it signs a voucher (wei), and when the site
+    # redeems a buyer's latest voucher: once it adds this much, or this long after the last time.
+    serving_cap: int = 10 * 10**18
+    redeem_least: int = 10**18
+    redeem_every_s: float = 300.0
 
 
 @dataclass
@@ -64,6 +71,8 @@ class RunningSite:
     started_cluster: bool
     ray_home: RayHome
     mesh: HeadMesh | None = None
+    serving: ServingLeases | None = None
+    redeemer: Redeemer | None = None
 
 
 def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> tuple[RunningSite, object]:
@@ -135,9 +144,27 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
         )
         return signer, authority.job(request.job_id) if request.action in LEASE_ACTIONS else None
 
+    serving, redeemer = _serving(swarm, sender, home, site, config)
     url = f"https://{config.host}:{config.port}"
-    running = RunningSite(site, identity, url, started, ray_home, mesh)
-    return running, make_app(site, authorizer, chain_id, market, mesh)
+    running = RunningSite(site, identity, url, started, ray_home, mesh, serving, redeemer)
+    return running, make_app(site, authorizer, chain_id, market, mesh, serving)
+
+
+def _serving(swarm: Swarm, sender: Sender, home: Path, site: Site,
+             config: SiteConfig) -> tuple[ServingLeases | None, Redeemer | None]:
+    """The site's serving leases, their receipt book and its redeemer; none on a deployment made
+    before the serving escrow."""
+    from ledger import serving
+
+    if serving.CONTRACT not in swarm.deployment.addresses:
+        return None, None
+    provider = sender.address
+    book = ReceiptBook(home / "site" / "serving" / "receipts.db", serving.domain_of(swarm), provider,
+                       config.serving_cap, lambda buyer: serving.account(swarm, buyer, provider))
+    redeemer = Redeemer(book, lambda voucher: serving.redeem(swarm, sender, voucher),
+                        lambda buyer: serving.account(swarm, buyer, provider), config.redeem_least,
+                        config.redeem_every_s)
+    return ServingLeases(site, book, home), redeemer
 
 
 def asking_price(swarm: Swarm, home: Path, provider: str) -> int | None:
@@ -166,12 +193,31 @@ def run_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig,
         # to start: on a busy machine longer than a probe's timeout, and the site's first epoch
         # would count it down. What it answers is not kept.
         running.site.probe()
+        if running.redeemer is not None:
+            import threading
+
+            threading.Thread(target=running.redeemer.run, daemon=True, name="swarm-redeemer").start()
         serve(app, listener, running.identity.certificate, running.identity.key,
               ready=(lambda: ready(running)) if ready else None)
     finally:
+        if running.redeemer is not None:
+            running.redeemer.stop()
+            _redeem_before_leaving(running.redeemer)
         _let_go_of_ray()
         if running.started_cluster:
             cluster.stop(running.ray_home)
+
+
+def _redeem_before_leaving(redeemer: Redeemer) -> None:
+    """A stopping site redeems every voucher it holds, so what buyers signed is paid now; if the
+    chain is away it says so, and the next start redeems them."""
+    import sys
+
+    try:
+        redeemer.once(force=True)
+    except Exception as exc:  # noqa: BLE001 — the chain may be down; the vouchers stay in the book
+        print(f"serving: the vouchers could not be redeemed before stopping ({exc}); the next start "
+              "redeems them.", file=sys.stderr)
 
 
 def _let_go_of_ray() -> None:

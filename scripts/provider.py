@@ -328,10 +328,16 @@ def join(ray_address: str | None, num_cpus: int, num_gpus: int, site_url: str | 
               type=click.Path(file_okay=False, path_type=Path),
               help="A directory every machine of the site mounts at this path, where a lease across "
                    "nodes keeps its checkpoints and outputs; without it the site runs no lease across nodes.")
+@click.option("--serving-cap", default="10", show_default=True, metavar="SWARM",
+              help="What a buyer of a serving lease may owe in receipts before it must sign a voucher.")
+@click.option("--redeem-least", default="1", show_default=True, metavar="SWARM",
+              help="Redeem a buyer's voucher once it adds this much (and always when the buyer thaws).")
+@click.option("--redeem-every", type=click.FloatRange(min=1), default=300, show_default=True, metavar="SECONDS",
+              help="Redeem a buyer's voucher at least this often, whatever it adds.")
 @_signed
 def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, mesh_endpoint: str | None,
-          mesh_network: str, shared_dir: Path | None, account: int | None, key_ref: str | None,
-          as_json: bool) -> None:
+          mesh_network: str, shared_dir: Path | None, serving_cap: str, redeem_least: str, redeem_every: float,
+          account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Run your site: your own Ray cluster, served over HTTPS to those the chain allows.
 
     Starts the site's Ray cluster (or attaches to the one running in $SWARM_HOME) with a token
@@ -342,6 +348,8 @@ def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, mesh_e
     import json as json_lib
 
     from provider.site import SiteConfig, run_site
+
+    cap, least = parse_amount(serving_cap, "--serving-cap"), parse_amount(redeem_least, "--redeem-least")
 
     def connected() -> tuple[Swarm, Sender]:
         swarm = open_swarm()
@@ -370,7 +378,8 @@ def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, mesh_e
         sys.stdout.flush()
 
     config = SiteConfig(host=host, port=port, node_cpus=num_cpus, node_gpus=num_gpus, nodes=nodes,
-                        mesh_endpoint=mesh_endpoint, mesh_network=mesh_network, shared_dir=shared_dir)
+                        mesh_endpoint=mesh_endpoint, mesh_network=mesh_network, shared_dir=shared_dir,
+                        serving_cap=cap, redeem_least=least, redeem_every_s=redeem_every)
     run_site(swarm, sender, settings().home, config, ready=ready)
 
 

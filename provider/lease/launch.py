@@ -273,6 +273,9 @@ def _meter(plan: LeasePlan, directory: Path, done: Any, gpus: LeaseGpus) -> Outc
             return replace(
                 outcome, error=_last_error(directory / LOG, work) or f"the job exited with {done.returncode}"
             )
+        if plan.job.kind == "serve":  # paid by receipts: its record of what it served is its result
+            return replace(outcome, state="succeeded", units=min(plan.max_units, math.ceil(reserved)),
+                           metrics=run.get("metrics", {}))
         root, rel, destination = run["result"]
         digest, record = store_result(root, rel, destination, plan.hidden,
                                       beside_outputs=plan.program is None, log=kept_log(directory / LOG))

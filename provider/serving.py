@@ -1,0 +1,431 @@
+"""A site's serving leases (docs/architecture.md §4): a buyer's model on Ray Serve in a lease,
+reached through the site, paid by receipts.
+
+A buyer with a deposit for the provider in the serving escrow sends a `ServeOrder` (signed, as
+every lease request is): the model (a built-in one and its seed, or a checkpoint pinned by its
+sha256 on the data plane), its replicas and their resources, the price per request or per
+generated token, and when the lease ends. The site plans it as any lease (`LeasePlan`, the
+checkpoint fetched and checked by the launcher before the work starts) and runs the `serve`
+kind (`compute.runners.serve`) in the lease's sandbox, on a node of the head's machine: the
+lease's ingress listens on a Unix socket in its work directory, which only the site reaches.
+
+Every call (`forward`) carries the buyer's receipt. The receipt book (`provider.receipts`)
+takes it before anything is forwarded, and charges it once the answer is ready: the price per
+request, or the completion's tokens at the price per token (never more than the receipt's
+amount, so a text buyer signs for its `max_tokens`). A request the lease refused (a malformed
+body) or the site failed is charged nothing. A `Redeemer` sends each buyer's latest voucher to
+the escrow from time to time, and at once when the buyer starts to thaw its deposit."""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from compute.errors import ComputeError, InvalidJob
+from compute.jobs import ComputeJob
+from compute.runners.params import MODEL_NAMES, ServeParams
+from provider.auth import Refused
+from provider.lease import PLAN
+from provider.lease.plan import LEASE_RAY_OVERHEAD_BYTES, Fetch, LeasePlan
+from provider.receipts import ReceiptBook
+from provider.receipts import Refused as ReceiptRefused
+
+FORMAT = 1
+SERVING = "serving.json"  # the site's record of a serving lease, beside its plan
+ROUTES = {"predict": "predict", "generate": "v1/completions"}
+REPLICA_MEMORY_BYTES = 2**30  # what a replica may hold unless the order says more
+SERVE_OVERHEAD_BYTES = 2**29  # Serve's controller and the ingress, beside the lease's Ray
+SERVE_CPUS = 0.5  # the controller and the ingress, beside the replicas
+MAX_SERVING_S = 30 * 86_400
+MAX_BODY_BYTES = 1 << 20
+START_GRACE_S = 120.0  # the lease's wall clock: until ends_at, and this for Ray and Serve to start and stop
+NAME_PREFIX = "serve-"
+_MAX_PRICE = 2**128 - 1
+
+
+_FIELD_TYPES: dict[str, Any] = {
+    "task": str, "model": str, "sha256": str, "replicas": int, "min_replicas": int, "replica_cpus": (int, float),
+    "replica_gpus": (int, float), "memory_gb": (int, float), "max_batch_size": int, "max_batch_wait_s": (int, float),
+    "max_tokens": int, "ends_at": int, "seed": int}
+_KIND_NAMES: dict[Any, str] = {str: "a string", int: "a whole number", (int, float): "a number"}
+
+
+@dataclass(frozen=True)
+class ServeOrder:
+    """What a buyer asks a site to serve, read from its JSON as a stranger's."""
+
+    task: str
+    model: str  # a built-in model's name, or the checkpoint's URI
+    sha256: str  # the checkpoint's pin ("" for a built-in model)
+    replicas: int
+    min_replicas: int
+    replica_cpus: float
+    replica_gpus: float
+    memory_gb: float  # per replica
+    max_batch_size: int
+    max_batch_wait_s: float
+    max_tokens: int
+    ends_at: int
+    price_per_request: int
+    price_per_token: int
+    seed: int = 0
+
+    @property
+    def price(self) -> int:
+        """The least a request may cost: its price, or one token's."""
+        return self.price_per_request or self.price_per_token
+
+    def to_json(self) -> bytes:
+        return json.dumps({"format": FORMAT} | asdict(self) | {
+            "price_per_request": str(self.price_per_request), "price_per_token": str(self.price_per_token)},
+            sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def read(cls, body: bytes, now: float | None = None) -> ServeOrder:
+        """The order in `body`; InvalidJob names what is wrong."""
+        now = time.time() if now is None else now
+        try:
+            raw = json.loads(body)
+        except ValueError:
+            raise InvalidJob("the serving order is not JSON.") from None
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+            raise InvalidJob(f"the serving order must be a JSON object of format {FORMAT}.")
+        names = [f for f in cls.__dataclass_fields__]
+        missing = [n for n in names if n not in raw and n != "seed"]
+        unknown = sorted(set(raw) - set(names) - {"format"})
+        if missing or unknown:
+            raise InvalidJob(f"the serving order has the fields {', '.join(names)}; "
+                             f"{'missing ' + ', '.join(missing) if missing else 'unknown ' + ', '.join(unknown)}.")
+        try:
+            prices = {k: int(str(raw[k])) for k in ("price_per_request", "price_per_token")}
+        except ValueError:
+            raise InvalidJob("price_per_request and price_per_token are whole numbers of wei.") from None
+        fields = {k: v for k, v in raw.items() if k != "format"} | prices | {"seed": raw.get("seed", 0)}
+        for name, kind in _FIELD_TYPES.items():
+            value = fields[name]
+            if isinstance(value, bool) or not isinstance(value, kind):
+                raise InvalidJob(f"the serving order's {name} must be {_KIND_NAMES[kind]}, got {value!r}.")
+        order = cls(**fields)
+        order.check(now)
+        return order
+
+    def check(self, now: float) -> None:
+        if (self.price_per_request > 0) == (self.price_per_token > 0) or \
+                not 0 <= max(self.price_per_request, self.price_per_token) <= _MAX_PRICE:
+            raise InvalidJob("give one price: price_per_request, or price_per_token for a text model, in wei.")
+        if self.price_per_token and self.task != "generate":
+            raise InvalidJob("price_per_token is for task generate; price a predict lease per request.")
+        if self.sha256 and (len(self.sha256) != 64 or "://" not in self.model and not self.model.startswith("/")):
+            raise InvalidJob("a checkpoint is {uri, sha256}: where it lies and the sha256 of its contents.")
+        if not self.sha256 and self.model not in MODEL_NAMES:
+            raise InvalidJob(f"model must be one of {', '.join(MODEL_NAMES)}, or a checkpoint pinned by its sha256.")
+        if not now + 10 <= self.ends_at <= now + MAX_SERVING_S:
+            raise InvalidJob(f"ends_at must lie from 10 s to {MAX_SERVING_S // 86_400} days ahead, got "
+                             f"{self.ends_at} (now {now:.0f}).")
+        if not 0 < self.memory_gb <= 1024 or not isinstance(self.seed, int):
+            raise InvalidJob("memory_gb must be from 0 to 1024 per replica, and seed a whole number.")
+        self.params("")  # the runner's own checks
+
+    def params(self, checkpoint: str) -> ServeParams:
+        from compute.runners.params import Scope
+
+        raw = {"task": self.task, "model": "mlp" if self.sha256 else self.model, "checkpoint": checkpoint,
+               "replicas": self.replicas, "min_replicas": self.min_replicas, "replica_cpus": self.replica_cpus,
+               "replica_gpus": self.replica_gpus, "max_batch_size": self.max_batch_size,
+               "max_batch_wait_s": self.max_batch_wait_s, "max_tokens": self.max_tokens,
+               "ends_at": float(self.ends_at)}
+        if not checkpoint and self.sha256:  # checked before it is fetched: as if it were there
+            raw["checkpoint"] = "inputs/checkpoint"
+        return ServeParams.parse(raw, Scope("serve", ServeParams.KIND))
+
+
+def plan_serving(order: ServeOrder, number: int, provider: str, now: float) -> LeasePlan:
+    """The lease that serves `order`: the replicas' CPUs and GPUs (and Serve's own), their memory,
+    until ends_at; a pinned checkpoint is fetched and checked before it starts."""
+    fetch: tuple[Fetch, ...] = ()
+    checkpoint = ""
+    if order.sha256:
+        target = "inputs/checkpoint"
+        leaf = order.model.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
+        path = f"{target}/{leaf}" if Path(leaf).suffix else target
+        fetch = (Fetch(order.model, order.sha256, target, "checkpoint", path),)
+        checkpoint = path
+    params = order.params(checkpoint)
+    wall = order.ends_at - now + START_GRACE_S
+    job = ComputeJob(job_id=f"{NAME_PREFIX}{number}", provider=provider, params=params, seed=order.seed,
+                     use_gpu=order.replica_gpus > 0, timeout_s=wall)
+    cpus = order.replicas * order.replica_cpus + SERVE_CPUS
+    gpus = order.replicas * order.replica_gpus
+    memory = int(order.replicas * order.memory_gb * 2**30) + LEASE_RAY_OVERHEAD_BYTES + SERVE_OVERHEAD_BYTES
+    rate = max(gpus if gpus > 0 else cpus, 0.001)
+    return LeasePlan(job_id=0, number=number, job=job, cpus=cpus, gpus=gpus, memory_bytes=memory,
+                     wall_seconds=wall, max_units=math.ceil(wall * rate) + 1, fetch=fetch)
+
+
+@dataclass(frozen=True)
+class ServingLease:
+    """The site's record of one serving lease."""
+
+    lease: str
+    buyer: str
+    order: ServeOrder
+    started_at: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"lease": self.lease, "buyer": self.buyer, "started_at": self.started_at,
+                "order": json.loads(self.order.to_json())}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> ServingLease:
+        order = raw["order"]
+        return cls(raw["lease"], raw["buyer"], ServeOrder(**{k: v for k, v in order.items() if k != "format"} | {
+            "price_per_request": int(order["price_per_request"]), "price_per_token": int(order["price_per_token"])}),
+            raw["started_at"])
+
+
+class ServingLeases:
+    """A site's serving leases: deployed for buyers with a deposit, called with receipts."""
+
+    def __init__(self, site: Any, book: ReceiptBook, home: Path) -> None:
+        self.site = site  # provider.agent.Site: its leases directory, its Ray job client
+        self.book = book
+        self.home = home
+        self._lock = threading.Lock()
+        self._records: dict[str, ServingLease] = {}
+        self._session: Any = None  # aiohttp, per event loop: made on the first call
+
+    # ── the lease ────────────────────────────────────────────────────────────
+    def deploy(self, buyer: str, body: bytes, now: float | None = None) -> dict[str, Any]:
+        now = time.time() if now is None else now
+        try:
+            order = ServeOrder.read(body, now)
+        except InvalidJob as exc:
+            raise Refused(400, f"The serving order is refused: {exc}") from None
+        with self.site._lock:
+            number = self.site._next_number()
+            name = f"{NAME_PREFIX}{number}"
+            directory = self.site.leases / name
+            plan = plan_serving(order, number, self.site.provider, now)
+            plan = plan.but(hidden=tuple(plan.hidden) + self.site.hidden, verdict_key=_token())
+            plan.write(directory)
+            record = ServingLease(name, buyer, order, now)
+            (directory / SERVING).write_text(json.dumps(record.as_dict()))
+            self._submit(directory, plan)
+        with self._lock:
+            self._records[name] = record
+        return self.info(name)
+
+    def _submit(self, directory: Path, plan: LeasePlan) -> None:
+        """As the site submits any lease, held to a node of this machine, whose Unix sockets the site
+        reaches."""
+        import ray
+
+        from provider.agent import _submission
+        from provider.lease.launch import ray_job
+
+        job = ray_job(plan, directory.name)
+        job["entrypoint_resources"] = {f"node:{ray.util.get_node_ip_address()}": 0.001}
+        self.site.jobs.submit_job(submission_id=_submission(directory, plan.attempt),
+                                  metadata={"swarm_serving": directory.name}, **job)
+
+    def record(self, lease: str) -> ServingLease:
+        with self._lock:
+            found = self._records.get(lease)
+        if found is None:
+            path = self.site.leases / lease / SERVING
+            if not lease.startswith(NAME_PREFIX) or "/" in lease or not path.is_file():
+                raise Refused(404, f"This site has no serving lease {lease!r}.")
+            found = ServingLease.from_dict(json.loads(path.read_text()))
+            with self._lock:
+                self._records[lease] = found
+        return found
+
+    def state(self, lease: str) -> str:
+        """pending, serving, ended or failed."""
+        from ray.job_submission import JobStatus
+
+        from provider.agent import _submission
+
+        directory = self.site.leases / lease
+        plan = LeasePlan.read(directory)
+        status = self.site.jobs.get_job_status(_submission(directory, plan.attempt))
+        if status == JobStatus.PENDING:
+            return "pending"
+        if status == JobStatus.RUNNING:
+            return "serving" if self._socket(lease).exists() else "pending"
+        if status in (JobStatus.SUCCEEDED, JobStatus.STOPPED):
+            return "ended"
+        return "failed"
+
+    def info(self, lease: str) -> dict[str, Any]:
+        """Public: what a lease serves, at what price, until when, and whether it answers now."""
+        record = self.record(lease)
+        order = record.order
+        return {"lease": lease, "buyer": record.buyer, "provider": self.site.provider, "state": self.state(lease),
+                "task": order.task, "route": f"/v1/serving/{lease}/{ROUTES[order.task]}",
+                "model": order.model, "sha256": order.sha256, "seed": order.seed, "max_tokens": order.max_tokens,
+                "price_per_request": str(order.price_per_request), "price_per_token": str(order.price_per_token),
+                "replicas": order.replicas, "ends_at": order.ends_at}
+
+    def leases(self) -> list[dict[str, Any]]:
+        names = sorted(p.parent.name for p in self.site.leases.glob(f"{NAME_PREFIX}*/{SERVING}"))
+        return [self.info(name) for name in names]
+
+    def stop(self, buyer: str, lease: str) -> dict[str, Any]:
+        from provider.agent import _submission
+
+        record = self.record(lease)
+        if record.buyer.lower() != buyer.lower():
+            raise Refused(403, f"{buyer} did not deploy serving lease {lease}; only its buyer stops it.")
+        directory = self.site.leases / lease
+        (directory / "stopped").touch()
+        try:
+            self.site.jobs.stop_job(_submission(directory, LeasePlan.read(directory).attempt))
+        except RuntimeError:
+            pass  # it had ended
+        return self.info(lease)
+
+    def _socket(self, lease: str) -> Path:
+        return self.site.leases / lease / "work" / ServeParams.socket
+
+    # ── a call ───────────────────────────────────────────────────────────────
+    async def forward(self, lease: str, route: str, body: bytes, receipt: str | None) -> tuple[int, bytes, dict]:
+        """Takes the call's receipt, forwards the call to the lease and charges it; returns the lease's
+        status and body, and the site's headers (Swarm-Charged: what the call cost)."""
+        record = self.record(lease)
+        order = record.order
+        if route != ROUTES[order.task]:
+            raise Refused(404, f"Serving lease {lease} answers POST /v1/serving/{lease}/{ROUTES[order.task]}.")
+        if time.time() >= order.ends_at or (self.site.leases / lease / "stopped").exists():
+            raise Refused(410, f"Serving lease {lease} has ended; deploy another to call the model again.")
+        if len(body) > MAX_BODY_BYTES:
+            raise Refused(413, f"The body is over {MAX_BODY_BYTES} bytes.")
+        least = order.price
+        if order.price_per_token:
+            least = order.price_per_token * _max_tokens(body, order.max_tokens)
+        try:
+            ticket = self.book.accept(receipt, lease, least)
+        except ReceiptRefused as exc:
+            headers = {"Swarm-Voucher-Due": "1"} if exc.due else {}
+            return exc.status, json.dumps({"error": str(exc)}).encode(), headers
+        try:
+            status, answer = await self._post(lease, route, body)
+        except Exception as exc:  # noqa: BLE001 — the lease is not answering: nothing is charged
+            self.book.charge(ticket, 0)
+            raise Refused(503, f"Serving lease {lease} is not answering now ({type(exc).__name__}); nothing was "
+                               "charged, call again shortly.") from None
+        cost = 0
+        if status == 200:
+            cost = order.price_per_request or order.price_per_token * _completion_tokens(answer)
+        charged = self.book.charge(ticket, cost)
+        return status, answer, {"Swarm-Charged": str(charged), "Swarm-Buyer": ticket.buyer}
+
+    async def _post(self, lease: str, route: str, body: bytes) -> tuple[int, bytes]:
+        import aiohttp
+
+        socket = self._socket(lease)
+        if self._session is None:
+            self._session = {}
+        session = self._session.get(lease)
+        if session is None or session.closed:
+            session = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(_checked(socket)), limit=256),
+                                            timeout=aiohttp.ClientTimeout(total=300))
+            self._session[lease] = session
+        async with session.post(f"http://lease/{route}", data=body,
+                                headers={"content-type": "application/json"}) as response:
+            return response.status, await response.read()
+
+
+def _checked(socket: Path) -> Path:
+    """The lease's socket, refused unless it is a socket and no link: a lease could leave anything at
+    that path."""
+    import os
+    import stat
+
+    try:
+        mode = os.lstat(socket).st_mode
+    except FileNotFoundError:
+        raise ComputeError("the lease's model is not listening yet") from None
+    if not stat.S_ISSOCK(mode):
+        raise ComputeError("the lease left something other than its socket where its model listens")
+    return socket
+
+
+def _max_tokens(body: bytes, cap: int) -> int:
+    try:
+        value = json.loads(body).get("max_tokens", 16)
+    except (ValueError, AttributeError):
+        return 1
+    return value if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= cap else 1
+
+
+def _completion_tokens(answer: bytes) -> int:
+    try:
+        tokens = json.loads(answer)["usage"]["completion_tokens"]
+    except (ValueError, KeyError, TypeError):
+        return 0
+    return tokens if isinstance(tokens, int) and tokens >= 0 else 0
+
+
+def _token() -> str:
+    import secrets
+
+    return secrets.token_hex(16)
+
+
+class Redeemer:
+    """Sends each buyer's latest voucher to the escrow: when what it adds reaches `least`, when
+    `every_s` has passed since the buyer's last redemption, and at once when the buyer is thawing
+    its deposit (whatever it signed stays redeemable only until it withdraws)."""
+
+    def __init__(self, book: ReceiptBook, redeem: Callable[[Any], Any], account: Callable[[str], Any],
+                 least: int = 0, every_s: float = 300.0) -> None:
+        self.book = book
+        self._redeem = redeem  # a voucher → the transaction's receipt
+        self._account = account  # a buyer → ledger.serving.Account
+        self.least = least
+        self.every_s = every_s
+        self._last: dict[str, float] = {}
+        self._stop = threading.Event()
+        self.redeemed: list[tuple[str, int]] = []  # (buyer, paid), for the operator's log
+
+    def once(self, force: bool = False) -> list[tuple[str, int]]:
+        """One round; returns (buyer, paid) for each voucher redeemed."""
+        paid = []
+        for voucher, _recorded in self.book.vouchers():
+            account = self._account(voucher.buyer)
+            owed = voucher.cumulative - account.redeemed
+            if owed <= 0:
+                self.book.redeemed(voucher.buyer, account.redeemed)
+                continue
+            due = force or account.thawing > 0 or owed >= self.least or \
+                time.monotonic() - self._last.get(voucher.buyer, 0.0) >= self.every_s
+            if not due or account.balance == 0:
+                continue
+            before = account.redeemed
+            self._redeem(voucher)
+            after = self._account(voucher.buyer).redeemed
+            self.book.redeemed(voucher.buyer, after)
+            self._last[voucher.buyer] = time.monotonic()
+            paid.append((voucher.buyer, after - before))
+        self.redeemed += paid
+        return paid
+
+    def run(self, period_s: float = 5.0) -> None:
+        """Rounds every `period_s` until `stop`; a failed round is logged and tried again."""
+        import sys
+
+        while not self._stop.wait(period_s):
+            try:
+                self.once()
+            except Exception as exc:  # noqa: BLE001 — the chain may be down; the next round tries again
+                print(f"serving: redemption failed ({exc}); trying again in {period_s:.0f} s", file=sys.stderr)
+
+    def stop(self) -> None:
+        self._stop.set()

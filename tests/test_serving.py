@@ -1,0 +1,172 @@
+"""Serving, end to end: a buyer deposits once, deploys a model on a provider's site (Ray Serve in
+the lease's sandbox), calls it a thousand times paying with receipts, signs the site's claim, and
+the site redeems once, with every wei accounted for; forged, replayed, underfunded and expired
+receipts, malformed bodies and calls after the lease's end are refused and charged nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from anvil import AnvilNode, RpcClient, dev_account
+from anvil.node import free_port
+from compute.serving import load_predictor
+from ledger import serving, stake
+from ledger.chain import Chain
+from ledger.client import Swarm
+from ledger.deploy import DeployResult
+from ledger.serving import DigestSigner
+from ledger.units import ONE
+from market.serving import ServingClient
+from provider.auth import Refused
+from provider.client import SiteAddress, pinned_request
+from provider.serving import ServeOrder
+from tests.sites import served, stop_served
+
+PROVIDER, BUYER, POOR, STRANGER = dev_account(1), dev_account(4), dev_account(5), dev_account(6)
+PRICE = 10**15  # 0.001 SWARM a request
+START_TIMEOUT_S = 180
+CALLS = 1_000
+
+
+@pytest.fixture(scope="module")
+def site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: AnvilNode, swarm_home: Path,
+         tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """A staked provider serving its site, redeeming vouchers every 2 s whatever they add."""
+    snapshot = rpc.snapshot()
+    swarm = Swarm(chain, deployed.deployment)
+    sender = swarm.sender(PROVIDER.key)
+    stake.register(swarm, sender, b"\x12" * 32, 1)
+    stake.stake(swarm, sender, 1_000 * ONE)
+    home = tmp_path_factory.mktemp("serving-provider")
+    shutil.copytree(swarm_home / "deployments", home / "deployments")
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {
+        "SWARM_HOME": str(home), "SWARM_RPC_URL": anvil_node.config.url}
+    process = subprocess.Popen([sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", "1",
+                                "--port", str(port), "--num-cpus", "2", "--serving-cap", "0.5",
+                                "--redeem-least", "1000", "--redeem-every", "2", "--json"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    answer = served(process, START_TIMEOUT_S)
+    yield {"swarm": swarm, "home": home, "address": SiteAddress(PROVIDER.address, answer["url"],
+                                                                answer["fingerprint"]),
+           "buyer_home": tmp_path_factory.mktemp("serving-buyer")}
+    stop_served(process)
+    rpc.revert(snapshot)
+
+
+def _order(ends_in: float = 240, **over) -> ServeOrder:
+    fields = dict(task="predict", model="mlp", sha256="", replicas=1, min_replicas=1, replica_cpus=1.0,
+                  replica_gpus=0.0, memory_gb=1.0, max_batch_size=16, max_batch_wait_s=0.005, max_tokens=16,
+                  ends_at=int(time.time() + ends_in), price_per_request=PRICE, price_per_token=0, seed=7)
+    return ServeOrder(**(fields | over))
+
+
+def test_a_buyer_deploys_calls_a_thousand_times_and_the_provider_is_paid_once_to_the_wei(site) -> None:
+    swarm: Swarm = site["swarm"]
+    buyer = swarm.sender(BUYER.key)
+    client = ServingClient(swarm, buyer, site["buyer_home"], site["address"])
+    with pytest.raises(Refused, match="no spendable deposit") as refused:
+        client.deploy(_order())  # no deposit yet
+    assert refused.value.status == 402
+    serving.deposit(swarm, buyer, PROVIDER.address, 10 * ONE)
+    deposit_tx = 1
+    info = client.deploy(_order())
+    lease = info["lease"]
+    assert info["price_per_request"] == str(PRICE) and info["buyer"] == BUYER.address
+    client.wait_serving(lease)
+
+    provider_start = swarm.balance_of(PROVIDER.address)
+    rows = [[((i * 7 + j) % 13) / 13.0 for j in range(16)] for i in range(CALLS)]
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda row: client.call(lease, {"input": row}), rows))
+    assert all(a.status == 200 and a.charged == PRICE for a in answers), answers[:3]
+    # The lease serves the model the buyer named: the same answers as the model built here.
+    local = load_predictor(_order().params(""), seed=7)
+    for row, answer in zip(rows[:50], answers[:50], strict=True):
+        expected = local([row])[0]["output"]
+        assert answer.body["output"] == pytest.approx(expected, rel=1e-4, abs=1e-5)
+
+    # The cap (0.5 SWARM = 500 calls) made the client sign vouchers as it went; sign the rest.
+    client.aggregate()
+    last = client.journal.last_voucher(PROVIDER.address)
+    assert last is not None and last.cumulative == CALLS * PRICE
+    deadline = time.monotonic() + 30  # the site redeems within its 2 s period
+    while serving.account(swarm, BUYER.address, PROVIDER.address).redeemed < CALLS * PRICE:
+        assert time.monotonic() < deadline, "the site did not redeem the buyer's voucher"
+        time.sleep(0.5)
+    account = serving.account(swarm, BUYER.address, PROVIDER.address)
+    assert account.redeemed == CALLS * PRICE
+    assert account.balance == 10 * ONE - CALLS * PRICE
+    assert swarm.balance_of(PROVIDER.address) == provider_start + CALLS * PRICE
+    redemptions = _redemptions(swarm, BUYER.address)
+    assert sum(paid for _, paid in redemptions) == CALLS * PRICE
+    print(f"{CALLS} requests, {deposit_tx + len(redemptions)} transactions "
+          f"({len(redemptions)} redemptions)")
+
+    # The buyer stops the lease: later calls are refused and cost nothing.
+    client.stop(lease)
+    after = client.call(lease, {"input": rows[0]})
+    assert after.status == 410 and after.charged == 0
+
+
+def test_bad_receipts_and_bodies_are_refused_and_cost_nothing(site) -> None:
+    swarm: Swarm = site["swarm"]
+    buyer = swarm.sender(BUYER.key)
+    client = ServingClient(swarm, buyer, site["buyer_home"], site["address"])
+    serving.deposit(swarm, buyer, PROVIDER.address, ONE)
+    lease = client.deploy(_order(ends_in=60))["lease"]
+    client.wait_serving(lease)
+    path = f"/v1/serving/{lease}/predict"
+    body = b'{"input": [' + b",".join([b"0.5"] * 16) + b"]}"
+    domain = serving.domain_of(swarm)
+
+    def send(header: str | None, payload: bytes = body) -> tuple[int, str]:
+        headers = {"Content-Type": "application/json"} | ({"Swarm-Receipt": header} if header else {})
+        status, answer, _ = pinned_request(site["address"], "POST", path, payload, headers)
+        return status, answer.decode()
+
+    def journaled(amount: int = PRICE, **fields) -> str:
+        """A receipt of the buyer's, kept in its journal as its own client keeps what it signs."""
+        receipt = serving.sign_receipt(DigestSigner(BUYER.key), domain, PROVIDER.address, amount, **fields)
+        client.journal.signed(receipt)
+        return receipt.header()
+
+    good = journaled()
+    assert send(good)[0] == 200
+    status, text = send(good)
+    assert status == 409 and "used already" in text
+    stranger = serving.sign_receipt(DigestSigner(STRANGER.key), domain, PROVIDER.address, PRICE)
+    status, text = send(stranger.header())
+    assert status == 402 and "can spend 0 wei" in text
+    assert send(journaled(timestamp=int(time.time()) - 3_600))[0] == 402  # expired
+    assert send(journaled(PRICE - 1))[0] == 402  # under the price
+    assert send(None)[0] == 402
+    serving.deposit(swarm, swarm.sender(POOR.key), PROVIDER.address, 2 * PRICE)
+    beyond = serving.sign_receipt(DigestSigner(POOR.key), domain, PROVIDER.address, 3 * PRICE)
+    status, text = send(beyond.header())
+    assert status == 402 and "deposit more" in text
+    for malformed in (b"not json", b'{"input": [1, 2]}', b'{"wrong": 1}'):
+        status, text = send(journaled(), malformed)
+        assert status == 400 and "error" in text
+    before = client.journal.last_voucher(PROVIDER.address)
+    voucher = client.aggregate()
+    assert voucher is not None
+    assert voucher.cumulative == (before.cumulative if before else 0) + PRICE, \
+        "one call was served; nothing else is charged"
+
+
+def _redemptions(swarm: Swarm, buyer: str) -> list[tuple[int, int]]:
+    """(block, paid) of every Redeemed event of `buyer`."""
+    escrow = swarm.contract("ServingEscrow")
+    logs = escrow.events.Redeemed().get_logs(from_block=0, argument_filters={"buyer": buyer})
+    return [(log["blockNumber"], int(log["args"]["paid"])) for log in logs]
