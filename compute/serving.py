@@ -110,7 +110,8 @@ class TensorPredictor(Predictor):
         if not isinstance(row, list) or len(row) != self.width:
             raise BadRequest(f"the body must be {{\"input\": [...]}} with {what}.")
         if self.integer:
-            if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < (self.vocab or 0) for v in row):
+            vocab = self.vocab or 0
+            if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < vocab for v in row):
                 raise BadRequest(f"the input must be {what}.")
             return row
         if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in row):
@@ -138,7 +139,8 @@ class TextClassifier(Predictor):
     def check(self, body: Any) -> str:
         text = body.get("input") if isinstance(body, dict) else None
         if not isinstance(text, str) or not 0 < len(text) <= MAX_PROMPT_CHARS:
-            raise BadRequest(f"the body must be {{\"input\": \"text\"}} with 1 to {MAX_PROMPT_CHARS} characters.")
+            raise BadRequest(f"the body must be {{\"input\": \"text\"}} with 1 to {MAX_PROMPT_CHARS} "
+                             "characters.")
         return text
 
     def __call__(self, inputs: list[Any]) -> list[dict[str, Any]]:
@@ -178,7 +180,8 @@ class Generator(Predictor):
             self.tokenizer = AutoTokenizer.from_pretrained(found, local_files_only=True, padding_side="left")
             self.model = AutoModelForCausalLM.from_pretrained(found, local_files_only=True).eval()
         except (OSError, ValueError, KeyError) as exc:
-            raise InvalidJob(f"the checkpoint {found.name} is not a causal language model transformers loads: "
+            raise InvalidJob(f"the checkpoint {found.name} is not a causal language model transformers "
+                             "loads: "
                              f"{str(exc).strip().splitlines()[0]}") from None
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -197,8 +200,8 @@ class Generator(Predictor):
             raise BadRequest("only greedy completion is served: leave temperature out or set it to 0.")
         room = int(self.model.config.n_positions) if hasattr(self.model.config, "n_positions") else None
         if room is not None and len(self.tokenizer(prompt)["input_ids"]) + tokens > room:
-            raise BadRequest(f"the prompt and max_tokens exceed the model's {room} positions; shorten the prompt "
-                             "or ask for fewer tokens.")
+            raise BadRequest(f"the prompt and max_tokens exceed the model's {room} positions; shorten the "
+                             "prompt or ask for fewer tokens.")
         return Completion(prompt, tokens)
 
     def __call__(self, inputs: list[Any]) -> list[dict[str, Any]]:
@@ -242,7 +245,8 @@ def load_predictor(params: ServeParams, seed: int) -> Predictor:
     else:
         model, name, config = build_model(params.model), params.model, {}
     if name == "tiny-transformer":
-        return TensorPredictor(model, name, True, int(config.get("seq_len", 16)), int(config.get("vocab", 64)))
+        width, vocab = int(config.get("seq_len", 16)), int(config.get("vocab", 64))
+        return TensorPredictor(model, name, True, width, vocab)
     return TensorPredictor(model, name, False, int(config.get("in_features", 16)))
 
 

@@ -104,24 +104,27 @@ class Journal:
         """The cumulative to sign for a site's claim, or ClaimRefused."""
         last = self.last_voucher(provider)
         if previous != (last.cumulative if last else 0):
-            raise ClaimRefused(f"The site's claim starts from a voucher of {previous} wei, but the last this buyer "
-                               f"signed for {provider} is {last.cumulative if last else 0} wei; it signs nothing "
-                               "more until they agree.")
+            signed = last.cumulative if last else 0
+            raise ClaimRefused(f"The site's claim starts from a voucher of {previous} wei, but the last this "
+                               f"buyer signed for {provider} is {signed} wei; it signs nothing more until "
+                               "they agree.")
         if len({nonce for nonce, _ in receipts}) != len(receipts):
             raise ClaimRefused("The site's claim names a receipt twice.")
         total = 0
         with self._lock:
             for nonce, charge in receipts:
-                row = self._db.execute("SELECT amount, aggregated FROM receipts WHERE provider = ? AND nonce = ?",
-                                       (provider, f"{nonce:x}")).fetchone()
+                row = self._db.execute(
+                    "SELECT amount, aggregated FROM receipts WHERE provider = ? AND nonce = ?",
+                    (provider, f"{nonce:x}")).fetchone()
                 if row is None:
-                    raise ClaimRefused(f"The site's claim names receipt {nonce:x}, which this buyer never signed for "
-                                       f"{provider}.")
+                    raise ClaimRefused(f"The site's claim names receipt {nonce:x}, which this buyer never "
+                                       f"signed for {provider}.")
                 if row[1]:
-                    raise ClaimRefused(f"The site's claim names receipt {nonce:x}, which a voucher paid already.")
+                    raise ClaimRefused(f"The site's claim names receipt {nonce:x}, which a voucher paid "
+                                       "already.")
                 if not 0 < charge <= int(row[0]):
-                    raise ClaimRefused(f"The site's claim charges {charge} wei for receipt {nonce:x}, signed for "
-                                       f"{row[0]} wei at most.")
+                    raise ClaimRefused(f"The site's claim charges {charge} wei for receipt {nonce:x}, signed "
+                                       f"for {row[0]} wei at most.")
                 total += charge
         return previous + total
 
@@ -132,8 +135,9 @@ class Journal:
                 self._db.executemany("UPDATE receipts SET aggregated = 1 WHERE provider = ? AND nonce = ?",
                                      [(voucher.provider, f"{n:x}") for n in nonces])
                 self._db.execute(
-                    "INSERT INTO vouchers (provider, cumulative, signature) VALUES (?, ?, ?) ON CONFLICT (provider) "
-                    "DO UPDATE SET cumulative = excluded.cumulative, signature = excluded.signature",
+                    "INSERT INTO vouchers (provider, cumulative, signature) VALUES (?, ?, ?) "
+                    "ON CONFLICT (provider) DO UPDATE SET cumulative = excluded.cumulative, "
+                    "signature = excluded.signature",
                     (voucher.provider, str(voucher.cumulative), voucher.signature))
                 self._db.execute("COMMIT")
             except BaseException:
@@ -143,7 +147,8 @@ class Journal:
     def signed_total(self, provider: str) -> int:
         """What this buyer has signed receipts for (an upper bound on what it can owe in them)."""
         with self._lock:
-            rows = self._db.execute("SELECT amount, charged FROM receipts WHERE provider = ?", (provider,)).fetchall()
+            rows = self._db.execute("SELECT amount, charged FROM receipts WHERE provider = ?",
+                                    (provider,)).fetchall()
         return sum(int(c) if c is not None else int(a) for a, c in rows)
 
 
@@ -270,7 +275,8 @@ class ServingClient:
             return None
         cumulative = self.journal.check_claim(self.provider, int(claim["previous"]), receipts)
         voucher = serving.sign_voucher(self.signer, self.domain, self.provider, cumulative)
-        body = json.dumps({"voucher": voucher.as_dict(), "receipts": [f"{n:x}" for n, _ in receipts]}).encode()
+        nonces = [f"{n:x}" for n, _ in receipts]
+        body = json.dumps({"voucher": voucher.as_dict(), "receipts": nonces}).encode()
         self._json(*self._request("POST", "/v1/serving/voucher", body, {}))
         self.journal.aggregated(voucher, [n for n, _ in receipts])
         return voucher

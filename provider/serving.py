@@ -31,7 +31,6 @@ from compute.errors import ComputeError, InvalidJob
 from compute.jobs import ComputeJob
 from compute.runners.params import MODEL_NAMES, ServeParams
 from provider.auth import Refused
-from provider.lease import PLAN
 from provider.lease.plan import LEASE_RAY_OVERHEAD_BYTES, Fetch, LeasePlan
 from provider.receipts import ReceiptBook
 from provider.receipts import Refused as ReceiptRefused
@@ -50,9 +49,9 @@ _MAX_PRICE = 2**128 - 1
 
 
 _FIELD_TYPES: dict[str, Any] = {
-    "task": str, "model": str, "sha256": str, "replicas": int, "min_replicas": int, "replica_cpus": (int, float),
-    "replica_gpus": (int, float), "memory_gb": (int, float), "max_batch_size": int, "max_batch_wait_s": (int, float),
-    "max_tokens": int, "ends_at": int, "seed": int}
+    "task": str, "model": str, "sha256": str, "replicas": int, "min_replicas": int,
+    "replica_cpus": (int, float), "replica_gpus": (int, float), "memory_gb": (int, float),
+    "max_batch_size": int, "max_batch_wait_s": (int, float), "max_tokens": int, "ends_at": int, "seed": int}
 _KIND_NAMES: dict[Any, str] = {str: "a string", int: "a whole number", (int, float): "a number"}
 
 
@@ -100,8 +99,8 @@ class ServeOrder:
         missing = [n for n in names if n not in raw and n != "seed"]
         unknown = sorted(set(raw) - set(names) - {"format"})
         if missing or unknown:
-            raise InvalidJob(f"the serving order has the fields {', '.join(names)}; "
-                             f"{'missing ' + ', '.join(missing) if missing else 'unknown ' + ', '.join(unknown)}.")
+            wrong = "missing " + ", ".join(missing) if missing else "unknown " + ", ".join(unknown)
+            raise InvalidJob(f"the serving order has the fields {', '.join(names)}; {wrong}.")
         try:
             prices = {k: int(str(raw[k])) for k in ("price_per_request", "price_per_token")}
         except ValueError:
@@ -118,13 +117,16 @@ class ServeOrder:
     def check(self, now: float) -> None:
         if (self.price_per_request > 0) == (self.price_per_token > 0) or \
                 not 0 <= max(self.price_per_request, self.price_per_token) <= _MAX_PRICE:
-            raise InvalidJob("give one price: price_per_request, or price_per_token for a text model, in wei.")
+            raise InvalidJob("give one price: price_per_request, or price_per_token for a text model, in "
+                             "wei.")
         if self.price_per_token and self.task != "generate":
             raise InvalidJob("price_per_token is for task generate; price a predict lease per request.")
-        if self.sha256 and (len(self.sha256) != 64 or "://" not in self.model and not self.model.startswith("/")):
+        located = "://" in self.model or self.model.startswith("/")
+        if self.sha256 and (len(self.sha256) != 64 or not located):
             raise InvalidJob("a checkpoint is {uri, sha256}: where it lies and the sha256 of its contents.")
         if not self.sha256 and self.model not in MODEL_NAMES:
-            raise InvalidJob(f"model must be one of {', '.join(MODEL_NAMES)}, or a checkpoint pinned by its sha256.")
+            raise InvalidJob(f"model must be one of {', '.join(MODEL_NAMES)}, or a checkpoint pinned by its "
+                             "sha256.")
         if not now + 10 <= self.ends_at <= now + MAX_SERVING_S:
             raise InvalidJob(f"ends_at must lie from 10 s to {MAX_SERVING_S // 86_400} days ahead, got "
                              f"{self.ends_at} (now {now:.0f}).")
@@ -136,7 +138,8 @@ class ServeOrder:
         from compute.runners.params import Scope
 
         raw = {"task": self.task, "model": "mlp" if self.sha256 else self.model, "checkpoint": checkpoint,
-               "replicas": self.replicas, "min_replicas": self.min_replicas, "replica_cpus": self.replica_cpus,
+               "replicas": self.replicas, "min_replicas": self.min_replicas,
+               "replica_cpus": self.replica_cpus,
                "replica_gpus": self.replica_gpus, "max_batch_size": self.max_batch_size,
                "max_batch_wait_s": self.max_batch_wait_s, "max_tokens": self.max_tokens,
                "ends_at": float(self.ends_at)}
@@ -184,9 +187,10 @@ class ServingLease:
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ServingLease:
         order = raw["order"]
-        return cls(raw["lease"], raw["buyer"], ServeOrder(**{k: v for k, v in order.items() if k != "format"} | {
-            "price_per_request": int(order["price_per_request"]), "price_per_token": int(order["price_per_token"])}),
-            raw["started_at"])
+        fields = {k: v for k, v in order.items() if k != "format"} | {
+            "price_per_request": int(order["price_per_request"]),
+            "price_per_token": int(order["price_per_token"])}
+        return cls(raw["lease"], raw["buyer"], ServeOrder(**fields), raw["started_at"])
 
 
 class ServingLeases:
@@ -267,10 +271,12 @@ class ServingLeases:
         """Public: what a lease serves, at what price, until when, and whether it answers now."""
         record = self.record(lease)
         order = record.order
-        return {"lease": lease, "buyer": record.buyer, "provider": self.site.provider, "state": self.state(lease),
+        return {"lease": lease, "buyer": record.buyer, "provider": self.site.provider,
+                "state": self.state(lease),
                 "task": order.task, "route": f"/v1/serving/{lease}/{ROUTES[order.task]}",
-                "model": order.model, "sha256": order.sha256, "seed": order.seed, "max_tokens": order.max_tokens,
-                "price_per_request": str(order.price_per_request), "price_per_token": str(order.price_per_token),
+                "model": order.model, "sha256": order.sha256, "seed": order.seed,
+                "max_tokens": order.max_tokens, "price_per_request": str(order.price_per_request),
+                "price_per_token": str(order.price_per_token),
                 "replicas": order.replicas, "ends_at": order.ends_at}
 
     def leases(self) -> list[dict[str, Any]]:
@@ -295,13 +301,15 @@ class ServingLeases:
         return self.site.leases / lease / "work" / ServeParams.socket
 
     # ── a call ───────────────────────────────────────────────────────────────
-    async def forward(self, lease: str, route: str, body: bytes, receipt: str | None) -> tuple[int, bytes, dict]:
+    async def forward(self, lease: str, route: str, body: bytes,
+                      receipt: str | None) -> tuple[int, bytes, dict]:
         """Takes the call's receipt, forwards the call to the lease and charges it; returns the lease's
         status and body, and the site's headers (Swarm-Charged: what the call cost)."""
         record = self.record(lease)
         order = record.order
         if route != ROUTES[order.task]:
-            raise Refused(404, f"Serving lease {lease} answers POST /v1/serving/{lease}/{ROUTES[order.task]}.")
+            raise Refused(404, f"Serving lease {lease} answers POST "
+                               f"/v1/serving/{lease}/{ROUTES[order.task]}.")
         if time.time() >= order.ends_at or (self.site.leases / lease / "stopped").exists():
             raise Refused(410, f"Serving lease {lease} has ended; deploy another to call the model again.")
         if len(body) > MAX_BODY_BYTES:
@@ -318,8 +326,8 @@ class ServingLeases:
             status, answer = await self._post(lease, route, body)
         except Exception as exc:  # noqa: BLE001 — the lease is not answering: nothing is charged
             self.book.charge(ticket, 0)
-            raise Refused(503, f"Serving lease {lease} is not answering now ({type(exc).__name__}); nothing was "
-                               "charged, call again shortly.") from None
+            raise Refused(503, f"Serving lease {lease} is not answering now ({type(exc).__name__}); nothing "
+                               "was charged, call again shortly.") from None
         cost = 0
         if status == 200:
             cost = order.price_per_request or order.price_per_token * _completion_tokens(answer)
@@ -334,8 +342,8 @@ class ServingLeases:
             self._session = {}
         session = self._session.get(lease)
         if session is None or session.closed:
-            session = aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=str(_checked(socket)), limit=256),
-                                            timeout=aiohttp.ClientTimeout(total=300))
+            connector = aiohttp.UnixConnector(path=str(_checked(socket)), limit=256)
+            session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=300))
             self._session[lease] = session
         async with session.post(f"http://lease/{route}", data=body,
                                 headers={"content-type": "application/json"}) as response:
@@ -425,7 +433,8 @@ class Redeemer:
             try:
                 self.once()
             except Exception as exc:  # noqa: BLE001 — the chain may be down; the next round tries again
-                print(f"serving: redemption failed ({exc}); trying again in {period_s:.0f} s", file=sys.stderr)
+                print(f"serving: redemption failed ({exc}); trying again in {period_s:.0f} s",
+                      file=sys.stderr)
 
     def stop(self) -> None:
         self._stop.set()

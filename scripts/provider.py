@@ -332,12 +332,13 @@ def join(ray_address: str | None, num_cpus: int, num_gpus: int, site_url: str | 
               help="What a buyer of a serving lease may owe in receipts before it must sign a voucher.")
 @click.option("--redeem-least", default="1", show_default=True, metavar="SWARM",
               help="Redeem a buyer's voucher once it adds this much (and always when the buyer thaws).")
-@click.option("--redeem-every", type=click.FloatRange(min=1), default=300, show_default=True, metavar="SECONDS",
+@click.option("--redeem-every", type=click.FloatRange(min=1), default=300, show_default=True,
+              metavar="SECONDS",
               help="Redeem a buyer's voucher at least this often, whatever it adds.")
 @_signed
 def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, mesh_endpoint: str | None,
-          mesh_network: str, shared_dir: Path | None, serving_cap: str, redeem_least: str, redeem_every: float,
-          account: int | None, key_ref: str | None, as_json: bool) -> None:
+          mesh_network: str, shared_dir: Path | None, serving_cap: str, redeem_least: str,
+          redeem_every: float, account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Run your site: your own Ray cluster, served over HTTPS to those the chain allows.
 
     Starts the site's Ray cluster (or attaches to the one running in $SWARM_HOME) with a token

@@ -65,9 +65,10 @@ def site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: Anvil
 
 
 def _order(ends_in: float = 240, **over) -> ServeOrder:
-    fields = dict(task="predict", model="mlp", sha256="", replicas=1, min_replicas=1, replica_cpus=1.0,
-                  replica_gpus=0.0, memory_gb=1.0, max_batch_size=16, max_batch_wait_s=0.005, max_tokens=16,
-                  ends_at=int(time.time() + ends_in), price_per_request=PRICE, price_per_token=0, seed=7)
+    fields = {"task": "predict", "model": "mlp", "sha256": "", "replicas": 1, "min_replicas": 1,
+              "replica_cpus": 1.0, "replica_gpus": 0.0, "memory_gb": 1.0, "max_batch_size": 16,
+              "max_batch_wait_s": 0.005, "max_tokens": 16, "ends_at": int(time.time() + ends_in),
+              "price_per_request": PRICE, "price_per_token": 0, "seed": 7}
     return ServeOrder(**(fields | over))
 
 

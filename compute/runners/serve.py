@@ -52,8 +52,8 @@ class Replica:
         self.batches = 0
 
     def _apply(self) -> None:
-        self.batch.set_max_batch_size(self.tuner.size)  # type: ignore[attr-defined]
-        self.batch.set_batch_wait_timeout_s(self.tuner.wait_s)  # type: ignore[attr-defined]
+        self.batch.set_max_batch_size(self.tuner.size)
+        self.batch.set_batch_wait_timeout_s(self.tuner.wait_s)
 
     @serve.batch(max_batch_size=MAX_BATCH, batch_wait_timeout_s=0.01)
     async def batch(self, inputs: list[Any]) -> list[dict[str, Any]]:
@@ -155,7 +155,8 @@ def run(job: ComputeJob) -> JobResult:
     return _result(job, params, model, counts, time.monotonic() - started)
 
 
-def _result(job: ComputeJob, params: ServeParams, model: str, counts: dict[str, int], wall_s: float) -> JobResult:
+def _result(job: ComputeJob, params: ServeParams, model: str, counts: dict[str, int],
+            wall_s: float) -> JobResult:
     result_dir = job.result_dir()
     outputs = result_dir / OUTPUT_DIR
     shutil.rmtree(outputs, ignore_errors=True)
