@@ -145,7 +145,10 @@ class ServeOrder:
                "ends_at": float(self.ends_at)}
         if not checkpoint and self.sha256:  # checked before it is fetched: as if it were there
             raw["checkpoint"] = "inputs/checkpoint"
-        return ServeParams.parse(raw, Scope("serve", ServeParams.KIND))
+        try:
+            return ServeParams.parse(raw, Scope("serve", ServeParams.KIND))
+        except InvalidJob as exc:  # the order's fault, not a job's: its sentence without the job's name
+            raise InvalidJob(str(exc).removeprefix("job serve: ")) from None
 
 
 def plan_serving(order: ServeOrder, number: int, provider: str, now: float) -> LeasePlan:

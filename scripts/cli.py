@@ -25,6 +25,7 @@ NOUNS = {
     "keys": "scripts.keys",
     "provider": "scripts.provider",
     "job": "scripts.job",
+    "serve": "scripts.serve",
     "ledger": "scripts.ledger_cmd",
     "token": "scripts.token",
     "demo": "scripts.demo",

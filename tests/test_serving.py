@@ -5,6 +5,7 @@ receipts, malformed bodies and calls after the lease's end are refused and charg
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -18,12 +19,14 @@ import pytest
 
 from anvil import AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
+from compute import dataplane
 from compute.serving import load_predictor
 from ledger import serving, stake
 from ledger.chain import Chain
 from ledger.client import Swarm
 from ledger.deploy import DeployResult
 from ledger.serving import DigestSigner
+from ledger.specs import store_spec
 from ledger.units import ONE
 from market.serving import ServingClient
 from provider.auth import Refused
@@ -57,9 +60,15 @@ def site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: Anvil
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     answer = served(process, START_TIMEOUT_S)
+    # The provider declares its site, as `swarm provider register` does: buyers find it on chain.
+    buyer_home = tmp_path_factory.mktemp("serving-buyer")
+    shutil.copytree(swarm_home / "deployments", buyer_home / "deployments")
+    declared = store_spec(buyer_home, {"gpu_model": "cpu", "gpus": 1, "vram_gb": 1, "site_url": answer["url"],
+                                       "site_fingerprint": answer["fingerprint"]})
+    stake.update_spec(swarm, sender, declared, 1)
     yield {"swarm": swarm, "home": home, "address": SiteAddress(PROVIDER.address, answer["url"],
                                                                 answer["fingerprint"]),
-           "buyer_home": tmp_path_factory.mktemp("serving-buyer")}
+           "buyer_home": buyer_home, "rpc_url": anvil_node.config.url}
     stop_served(process)
     rpc.revert(snapshot)
 
@@ -171,3 +180,56 @@ def _redemptions(swarm: Swarm, buyer: str) -> list[tuple[int, int]]:
     escrow = swarm.contract("ServingEscrow")
     logs = escrow.events.Redeemed().get_logs(from_block=0, argument_filters={"buyer": buyer})
     return [(log["blockNumber"], int(log["args"]["paid"])) for log in logs]
+
+
+def test_a_text_model_pinned_by_its_digest_is_served_through_the_command_line_and_paid_per_token(
+        site, tmp_path: Path) -> None:
+    from compute import hf
+    from compute.serving import Generator
+
+    corpus = ["the cat sat on the mat", "a dog ran in the park", "the sun is warm and bright"]
+    checkpoint = hf.make_tiny(tmp_path / "tiny-lm", corpus, classes=0, seed=3, causal=True)
+    for path in (checkpoint, *checkpoint.rglob("*")):  # a local checkpoint every user of the site may read
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    per_token = 10**14
+    spec = tmp_path / "serve.yaml"
+    spec.write_text(f"task: generate\nmodel: {checkpoint}\nprice: {{per_token: '0.0001'}}\nduration: 4m\n"
+                    "max_tokens: 8\nreplica_cpus: 1\nmemory_gb: 1\n")
+    env = os.environ | {"SWARM_HOME": str(site["buyer_home"]), "SWARM_RPC_URL": site["rpc_url"]}
+
+    def swarm_cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "scripts.cli", *args, "--account", "4", "--json"],
+                              env=env, capture_output=True, text=True, timeout=300, check=False)
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("task: generate\nmodel: mlp\nprice: {per_token: '0.0001'}\n")
+    refused = swarm_cli("serve", "deploy", str(bad), "--provider", PROVIDER.address)
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    assert "checkpoint" in refused.stderr
+    assert swarm_cli("serve", "deposit", PROVIDER.address, "1").returncode == 0
+    deployed = swarm_cli("serve", "deploy", str(spec), "--provider", PROVIDER.address)
+    assert deployed.returncode == 0, deployed.stderr
+    info = json.loads(deployed.stdout)
+    assert info["state"] == "serving" and info["sha256"] == dataplane.digest(str(checkpoint))
+    lease = info["lease"]
+
+    called = swarm_cli("serve", "call", lease, "--provider", PROVIDER.address, "--input",
+                       '{"prompt": "the cat sat", "max_tokens": 5}')
+    assert called.returncode == 0, called.stderr
+    answer = json.loads(called.stdout)
+    tokens = answer["answer"]["usage"]["completion_tokens"]
+    assert answer["answer"]["object"] == "text_completion" and 1 <= tokens <= 5
+    assert int(answer["charged"]) == tokens * per_token, "paid for the tokens generated, not for max_tokens"
+    generator = Generator(str(checkpoint), 8)
+    local = generator([generator.check({"prompt": "the cat sat", "max_tokens": 5})])
+    assert answer["answer"]["choices"][0]["text"] == local[0]["text"], "the model the buyer pinned answered"
+
+    too_many = swarm_cli("serve", "call", lease, "--provider", PROVIDER.address, "--input",
+                         '{"prompt": "the cat", "max_tokens": 99}')
+    assert too_many.returncode == 1 and "max_tokens" in too_many.stderr and "Traceback" not in too_many.stderr
+    status = swarm_cli("serve", "status", lease, "--provider", PROVIDER.address)
+    assert json.loads(status.stdout)["price_per_token"] == str(per_token)
+    stopped = swarm_cli("serve", "stop", lease, "--provider", PROVIDER.address)
+    assert stopped.returncode == 0, stopped.stderr
+    after = swarm_cli("serve", "call", lease, "--provider", PROVIDER.address, "--input", '"the cat"')
+    assert after.returncode == 1 and "410" in after.stderr
