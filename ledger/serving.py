@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from Crypto.Hash import keccak as _keccak
+from sha3 import keccak_256 as _keccak_256
 
 from ledger.errors import InvalidInput
 from ledger.permit import Allowance, prepare_spend
@@ -39,7 +39,7 @@ _SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F4668
 
 
 def keccak(data: bytes) -> bytes:
-    return _keccak.new(digest_bits=256, data=data).digest()
+    return _keccak_256(data).digest()
 
 
 RECEIPT_TYPEHASH = keccak(b"Receipt(address provider,uint128 amount,uint256 nonce,uint64 timestamp)")
@@ -78,37 +78,41 @@ class Domain:
 
 @dataclass(frozen=True)
 class Receipt:
-    """A buyer's word that it owes `provider` up to `amount` wei for one request."""
+    """A buyer's word that it owes `provider` up to `amount` wei for one request. `buyer` is who
+    says it signed (the header carries it, so a site checks the signature against a key it knows);
+    only the signature makes it so."""
 
     provider: str
     amount: int
     nonce: int
     timestamp: int
     signature: bytes
+    buyer: str = ""
 
     def digest(self, domain: Domain) -> bytes:
         return receipt_digest(domain, self.provider, self.amount, self.nonce, self.timestamp)
 
     def header(self) -> str:
-        """The receipt as a request carries it (`Swarm-Receipt`): amount, nonce, timestamp and
+        """The receipt as a request carries it (`Swarm-Receipt`): buyer, amount, nonce, timestamp and
         signature, the provider being the site's."""
-        return f"{self.amount}.{self.nonce:x}.{self.timestamp}.{self.signature.hex()}"
+        return f"{self.buyer}.{self.amount}.{self.nonce:x}.{self.timestamp}.{self.signature.hex()}"
 
     @classmethod
     def from_header(cls, text: str, provider: str) -> Receipt:
         """Reads a `Swarm-Receipt` header for `provider`; a malformed one raises InvalidInput."""
         parts = text.split(".")
         try:
-            if len(parts) != 4 or len(text) > 300:
+            if len(parts) != 5 or len(text) > 360 or len(parts[0]) != 42 or parts[0][:2] != "0x":
                 raise ValueError
-            amount, nonce, timestamp = int(parts[0], 10), int(parts[1], 16), int(parts[2], 10)
-            signature = bytes.fromhex(parts[3])
+            amount, nonce, timestamp = int(parts[1], 10), int(parts[2], 16), int(parts[3], 10)
+            signature = bytes.fromhex(parts[4])
         except ValueError:
             raise InvalidInput(
-                "the Swarm-Receipt header is not AMOUNT.NONCE.TIMESTAMP.SIGNATURE (decimal, hex, "
-                "decimal, 65 bytes of hex); sign the receipt with `swarm serve call` or Buyer.call."
+                "the Swarm-Receipt header is not BUYER.AMOUNT.NONCE.TIMESTAMP.SIGNATURE (an address, "
+                "decimal, hex, decimal, 65 bytes of hex); sign the receipt with `swarm serve call` or "
+                "ServingClient.call."
             ) from None
-        receipt = cls(provider, amount, nonce, timestamp, signature)
+        receipt = cls(provider, amount, nonce, timestamp, signature, parts[0])
         _check_receipt_fields(receipt)
         return receipt
 
@@ -216,10 +220,10 @@ def sign_receipt(signer: DigestSigner, domain: Domain, provider: str, amount: in
     """A receipt for one request to `provider`, with a random nonce and the current second."""
     nonce = int.from_bytes(os.urandom(16), "big") if nonce is None else nonce
     timestamp = int(time.time()) if timestamp is None else timestamp
-    unsigned = Receipt(provider, amount, nonce, timestamp, bytes(SIGNATURE_BYTES))
+    unsigned = Receipt(provider, amount, nonce, timestamp, bytes(SIGNATURE_BYTES), signer.address)
     _check_receipt_fields(unsigned)
     return Receipt(provider, amount, nonce, timestamp,
-                   signer.sign(receipt_digest(domain, provider, amount, nonce, timestamp)))
+                   signer.sign(receipt_digest(domain, provider, amount, nonce, timestamp)), signer.address)
 
 
 def sign_voucher(signer: DigestSigner, domain: Domain, provider: str, cumulative: int) -> Voucher:
@@ -232,6 +236,58 @@ def sign_voucher(signer: DigestSigner, domain: Domain, provider: str, cumulative
 def receipt_signer(domain: Domain, receipt: Receipt) -> str:
     """Who signed `receipt`: the buyer it charges."""
     return recover(receipt.digest(domain), receipt.signature)
+
+
+class ReceiptVerifier:
+    """Checks the receipts of one provider's site in one escrow's domain, as fast as one core
+    allows: the digest from prefixes computed once, and the signature verified against the
+    public key of the buyer the receipt names, recovered from its first receipt and kept (a
+    verification costs less than a recovery, and no address is derived again)."""
+
+    def __init__(self, domain: Domain, provider: str, keep: int = 100_000) -> None:
+        from coincurve._libsecp256k1 import ffi, lib
+        from coincurve.context import GLOBAL_CONTEXT
+
+        self._ffi, self._lib, self._ctx = ffi, lib, GLOBAL_CONTEXT.ctx
+        self._struct_prefix = RECEIPT_TYPEHASH + _address_word(provider)
+        self._digest_prefix = b"\x19\x01" + domain.separator
+        self._keys: dict[str, tuple[str, object]] = {}  # as named → (checksummed, its public key)
+        self._keep = keep
+
+    def digest(self, amount: int, nonce: int, timestamp: int) -> bytes:
+        struct = _keccak_256(self._struct_prefix + amount.to_bytes(32, "big") + nonce.to_bytes(32, "big")
+                             + timestamp.to_bytes(32, "big")).digest()
+        return _keccak_256(self._digest_prefix + struct).digest()
+
+    def signer(self, receipt: Receipt) -> str:
+        """The buyer `receipt` names, checksummed, if its signature is that buyer's; InvalidSignature
+        otherwise."""
+        signature = receipt.signature
+        if len(signature) != SIGNATURE_BYTES or signature[64] not in (27, 28) \
+                or int.from_bytes(signature[32:64], "big") > _SECP256K1_HALF_N:
+            raise InvalidSignature("the signature is not 65 bytes of low s ending in 27 or 28.")
+        digest = self.digest(receipt.amount, receipt.nonce, receipt.timestamp)
+        known = self._keys.get(receipt.buyer)
+        if known is None:
+            address = recover(digest, signature)
+            if address.lower() != receipt.buyer.lower():
+                raise InvalidSignature(f"the receipt is not signed by the buyer it names, {receipt.buyer}.")
+            self._remember(receipt.buyer, address, digest, signature)
+            return address
+        parsed = self._ffi.new("secp256k1_ecdsa_signature *")
+        if not self._lib.secp256k1_ecdsa_signature_parse_compact(self._ctx, parsed, signature[:64]) \
+                or not self._lib.secp256k1_ecdsa_verify(self._ctx, parsed, digest, known[1]):
+            raise InvalidSignature(f"the receipt is not signed by the buyer it names, {receipt.buyer}.")
+        return known[0]
+
+    def _remember(self, named: str, address: str, digest: bytes, signature: bytes) -> None:
+        from coincurve import PublicKey
+
+        if len(self._keys) >= self._keep:
+            self._keys.clear()
+        public = PublicKey.from_signature_and_message(signature[:64] + bytes([signature[64] - 27]), digest,
+                                                      hasher=None)
+        self._keys[named] = (address, public.public_key)
 
 
 def check_voucher(domain: Domain, voucher: Voucher) -> None:

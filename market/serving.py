@@ -262,9 +262,13 @@ class ServingClient:
 
     # ── vouchers ─────────────────────────────────────────────────────────────
     def aggregate(self) -> Voucher | None:
-        """Signs a voucher for the site's claim, once checked; None when nothing is claimed."""
+        """Signs vouchers for the site's claims, each once checked, until it claims nothing more;
+        the last voucher, or None when nothing was claimed."""
+        last = None
         with self._aggregating:
-            return self._aggregate()
+            while (voucher := self._aggregate()) is not None:
+                last = voucher
+        return last
 
     def _aggregate(self) -> Voucher | None:
         status, payload = self._request("POST", "/v1/serving/claim",

@@ -9,15 +9,20 @@ the buyer already owes the site: the latest voucher not yet redeemed, and every 
 aggregated. What the site may be owed in receipts alone is capped (`cap`): past it, the buyer
 must sign a voucher first (402, "voucher due").
 
-A receipt is written before its request is forwarded, and its charge (what the request cost:
-the price, or its tokens at the price per token, never more than the receipt's amount) once
-the answer is ready. A request the site failed is charged nothing; its nonce stays seen. The
-buyer then asks for a claim (`claim`): the previous voucher and every charged receipt since,
-and signs a voucher for the previous cumulative plus their charges, which the book checks and
-keeps (`aggregate`). A redeemer sends the latest voucher of each buyer to the escrow.
+A receipt is checked before its request is forwarded and held in memory while the request
+runs (its nonce seen, its amount counted as owed); it is written with its charge (what the
+request cost: the price, or its tokens at the price per token, never more than the receipt's
+amount) once the answer is ready, before the answer is sent. A request the site failed is
+charged nothing and not written; its nonce stays seen while the site runs. A site killed
+mid-request forgets that request's receipt, whose answer never reached the buyer either: it
+was not served, and is not charged. Receipts are checked by a `ReceiptVerifier` (the buyer's
+key recovered once, then verified against). The buyer then asks for a claim (`claim`): the
+previous voucher and every charged receipt since, and signs a voucher for the previous
+cumulative plus their charges, which the book checks and keeps (`aggregate`). A redeemer
+sends the latest voucher of each buyer to the escrow.
 
-The book is SQLite in WAL mode: a site killed at any moment keeps every receipt it accepted
-and every voucher it was given, so nothing served goes unpaid and nothing is charged twice.
+The book is SQLite in WAL mode: a site killed at any moment keeps every receipt it charged and
+every voucher it was given, so nothing answered goes unpaid and nothing is charged twice.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ledger.errors import InvalidInput
-from ledger.serving import Account, Domain, InvalidSignature, Receipt, Voucher, check_voucher, receipt_signer
+from ledger.serving import Account, Domain, InvalidSignature, Receipt, ReceiptVerifier, Voucher, check_voucher
 
 RECEIPT_TTL_S = 120  # a receipt older than this, by its own timestamp, is expired
 CLOCK_SKEW_S = 30  # one dated further ahead than this is refused too
@@ -54,6 +59,8 @@ class Ticket:
     buyer: str
     nonce: int
     amount: int
+    timestamp: int = 0
+    lease: str = ""
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,7 @@ CREATE TABLE IF NOT EXISTS receipts (
     amount TEXT NOT NULL,
     timestamp INTEGER NOT NULL,
     lease TEXT NOT NULL,
-    charge TEXT,              -- NULL while its request is served; '0' when the site failed it
+    charge TEXT NOT NULL,     -- what its request cost: written once the answer is ready
     aggregated INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (buyer, nonce)
 );
@@ -107,12 +114,19 @@ class ReceiptBook:
         self._clock = clock
         self._seen_accounts: dict[str, tuple[float, Account]] = {}
         self._pending_by_buyer: dict[str, int] = {}
+        self._verifier = ReceiptVerifier(domain, provider)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")  # a killed process loses nothing committed
         self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
+        # (buyer, nonce) → timestamp of every receipt still fresh enough to be presented again
+        horizon = int(clock()) - RECEIPT_TTL_S - CLOCK_SKEW_S
+        self._seen: dict[tuple[str, int], int] = {
+            (buyer, int(nonce, 16)): timestamp for buyer, nonce, timestamp in self._db.execute(
+                "SELECT buyer, nonce, timestamp FROM receipts WHERE timestamp >= ?", (horizon,))}
+        self._since_forgotten = 0
 
     def close(self) -> None:
         with self._lock:
@@ -140,13 +154,17 @@ class ReceiptBook:
             raise Refused(402, f"The receipt pays {receipt.amount} wei, less than this lease's price of "
                                f"{price} wei a request; sign one for at least the price.")
         try:
-            buyer = receipt_signer(self.domain, receipt)
+            buyer = self._verifier.signer(receipt)
         except InvalidSignature as exc:
             raise Refused(401, f"The receipt's signature is not valid ({exc}); sign it with the buyer's "
                                "key.") from None
+        key = (buyer, receipt.nonce)
         account = self._account(buyer, fresh=False)
         for attempt in range(2):
-            with self._lock:  # checked and written at once: two requests never spend the same wei
+            with self._lock:  # checked and counted at once: two requests never spend the same wei
+                if key in self._seen:
+                    raise Refused(409, f"The receipt with nonce {receipt.nonce:x} was used already; sign a "
+                                       "new one for each request.")
                 pending = self._pending(buyer)
                 if pending + receipt.amount > self.cap:
                     raise Refused(402, f"Buyer {buyer} owes this site {pending} wei in receipts not yet in "
@@ -155,16 +173,10 @@ class ReceiptBook:
                                        "then /v1/serving/voucher).", due=True)
                 owed = self._voucher_unredeemed(buyer) + pending + receipt.amount
                 if owed <= account.spendable:
-                    try:
-                        self._db.execute(
-                            "INSERT INTO receipts (buyer, nonce, amount, timestamp, lease) "
-                            "VALUES (?, ?, ?, ?, ?)",
-                            (buyer, f"{receipt.nonce:x}", str(receipt.amount), receipt.timestamp, lease))
-                    except sqlite3.IntegrityError:
-                        raise Refused(409, f"The receipt with nonce {receipt.nonce:x} was used already; "
-                                           "sign a new one for each request.") from None
+                    self._seen[key] = receipt.timestamp
                     self._pending_by_buyer[buyer] = pending + receipt.amount
-                    return Ticket(buyer, receipt.nonce, receipt.amount)
+                    self._forget_old(now)
+                    return Ticket(buyer, receipt.nonce, receipt.amount, receipt.timestamp, lease)
             if attempt == 0:
                 account = self._account(buyer, fresh=True)  # a deposit made a moment ago counts
         raise Refused(402, f"Buyer {buyer}'s deposit for this provider can spend {account.spendable} wei, "
@@ -176,10 +188,12 @@ class ReceiptBook:
         it). Returns the charge."""
         charge = max(0, min(amount, ticket.amount))
         with self._lock:
-            changed = self._db.execute(
-                "UPDATE receipts SET charge = ? WHERE buyer = ? AND nonce = ? AND charge IS NULL",
-                (str(charge), ticket.buyer, f"{ticket.nonce:x}")).rowcount
-            if changed and ticket.buyer in self._pending_by_buyer:
+            written = charge > 0 and self._db.execute(
+                "INSERT OR IGNORE INTO receipts (buyer, nonce, amount, timestamp, lease, charge) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (ticket.buyer, f"{ticket.nonce:x}", str(ticket.amount), ticket.timestamp, ticket.lease,
+                 str(charge))).rowcount == 1
+            if ticket.buyer in self._pending_by_buyer and (written or charge == 0):
                 self._pending_by_buyer[ticket.buyer] -= ticket.amount - charge
         return charge
 
@@ -236,7 +250,8 @@ class ReceiptBook:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            self._pending_by_buyer.pop(voucher.buyer, None)  # read again from the table
+            if voucher.buyer in self._pending_by_buyer:
+                self._pending_by_buyer[voucher.buyer] -= sum(charges)
         return voucher.cumulative
 
     # ── redemption ───────────────────────────────────────────────────────────
@@ -260,24 +275,32 @@ class ReceiptBook:
             return {"receipts": self._pending(buyer), "voucher": self._voucher_unredeemed(buyer)}
 
     def prune(self) -> int:
-        """Forgets aggregated or uncharged-and-failed receipts too old to be presented again."""
+        """Forgets aggregated receipts too old to be presented again."""
         horizon = int(self._clock()) - RECEIPT_TTL_S - CLOCK_SKEW_S
         with self._lock:
-            return self._db.execute(
-                "DELETE FROM receipts WHERE timestamp < ? AND (aggregated = 1 OR charge = '0')",
-                (horizon,)).rowcount
+            return self._db.execute("DELETE FROM receipts WHERE timestamp < ? AND aggregated = 1",
+                                    (horizon,)).rowcount
 
     # ── inside the lock ──────────────────────────────────────────────────────
     def _pending(self, buyer: str) -> int:
         """Receipts not yet aggregated: at their charge once charged, at their amount while in flight
-        (kept in memory, read from the table once per buyer and after each voucher)."""
+        (kept in memory; the charged ones read from the table once per buyer)."""
         pending = self._pending_by_buyer.get(buyer)
         if pending is None:
-            rows = self._db.execute("SELECT amount, charge FROM receipts WHERE buyer = ? AND aggregated = 0",
+            rows = self._db.execute("SELECT charge FROM receipts WHERE buyer = ? AND aggregated = 0",
                                     (buyer,)).fetchall()
-            pending = sum(int(charge) if charge is not None else int(amount) for amount, charge in rows)
+            pending = sum(int(charge) for (charge,) in rows)
             self._pending_by_buyer[buyer] = pending
         return pending
+
+    def _forget_old(self, now: float) -> None:
+        """Every 10,000 receipts, forgets the nonces of those too old to be presented again."""
+        self._since_forgotten += 1
+        if self._since_forgotten < 10_000:
+            return
+        self._since_forgotten = 0
+        horizon = now - RECEIPT_TTL_S - CLOCK_SKEW_S
+        self._seen = {key: stamp for key, stamp in self._seen.items() if stamp >= horizon}
 
     def _voucher(self, buyer: str) -> tuple[int, bytes, int] | None:
         row = self._db.execute("SELECT cumulative, signature, redeemed FROM vouchers WHERE buyer = ?",

@@ -93,14 +93,20 @@ def test_forged_replayed_expired_and_underpaid_receipts_are_refused(swarm: Swarm
     _refused(402, "less than this lease's price", book.accept, _receipt(swarm, amount=PRICE - 1), "lease-1",
              PRICE)
     # A receipt whose signature is the buyer's over other terms recovers another key: that key has no deposit.
-    amount, nonce, timestamp, signature = _receipt(swarm).split(".")
-    altered = ".".join((str(int(amount) * 2), nonce, timestamp, signature))
-    _refused(402, "can spend 0 wei", book.accept, altered, "lease-1", PRICE)
-    _refused(401, "not valid", book.accept, ".".join((amount, nonce, timestamp, "00" * 64 + "1b")), "lease-1",
+    buyer, amount, nonce, timestamp, signature = _receipt(swarm).split(".")
+    altered = ".".join((buyer, str(int(amount) * 2), nonce, timestamp, signature))
+    _refused(401, "not signed by the buyer it names", book.accept, altered, "lease-1", PRICE)
+    _refused(401, "not valid", book.accept, ".".join((buyer, amount, nonce, timestamp, "00" * 64 + "1b")),
+             "lease-1", PRICE)
+    # Signed by another key and said to be the buyer's: refused, whether or not the buyer's key is known.
+    forged = _receipt(swarm, OTHER.key).split(".")
+    _refused(401, "not signed by the buyer it names", book.accept, ".".join((buyer, *forged[1:])), "lease-1",
              PRICE)
-    # Signed for another provider, by the buyer's own key: it recovers to no funded buyer here.
+    # Signed for another provider by the buyer's own key: not a receipt for this site.
     elsewhere = serving.sign_receipt(DigestSigner(BUYER.key), book.domain, OTHER.address, PRICE).header()
-    _refused(402, "can spend 0 wei", book.accept, elsewhere, "lease-1", PRICE)
+    _refused(401, "not signed by the buyer it names", book.accept, elsewhere, "lease-1", PRICE)
+    # A key with no deposit signs its own receipt: it is the buyer, and it has nothing to spend.
+    _refused(402, "can spend 0 wei", book.accept, _receipt(swarm, OTHER.key), "lease-1", PRICE)
     assert book.owed(BUYER.address)["receipts"] == PRICE  # only the one good receipt
 
 
@@ -170,14 +176,18 @@ def test_a_book_opened_again_keeps_every_receipt_and_voucher(swarm: Swarm, tmp_p
     voucher = _aggregate(swarm, book)
     assert voucher is not None
     book.charge(book.accept(_receipt(swarm), "lease-1", PRICE), PRICE)
-    book.accept(_receipt(swarm), "lease-1", PRICE)  # in flight when the site died
+    in_flight = _receipt(swarm)
+    book.accept(in_flight, "lease-1", PRICE)  # its request was running when the site died
     del book  # no close: as a killed process leaves it
 
     again = _book(swarm, path)
     _refused(409, "used already", again.accept, header, "lease-1", PRICE)
     assert again.vouchers() == [(voucher, 0)]
-    assert again.owed(BUYER.address) == {"receipts": 2 * PRICE, "voucher": PRICE}
+    assert again.owed(BUYER.address) == {"receipts": PRICE, "voucher": PRICE}
     assert again.claim(BUYER.address).cumulative == 2 * PRICE  # the one served since; not the one in flight
+    # The request in flight was never answered nor charged: its receipt may pay for it once, now.
+    again.charge(again.accept(in_flight, "lease-1", PRICE), PRICE)
+    assert again.owed(BUYER.address) == {"receipts": 2 * PRICE, "voucher": PRICE}
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -207,7 +217,7 @@ def test_whatever_happens_the_buyer_never_owes_more_than_its_deposit(
             assert owed["receipts"] + owed["voucher"] <= deposit
             assert owed["receipts"] <= 6 * PRICE
         _aggregate(swarm, book)
-        in_flight = sum(t.amount for t in open_tickets)
+        in_flight = sum(t.amount for t in open_tickets)  # counted until their requests end
         assert book.owed(BUYER.address) == {"receipts": in_flight, "voucher": charged}
     finally:
         swarm.chain.w3.provider.make_request("evm_revert", [snapshot])

@@ -107,13 +107,15 @@ def test_a_thawed_deposit_stays_redeemable_until_the_buyer_withdraws_it(swarm: S
 
 def test_malformed_receipts_and_signatures_get_one_sentence() -> None:
     provider = PROVIDER.address
-    for header in ("", "1.2.3", "x.1.1." + "00" * 65, "1.zz.1." + "00" * 65, "1.1.1.abc", "9" * 400):
+    buyer = BUYER.address
+    for header in ("", "1.2.3", f"{buyer}.x.1.1." + "00" * 65, f"{buyer}.1.zz.1." + "00" * 65,
+                   f"{buyer}.1.1.1.abc", "1.1.1." + "00" * 65, f"0x12.1.1.1.{'00' * 65}", "9" * 400):
         with pytest.raises(InvalidInput, match="Swarm-Receipt header"):
             Receipt.from_header(header, provider)
     with pytest.raises(InvalidInput, match="amount must be from 1"):
-        Receipt.from_header("0.1.1." + "00" * 65, provider)
+        Receipt.from_header(f"{buyer}.0.1.1." + "00" * 65, provider)
     with pytest.raises(InvalidInput, match="65 bytes"):
-        Receipt.from_header("1.1.1." + "00" * 64, provider)
+        Receipt.from_header(f"{buyer}.1.1.1." + "00" * 64, provider)
     d = Domain(31337, "0x" + "11" * 20)
     good = serving.sign_receipt(DigestSigner(BUYER.key), d, provider, 5)
     high_s = (2**256 - 1).to_bytes(32, "big")
