@@ -1,4 +1,4 @@
-"""A model answering requests (docs/architecture.md §4): what a serving lease runs on Ray Serve,
+"""A model answering requests (docs/architecture.md §12): what a serving lease runs on Ray Serve,
 and what the oracle runs to check its answers. It knows no site and no chain.
 
 `load_predictor` builds the lease's model: a built-in one from its seed, a train job's result,
@@ -37,10 +37,11 @@ class BatchTuner:
     """`@serve.batch`'s batch size and wait, adapted to what the last batches looked like.
 
     A batch closes when it is full or when its wait has passed. Under light load batches close
-    on the wait with one or two requests in them: waiting longer only adds latency, so the wait
-    halves (down to `min_wait_s`) and the size shrinks toward what arrives. Under heavy load
-    batches close full: the size doubles (up to `cap`), so each forward pass serves more
-    requests, and the wait grows back (up to `max_wait_s`) so a larger batch can fill. Each
+    on the wait half empty: waiting longer only adds latency, so the wait halves (down to
+    `min_wait_s`), and when they are a quarter full or less the size shrinks toward what
+    arrives. Under heavy load batches close full: the size doubles (up to `cap`), so each
+    forward pass serves more requests, and the wait grows back (up to `max_wait_s`) so a larger
+    batch can fill. Each
     decision looks at the last `window` batches, so one burst does not swing it."""
 
     cap: int
@@ -70,8 +71,9 @@ class BatchTuner:
             self.size = min(self.cap, self.size * 2)
             self.wait_s = min(self.max_wait_s, max(self.wait_s * 2, self.min_wait_s))
             self._recent.clear()
-        elif mean <= self.size / 4:
-            self.size = max(1, min(self.size, 2 ** math.ceil(math.log2(max(1.0, mean * 2)))))
+        elif mean <= self.size / 2:  # batches close on their wait, half empty: wait less
+            if mean <= self.size / 4:
+                self.size = max(1, min(self.size, 2 ** math.ceil(math.log2(max(1.0, mean * 2)))))
             self.wait_s = max(self.min_wait_s, self.wait_s / 2)
             self._recent.clear()
         return self.size, self.wait_s

@@ -1,4 +1,4 @@
-"""Paying for served requests (docs/architecture.md §2, ServingEscrow): the buyer's receipts and
+"""Paying for served requests (docs/architecture.md §12): the buyer's receipts and
 vouchers, signed and checked fast, and the escrow's calls.
 
 A buyer deposits SWARM for a provider once. Each request carries a `Receipt` the buyer signed

@@ -1,4 +1,4 @@
-"""The buyer's side of serving (docs/architecture.md §5): deploy a model on a provider's site,
+"""The buyer's side of serving (docs/architecture.md §12): deploy a model on a provider's site,
 call it paying each request with a signed receipt, and sign the vouchers the site claims.
 
 A buyer deposits SWARM for a provider in the serving escrow once (`ledger.serving.deposit`),
@@ -57,7 +57,6 @@ CREATE TABLE IF NOT EXISTS receipts (
     nonce TEXT NOT NULL,
     amount TEXT NOT NULL,
     timestamp INTEGER NOT NULL,
-    charged TEXT,             -- what the site said the call cost, once it answered
     aggregated INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (provider, nonce)
 );
@@ -88,11 +87,6 @@ class Journal:
         with self._lock:
             self._db.execute("INSERT INTO receipts (provider, nonce, amount, timestamp) VALUES (?, ?, ?, ?)",
                              (receipt.provider, f"{receipt.nonce:x}", str(receipt.amount), receipt.timestamp))
-
-    def answered(self, receipt: Receipt, charged: int) -> None:
-        with self._lock:
-            self._db.execute("UPDATE receipts SET charged = ? WHERE provider = ? AND nonce = ?",
-                             (str(charged), receipt.provider, f"{receipt.nonce:x}"))
 
     def last_voucher(self, provider: str) -> Voucher | None:
         with self._lock:
@@ -143,13 +137,6 @@ class Journal:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-
-    def signed_total(self, provider: str) -> int:
-        """What this buyer has signed receipts for (an upper bound on what it can owe in them)."""
-        with self._lock:
-            rows = self._db.execute("SELECT amount, charged FROM receipts WHERE provider = ?",
-                                    (provider,)).fetchall()
-        return sum(int(c) if c is not None else int(a) for a, c in rows)
 
 
 class ServingClient:
@@ -207,7 +194,6 @@ class ServingClient:
             status, payload, headers = self._send(f"/v1/serving/{lease}/{route}", json.dumps(body).encode(),
                                                   receipt)
             charged = int(headers.get("swarm-charged", "0") or 0)
-            self.journal.answered(receipt, charged)
             if status == 402 and headers.get("swarm-voucher-due") and attempt == 0:
                 self.aggregate()
                 continue

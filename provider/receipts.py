@@ -1,4 +1,4 @@
-"""What buyers owe a site for served requests (docs/architecture.md §4): their receipts, checked
+"""What buyers owe a site for served requests (docs/architecture.md §12): their receipts, checked
 and kept, aggregated into vouchers they sign, and redeemed.
 
 Every request to a serving lease carries a receipt (`ledger.serving.Receipt`). The book accepts

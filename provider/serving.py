@@ -1,4 +1,4 @@
-"""A site's serving leases (docs/architecture.md §4): a buyer's model on Ray Serve in a lease,
+"""A site's serving leases (docs/architecture.md §12): a buyer's model on Ray Serve in a lease,
 reached through the site, paid by receipts.
 
 A buyer with a deposit for the provider in the serving escrow sends a `ServeOrder` (signed, as

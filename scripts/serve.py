@@ -1,5 +1,5 @@
 """`swarm serve …`: a buyer's models served by providers' sites, paid per request with signed
-receipts (docs/architecture.md §5). Deposit for a provider once, deploy a model, call it; the
+receipts (docs/architecture.md §12). Deposit for a provider once, deploy a model, call it; the
 client signs each call's receipt and the vouchers the site claims. The operations are
 `ledger.serving`'s and `market.serving`'s; these commands parse their arguments and print."""
 

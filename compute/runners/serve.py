@@ -1,5 +1,5 @@
 """The serve runner: a model on Ray Serve answering requests until the lease ends
-(docs/architecture.md §4).
+(docs/architecture.md §12).
 
 It runs on the lease's own Ray (`provider.lease.worker` starts it). Serve's controller runs
 there with no HTTP proxy of its own; the deployment (`Replica`) loads the model once per
