@@ -43,6 +43,8 @@ SERVE_OVERHEAD_BYTES = 2**29  # Serve's controller and the ingress, beside the l
 SERVE_CPUS = 0.0  # Serve's controller and the ingress share the replicas' CPUs: a lease fits a node of one
 MAX_SERVING_S = 30 * 86_400
 MAX_BODY_BYTES = 1 << 20
+MAX_ANSWER_BYTES = 16 << 20  # what the site reads of a lease's answer
+POOL_SIZE = 64  # kept-alive connections to one lease's ingress
 START_GRACE_S = 120.0  # the lease's wall clock: until ends_at, and this for Ray and Serve to start and stop
 NAME_PREFIX = "serve-"
 _MAX_PRICE = 2**128 - 1
@@ -205,7 +207,7 @@ class ServingLeases:
         self.home = home
         self._lock = threading.Lock()
         self._records: dict[str, ServingLease] = {}
-        self._session: Any = None  # aiohttp, per event loop: made on the first call
+        self._pools: dict[str, list[tuple[Any, Any]]] = {}  # lease → idle connections to its ingress
 
     # ── the lease ────────────────────────────────────────────────────────────
     def deploy(self, buyer: str, body: bytes, now: float | None = None) -> dict[str, Any]:
@@ -338,19 +340,48 @@ class ServingLeases:
         return status, answer, {"Swarm-Charged": str(charged), "Swarm-Buyer": ticket.buyer}
 
     async def _post(self, lease: str, route: str, body: bytes) -> tuple[int, bytes]:
-        import aiohttp
+        """One HTTP/1.1 POST to the lease's ingress on its Unix socket, on a kept-alive connection
+        of this lease's pool (made again once if the ingress closed it)."""
+        import asyncio
 
-        socket = self._socket(lease)
-        if self._session is None:
-            self._session = {}
-        session = self._session.get(lease)
-        if session is None or session.closed:
-            connector = aiohttp.UnixConnector(path=str(_checked(socket)), limit=256)
-            session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=300))
-            self._session[lease] = session
-        async with session.post(f"http://lease/{route}", data=body,
-                                headers={"content-type": "application/json"}) as response:
-            return response.status, await response.read()
+        pool = self._pools.setdefault(lease, [])
+        request = (f"POST /{route} HTTP/1.1\r\nhost: lease\r\ncontent-type: application/json\r\n"
+                   f"content-length: {len(body)}\r\n\r\n").encode() + body
+        for attempt in range(2):
+            if pool:
+                reader, writer = pool.pop()
+            else:
+                reader, writer = await asyncio.open_unix_connection(str(_checked(self._socket(lease))),
+                                                                    limit=MAX_ANSWER_BYTES)
+            try:
+                writer.write(request)
+                status, answer, keep = await _read_response(reader)
+            except (OSError, EOFError, asyncio.IncompleteReadError, ValueError):
+                writer.close()
+                if attempt == 1:
+                    raise
+                continue
+            if keep and len(pool) < POOL_SIZE:
+                pool.append((reader, writer))
+            else:
+                writer.close()
+            return status, answer
+        raise AssertionError("unreachable")
+
+
+async def _read_response(reader) -> tuple[int, bytes, bool]:
+    """An HTTP/1.1 response with a content-length, as the lease's ingress (uvicorn) sends it: its
+    status, its body, and whether the connection stays open."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split(" ", 2)[1])
+    fields = (line.partition(":") for line in lines[1:] if line)
+    headers = {name.strip().lower(): value.strip() for name, _, value in fields}
+    length = int(headers.get("content-length", "-1"))
+    if not 0 <= length <= MAX_ANSWER_BYTES:
+        raise ValueError("the lease's answer has no length the site reads")
+    answer = await reader.readexactly(length)
+    return status, answer, headers.get("connection", "").lower() != "close"
 
 
 def _checked(socket: Path) -> Path:
