@@ -7,8 +7,9 @@ Run: make bench-serving   (or .venv/bin/python bench/serving.py --seconds 10 --r
             header (`ledger.serving`), and the whole of `ReceiptBook.accept` (freshness, nonce,
             coverage, cap, the SQLite write) with its `charge`, on a real chain's deposit.
   latency   one client calling one lease, sequentially: through the site (HTTPS, the receipt
-            signed, checked, kept and charged, the call forwarded) against the same Ray Serve
-            deployment called directly on the lease's Unix socket; p50 and p99.
+            signed and journaled by the client, checked, kept and charged by the site, the call
+            forwarded) against the same Ray Serve deployment called directly on the lease's Unix
+            socket, the two taking turns call by call; p50 and p99 of each, and their difference.
   clients   calls a second through the site at 1, 16 and 64 concurrent clients (threads, each
             with its own kept-alive connection and its own receipts).
   batching  calls a second at 64 clients, the lease batching (max_batch_size 32) and not (1).
@@ -88,7 +89,9 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-def direct_latencies(socket: Path, calls: int) -> list[float]:
+def latencies(socket: Path, client, lease: str, calls: int) -> tuple[list[float], list[float]]:
+    """Seconds of each call made directly on the lease's socket and through the site, taking turns
+    call by call, so both meet the machine in the same state."""
     import http.client
     import socket as sockets
 
@@ -99,25 +102,19 @@ def direct_latencies(socket: Path, calls: int) -> list[float]:
 
     connection = Unix("lease")
     body = json.dumps({"input": ROW}).encode()
-    seconds = []
+    direct, through = [], []
     for _ in range(calls):
         began = time.perf_counter()
         connection.request("POST", "/predict", body=body, headers={"Content-Type": "application/json"})
         response = connection.getresponse()
         response.read()
         assert response.status == 200
-        seconds.append(time.perf_counter() - began)
-    return seconds
-
-
-def site_latencies(client, lease: str, calls: int) -> list[float]:
-    seconds = []
-    for _ in range(calls):
+        direct.append(time.perf_counter() - began)
         began = time.perf_counter()
         answer = client.call(lease, {"input": ROW})
         assert answer.status == 200, answer
-        seconds.append(time.perf_counter() - began)
-    return seconds
+        through.append(time.perf_counter() - began)
+    return direct, through
 
 
 def throughput(client, lease: str, clients: int, seconds: float) -> float:
@@ -175,8 +172,7 @@ def main() -> None:
         socket = Path(site.home) / "site" / "leases" / lease / "work" / "serve.sock"
         latency = []
         for _ in range(args.runs):
-            direct = direct_latencies(socket, args.calls)
-            through = site_latencies(client, lease, args.calls)
+            direct, through = latencies(socket, client, lease, args.calls)
             latency.append({
                 "direct_p50_ms": round(1e3 * percentile(direct, 50), 3),
                 "direct_p99_ms": round(1e3 * percentile(direct, 99), 3),

@@ -38,6 +38,9 @@ from compute.serving import BadRequest, BatchTuner, answer_shape, load_predictor
 MAX_BODY_BYTES = 1 << 20
 APP = "lease"
 ROUTES = {"predict": "/predict", "generate": "/v1/completions"}
+# Requests a replica holds at once: enough that the router never backs off below 64 concurrent
+# callers, whatever the batch size (a batch forms from those it holds).
+MIN_ONGOING = 64
 
 
 class Replica:
@@ -86,7 +89,8 @@ def deployment(params: ServeParams) -> Any:
             "upscale_delay_s": 1.0, "downscale_delay_s": 20.0, "metrics_interval_s": 1.0,
             "look_back_period_s": 5.0}}
     return serve.deployment(Replica).options(
-        name="model", max_ongoing_requests=max(8, 4 * params.max_batch_size), max_queued_requests=-1,
+        name="model", max_ongoing_requests=max(MIN_ONGOING, 4 * params.max_batch_size),
+        max_queued_requests=-1,
         ray_actor_options={"num_cpus": params.replica_cpus, "num_gpus": params.replica_gpus}, **scaling)
 
 
