@@ -261,3 +261,60 @@ def answer_shape(predictor: Predictor, answer: dict[str, Any], model: str, reque
             "choices": [{"index": 0, "text": answer["text"], "finish_reason": answer["finish_reason"]}],
             "usage": {"prompt_tokens": answer["prompt_tokens"], "completion_tokens": tokens,
                       "total_tokens": answer["prompt_tokens"] + tokens}}
+
+
+# ── canaries: the oracle's check that a lease serves its model ───────────────────────
+
+CANARY_WORDS = ("the", "cat", "sat", "on", "a", "mat", "dog", "ran", "in", "park", "sun", "is", "warm",
+                "and", "bright", "model", "answers", "every", "request", "with")
+# How far a lease's logits may lie from the oracle's own run of the same model: relative to the
+# largest of the oracle's logits, plus a floor. fp32 on a CPU differs by about 1e-6 between a batch
+# and one row (the sums run in another order); bf16 or TF32 on a GPU by up to about 1e-2. Another
+# model's logits, or garbage, differ by the logits' own size.
+CANARY_RTOL = 2e-2
+CANARY_ATOL = 1e-4
+
+
+def canary_bodies(predictor: Predictor, seed: int, count: int) -> list[dict[str, Any]]:
+    """`count` request bodies drawn from `seed` alone, in the shape the lease's model takes: the
+    oracle and anyone checking it draw the same ones."""
+    import random
+
+    draw = random.Random(seed)
+    bodies: list[dict[str, Any]] = []
+    for _ in range(count):
+        if isinstance(predictor, TensorPredictor):
+            row = ([draw.randrange(predictor.vocab or 1) for _ in range(predictor.width)] if predictor.integer
+                   else [round(draw.gauss(0.0, 1.0), 6) for _ in range(predictor.width)])
+            bodies.append({"input": row})
+            continue
+        words = " ".join(draw.choice(CANARY_WORDS) for _ in range(draw.randint(3, 8)))
+        bodies.append({"input": words} if predictor.task == "predict" else {"prompt": words, "max_tokens": 4})
+    return bodies
+
+
+def canary_matches(expected: dict[str, Any], answered: Any) -> tuple[bool, str]:
+    """Whether a lease's answer is the oracle's own, within CANARY_RTOL for logits and token for
+    token for a completion's first token and most of the rest; and a sentence saying how far."""
+    import math
+
+    if not isinstance(answered, dict):
+        return False, "the answer is not a JSON object"
+    if "output" in expected:
+        got = answered.get("output")
+        want = expected["output"]
+        if not isinstance(got, list) or len(got) != len(want) or \
+                not all(isinstance(v, int | float) and math.isfinite(v) for v in got):
+            return False, f"the output is not {len(want)} finite numbers"
+        scale = max(abs(v) for v in want) if want else 0.0
+        worst = max(abs(a - b) for a, b in zip(got, want, strict=True)) if want else 0.0
+        bound = CANARY_ATOL + CANARY_RTOL * scale
+        return worst <= bound, f"the largest difference is {worst:.3g}, the bound {bound:.3g}"
+    choices = answered.get("choices")
+    text = choices[0].get("text") if isinstance(choices, list) and choices and isinstance(choices[0], dict) \
+        else None
+    if not isinstance(text, str):
+        return False, "the answer has no completion"
+    want_text = expected["text"]
+    same = text == want_text
+    return same, "the completion is the oracle's" if same else f"the completion {text!r} is not {want_text!r}"

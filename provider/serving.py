@@ -446,8 +446,9 @@ class Redeemer:
             if owed <= 0:
                 self.book.redeemed(voucher.buyer, account.redeemed)
                 continue
-            due = force or account.thawing > 0 or owed >= self.least or \
-                time.monotonic() - self._last.get(voucher.buyer, 0.0) >= self.every_s
+            last = self._last.get(voucher.buyer)  # none since the site started: redeem what is owed
+            due = force or account.thawing > 0 or owed >= self.least or last is None or \
+                time.monotonic() - last >= self.every_s
             if not due or account.balance == 0:
                 continue
             before = account.redeemed

@@ -446,6 +446,36 @@ def leave(account: int | None, key_ref: str | None, as_json: bool) -> None:
                    "mesh_down": mesh_down}, lambda: console.print(said))
 
 
+@provider.command()
+@_signed
+def redeem(account: int | None, key_ref: str | None, as_json: bool) -> None:
+    """Redeem every buyer's latest voucher your site holds, now (the site redeems on its own while it
+    serves; this is for a site that is down, or a voucher you want paid at once)."""
+    from ledger import serving
+    from ledger.errors import InvalidInput
+    from provider.receipts import ReceiptBook
+    from provider.serving import Redeemer
+
+    path = settings().home / "site" / "serving" / "receipts.db"
+    if not path.is_file():
+        raise InvalidInput(f"No site's receipts in {path.parent}; run this in the SWARM_HOME of your site.")
+    swarm = open_swarm()
+    sender = signer(swarm, account, key_ref)
+
+    def account_of(buyer: str) -> serving.Account:
+        return serving.account(swarm, buyer, sender.address)
+
+    book = ReceiptBook(path, serving.domain_of(swarm), sender.address, 0, account_of)
+    try:
+        redeemer = Redeemer(book, lambda voucher: serving.redeem(swarm, sender, voucher), account_of)
+        paid = redeemer.once(force=True)
+    finally:
+        book.close()
+    emit(as_json, {"redeemed": [{"buyer": b, "paid": str(p)} for b, p in paid]}, lambda: console.print(
+        "\n".join(f"Redeemed {format_amount(p)} from {b}'s deposit." for b, p in paid)
+        or "Nothing to redeem: every voucher is paid as far as its deposit allows."))
+
+
 
 # ── the mesh ─────────────────────────────────────────────────────────────────
 

@@ -201,6 +201,7 @@ LIGHT = {
         "test_hostile_challenge",
         "test_provider_cli",
         "test_batch_tuner",
+        "test_canary",
         "test_receipts",
         "test_serving_escrow",
         "test_report_bounds",

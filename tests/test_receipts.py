@@ -221,3 +221,59 @@ def test_whatever_happens_the_buyer_never_owes_more_than_its_deposit(
         assert book.owed(BUYER.address) == {"receipts": in_flight, "voucher": charged}
     finally:
         swarm.chain.w3.provider.make_request("evm_revert", [snapshot])
+
+
+def test_the_redeemer_redeems_when_a_voucher_adds_enough_when_time_passes_and_at_once_on_a_thaw(
+        swarm: Swarm, tmp_path: Path) -> None:
+    from provider.serving import Redeemer
+
+    buyer = swarm.sender(BUYER.key)
+    serving.deposit(swarm, buyer, PROVIDER.address, 10**9)
+    book = _book(swarm, tmp_path / "receipts.db")
+    provider = swarm.sender(PROVIDER.key)
+    redeemer = Redeemer(book, lambda voucher: serving.redeem(swarm, provider, voucher),
+                        lambda who: serving.account(swarm, who, PROVIDER.address), least=5 * PRICE,
+                        every_s=3_600)
+    start = swarm.balance_of(PROVIDER.address)
+
+    def served(calls: int) -> None:
+        for _ in range(calls):
+            book.charge(book.accept(_receipt(swarm), "lease-1", PRICE), PRICE)
+        _aggregate(swarm, book)
+
+    served(3)
+    assert redeemer.once() == [(BUYER.address, 3 * PRICE)], "its first redemption waits for nothing"
+    served(2)
+    assert redeemer.once() == [], "2 calls add less than `least`, and the last redemption is recent"
+    served(3)
+    assert redeemer.once() == [(BUYER.address, 5 * PRICE)]
+    served(1)
+    serving.thaw(swarm, buyer, PROVIDER.address, 10)
+    assert redeemer.once() == [(BUYER.address, PRICE)], "a thaw makes it redeem at once"
+    assert redeemer.once() == [], "nothing is redeemed twice"
+    assert swarm.balance_of(PROVIDER.address) == start + 9 * PRICE
+    assert serving.account(swarm, BUYER.address, PROVIDER.address).redeemed == 9 * PRICE
+
+
+def test_a_provider_redeems_its_sites_vouchers_from_the_command_line(swarm: Swarm, tmp_path: Path, cli,
+                                                                     swarm_home: Path) -> None:
+    import json
+    import shutil
+
+    home = tmp_path / "provider"
+    shutil.copytree(swarm_home / "deployments", home / "deployments")
+    serving.deposit(swarm, swarm.sender(BUYER.key), PROVIDER.address, 10**9)
+    book = _book(swarm, home / "site" / "serving" / "receipts.db")
+    for _ in range(4):
+        book.charge(book.accept(_receipt(swarm), "lease-1", PRICE), PRICE)
+    _aggregate(swarm, book)
+    book.close()
+    start = swarm.balance_of(PROVIDER.address)
+    done = cli("provider", "redeem", "--account", "1", "--json", env={"SWARM_HOME": str(home)})
+    assert done.code == 0, done.stderr
+    assert json.loads(done.stdout) == {"redeemed": [{"buyer": BUYER.address, "paid": str(4 * PRICE)}]}
+    assert swarm.balance_of(PROVIDER.address) == start + 4 * PRICE
+    again = cli("provider", "redeem", "--account", "1", "--json", env={"SWARM_HOME": str(home)})
+    assert json.loads(again.stdout) == {"redeemed": []}
+    nowhere = cli("provider", "redeem", "--account", "1", env={"SWARM_HOME": str(tmp_path / "empty")})
+    assert nowhere.code == 1 and "No site's receipts" in nowhere.stderr
