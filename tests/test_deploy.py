@@ -30,7 +30,7 @@ def test_deploy_writes_live_addresses_for_the_chain(swarm: Swarm, swarm_home) ->
     saved = json.loads(path.read_text())
     assert path.name == "31337.json"
     assert set(saved["addresses"]) == {
-        "TimelockController", "SwarmToken", "StakingVault", "RewardDistributor", "JobMarket"
+        "TimelockController", "SwarmToken", "StakingVault", "RewardDistributor", "JobMarket", "ServingEscrow"
     }
     for address in saved["addresses"].values():
         assert len(swarm.chain.w3.eth.get_code(address)) > 0

@@ -125,3 +125,25 @@ def test_malformed_receipts_and_signatures_get_one_sentence() -> None:
             serving.recover(good.digest(d), bad)
     with pytest.raises(InvalidInput, match="voucher is"):
         Voucher.from_dict({"buyer": BUYER.address})
+
+
+def test_every_serving_example_reads_into_an_order_and_bad_specs_get_one_sentence() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from market.serving import order_from_spec
+
+    examples = sorted((Path(__file__).resolve().parent.parent / "examples" / "serving").glob("*.yaml"))
+    assert examples
+    for path in examples:
+        order = order_from_spec(yaml.safe_load(path.read_text()))
+        assert order.price > 0 and order.ends_at > 0
+    base = {"model": "mlp", "price": {"per_request": "0.001"}}
+    refused = (({**base, "colour": 1}, "no field colour"), ({**base, "replicas": 0}, "replicas"),
+               ({**base, "price": 3}, "price must be"), ({**base, "model": "gpt-9"}, "model must be"),
+               ({**base, "task": "generate"}, "checkpoint"), ({**base, "duration": "soon"}, "duration"),
+               ({**base, "price": {"per_token": "1"}}, "per_token is for task generate"))
+    for bad, words in refused:
+        with pytest.raises(InvalidInput, match=words):
+            order_from_spec(bad)
