@@ -150,6 +150,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--calls", type=int, default=500, help="sequential calls per latency run")
     parser.add_argument("--long", type=float, default=0.0, help="seconds of the per-transaction run")
+    parser.add_argument("--only-long", action="store_true",
+                        help="run only the per-transaction run, keeping the other figures of the last run")
     args = parser.parse_args()
 
     from ledger import serving
@@ -161,13 +163,19 @@ def main() -> None:
         site = sites[0]
         buyer = swarm.sender(BUYER.key)
         serving.deposit(swarm, buyer, PROVIDER.address, 1_000 * 10**18)
-        results["verify"] = [bench_verify(swarm, home) for _ in range(args.runs)]
-        print("verify", results["verify"], flush=True)
-
         address = site_address(home, site.provider, "0x" + swarm.read("StakingVault", "providerInfo",
                                                                         site.provider)[7].hex())
         assert address is not None
         client = ServingClient(swarm, buyer, home / "buyer", address)
+        if args.only_long:
+            results["per_tx"] = bench_per_tx(swarm, client, args.long)
+            print("per_tx", results["per_tx"], flush=True)
+            results["summary"] = summary(results)
+            RESULTS.write_text(json.dumps(results, indent=2))
+            return
+        results["verify"] = [bench_verify(swarm, home) for _ in range(args.runs)]
+        print("verify", results["verify"], flush=True)
+
         lease = deployed(client, 32, 3_600)
         socket = Path(site.home) / "site" / "leases" / lease / "work" / "serve.sock"
         latency = []
