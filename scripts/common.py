@@ -46,6 +46,11 @@ key_option = click.option(
 )
 
 
+def signed_options(fn: Callable) -> Callable:
+    """Adds --account, --key and --json to a command that signs."""
+    return account_option(key_option(json_option(fn)))
+
+
 def read_password(prompt: str, confirm: bool = False) -> str:
     """SWARM_KEY_PASSWORD if set, else a hidden prompt (refused when there is no terminal)."""
     env = os.environ.get("SWARM_KEY_PASSWORD")

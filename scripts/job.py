@@ -12,7 +12,6 @@ spec hash.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +32,7 @@ from scripts.common import (
     key_option,
     open_swarm,
     settings,
+    signed_options,
     signer,
     table,
     when,
@@ -54,9 +54,7 @@ def job() -> None:
     """Buy compute: post job specs into escrow, follow them, get verified results."""
 
 
-def _signed(fn: Callable) -> Callable:
-    """Adds --account, --key and --json to a command that signs."""
-    return account_option(key_option(json_option(fn)))
+_signed = signed_options
 
 
 # ── post ─────────────────────────────────────────────────────────────────────

@@ -28,6 +28,7 @@ from scripts.common import (
     key_option,
     open_swarm,
     settings,
+    signed_options,
     signer,
     table,
     waiting_for_chain,
@@ -43,9 +44,7 @@ def provider() -> None:
     """Provider registration, stake, rewards and Ray nodes."""
 
 
-def _signed(fn: Callable) -> Callable:
-    """Adds --account, --key and --json to a command that signs."""
-    return account_option(key_option(json_option(fn)))
+_signed = signed_options
 
 
 def _provider(account: int | None, key_ref: str | None) -> Provider:

@@ -6,7 +6,6 @@ client signs each call's receipt and the vouchers the site claims. The operation
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +14,11 @@ import click
 from ledger.errors import InvalidInput
 from ledger.units import format_amount, parse_address, parse_amount
 from scripts.common import (
-    account_option,
     console,
     emit,
-    json_option,
-    key_option,
     open_swarm,
     settings,
+    signed_options,
     signer,
 )
 
@@ -31,8 +28,7 @@ def serve() -> None:
     """Serve models on providers' sites, paid per request without a transaction per request."""
 
 
-def _signed(fn: Callable) -> Callable:
-    return account_option(key_option(json_option(fn)))
+_signed = signed_options
 
 
 provider_option = click.option("--provider", "provider", required=True, metavar="ADDRESS",
