@@ -3,11 +3,17 @@ each with an address on it, as separate machines on one network would be."""
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+_PROJECT = Path(__file__).resolve().parents[1]
 
 
 def _ip(*args: str) -> None:
@@ -36,6 +42,32 @@ class Machine:
     def popen(self, *args: str) -> subprocess.Popen:
         return subprocess.Popen([*self.prefix, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
+
+
+class Capture:
+    """A packet capture written to a file as it runs, never to a pipe: a pipe nobody reads until
+    the end fills after a few hundred packets, and tcpdump then stops taking them in."""
+
+    def __init__(self, command: list[str]) -> None:
+        self.out = tempfile.TemporaryFile("w+")  # noqa: SIM115 -- closed once read
+        self.process = subprocess.Popen(command, stdout=self.out, stderr=subprocess.DEVNULL, text=True)
+
+    def wait(self, timeout: float) -> str:
+        """What it saw, once its time is up."""
+        self.process.wait(timeout=timeout)
+        return self._seen()
+
+    def stop(self) -> str:
+        """What it saw, stopped now."""
+        self.process.terminate()
+        self.process.wait(timeout=30)
+        return self._seen()
+
+    def _seen(self) -> str:
+        self.out.seek(0)
+        seen = self.out.read()
+        self.out.close()
+        return seen
 
 
 @dataclass
@@ -82,12 +114,11 @@ class Wire:
         self.host_link = inside
         return "10.77.0.254"
 
-    def capture(self, count_s: float) -> subprocess.Popen:
+    def capture(self, count_s: float) -> Capture:
         """tcpdump on the bridge for `count_s` seconds: every packet between the machines, each
         with its bytes in hex."""
-        command = ["ip", "netns", "exec", self.ns, "timeout", str(count_s), "tcpdump", "-i", "br0", "-n",
-                   "-l", "-X", "-U"]
-        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        return Capture(["ip", "netns", "exec", self.ns, "timeout", str(count_s), "tcpdump", "-i", "br0",
+                        "-n", "-l", "-X", "-U"])
 
     def kill(self, machine: Machine) -> None:
         """The machine dies: every process running in it is killed at once (its WireGuard too)."""
@@ -148,8 +179,6 @@ SITE_PORT = 8443
 
 def machine_env(home: Path, rpc_url: str) -> dict[str, str]:
     """A machine's environment for `swarm`: its own SWARM_HOME and Ray sessions directory."""
-    import os
-
     from devnet.network import ray_tmp
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SWARM_", "RAY_"))}
@@ -160,8 +189,6 @@ def machine_env(home: Path, rpc_url: str) -> dict[str, str]:
 def swarm_on(machine: Machine, home: Path, rpc_url: str, *args: str,
              timeout: float = 240) -> subprocess.CompletedProcess:
     """`swarm ARGS` run on `machine` in its `home`, to its end."""
-    import sys
-
     return subprocess.run([*machine.prefix, sys.executable, "-m", "scripts.cli", *args],
                           env=machine_env(home, rpc_url), capture_output=True, text=True, timeout=timeout,
                           check=False)
@@ -211,3 +238,49 @@ def join_site_machine(machine: Machine, home: Path, rpc_url: str, site: dict, he
     return swarm_on(machine, home, rpc_url, "provider", "join", "--site", site["url"], "--fingerprint",
                     site["fingerprint"], "--mesh-name", machine.name, "--interface", mesh_interface(machine),
                     *endpoint, "--account", str(account), "--json")
+
+
+# ── a site's Ray on mesh machines, as the tests drive it ───────────────────────────────────
+
+TOKEN = "a cluster token of the site's own " + "0" * 16
+START_HEAD = """
+import json, sys
+from pathlib import Path
+from compute import cluster
+from compute.node import RayHome
+state = cluster.start(RayHome.of(Path(sys.argv[1])), cluster.ClusterSpec(
+    providers=(sys.argv[2],), node_ip=sys.argv[3], dashboard=False, object_store_bytes=80 * 2**20))
+print(json.dumps({"address": state.address}))
+"""
+JOIN = """
+import json, sys
+from pathlib import Path
+from compute import node
+joined = node.join(node.RayHome.of(Path(sys.argv[1])), sys.argv[2], node.NodeSpec(sys.argv[3]),
+                   bound=node.binding(sys.argv[4]))
+print(json.dumps({"node_id": joined.node_id}))
+"""
+STOP_HEAD = """
+import sys
+from pathlib import Path
+from compute import cluster
+from compute.node import RayHome
+cluster.stop(RayHome.of(Path(sys.argv[1])))
+"""
+
+
+def python(machine: Machine, script: str, *args: str, timeout: float = 240) -> dict:
+    """`script` run by Python on `machine`; what it printed last, as JSON."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "SWARM_"))}
+    done = subprocess.run([*machine.prefix, sys.executable, "-c", script, *args], capture_output=True,
+                          text=True, timeout=timeout, env=env, cwd=_PROJECT, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def opens(src: Machine, address: str, port: int) -> bool:
+    """Whether a TCP connection from `src` to `address`:`port` is accepted within 2 s."""
+    probe = ("import socket, sys\ntry:\n"
+             "    socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2)\n"
+             "except OSError:\n    sys.exit(1)\n")
+    return src.run(sys.executable, "-c", probe, address, str(port), check=False, timeout=20).returncode == 0

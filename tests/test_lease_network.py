@@ -161,8 +161,7 @@ def test_a_leases_nodes_reach_each_other_over_its_link_and_nothing_else(site) ->
     assert call(site, a[0], LEASE_A, node_address(1), 7000) == "answer:lease-a-node-1"
     # The same address in lease b's network is lease b's own node: a's is not there to reach.
     assert call(site, b[0], LEASE_B, node_address(1), 7000) == "answer:lease-b-node-1"
-    capture.wait(timeout=30)
-    seen = capture.stdout.read()
+    seen = capture.wait(timeout=30)
     packets = [line for line in seen.splitlines() if " IP 10.77.0." in line and "> 10.77.0." in line]
     assert packets, "the leases' traffic crossed the wire"
     assert all(f".{LISTEN_PORT} " in line or f".{LISTEN_PORT}:" in line for line in packets), [

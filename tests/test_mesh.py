@@ -129,8 +129,7 @@ def test_every_machine_reaches_every_other_over_the_mesh_and_the_wire_carries_on
     peers_of_3 = mesh["coordinator"].peers(SECRET, mesh["coordinator"].state.peers["gpu-3"].public_key)
     assert {p["name"] for p in peers_of_3} == {HEAD, "gpu-1", "gpu-2"}
     assert all(p["keepalive"] > 0 for p in peers_of_3), "it keeps its paths open from behind NAT"
-    capture.wait(timeout=40)
-    seen = capture.stdout.read()
+    seen = capture.wait(timeout=40)
     # every packet between the machines (the link's own IGMP aside)
     packets = [line for line in seen.splitlines() if " IP 10.77.0." in line and "> 10.77.0." in line]
     assert packets, "the capture saw the traffic"

@@ -1,11 +1,12 @@
-"""A lease across two of a site's machines, over the site's mesh: network namespaces stand in
-for a head and three machines (tests/mesh_net.py), each machine's Ray node joined to the head's
-over WireGuard with its ports pinned, as a mesh site runs. The site's coordinator places the
-lease's two nodes on two machines; each node's sandbox reaches the other over the lease's own
-link, which rides the mesh. A buyer's Ray Train script trains with DDP across them; the wire
-carries WireGuard only; the lease cannot reach the site's Ray head. Then the machine under the
-lease's second node is killed mid-run: the attempt ends without a verdict, and the next one,
-placed on the machines left (the third stood by), resumes from its checkpoint."""
+"""A lease across two of a site's machines, over the site's mesh: network namespaces stand in for a
+head and three machines (tests/mesh_net.py), each machine's Ray node joined to the head's over
+WireGuard with its ports pinned, as a mesh site runs (they answer on the mesh and not on the
+wire). The site's coordinator places the lease's two nodes on two machines; each node's sandbox
+reaches the other over the lease's own link, which rides the mesh. A buyer's Ray Train script
+trains with DDP across them; the wire carries WireGuard only; the lease cannot reach the site's
+Ray head. Then the machine under the lease's second node is killed mid-run: the attempt ends
+without a verdict, and the next one, placed on the machines left (the third stood by), resumes
+from its checkpoint."""
 
 from __future__ import annotations
 
@@ -17,15 +18,14 @@ import time
 from pathlib import Path
 
 from compute.jobs import ComputeJob
-from compute.node import MESH_GCS_PORT, MESH_RAY_PORTS, RayHome, auth_env
+from compute.node import MESH_GCS_PORT, MESH_PORTS, MESH_RAY_PORTS, RayHome, auth_env, binding
 from provider.lease import PLAN_ENV, PROJECT
 from provider.lease.network import node_address
 from provider.lease.outcome import verdict
 from provider.lease.plan import LeasePlan
 from provider.mesh import HEAD, LISTEN_PORT
-from tests.mesh_net import Machine, Wire, site_mesh
+from tests.mesh_net import JOIN, START_HEAD, STOP_HEAD, TOKEN, Machine, Wire, opens, python, site_mesh
 from tests.programs import RESUMING, pinned_code
-from tests.test_mesh_ray import JOIN, START_HEAD, STOP_HEAD, TOKEN, python
 
 PROVIDER = "0x" + "cd" * 20
 SECRET_MARK = "weights-of-the-lease-91c2"  # crosses between the lease's nodes, never the wire in the clear
@@ -67,6 +67,26 @@ def _setup(wire: Wire, tmp_path: Path) -> dict:
     return {"machines": machines, "homes": homes, "addresses": addresses, "address": address, "nodes": nodes}
 
 
+def _assert_ports_kept_to_the_mesh(site: dict) -> None:
+    """A joined machine's Ray node listens on its pinned ports, which answer on the mesh and not
+    on the wire: Ray's servers open every interface, the machine's firewall keeps them to the mesh."""
+    head, other, address = site["machines"][HEAD], site["machines"]["m1"], site["addresses"]["m1"]
+    bound = binding(address)
+    assert MESH_PORTS <= bound.node_manager_port < bound.max_worker_port
+    listening = other.run("ss", "-ltnpH", check=False).stdout
+    for port in (bound.node_manager_port, bound.object_manager_port):
+        assert f":{port} " in listening, listening
+    unpinned = [line for line in listening.splitlines() if not any(
+        f"{ip}:{port} " in line for ip in ("*", "0.0.0.0", "[::]", address)
+        for port in range(MESH_RAY_PORTS[0], MESH_RAY_PORTS[1] + 1)) and "127.0.0.1:" not in line]
+    assert unpinned == [], unpinned
+    for port in (bound.node_manager_port, bound.object_manager_port):
+        assert not opens(head, other.underlay, port), f"port {port} answers on the wire, outside the mesh"
+        assert opens(head, address, port), f"port {port} does not answer on the mesh"
+    assert not opens(other, head.underlay, MESH_GCS_PORT) and opens(other, site["addresses"][HEAD],
+                                                                     MESH_GCS_PORT)
+
+
 def _coordinator(site: dict, plan: LeasePlan, name: str) -> subprocess.Popen:
     env = auth_env(RayHome.of(site["homes"][HEAD])) | {PLAN_ENV: plan.encode(),
                                                        "RAY_ADDRESS": site["address"]}
@@ -84,6 +104,7 @@ def test_a_lease_trains_across_two_machines_over_the_mesh_and_resumes_after_losi
     site: dict = {}
     try:
         site = _setup(wire, tmp_path)
+        _assert_ports_kept_to_the_mesh(site)
         program = {"entrypoint": "python probes.py && python main.py", "requirements": [], "ray": True,
                    "env": {"SITE_HEAD": site["addresses"][HEAD]},
                    "code": pinned_code(tmp_path, {"main.py": RESUMING, "probes.py": PROBES}), "inputs": {}}
@@ -104,8 +125,7 @@ def test_a_lease_trains_across_two_machines_over_the_mesh_and_resumes_after_losi
         while not (progress.is_file() and len(progress.read_text().splitlines()) >= 2):
             assert time.monotonic() < deadline and first.poll() is None, "the lease never checkpointed"
             time.sleep(0.2)
-        capture.terminate()
-        seen, _ = capture.communicate(timeout=30)
+        seen = capture.stop()
 
         # The machine under node 1 dies (under node 0, where node 1 is on the head's machine, whose
         # provider node the placement may take too): everything on it, its Ray node and the lease's

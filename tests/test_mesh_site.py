@@ -113,7 +113,7 @@ def test_machines_join_a_served_mesh_site_with_one_command_and_leave_it(tmp_path
             assert reached_within(machines["m2"], mesh["m1"], 20)
             # Between the machines, the wire carries WireGuard and the site's HTTPS; never Ray.
             capture = wire.capture(8)
-            seen, _ = capture.communicate(timeout=60)
+            seen = capture.wait(timeout=60)
         finally:
             for listener in listeners:
                 listener.kill()

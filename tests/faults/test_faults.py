@@ -2,9 +2,10 @@
 seeded runs of a small network; after each run the chain must balance to the wei.
 
 `make test` runs one seed (SWARM_FAULT_SEEDS, default 1); `make faults` runs all 20;
-SWARM_FAULT_SEEDS=21-60 runs those seeds. The mesh seeds (SWARM_MESH_FAULT_SEEDS, default 1;
-`make faults`: 5) run the same faults with provider C's site on two machines of a mesh, and
-the machine under a running lease killed as well.
+SWARM_FAULT_SEEDS=21-60 runs those seeds. The mesh seeds (SWARM_MESH_FAULT_SEEDS: `make faults`
+runs 5, `make test` none, since tests/test_mesh_lease.py kills a machine under a lease there) run
+the same faults with provider C's site on two machines of a mesh, and the machine under a
+running lease killed as well.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ def _seeds(text: str) -> range:
 
 
 SEEDS = _seeds(os.environ.get("SWARM_FAULT_SEEDS", "1"))
-MESH_SEEDS = _seeds(os.environ.get("SWARM_MESH_FAULT_SEEDS", "1"))
+MESH_SEEDS = _seeds(os.environ.get("SWARM_MESH_FAULT_SEEDS", "0"))
 JOBS = 3
 FAULTS = 4
 WINDOW_S = 20.0
@@ -35,10 +36,11 @@ def test_the_network_loses_nothing_under_kill_9(seed: int, tmp_path: Path) -> No
     _run(Network(tmp_path, seed))
 
 
-@pytest.mark.parametrize("seed", MESH_SEEDS)
-def test_the_network_loses_nothing_when_a_mesh_sites_machine_dies_under_a_lease(seed: int,
-                                                                                tmp_path: Path) -> None:
-    _run(Network(tmp_path, seed, mesh=True))
+if MESH_SEEDS:  # defined only where seeds are asked for: no run reports it skipped
+    @pytest.mark.parametrize("seed", MESH_SEEDS)
+    def test_the_network_loses_nothing_when_a_mesh_sites_machine_dies_under_a_lease(
+            seed: int, tmp_path: Path) -> None:
+        _run(Network(tmp_path, seed, mesh=True))
 
 
 def _run(network: Network) -> None:
