@@ -65,6 +65,12 @@ CREATE TABLE IF NOT EXISTS vouchers (
     cumulative TEXT NOT NULL,
     signature BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS proposed (  -- a voucher signed and sent, the site's answer not yet seen
+    provider TEXT PRIMARY KEY,
+    cumulative TEXT NOT NULL,
+    signature BLOB NOT NULL,
+    nonces TEXT NOT NULL               -- the receipts it pays, hex, comma-separated
+);
 """
 
 
@@ -94,9 +100,33 @@ class Journal:
                                    (provider,)).fetchone()
         return None if row is None else Voucher("", provider, int(row[0]), bytes(row[1]))
 
+    def propose(self, voucher: Voucher, nonces: list[int]) -> None:
+        """Keeps a voucher about to be sent, with the receipts it pays, until the site's answer is
+        seen: a buyer killed after the site took it learns so from the next claim."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO proposed (provider, cumulative, signature, nonces) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (provider) DO UPDATE SET cumulative = excluded.cumulative, "
+                "signature = excluded.signature, nonces = excluded.nonces",
+                (voucher.provider, str(voucher.cumulative), voucher.signature,
+                 ",".join(f"{n:x}" for n in nonces)))
+
     def check_claim(self, provider: str, previous: int, receipts: list[tuple[int, int]]) -> int:
-        """The cumulative to sign for a site's claim, or ClaimRefused."""
+        """The cumulative to sign for a site's claim, or ClaimRefused. A claim that starts from the
+        voucher proposed last shows the site took it: it becomes the last voucher here too; one that
+        starts from the voucher before shows it did not: its receipts are claimed again."""
         last = self.last_voucher(provider)
+        with self._lock:
+            row = self._db.execute("SELECT cumulative, signature, nonces FROM proposed WHERE provider = ?",
+                                   (provider,)).fetchone()
+        if row is not None:
+            if previous == int(row[0]):
+                taken = Voucher("", provider, int(row[0]), bytes(row[1]))
+                self.aggregated(taken, [int(n, 16) for n in row[2].split(",") if n])
+                last = taken
+            elif previous == (last.cumulative if last else 0):
+                with self._lock:
+                    self._db.execute("DELETE FROM proposed WHERE provider = ?", (provider,))
         if previous != (last.cumulative if last else 0):
             signed = last.cumulative if last else 0
             raise ClaimRefused(f"The site's claim starts from a voucher of {previous} wei, but the last this "
@@ -133,6 +163,7 @@ class Journal:
                     "ON CONFLICT (provider) DO UPDATE SET cumulative = excluded.cumulative, "
                     "signature = excluded.signature",
                     (voucher.provider, str(voucher.cumulative), voucher.signature))
+                self._db.execute("DELETE FROM proposed WHERE provider = ?", (voucher.provider,))
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -161,6 +192,15 @@ class ServingClient:
     # ── the lease ────────────────────────────────────────────────────────────
     def deploy(self, order: ServeOrder) -> dict[str, Any]:
         return self.client._call("POST", "/v1/serving", "serve.deploy", 0, order.to_json())
+
+    def leases(self) -> list[dict[str, Any]]:
+        """The site's serving leases (public): what each serves, at what price, until when."""
+        status, payload = self._request("GET", "/v1/serving", b"", {})
+        listed = self._json(status, payload)
+        leases = listed.get("leases") if isinstance(listed, dict) else None
+        if not isinstance(leases, list):
+            raise Refused(502, f"The site of {self.provider} did not list its serving leases.")
+        return leases
 
     def info(self, lease: str) -> dict[str, Any]:
         status, payload = self._request("GET", f"/v1/serving/{lease}", b"", {})
@@ -267,6 +307,7 @@ class ServingClient:
         voucher = serving.sign_voucher(self.signer, self.domain, self.provider, cumulative)
         nonces = [f"{n:x}" for n, _ in receipts]
         body = json.dumps({"voucher": voucher.as_dict(), "receipts": nonces}).encode()
+        self.journal.propose(voucher, [n for n, _ in receipts])  # before it is sent, as a receipt is
         self._json(*self._request("POST", "/v1/serving/voucher", body, {}))
         self.journal.aggregated(voucher, [n for n, _ in receipts])
         return voucher

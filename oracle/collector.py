@@ -34,7 +34,7 @@ from compute.reference import precisions, reference_gflops
 from ledger.indexer.models import Provider
 from ledger.specs import load_spec
 from oracle.records import ChallengeRecord, ProbeSample
-from provider.client import SiteClient, SiteUnreachable
+from provider.client import SiteAddress, SiteClient, SiteUnreachable
 
 
 @dataclass(frozen=True)
@@ -79,12 +79,10 @@ def declared_hardware(home: Path, address: str, spec_hash: str) -> Watched:
         return Watched(address, "")
 
 
-def site_clients(engine: Engine, chain_id: int, home: Path, sign: Callable[[dict], bytes], market: str,
-                 timeout_s: float = 30.0) -> Callable[[str], SiteClient | None]:
-    """Signed clients for providers' sites, found from their registered hardware specs."""
-    from provider.client import SiteAddress
+def site_addresses(engine: Engine, chain_id: int, home: Path) -> Callable[[str], SiteAddress | None]:
+    """Where providers' sites are, from their registered hardware specs (None: no site)."""
 
-    def site_of(provider: str) -> SiteClient | None:
+    def address_of(provider: str) -> SiteAddress | None:
         with Session(engine) as session:
             row = session.get(Provider, (chain_id, provider))
         if row is None:
@@ -95,13 +93,19 @@ def site_clients(engine: Engine, chain_id: int, home: Path, sign: Callable[[dict
             return None
         if not spec.get("site_url") or not spec.get("site_fingerprint"):
             return None
-        return SiteClient(
-            SiteAddress(provider, spec["site_url"], spec["site_fingerprint"]),
-            sign,
-            chain_id,
-            market,
-            timeout_s=timeout_s,
-        )
+        return SiteAddress(provider, spec["site_url"], spec["site_fingerprint"])
+
+    return address_of
+
+
+def site_clients(engine: Engine, chain_id: int, home: Path, sign: Callable[[dict], bytes], market: str,
+                 timeout_s: float = 30.0) -> Callable[[str], SiteClient | None]:
+    """Signed clients for providers' sites, found from their registered hardware specs."""
+    address_of = site_addresses(engine, chain_id, home)
+
+    def site_of(provider: str) -> SiteClient | None:
+        address = address_of(provider)
+        return None if address is None else SiteClient(address, sign, chain_id, market, timeout_s=timeout_s)
 
     return site_of
 

@@ -138,15 +138,7 @@ class EmissionConfig(_Section):
     @field_validator("per_epoch", mode="before")
     @classmethod
     def _tokens(cls, value: Any) -> int:
-        if isinstance(value, bool) or not isinstance(value, (str, int)):
-            # pydantic turns a ValueError, not a TypeError, into the field's error sentence
-            raise ValueError('it must be a token amount written as a string, such as "1000" or "0.5"')  # noqa: TRY004
-        try:
-            return parse_amount(value, "emission.per_epoch")
-        except InvalidInput:
-            raise ValueError(
-                'it must be a positive token amount with at most 18 decimals, such as "1000"'
-            ) from None
+        return _token_amount(value)
 
     def emission_wei(self, utilization: float) -> int:
         """floor(per_epoch × (min_fraction + (1 − min_fraction) × clamp(utilization, 0, 1))), exactly."""
@@ -155,6 +147,19 @@ class EmissionConfig(_Section):
         u = min(max(_exact(utilization), Fraction(0)), Fraction(1))
         floor = _exact(self.min_fraction)
         return math.floor(self.per_epoch * (floor + (1 - floor) * u))
+
+
+def _token_amount(value: Any) -> int:
+    """A token amount written as a string ("1000", "0.5"), in wei."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        # pydantic turns a ValueError, not a TypeError, into the field's error sentence
+        raise ValueError('it must be a token amount written as a string, such as "1000" or "0.5"')  # noqa: TRY004
+    try:
+        return parse_amount(value, "amount")
+    except InvalidInput:
+        raise ValueError(
+            'it must be a positive token amount with at most 18 decimals, such as "1000"'
+        ) from None
 
 
 def _exact(x: float) -> Fraction:
@@ -252,6 +257,19 @@ class SlashingConfig(_Section):
         return getattr(self, name)
 
 
+class CanaryConfig(_Section):
+    """The oracle's canary requests to serving leases (oracle/canaries.py)."""
+
+    requests: int = Field(ge=1, le=64)  # a lease's canary calls an epoch
+    deposit: int  # wei the oracle adds to its deposit for a provider when it runs low
+    max_price: int  # wei: the most one canary call may cost; a lease priced above is left unchecked
+
+    @field_validator("deposit", "max_price", mode="before")
+    @classmethod
+    def _tokens(cls, value: Any) -> int:
+        return _token_amount(value)
+
+
 class OracleConfig(_Section):
     epoch: EpochConfig
     emission: EmissionConfig
@@ -259,6 +277,7 @@ class OracleConfig(_Section):
     weights: WeightsConfig
     reliability: ReliabilityConfig
     slashing: SlashingConfig
+    canary: CanaryConfig
 
 
 def load_config(path: Path | None = None) -> OracleConfig:

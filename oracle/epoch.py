@@ -57,7 +57,7 @@ from ledger.tx import Sender
 from oracle.collector import declared_model
 from oracle.config import OracleConfig
 from oracle.inputs import Blocks, job_record, replication_losers, staked_providers, units_completed, unstaking
-from oracle.records import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
+from oracle.records import CanaryRecord, ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
 from oracle.scoring import EpochInputs, score_epoch
 from oracle.slashing import schedule_slashes
 
@@ -363,6 +363,12 @@ class EpochRunner:
         probe_ok = np.fromiter((ok for _, ok in known), dtype=bool, count=len(known))
 
         judged = self._challenges(session, index, start, end)
+        canary_mismatch: np.ndarray = np.zeros(n, dtype=bool)
+        for provider in session.exec(select(CanaryRecord.provider).where(
+                CanaryRecord.chain_id == chain, CanaryRecord.at > start, CanaryRecord.at <= end,
+                CanaryRecord.outcome == "mismatched")):
+            if provider in index:  # a serving lease's answers this epoch were not its model's
+                canary_mismatch[index[provider]] = True
 
         jobs = job_record(session, chain, blocks)
         losers = set(replication_losers(session, chain, blocks))
@@ -405,6 +411,7 @@ class EpochRunner:
             previous_performance=previous_perf,
             recorded_ratio=judged.ratio,
             recorded_reference_gflops=judged.reference_gflops,
+            canary_mismatch=canary_mismatch,
         )
         extra = {"samples": np.bincount(probe_provider, minlength=n) if n else np.zeros(0, dtype=np.int64)}
         return inputs, previous_cumulative, extra

@@ -1,5 +1,5 @@
 """The oracle's tables in the ledger database (docs/architecture.md §3): its measurements
-(`probe_samples`, `challenge_results`) and each epoch's report and scores (`oracle_epochs`,
+(`probe_samples`, `challenge_results`, `canary_results`) and each epoch's report and scores (`oracle_epochs`,
 `provider_scores`).
 
 The oracle owns them; the ledger's migrations (ledger/migrations) create them, and they share
@@ -84,6 +84,39 @@ class ChallengeRecord(LedgerModel, table=True):
     device: str = Field(max_length=16)
     gpus: int = 0
     reason: str = ""
+
+
+class CanaryRecord(LedgerModel, table=True):
+    """The oracle's canary requests to one serving lease (oracle/canaries.py): bodies drawn from
+    `seed` alone, answered by the lease and by the oracle's own run of the model it names.
+
+    `outcome`: "matched" (every answer within compute.serving's tolerance), "mismatched" (one was
+    not: another model's answer, or garbage; fraud), "unanswered" (the lease refused or failed a
+    call: the buyer was not served either, and the oracle paid nothing for it) or "unchecked"
+    (the oracle could not run the model: a checkpoint it cannot read, a price above its limit).
+    `answers` keeps what the lease answered, so any committee member can draw the bodies from
+    the seed, run the model and check the verdict (oracle.canaries.recheck)."""
+
+    __tablename__ = "canary_results"
+    __table_args__ = (Index(None, "chain_id", "at"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    chain_id: int = Field(sa_type=BigInteger)
+    provider: str = Field(max_length=42)
+    at: float
+    lease: str = Field(max_length=64)
+    task: str = Field(max_length=16)
+    model: str  # a built-in model's name, or the checkpoint's URI
+    sha256: str = Field(default="", max_length=64)
+    model_seed: int = Field(default=0, sa_type=BigInteger)  # a built-in model's weights come from it
+    max_tokens: int = 0
+    seed: int = Field(sa_type=BigInteger)  # the canaries' bodies come from it
+    requests: int = 0  # canary calls made
+    matched: int = 0  # answers within the tolerance
+    outcome: str = Field(max_length=16)
+    reason: str = ""
+    answers: list = Field(default_factory=list, sa_type=Json)  # the lease's answers, in order
+    paid_wei: int = Field(default=0, sa_type=Uint256)  # what the site charged the oracle for them
 
 
 class OracleEpoch(LedgerModel, table=True):

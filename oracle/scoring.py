@@ -61,13 +61,15 @@ class EpochInputs:
     # members score the same records alike. None: measured_gflops ÷ this machine's reference_table.
     recorded_ratio: np.ndarray | None = None
     recorded_reference_gflops: np.ndarray | None = None
+    # bool: a serving lease's answers to the oracle's canaries were not its model's (None: none were)
+    canary_mismatch: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(self.providers)
         per_provider = ("stake_wei", "declared_model", "measured_gflops", "challenge_ok", "job_successes",
                         "job_failures", "abandoned", "replication_mismatch", "epochs_staked", "jailed")
         for name in per_provider + ("previous_performance", "tombstoned", "recorded_ratio",
-                                    "recorded_reference_gflops"):
+                                    "recorded_reference_gflops", "canary_mismatch"):
             value = getattr(self, name)
             if value is not None and len(value) != n:
                 raise InvalidInput(f"epoch input {name} has {len(value):,} entries for {n:,} providers; "

@@ -1,6 +1,7 @@
 """The oracle on a schedule (docs/architecture.md §6): APScheduler runs the probes every probe interval,
 a benchmark challenge of every provider once per epoch (an epoch judges a provider's speed on
-the best of its own challenge and the previous epoch's: oracle/epoch.py), and the epoch step
+the best of its own challenge and the previous epoch's: oracle/epoch.py), canary calls to every
+serving lease once per epoch (oracle/canaries.py), and the epoch step
 often enough to close each epoch on time and finalize the previous one as soon as its
 challenge window ends (`OracleService.run`, `swarm oracle run`).
 
@@ -23,7 +24,8 @@ from sqlmodel import Session
 from ledger.client import Swarm
 from ledger.errors import SwarmError
 from ledger.tx import Sender
-from oracle.collector import Collector, site_clients, watched_providers
+from oracle.canaries import Canaries
+from oracle.collector import Collector, site_addresses, site_clients, watched_providers
 from oracle.config import EpochTiming, OracleConfig
 from oracle.epoch import MIN_CHALLENGES, EpochOutcome, EpochRunner
 
@@ -68,6 +70,9 @@ class OracleService:
             schedule.gpu_challenge_size,
             schedule.gpu_challenge_s,
         )
+        # The oracle's canaries pay for their calls like any buyer, from the sender's deposits.
+        self.canaries = Canaries(engine, swarm, sender, home, config.canary,
+                                 site_addresses(engine, swarm.chain.chain_id, home), log=self.log)
         self.runner = EpochRunner(swarm, engine, home, config, sender, signers, schedule.length_s,
                                   utilization=lambda: self.collector.devices, log=self.log)
         self.runner.check_epoch_length()
@@ -98,6 +103,9 @@ class OracleService:
             for row in rows:
                 self.log(f"challenge {row.provider}: {row.reason}")
 
+    def canary(self) -> None:
+        self.canaries.run([w.address for w in self.watched()])
+
     def epoch(self, now: float | None = None, open_new: bool = True) -> EpochOutcome | None:
         with self._stepping, self._ledger:
             outcome = self.runner.run(now, open_new)
@@ -107,9 +115,10 @@ class OracleService:
 
     def close_epoch(self, probes: int = 3, wait: bool = False, poll_s: float = 1.0) -> EpochOutcome | None:
         """Closes an epoch now, whatever the schedule's length: finalizes the pending epoch first
-        (one report is pending at a time), takes `probes` probe rounds and enough challenges to
-        judge speed, then aggregates, signs and submits the epoch. With `wait` it waits out the
-        challenge windows, the pending epoch's and this one's, and finalizes this one too.
+        (one report is pending at a time), takes `probes` probe rounds, enough challenges to
+        judge speed and a round of canaries, then aggregates, signs and submits the epoch. With
+        `wait` it waits out the challenge windows, the pending epoch's and this one's, and
+        finalizes this one too.
 
         Returns what happened to the epoch it closed; None when there was nothing to close (no
         provider is staked). A pending epoch still in its challenge window without `wait` is a
@@ -124,6 +133,7 @@ class OracleService:
                     time.sleep(min(self.schedule.probe_interval_s, 2.0))
             for _ in range(MIN_CHALLENGES):  # an epoch on demand has no previous one to judge speed with
                 self.challenge()
+            self.canary()
             outcome = self.epoch()
             while wait and outcome is not None and outcome.state == "submitted":
                 time.sleep(poll_s)  # the chain's clock passing the challenge window
@@ -153,6 +163,8 @@ class OracleService:
                           id="probe", next_run_time=_at(start))
         scheduler.add_job(self._guarded(self.challenge), "interval", seconds=length, id="challenge",
                           next_run_time=_at(start + min(2.0, length / 4)))
+        scheduler.add_job(self._guarded(self.canary), "interval", seconds=length, id="canary",
+                          next_run_time=_at(start + min(3.0, length / 3)))
         step = max(1.0, min(length / 10, 10.0))
         scheduler.add_job(self._guarded(self.epoch), "interval", seconds=step, id="epoch",
                           next_run_time=_at(start + step))

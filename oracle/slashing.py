@@ -40,6 +40,7 @@ CORRELATED = frozenset({"misrepresentation", "abandonment", "downtime"})
 REASONS = {
     "fraud:proof": "fraud: challenge proof refuted",
     "fraud:replication": "fraud: replication mismatch",
+    "fraud:canary": "fraud: serving canary mismatch",
     "misrepresentation": "hardware misrepresentation",
     "abandonment": "job abandonment",
     "downtime": "downtime",
@@ -93,6 +94,8 @@ def slashing_matrix(
     jailed = np.asarray(inputs.jailed, dtype=bool)
     refuted = ~np.asarray(inputs.challenge_ok, dtype=bool)
     mismatch = np.asarray(inputs.replication_mismatch, dtype=bool)
+    canary = (np.zeros(n, dtype=bool) if inputs.canary_mismatch is None
+              else np.asarray(inputs.canary_mismatch, dtype=bool))
     abandoned = np.asarray(inputs.abandoned, dtype=np.int64)
     with np.errstate(invalid="ignore"):
         triggered = {
@@ -100,7 +103,7 @@ def slashing_matrix(
                     & (measures.uptime < s.downtime.below_uptime),
             "abandonment": abandoned > 0,
             "misrepresentation": ~jailed & ~refuted & (measures.ratio < s.misrepresentation.below_ratio),
-            "fraud": refuted | mismatch,
+            "fraud": refuted | mismatch | canary,
         }
     row_of: np.ndarray = np.full(n, -1, dtype=np.int8)
     for severity in range(len(ROWS) - 1, -1, -1):  # the severest row applied last wins
@@ -128,7 +131,7 @@ def slashing_matrix(
         jail_seconds = 0 if row.tombstone else round(row.jail_epochs * epoch_s)
         if not (bps or jail_seconds or row.tombstone):
             continue  # a penalty that rounds to nothing is no slash: a report may not carry an empty one
-        key = ("fraud:proof" if refuted[i] else "fraud:replication") if name == "fraud" else name
+        key = _fraud_key(refuted[i], mismatch[i]) if name == "fraud" else name
         evidence = _evidence(key, i, inputs, measures, config)
         consequence = _consequence(bps, jail_seconds, row.tombstone)
         if correlated:
@@ -144,6 +147,12 @@ def slashing_matrix(
             detail=f"{evidence}: {consequence}.",
         ))
     return decisions
+
+
+def _fraud_key(refuted: bool, mismatch: bool) -> str:
+    """Which fraud a provider's row records, the first that applies: a refuted proof, a
+    replication mismatch, else a canary mismatch."""
+    return "fraud:proof" if refuted else "fraud:replication" if mismatch else "fraud:canary"
 
 
 def tombstones(inputs: EpochInputs) -> np.ndarray:
@@ -165,6 +174,9 @@ def _evidence(key: str, i: int, inputs: EpochInputs, measures: Measures, config:
         return "Its benchmark challenge answer did not prove the work (a wrong commitment, opening or row)"
     if key == "fraud:replication":
         return "A replicated job's result from it differed from the other replicas'"
+    if key == "fraud:canary":
+        return ("A serving lease of its answered the oracle's canary requests unlike the model it serves "
+                "(canary_results holds the seed and its answers)")
     if key == "misrepresentation":
         # A ratio of 0 (no answer in time, a GPU that is not the one declared) was judged against
         # no recorded reference: naming one would be this member's own, and the detail differ.
@@ -206,8 +218,8 @@ def matrix_rows(config: OracleConfig, *, devnet: bool = False) -> list[MatrixRow
     epoch_s = config.epoch.timing(devnet).length_s
     detection = {
         "fraud": "the benchmark challenge's proof is refuted (a wrong commitment or opening, garbage, "
-                 "another "
-        "seed's answer), or a replicated job's result differs from its replicas'",
+                 "another seed's answer), a replicated job's result differs from its replicas', or a "
+                 "serving lease answers the oracle's canaries unlike the model it names",
         "misrepresentation": f"challenge throughput, timed by the oracle (a late answer counts as 0), under "
         f"{s.misrepresentation.below_ratio:g}× the reference of the declared GPU model",
         "abandonment": "a job lost through the provider's own fault this epoch",

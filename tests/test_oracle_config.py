@@ -28,6 +28,7 @@ def test_the_packaged_defaults_load_with_the_documented_values() -> None:
     assert config.slashing.fraud.tombstone and config.slashing.fraud.bps == config.slashing.max_bps == 5000
     assert config.slashing.misrepresentation.below_ratio == 0.5
     assert config.slashing.correlation.threshold == 0.1
+    assert (config.canary.requests, config.canary.deposit, config.canary.max_price) == (4, ONE, ONE // 100)
 
 
 def test_a_file_overrides_only_the_keys_it_sets(tmp_path: Path) -> None:
@@ -86,6 +87,8 @@ def test_an_unknown_utilization_is_refused() -> None:
         ("[eligibility]\nmin_uptime = 2\n", "eligibility.min_uptime = 2", "less than or equal to 1"),
         ('[emission]\nper_epoch = "lots"\n', 'emission.per_epoch = "lots"', "positive token amount"),
         ("[emission]\nper_epoch = 5.5\n", "emission.per_epoch = 5.5", "written as a string"),
+        ("[canary]\nrequests = 0\n", "canary.requests = 0", "greater than or equal to 1"),
+        ('[canary]\nmax_price = "-1"\n', 'canary.max_price = "-1"', "positive token amount"),
         ("[epoch]\nprobe_timeout_s = 50\n", "epoch.probe_timeout_s = 50", "at most probe_interval_s (10)"),
         ("[epoch]\nchallenge_size = 70000\n", "epoch.challenge_size = 70000", "less than or equal to 65535"),
         ("[epoch]\ngpu_challenge_s = 61.0\n", "epoch.gpu_challenge_s = 61.0",

@@ -190,6 +190,47 @@ def test_a_book_opened_again_keeps_every_receipt_and_voucher(swarm: Swarm, tmp_p
     assert again.owed(BUYER.address) == {"receipts": 2 * PRICE, "voucher": PRICE}
 
 
+@pytest.mark.parametrize("site_took_it", [True, False], ids=["site-took-it", "site-never-saw-it"])
+def test_a_buyer_killed_while_sending_a_voucher_signs_the_next_claim_and_pays_nothing_twice(
+        swarm: Swarm, tmp_path: Path, site_took_it: bool) -> None:
+    from market.serving import Journal
+
+    serving.deposit(swarm, swarm.sender(BUYER.key), PROVIDER.address, 10**9)
+    book, signer = _book(swarm, tmp_path / "receipts.db"), DigestSigner(BUYER.key)
+    journal = Journal(tmp_path / "journal.db")
+
+    def call() -> None:  # as ServingClient.call: the receipt in the journal before it is sent
+        receipt = serving.sign_receipt(signer, book.domain, PROVIDER.address, PRICE)
+        journal.signed(receipt)
+        book.charge(book.accept(receipt.header(), "lease-1", PRICE), PRICE)
+
+    def aggregate(killed: bool = False) -> Voucher:  # as ServingClient._aggregate
+        claim = book.claim(BUYER.address)
+        nonces = [nonce for nonce, _ in claim.receipts]
+        cumulative = journal.check_claim(PROVIDER.address, claim.previous, list(claim.receipts))
+        voucher = serving.sign_voucher(signer, book.domain, PROVIDER.address, cumulative)
+        journal.propose(voucher, nonces)
+        if killed and not site_took_it:
+            return voucher  # killed before the voucher left
+        book.aggregate(voucher, nonces)
+        if not killed:
+            journal.aggregated(voucher, nonces)
+        return voucher  # killed: the site took it, the journal never heard back
+
+    for _ in range(3):
+        call()
+    aggregate(killed=True)
+    journal = Journal(tmp_path / "journal.db")  # the buyer started again
+    for _ in range(2):
+        call()
+    voucher = aggregate()
+    assert voucher.cumulative == 5 * PRICE, "each receipt paid once, whichever way the kill fell"
+    assert journal.last_voucher(PROVIDER.address).cumulative == 5 * PRICE
+    assert book.vouchers() == [(voucher, 0)]
+    serving.redeem(swarm, swarm.sender(PROVIDER.key), voucher)
+    assert serving.account(swarm, BUYER.address, PROVIDER.address).redeemed == 5 * PRICE
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(steps=st.lists(st.tuples(st.sampled_from(["request", "serve", "fail", "aggregate"]),
                                 st.integers(PRICE, 3 * PRICE)), min_size=1, max_size=40),

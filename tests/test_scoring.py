@@ -41,6 +41,7 @@ def epoch(
     failures: Sequence[int] | None = None,
     abandoned: Sequence[int] | None = None,
     mismatch: Sequence[bool] | None = None,
+    canary: Sequence[bool] | None = None,
     epochs_staked: Sequence[int] | None = None,
     jailed: Sequence[bool] | None = None,
     previous: Sequence[float] | None = None,
@@ -67,6 +68,7 @@ def epoch(
         jailed=np.array([False] * n if jailed is None else jailed, dtype=bool),
         utilization=utilization,
         previous_performance=None if previous is None else np.array(previous, dtype=np.float64),
+        canary_mismatch=None if canary is None else np.array(canary, dtype=bool),
     )
 
 

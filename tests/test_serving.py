@@ -233,3 +233,104 @@ def test_a_text_model_pinned_by_its_digest_is_served_through_the_command_line_an
     assert stopped.returncode == 0, stopped.stderr
     after = swarm_cli("serve", "call", lease, "--provider", PROVIDER.address, "--input", '"the cat"')
     assert after.returncode == 1 and "410" in after.stderr
+
+
+# The provider's own server, put where the lease's model listens: it answers every call with another
+# model's output (the same MLP from another seed), as a site that swaps the buyer's model would.
+SWAPPED_MODEL = r'''
+import asyncio, json, os, sys
+from compute.runners.params import Scope, ServeParams
+from compute.serving import load_predictor
+path, seed = sys.argv[1], int(sys.argv[2])
+model = load_predictor(ServeParams.parse({"model": "mlp", "ends_at": 1.0}, Scope("swap", "serve")), seed)
+async def answer(reader, writer):
+    while True:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+        except (asyncio.IncompleteReadError, ConnectionError):
+            break
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        [out] = model([model.check(json.loads(await reader.readexactly(length)))])
+        body = json.dumps({"model": "mlp", "output": out["output"]}).encode()
+        writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+                     % len(body) + body)
+        await writer.drain()
+    writer.close()
+async def main():
+    os.unlink(path)
+    server = await asyncio.start_unix_server(answer, path)
+    print("listening", flush=True)
+    await server.serve_forever()
+asyncio.run(main())
+'''
+
+
+def test_the_oracles_canaries_pass_an_honest_lease_and_tombstone_a_provider_that_swaps_the_model(
+        site, rpc: RpcClient, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from sqlmodel import Session, select
+
+    from ledger.db import open_ledger
+    from ledger.deploy import devnet_committee_keys
+    from oracle.canaries import recheck
+    from oracle.config import load_config
+    from oracle.records import CanaryRecord, OracleEpoch
+    from oracle.service import OracleService
+    from oracle.service import schedule as make_schedule
+
+    swarm: Swarm = site["swarm"]
+    client = ServingClient(swarm, swarm.sender(BUYER.key), site["buyer_home"], site["address"])
+    serving.deposit(swarm, swarm.sender(BUYER.key), PROVIDER.address, ONE)
+    honest, swapped = (client.deploy(_order(replica_cpus=0.5))["lease"] for _ in range(2))
+    for lease in (honest, swapped):
+        client.wait_serving(lease)
+    [socket] = site["home"].rglob(f"leases/{swapped}/work/serve.sock")
+    swap = subprocess.Popen([sys.executable, "-c", SWAPPED_MODEL, str(socket), "8"], stdout=subprocess.PIPE,
+                            text=True, cwd=Path(__file__).resolve().parents[1])
+    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    try:
+        assert swap.stdout.readline().strip() == "listening"
+        config = load_config()
+        oracle_key = dev_account(0)
+        timing = replace(make_schedule(config, devnet=True, epoch_length_s=1.0), probe_timeout_s=8.0)
+        service = OracleService(swarm, engine, site["buyer_home"], config, swarm.sender(oracle_key.key),
+                                devnet_committee_keys(), timing)
+        before = (swarm.balance_of(PROVIDER.address),
+                  serving.account(swarm, BUYER.address, PROVIDER.address))
+        service.probe()
+        service.canary()
+        with Session(engine) as session:
+            records = {r.lease: r for r in session.exec(select(CanaryRecord))}
+        assert records[honest].outcome == "matched" and records[honest].matched == config.canary.requests
+        assert records[swapped].outcome == "mismatched" and records[swapped].matched == 0, records[swapped]
+        # The oracle paid for its calls like a buyer: a deposit of its own, a receipt a call.
+        paid = sum(r.paid_wei for r in records.values())
+        assert paid == 2 * config.canary.requests * PRICE
+        # A committee member draws the bodies again from the seed and checks the recorded answers itself.
+        assert recheck(records[honest], tmp_path)[0] and not recheck(records[swapped], tmp_path)[0]
+
+        time.sleep(1.0)  # the epoch is at least its length
+        outcome = service.epoch()
+        assert outcome is not None and outcome.state == "submitted", outcome
+        rpc.increase_time(swarm.distributor.functions.challengeWindow().call() + 1)
+        rpc.mine()
+        assert service.epoch().state == "finalized"
+        with Session(engine) as session:
+            epoch = session.get(OracleEpoch, (swarm.chain.chain_id, outcome.epoch))
+        [slash] = [s for s in epoch.slashes if s["provider"] == PROVIDER.address]
+        assert slash["row"] == "fraud" and slash["tombstone"] and "canary" in slash["detail"], slash
+        assert stake.provider_info(swarm, PROVIDER.address).tombstoned
+        # The oracle signed the site's claim for its calls: the site redeems it, honest answers or not.
+        deadline = time.monotonic() + 30
+        while serving.account(swarm, oracle_key.address, PROVIDER.address).redeemed < paid:
+            assert time.monotonic() < deadline, "the site did not redeem the oracle's voucher"
+            time.sleep(0.5)
+        account = serving.account(swarm, oracle_key.address, PROVIDER.address)
+        assert account.redeemed == paid and account.balance == config.canary.deposit - paid
+        buyer_paid = serving.account(swarm, BUYER.address, PROVIDER.address).redeemed - before[1].redeemed
+        assert swarm.balance_of(PROVIDER.address) == before[0] + paid + buyer_paid
+    finally:
+        swap.kill()
+        engine.dispose()

@@ -27,7 +27,7 @@ def _healthy(n: int = 20, **differences):
     def column(value, default):
         return [value[0]] + [default] * (n - 1)
     defaults = {"uptime": 1.0, "measured": H100, "challenge_ok": True, "abandoned": 0, "mismatch": False,
-                "jailed": False}
+                "canary": False, "jailed": False}
     return epoch(n, **{k: column(v, defaults[k]) for k, v in differences.items()})
 
 
@@ -42,9 +42,10 @@ def _healthy(n: int = 20, **differences):
          "hardware misrepresentation"),
         ({"challenge_ok": [False]}, "fraud", 5000, 0, True, "fraud: challenge proof refuted"),
         ({"mismatch": [True]}, "fraud", 5000, 0, True, "fraud: replication mismatch"),
+        ({"canary": [True]}, "fraud", 5000, 0, True, "fraud: serving canary mismatch"),
     ],
     ids=["downtime", "abandonment-one-job", "abandonment-per-job", "abandonment-capped", "misrepresentation",
-         "fraud-checksum", "fraud-replication"],
+         "fraud-checksum", "fraud-replication", "fraud-canary"],
 )
 def test_each_row_triggers_with_its_slash_jail_and_tombstone(
     differences, row, bps, jail_s, tombstone, reason
@@ -76,6 +77,7 @@ def test_on_a_devnet_jail_time_counts_devnet_epochs() -> None:
     [
         ({"uptime": [0.1], "abandoned": [2], "measured": [H100 * 0.1], "challenge_ok": [False]}, "fraud"),
         ({"uptime": [0.1], "abandoned": [2], "mismatch": [True]}, "fraud"),
+        ({"uptime": [0.1], "abandoned": [2], "measured": [H100 * 0.1], "canary": [True]}, "fraud"),
         ({"uptime": [0.1], "abandoned": [2], "measured": [H100 * 0.1]}, "misrepresentation"),
         ({"uptime": [0.1], "abandoned": [2]}, "abandonment"),
     ],
