@@ -23,7 +23,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,7 @@ MAX_BODY_BYTES = 1 << 20
 MAX_ANSWER_BYTES = 16 << 20  # what the site reads of a lease's answer
 POOL_SIZE = 64  # kept-alive connections to one lease's ingress
 START_GRACE_S = 120.0  # the lease's wall clock: until ends_at, and this for Ray and Serve to start and stop
+START_AGAIN_S = 30.0  # a lease the site finds dead when it starts is started again with more than this left
 NAME_PREFIX = "serve-"
 _MAX_PRICE = 2**128 - 1
 
@@ -165,15 +166,22 @@ def plan_serving(order: ServeOrder, number: int, provider: str, now: float) -> L
         fetch = (Fetch(order.model, order.sha256, target, "checkpoint", path),)
         checkpoint = path
     params = order.params(checkpoint)
-    wall = order.ends_at - now + START_GRACE_S
+    wall, units = _limits(order, now)
     job = ComputeJob(job_id=f"{NAME_PREFIX}{number}", provider=provider, params=params, seed=order.seed,
                      use_gpu=order.replica_gpus > 0, timeout_s=wall)
-    cpus = order.replicas * order.replica_cpus + SERVE_CPUS
-    gpus = order.replicas * order.replica_gpus
     memory = int(order.replicas * order.memory_gb * 2**30) + LEASE_RAY_OVERHEAD_BYTES + SERVE_OVERHEAD_BYTES
-    rate = max(gpus if gpus > 0 else cpus, 0.001)
-    return LeasePlan(job_id=0, number=number, job=job, cpus=cpus, gpus=gpus, memory_bytes=memory,
-                     wall_seconds=wall, max_units=math.ceil(wall * rate) + 1, fetch=fetch)
+    return LeasePlan(job_id=0, number=number, job=job, cpus=order.replicas * order.replica_cpus + SERVE_CPUS,
+                     gpus=order.replicas * order.replica_gpus, memory_bytes=memory, wall_seconds=wall,
+                     max_units=units, fetch=fetch)
+
+
+def _limits(order: ServeOrder, now: float) -> tuple[float, int]:
+    """An attempt's wall clock, until ends_at and the grace for Ray and Serve, and the units its
+    devices may use in that time."""
+    wall = order.ends_at - now + START_GRACE_S
+    gpus = order.replicas * order.replica_gpus
+    rate = max(gpus if gpus > 0 else order.replicas * order.replica_cpus + SERVE_CPUS, 0.001)
+    return wall, math.ceil(wall * rate) + 1
 
 
 @dataclass(frozen=True)
@@ -243,6 +251,39 @@ class ServingLeases:
         self.site.jobs.submit_job(submission_id=_submission(directory, plan.attempt),
                                   metadata={"swarm_serving": directory.name}, **job)
 
+    def resume(self, now: float | None = None) -> list[str]:
+        """Starts again every serving lease this site's Ray no longer runs (the site and its
+        cluster died, or the machine restarted) that its buyer has not stopped and that has more
+        than START_AGAIN_S to serve: a new attempt, its limits counted from now. Returns their names."""
+        from provider.agent import _submission
+        from provider.lease import untrusted
+
+        now = time.time() if now is None else now
+        resumed = []
+        for path in sorted(self.site.leases.glob(f"{NAME_PREFIX}*/{SERVING}")):
+            directory = path.parent
+            try:
+                record = ServingLease.from_dict(json.loads(path.read_text()))
+                plan = LeasePlan.read(directory)
+            except (OSError, ValueError, KeyError, TypeError, InvalidJob):
+                continue  # not a record this site wrote whole
+            if (directory / "stopped").exists() or record.order.ends_at - now <= START_AGAIN_S:
+                continue
+            try:
+                self.site.jobs.get_job_status(_submission(directory, plan.attempt))
+                continue  # this cluster runs it, or ran it to its end
+            except RuntimeError:
+                pass  # unknown here: the cluster that ran it is gone
+            wall, units = _limits(record.order, now)
+            plan = plan.but(attempt=plan.attempt + 1, wall_seconds=wall, max_units=units,
+                            job=replace(plan.job, timeout_s=wall))
+            with self.site._lock:
+                untrusted.clear(directory / "work", ServeParams.socket)  # the last attempt's, dead
+                plan.write(directory)
+                self._submit(directory, plan)
+            resumed.append(directory.name)
+        return resumed
+
     def record(self, lease: str) -> ServingLease:
         with self._lock:
             found = self._records.get(lease)
@@ -263,7 +304,10 @@ class ServingLeases:
 
         directory = self.site.leases / lease
         plan = LeasePlan.read(directory)
-        status = self.site.jobs.get_job_status(_submission(directory, plan.attempt))
+        try:
+            status = self.site.jobs.get_job_status(_submission(directory, plan.attempt))
+        except RuntimeError:
+            return "ended"  # run by a cluster gone since, and not started again (resume)
         if status == JobStatus.PENDING:
             return "pending"
         if status == JobStatus.RUNNING:

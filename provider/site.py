@@ -164,7 +164,9 @@ def _serving(swarm: Swarm, sender: Sender, home: Path, site: Site,
     redeemer = Redeemer(book, lambda voucher: serving.redeem(swarm, sender, voucher),
                         lambda buyer: serving.account(swarm, buyer, provider), config.redeem_least,
                         config.redeem_every_s)
-    return ServingLeases(site, book, home), redeemer
+    leases = ServingLeases(site, book, home)
+    leases.resume()  # what a site that died was serving, served again
+    return leases, redeemer
 
 
 def asking_price(swarm: Swarm, home: Path, provider: str) -> int | None:
