@@ -155,8 +155,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from ledger import serving
-    from market.serving import ServingClient
     from market.sites import site_address
+    from provider.serving_client import ServingClient
 
     results: dict = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     with staked_sites({1: 1}) as (swarm, home, sites):

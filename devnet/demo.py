@@ -135,7 +135,8 @@ class Demo:
         finally:
             self.stop.set()
             for thread in self.threads:
-                thread.join(timeout=60)
+                if thread.ident is not None:
+                    thread.join(timeout=60)
             self.market.close(wait=False)
             self.log_file.close()
             self._shutdown_sites()
@@ -237,7 +238,16 @@ class Demo:
             threading.Thread(target=self._clock, daemon=True, name="demo-clock"),
         ]
         for thread in self.threads:
-            thread.start()
+            if thread.name != "demo-oracle":
+                thread.start()  # the oracle's, once the first job is placed (_jobs)
+
+    def _start_oracle(self) -> None:
+        """The oracle starts measuring once the train job is placed: a first challenge, loading torch
+        on the one core of the cheapest site while the market asks the sites what they hold, could
+        make that site answer too late to be offered the job the story needs it to run."""
+        oracle = next(t for t in self.threads if t.name == "demo-oracle")
+        if oracle.ident is None:
+            oracle.start()
 
     def _clock(self) -> None:
         """The devnet's clock at CLOCK_SPEEDUP× the wall clock."""
@@ -252,6 +262,8 @@ class Demo:
         steps = ("posted", "assigned", "running", "completed", "settled")
         train_task = self.progress.add_task("Buyer 1: train (the flaky provider)", total=len(steps))
         (train_id,) = self._post(BUYERS[0], job_specs(inputs)["train"])
+        self._follow(train_id, train_task, steps, until="assigned")
+        self._start_oracle()
         self._follow(train_id, train_task, steps, until="running")
         flaky = dev_account(PROVIDERS[2].account).address
         if self._provider_of(train_id) == flaky:
@@ -286,7 +298,8 @@ class Demo:
         self.progress.update(epochs, total=max(taken, 1), completed=taken)
         self.stop.set()  # the services rest; the providers claim what they earned
         for thread in self.threads:
-            thread.join(timeout=60)
+            if thread.ident is not None:
+                thread.join(timeout=60)
         claims = self.progress.add_task("Providers claim their rewards", total=len(PROVIDERS))
         for p in PROVIDERS:
             self._claim(p)

@@ -104,7 +104,7 @@ class Canaries:
             return rows
 
     def _provider(self, provider: str) -> list[CanaryRecord]:
-        from market.serving import ServingClient
+        from provider.serving_client import ServingClient
 
         address = self.site_of(provider)
         if address is None:

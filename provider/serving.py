@@ -46,6 +46,7 @@ MAX_BODY_BYTES = 1 << 20
 MAX_ANSWER_BYTES = 16 << 20  # what the site reads of a lease's answer
 POOL_SIZE = 64  # kept-alive connections to one lease's ingress
 START_GRACE_S = 120.0  # the lease's wall clock: until ends_at, and this for Ray and Serve to start and stop
+IDLE_S = 1800.0  # a serving lease nobody calls for this long is stopped (`--serving-idle`)
 START_AGAIN_S = 30.0  # a lease the site finds dead when it starts is started again with more than this left
 NAME_PREFIX = "serve-"
 _MAX_PRICE = 2**128 - 1
@@ -209,10 +210,12 @@ class ServingLease:
 class ServingLeases:
     """A site's serving leases: deployed for buyers with a deposit, called with receipts."""
 
-    def __init__(self, site: Any, book: ReceiptBook, home: Path) -> None:
+    def __init__(self, site: Any, book: ReceiptBook, home: Path, idle_s: float = IDLE_S) -> None:
         self.site = site  # provider.agent.Site: its leases directory, its Ray job client
         self.book = book
         self.home = home
+        self.idle_s = idle_s  # a lease called by nobody for this long is stopped: its replicas go back
+        self._last_call: dict[str, float] = {}  # lease → when a call was last accepted for it
         self._lock = threading.Lock()
         self._records: dict[str, ServingLease] = {}
         self._pools: dict[str, list[tuple[Any, Any]]] = {}  # lease → idle connections to its ingress
@@ -326,25 +329,51 @@ class ServingLeases:
                 "model": order.model, "sha256": order.sha256, "seed": order.seed,
                 "max_tokens": order.max_tokens, "price_per_request": str(order.price_per_request),
                 "price_per_token": str(order.price_per_token),
-                "replicas": order.replicas, "ends_at": order.ends_at}
+                "replicas": order.replicas, "ends_at": order.ends_at, "idle_stop_s": self.idle_s,
+                "stopped": _read_small(self.site.leases / lease / "stopped") or None}
 
     def leases(self) -> list[dict[str, Any]]:
         names = sorted(p.parent.name for p in self.site.leases.glob(f"{NAME_PREFIX}*/{SERVING}"))
         return [self.info(name) for name in names]
 
     def stop(self, buyer: str, lease: str) -> dict[str, Any]:
-        from provider.agent import _submission
-
         record = self.record(lease)
         if record.buyer.lower() != buyer.lower():
             raise Refused(403, f"{buyer} did not deploy serving lease {lease}; only its buyer stops it.")
+        self._stop(lease, "its buyer stopped it")
+        return self.info(lease)
+
+    def _stop(self, lease: str, why: str) -> None:
+        from provider.agent import _submission
+
         directory = self.site.leases / lease
-        (directory / "stopped").touch()
+        (directory / "stopped").write_text(why)
         try:
             self.site.jobs.stop_job(_submission(directory, LeasePlan.read(directory).attempt))
         except RuntimeError:
             pass  # it had ended
-        return self.info(lease)
+
+    def stop_idle(self, now: float | None = None) -> list[str]:
+        """Stops every serving lease nobody has called for `idle_s`, counted from its last accepted
+        call or the first time this sweep saw it serve: a lease paid per request holds its replicas'
+        CPUs and GPUs only while it is used. Returns their names."""
+        now = time.time() if now is None else now
+        stopped = []
+        for path in sorted(self.site.leases.glob(f"{NAME_PREFIX}*/{SERVING}")):
+            lease = path.parent.name
+            if (path.parent / "stopped").exists():
+                continue
+            try:
+                record = self.record(lease)
+            except (Refused, OSError, ValueError, KeyError, TypeError):
+                continue  # not a record this site wrote whole
+            if record.order.ends_at <= now or self.state(lease) != "serving":
+                continue  # it ends by itself, or has yet to serve
+            last = self._last_call.setdefault(lease, now)
+            if now - last >= self.idle_s:
+                self._stop(lease, f"no call for {self.idle_s:.0f} s")
+                stopped.append(lease)
+        return stopped
 
     def _socket(self, lease: str) -> Path:
         return self.site.leases / lease / "work" / ServeParams.socket
@@ -360,7 +389,9 @@ class ServingLeases:
             raise Refused(404, f"Serving lease {lease} answers POST "
                                f"/v1/serving/{lease}/{ROUTES[order.task]}.")
         if time.time() >= order.ends_at or (self.site.leases / lease / "stopped").exists():
-            raise Refused(410, f"Serving lease {lease} has ended; deploy another to call the model again.")
+            why = _read_small(self.site.leases / lease / "stopped")
+            raise Refused(410, f"Serving lease {lease} has ended{f' ({why})' if why else ''}; deploy another "
+                               "to call the model again.")
         if len(body) > MAX_BODY_BYTES:
             raise Refused(413, f"The body is over {MAX_BODY_BYTES} bytes.")
         least = order.price
@@ -368,6 +399,7 @@ class ServingLeases:
             least = order.price_per_token * _max_tokens(body, order.max_tokens)
         try:
             ticket = self.book.accept(receipt, lease, least)
+            self._last_call[lease] = time.time()
         except ReceiptRefused as exc:
             headers = {"Swarm-Voucher-Due": "1"} if exc.due else {}
             return exc.status, json.dumps({"error": str(exc)}).encode(), headers
@@ -441,6 +473,14 @@ def _checked(socket: Path) -> Path:
     if not stat.S_ISSOCK(mode):
         raise ComputeError("the lease left something other than its socket where its model listens")
     return socket
+
+
+def _read_small(path: Path) -> str:
+    """A note the site left itself (why a lease stopped), or "" when there is none."""
+    try:
+        return path.read_text()[:200]
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def _max_tokens(body: bytes, cap: int) -> int:

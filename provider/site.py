@@ -61,6 +61,7 @@ class SiteConfig:
     serving_cap: int = 10 * 10**18
     redeem_least: int = 10**18
     redeem_every_s: float = 300.0
+    serving_idle_s: float = 1800.0  # a serving lease nobody calls for this long is stopped
 
 
 @dataclass
@@ -164,7 +165,7 @@ def _serving(swarm: Swarm, sender: Sender, home: Path, site: Site,
     redeemer = Redeemer(book, lambda voucher: serving.redeem(swarm, sender, voucher),
                         lambda buyer: serving.account(swarm, buyer, provider), config.redeem_least,
                         config.redeem_every_s)
-    leases = ServingLeases(site, book, home)
+    leases = ServingLeases(site, book, home, config.serving_idle_s)
     leases.resume()  # what a site that died was serving, served again
     return leases, redeemer
 
@@ -199,6 +200,11 @@ def run_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig,
             import threading
 
             threading.Thread(target=running.redeemer.run, daemon=True, name="swarm-redeemer").start()
+        if running.serving is not None:
+            import threading
+
+            threading.Thread(target=_stop_idle_leases, args=(running.serving,), daemon=True,
+                             name="swarm-serving-idle").start()
         serve(app, listener, running.identity.certificate, running.identity.key,
               ready=(lambda: ready(running)) if ready else None)
     finally:
@@ -208,6 +214,20 @@ def run_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig,
         _let_go_of_ray()
         if running.started_cluster:
             cluster.stop(running.ray_home)
+
+
+def _stop_idle_leases(serving: ServingLeases, period_s: float = 10.0) -> None:
+    """Stops the serving leases nobody calls, every `period_s`, while the site runs."""
+    import sys
+
+    while True:
+        time.sleep(min(period_s, serving.idle_s / 4))
+        try:
+            for lease in serving.stop_idle():
+                print(f"serving: stopped {lease}, which no one had called for {serving.idle_s:.0f} s",
+                      file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001 -- tried again next round
+            print(f"serving: could not stop idle leases ({exc})", file=sys.stderr)
 
 
 def _redeem_before_leaving(redeemer: Redeemer) -> None:

@@ -334,10 +334,13 @@ def join(ray_address: str | None, num_cpus: int, num_gpus: int, site_url: str | 
 @click.option("--redeem-every", type=click.FloatRange(min=1), default=300, show_default=True,
               metavar="SECONDS",
               help="Redeem a buyer's voucher at least this often, whatever it adds.")
+@click.option("--serving-idle", type=click.FloatRange(min=10), default=1800, show_default=True,
+              metavar="SECONDS", help="Stop a serving lease no one has called for this long.")
 @_signed
 def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, mesh_endpoint: str | None,
           mesh_network: str, shared_dir: Path | None, serving_cap: str, redeem_least: str,
-          redeem_every: float, account: int | None, key_ref: str | None, as_json: bool) -> None:
+          redeem_every: float, serving_idle: float, account: int | None, key_ref: str | None,
+          as_json: bool) -> None:
     """Run your site: your own Ray cluster, served over HTTPS to those the chain allows.
 
     Starts the site's Ray cluster (or attaches to the one running in $SWARM_HOME) with a token
@@ -379,7 +382,8 @@ def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, mesh_e
 
     config = SiteConfig(host=host, port=port, node_cpus=num_cpus, node_gpus=num_gpus, nodes=nodes,
                         mesh_endpoint=mesh_endpoint, mesh_network=mesh_network, shared_dir=shared_dir,
-                        serving_cap=cap, redeem_least=least, redeem_every_s=redeem_every)
+                        serving_cap=cap, redeem_least=least, redeem_every_s=redeem_every,
+                        serving_idle_s=serving_idle)
     run_site(swarm, sender, settings().home, config, ready=ready)
 
 

@@ -31,7 +31,7 @@ from ledger.specs import store_spec
 from market.records import MarketJob
 from oracle.config import load_config
 from oracle.epoch import EpochRunner
-from oracle.records import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
+from oracle.records import CanaryRecord, ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
 from tests.conftest import grant_role, one_line_error, provider_signature
 
 ONE = 10**18
@@ -63,9 +63,10 @@ def register(swarm: Swarm, home: Path, provider: int, amount: int = STAKE, model
 
 
 def measure(engines: list[Engine], chain_id: int, providers: list[str], start: float,
-            bad_checksum: tuple[str, ...] = ()) -> float:
-    """Three answered probes per provider from `start` on, and a challenge each at the CPU
-    reference, in every database given; returns the time after them, where the epoch may end."""
+            bad_checksum: tuple[str, ...] = (), swapped: tuple[str, ...] = ()) -> float:
+    """Three answered probes per provider from `start` on, a challenge each at the CPU reference,
+    and a round of canaries to a serving lease of each (mismatched for `swapped`), in every
+    database given; returns the time after them, where the epoch may end."""
     reference = cpu_reference_gflops()
     for engine in engines:
         with Session(engine) as session:
@@ -76,6 +77,10 @@ def measure(engines: list[Engine], chain_id: int, providers: list[str], start: f
                 chain_id=chain_id, provider=p, at=start + 3.5, declared_model="cpu", seed=1,
                 proof_ok=p not in bad_checksum, measured_gflops=reference, reference_gflops=reference,
                 ratio=1.0, device="cpu") for p in providers)
+            session.add_all(CanaryRecord(
+                chain_id=chain_id, provider=p, at=start + 3.6, lease="serve-1", task="predict", model="mlp",
+                seed=2, requests=4, matched=0 if p in swapped else 4,
+                outcome="mismatched" if p in swapped else "matched") for p in providers)
             session.commit()
     return start + 4.0
 
@@ -255,15 +260,17 @@ def test_a_report_names_the_providers_whose_slashes_it_defers_and_the_next_one_s
 def test_members_with_sqlite_and_postgresql_syncing_at_different_times_compute_the_same_report(
     swarm: Swarm, swarm_home: Path, rpc: RpcClient, open_runner, postgres_server, tmp_path: Path,
 ) -> None:
-    register(swarm, swarm_home, 1)
-    register(swarm, swarm_home, 2)
+    for provider in (1, 2, 4):  # 3 registers later, as the ledger moves on
+        register(swarm, swarm_home, provider)
     settle_after_window(swarm, rpc, [run_job(swarm, A), run_job(swarm, B)])
     lose_job(swarm, A, B)
     first = open_runner(f"sqlite:///{tmp_path / 'ledger.db'}")
     second = open_runner(postgres_server.create_database())
-    end = measure([first.engine, second.engine], swarm.chain.chain_id, [A, B], time.time())
+    end = measure([first.engine, second.engine], swarm.chain.chain_id, [A, B, dev_account(4).address],
+                  time.time(), swapped=(B,))
     record = aggregate(first, end)  # the first member indexes, aggregates and signs now
-    assert record.slashes and record.emission_wei > 0
+    assert record.emission_wei > 0
+    assert {(s["provider"], s["row"]) for s in record.slashes} == {(A, "abandonment"), (B, "fraud")}
 
     move_the_ledger_on(swarm, swarm_home, rpc)
     second.indexer.sync()  # the second member indexes only now, past the epoch's end

@@ -193,7 +193,7 @@ def test_a_book_opened_again_keeps_every_receipt_and_voucher(swarm: Swarm, tmp_p
 @pytest.mark.parametrize("site_took_it", [True, False], ids=["site-took-it", "site-never-saw-it"])
 def test_a_buyer_killed_while_sending_a_voucher_signs_the_next_claim_and_pays_nothing_twice(
         swarm: Swarm, tmp_path: Path, site_took_it: bool) -> None:
-    from market.serving import Journal
+    from provider.serving_client import Journal
 
     serving.deposit(swarm, swarm.sender(BUYER.key), PROVIDER.address, 10**9)
     book, signer = _book(swarm, tmp_path / "receipts.db"), DigestSigner(BUYER.key)
@@ -318,3 +318,28 @@ def test_a_provider_redeems_its_sites_vouchers_from_the_command_line(swarm: Swar
     assert json.loads(again.stdout) == {"redeemed": []}
     nowhere = cli("provider", "redeem", "--account", "1", env={"SWARM_HOME": str(tmp_path / "empty")})
     assert nowhere.code == 1 and "No site's receipts" in nowhere.stderr
+
+
+def test_the_site_connects_only_to_a_socket_the_lease_left_and_never_through_a_link(tmp_path: Path) -> None:
+    import os
+    import socket
+
+    from compute.errors import ComputeError
+    from provider.serving import _checked
+
+    elsewhere = tmp_path / "elsewhere.sock"  # another lease's, or a socket of the machine's own
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(elsewhere))
+    try:
+        assert _checked(elsewhere) == elsewhere
+        planted = tmp_path / "serve.sock"
+        for plant, why in ((lambda: planted.symlink_to(elsewhere), "other than its socket"),
+                           (lambda: os.mkfifo(planted), "other than its socket"),
+                           (lambda: planted.write_text("x"), "other than its socket"),
+                           (lambda: None, "not listening yet")):
+            plant()
+            with pytest.raises(ComputeError, match=why):
+                _checked(planted)
+            planted.unlink(missing_ok=True)
+    finally:
+        listener.close()

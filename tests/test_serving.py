@@ -28,10 +28,10 @@ from ledger.deploy import DeployResult
 from ledger.serving import DigestSigner
 from ledger.specs import store_spec
 from ledger.units import ONE
-from market.serving import ServingClient
 from provider.auth import Refused
 from provider.client import SiteAddress, pinned_request
 from provider.serving import ServeOrder
+from provider.serving_client import ServingClient
 from tests.sites import served, stop_served
 
 PROVIDER, BUYER, POOR, STRANGER = dev_account(1), dev_account(4), dev_account(5), dev_account(6)
@@ -43,7 +43,8 @@ CALLS = 1_000
 @pytest.fixture(scope="module")
 def site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: AnvilNode, swarm_home: Path,
          tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    """A staked provider serving its site, redeeming vouchers every 2 s whatever they add."""
+    """A staked provider serving its site, redeeming vouchers every 2 s whatever they add, and
+    stopping a serving lease no one has called for 20 s."""
     snapshot = rpc.snapshot()
     swarm = Swarm(chain, deployed.deployment)
     sender = swarm.sender(PROVIDER.key)
@@ -56,7 +57,8 @@ def site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: Anvil
         "SWARM_HOME": str(home), "SWARM_RPC_URL": anvil_node.config.url}
     process = subprocess.Popen([sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", "1",
                                 "--port", str(port), "--num-cpus", "2", "--serving-cap", "0.5",
-                                "--redeem-least", "1000", "--redeem-every", "2", "--json"],
+                                "--redeem-least", "1000", "--redeem-every", "2", "--serving-idle", "20",
+                                "--json"],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
     answer = served(process, START_TIMEOUT_S)
@@ -331,6 +333,18 @@ def test_the_oracles_canaries_pass_an_honest_lease_and_tombstone_a_provider_that
         assert account.redeemed == paid and account.balance == config.canary.deposit - paid
         buyer_paid = serving.account(swarm, BUYER.address, PROVIDER.address).redeemed - before[1].redeemed
         assert swarm.balance_of(PROVIDER.address) == before[0] + paid + buyer_paid
+
+        # No one calls the honest lease after the canaries: the site stops it and takes back its CPUs;
+        # the other, called all the while, serves on.
+        deadline = time.monotonic() + 60
+        while client.info(honest)["stopped"] is None:
+            assert time.monotonic() < deadline, "the site did not stop a lease no one called"
+            assert client.call(swapped, {"input": [0.5] * 16}).status == 200
+            time.sleep(1.0)
+        assert client.info(honest)["stopped"] == "no call for 20 s"
+        after = client.call(honest, {"input": [0.5] * 16})
+        assert after.status == 410 and "no call for 20 s" in after.body["error"] and after.charged == 0
+        assert client.info(swapped)["state"] == "serving" and client.info(swapped)["stopped"] is None
     finally:
         swap.kill()
         engine.dispose()

@@ -37,10 +37,10 @@ from ledger.client import Swarm
 from ledger.deploy import DeployResult
 from ledger.specs import store_spec
 from ledger.units import ONE
-from market.serving import ServingClient
 from provider.client import SiteAddress
 from provider.lease.plan import LeasePlan
 from provider.serving import ServeOrder
+from provider.serving_client import ServingClient
 from tests.faults.test_faults import SEEDS
 from tests.sites import served, stop_served
 
@@ -56,7 +56,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 STREAM = r'''
 import json, sys, threading, time
 from pathlib import Path
-from market.serving import ServingClient
+from provider.serving_client import ServingClient
 from provider.client import SiteAddress
 from scripts.common import open_swarm
 url, fingerprint, provider, lease, calls, stop, threads = sys.argv[1:8]
