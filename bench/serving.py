@@ -10,6 +10,8 @@ Run: make bench-serving   (or .venv/bin/python bench/serving.py --seconds 10 --r
             signed and journaled by the client, checked, kept and charged by the site, the call
             forwarded) against the same Ray Serve deployment called directly on the lease's Unix
             socket, the two taking turns call by call; p50 and p99 of each, and their difference.
+            On a deployment that answers each call at once (max_batch_size 1: a batch's wait adds
+            the same to both paths, and only noise to their difference), then on the batched one.
   clients   calls a second through the site at 1, 16 and 64 concurrent clients (threads, each
             with its own kept-alive connection and its own receipts).
   batching  calls a second at 64 clients, the lease batching (max_batch_size 32) and not (1).
@@ -117,6 +119,24 @@ def latencies(socket: Path, client, lease: str, calls: int) -> tuple[list[float]
     return direct, through
 
 
+def latency_runs(site, client, lease: str, runs: int, calls: int) -> list[dict]:
+    """`runs` latency runs of `calls` each on `lease`: p50 and p99 direct and through the site, and
+    their differences."""
+    socket = Path(site.home) / "site" / "leases" / lease / "work" / "serve.sock"
+    latency = []
+    for _ in range(runs):
+        direct, through = latencies(socket, client, lease, calls)
+        latency.append({
+            "direct_p50_ms": round(1e3 * percentile(direct, 50), 3),
+            "direct_p99_ms": round(1e3 * percentile(direct, 99), 3),
+            "site_p50_ms": round(1e3 * percentile(through, 50), 3),
+            "site_p99_ms": round(1e3 * percentile(through, 99), 3)})
+        latency[-1]["added_p50_ms"] = round(latency[-1]["site_p50_ms"] - latency[-1]["direct_p50_ms"], 3)
+        latency[-1]["added_p99_ms"] = round(latency[-1]["site_p99_ms"] - latency[-1]["direct_p99_ms"], 3)
+        print("latency", latency[-1], flush=True)
+    return latency
+
+
 def throughput(client, lease: str, clients: int, seconds: float) -> float:
     done = [0] * clients
     stop = time.monotonic() + seconds
@@ -152,6 +172,8 @@ def main() -> None:
     parser.add_argument("--long", type=float, default=0.0, help="seconds of the per-transaction run")
     parser.add_argument("--only-long", action="store_true",
                         help="run only the per-transaction run, keeping the other figures of the last run")
+    parser.add_argument("--only-latency", action="store_true",
+                        help="run only the latency runs, keeping the other figures of the last run")
     args = parser.parse_args()
 
     from ledger import serving
@@ -173,23 +195,23 @@ def main() -> None:
             results["summary"] = summary(results)
             RESULTS.write_text(json.dumps(results, indent=2))
             return
-        results["verify"] = [bench_verify(swarm, home) for _ in range(args.runs)]
-        print("verify", results["verify"], flush=True)
+        if not args.only_latency:
+            results["verify"] = [bench_verify(swarm, home) for _ in range(args.runs)]
+            print("verify", results["verify"], flush=True)
 
+        # Latency on a deployment that answers each call at once (max_batch_size 1): a batch's wait
+        # would add the same to both paths, and only noise to their difference; the batched one's
+        # figures follow, as `latency_batched`.
+        single = deployed(client, 1, 3_600)
+        results["latency"] = latency_runs(site, client, single, args.runs, args.calls)
+        client.stop(single)
         lease = deployed(client, 32, 3_600)
-        socket = Path(site.home) / "site" / "leases" / lease / "work" / "serve.sock"
-        latency = []
-        for _ in range(args.runs):
-            direct, through = latencies(socket, client, lease, args.calls)
-            latency.append({
-                "direct_p50_ms": round(1e3 * percentile(direct, 50), 3),
-                "direct_p99_ms": round(1e3 * percentile(direct, 99), 3),
-                "site_p50_ms": round(1e3 * percentile(through, 50), 3),
-                "site_p99_ms": round(1e3 * percentile(through, 99), 3)})
-            latency[-1]["added_p50_ms"] = round(latency[-1]["site_p50_ms"] - latency[-1]["direct_p50_ms"], 3)
-            latency[-1]["added_p99_ms"] = round(latency[-1]["site_p99_ms"] - latency[-1]["direct_p99_ms"], 3)
-            print("latency", latency[-1], flush=True)
-        results["latency"] = latency
+        results["latency_batched"] = latency_runs(site, client, lease, args.runs, args.calls)
+        if args.only_latency:
+            results["summary"] = summary(results)
+            RESULTS.write_text(json.dumps(results, indent=2))
+            print(json.dumps(results["summary"], indent=2))
+            return
         results["clients"] = {str(n): [round(throughput(client, lease, n, args.seconds), 1)
                                        for _ in range(args.runs)] for n in (1, 16, 64)}
         print("clients", results["clients"], flush=True)
@@ -261,6 +283,9 @@ def summary(results: dict) -> dict:
     if "latency" in results:
         for key in results["latency"][0]:
             out[key] = statistics.median(r[key] for r in results["latency"])
+    if "latency_batched" in results:
+        out["batched"] = {key: statistics.median(r[key] for r in results["latency_batched"])
+                          for key in results["latency_batched"][0]}
     if "clients" in results:
         out["calls_per_s"] = {n: statistics.median(v) for n, v in results["clients"].items()}
     if "batching" in results:

@@ -9,6 +9,7 @@ the nonce and the expiry; the site serves it only if `authorize` — the chain's
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from provider.agent import MAX_CELLS, PROBE_TIMEOUT_S, Site
 from provider.auth import JobView, Refused, SiteRequest
 from provider.mesh import HeadMesh
 from provider.mesh import Refused as MeshRefused
-from provider.serving import ServingLeases
+from provider.serving import MAX_BODY_BYTES, ServingLeases
 
 # (request, signature, spec hash or None) -> the signer's address and, for a lease action, what the
 # chain says of the job; raises Refused
@@ -38,7 +39,7 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh
     site's join secret, and serving's calls, claims and vouchers (`/v1/serving/…`), which the
     buyer's receipts and vouchers authorize."""
     from fastapi import FastAPI
-    from fastapi.responses import JSONResponse, PlainTextResponse, Response
+    from fastapi.responses import JSONResponse, PlainTextResponse
     from starlette.concurrency import run_in_threadpool  # the site's calls block (Ray, the job API)
 
     app = FastAPI(title="Swarm site", docs_url=None, redoc_url=None, openapi_url=None)
@@ -211,18 +212,8 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh
         _, _, buyer = await signed(request, "serve.stop", number)
         return await run_in_threadpool(leases().stop, buyer, lease)
 
-    async def call(lease: str, route: str, request: Request) -> Response:
-        status, answer, headers = await leases().forward(lease, route, await request.body(),
-                                                         request.headers.get("swarm-receipt"))
-        return Response(answer, status_code=status, headers=headers, media_type="application/json")
-
-    @app.post("/v1/serving/{lease}/predict")
-    async def serving_predict(lease: str, request: Request):
-        return await call(lease, "predict", request)
-
-    @app.post("/v1/serving/{lease}/v1/completions")
-    async def serving_completions(lease: str, request: Request):
-        return await call(lease, "v1/completions", request)
+    # A model's calls (`POST /v1/serving/<lease>/predict`, `…/v1/completions`) are served by
+    # ServingCalls, in front of this app: see there.
 
     @app.post("/v1/serving/claim")
     async def serving_claim(request: Request):
@@ -324,7 +315,70 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh
         except ValueError as exc:  # a cell the challenge does not have
             raise Refused(400, str(exc)) from None
 
-    return app
+    return app if serving is None else ServingCalls(app, serving)
+
+
+_CALL = re.compile(r"/v1/serving/([A-Za-z0-9_-]{1,64})/(predict|v1/completions)")
+
+
+class ServingCalls:
+    """The site's app with a model's calls taken straight to `ServingLeases.forward`: the one path
+    buyers call thousands of times a second, past FastAPI's routing and middleware (half the time
+    a call spent in the site, measured: BENCHMARKS.md). Its errors are the app's: a refusal its
+    status and one sentence, the chain away 503, anything else 500 with the details in the log.
+    Every other request goes to the app."""
+
+    def __init__(self, app, serving: ServingLeases) -> None:
+        self.app = app
+        self.serving = serving
+
+    async def __call__(self, scope, receive, send) -> None:
+        match = _CALL.fullmatch(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" \
+            else None
+        if match is None:
+            await self.app(scope, receive, send)
+            return
+        lease, route = match.groups()
+        headers: dict[str, str] = {}
+        try:
+            body = await _body(receive, MAX_BODY_BYTES)
+            receipt = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"swarm-receipt"), None)
+            status, answer, headers = await self.serving.forward(lease, route, body, receipt)
+        except Refused as exc:
+            status, answer = exc.status, _error(str(exc))
+        except ChainUnavailable as exc:
+            status, answer = 503, _error(f"The site cannot reach its chain node now ({exc}); ask again "
+                                         "shortly.")
+        except Exception as exc:  # noqa: BLE001 -- the operator's log has it; the caller one sentence
+            import traceback
+
+            traceback.print_exception(exc, file=sys.stderr)
+            status, answer = 500, _error(f"The site failed to serve {scope['path']} ({type(exc).__name__}); "
+                                         "its operator's log has the details.")
+        await send({"type": "http.response.start", "status": status, "headers": [
+            (b"content-type", b"application/json"), (b"content-length", str(len(answer)).encode()),
+            *((k.lower().encode(), v.encode()) for k, v in headers.items())]})
+        await send({"type": "http.response.body", "body": answer})
+
+
+async def _body(receive, limit: int) -> bytes:
+    """The request's body; past `limit` bytes, a 413 before the rest is read."""
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise Refused(400, "The caller went away before its request's body arrived.")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise Refused(413, f"The body is over {limit} bytes.")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _error(sentence: str) -> bytes:
+    return json.dumps({"error": sentence}).encode()
 
 
 def listen(host: str, port: int) -> socket.socket:

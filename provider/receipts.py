@@ -127,6 +127,7 @@ class ReceiptBook:
             (buyer, int(nonce, 16)): timestamp for buyer, nonce, timestamp in self._db.execute(
                 "SELECT buyer, nonce, timestamp FROM receipts WHERE timestamp >= ?", (horizon,))}
         self._since_forgotten = 0
+        self._vouchers: dict[str, tuple[int, bytes, int] | None] = {}  # as `_voucher` reads them
 
     def close(self) -> None:
         with self._lock:
@@ -250,6 +251,8 @@ class ReceiptBook:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+            redeemed = previous[2] if previous else 0
+            self._vouchers[voucher.buyer] = (voucher.cumulative, voucher.signature, redeemed)
             if voucher.buyer in self._pending_by_buyer:
                 self._pending_by_buyer[voucher.buyer] -= sum(charges)
         return voucher.cumulative
@@ -266,6 +269,9 @@ class ReceiptBook:
         """Records what the escrow has paid for `buyer` so far (its `redeemed`)."""
         with self._lock:
             self._db.execute("UPDATE vouchers SET redeemed = ? WHERE buyer = ?", (str(amount), buyer))
+            kept = self._vouchers.get(buyer)
+            if kept is not None:
+                self._vouchers[buyer] = (kept[0], kept[1], amount)
         self._seen_accounts.pop(buyer, None)
 
     def owed(self, buyer: str) -> dict[str, int]:
@@ -303,9 +309,13 @@ class ReceiptBook:
         self._seen = {key: stamp for key, stamp in self._seen.items() if stamp >= horizon}
 
     def _voucher(self, buyer: str) -> tuple[int, bytes, int] | None:
-        row = self._db.execute("SELECT cumulative, signature, redeemed FROM vouchers WHERE buyer = ?",
-                               (buyer,)).fetchone()
-        return (int(row[0]), bytes(row[1]), int(row[2])) if row else None
+        """The buyer's latest voucher (cumulative, signature, redeemed), read once and then kept as
+        this book writes it: every call asks."""
+        if buyer not in self._vouchers:
+            row = self._db.execute("SELECT cumulative, signature, redeemed FROM vouchers WHERE buyer = ?",
+                                   (buyer,)).fetchone()
+            self._vouchers[buyer] = (int(row[0]), bytes(row[1]), int(row[2])) if row else None
+        return self._vouchers[buyer]
 
     def _voucher_unredeemed(self, buyer: str) -> int:
         voucher = self._voucher(buyer)

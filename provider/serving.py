@@ -216,6 +216,7 @@ class ServingLeases:
         self.home = home
         self.idle_s = idle_s  # a lease called by nobody for this long is stopped: its replicas go back
         self._last_call: dict[str, float] = {}  # lease → when a call was last accepted for it
+        self._stopped: set[str] = set()  # leases stopped (each with a `stopped` file saying why)
         self._lock = threading.Lock()
         self._records: dict[str, ServingLease] = {}
         self._pools: dict[str, list[tuple[Any, Any]]] = {}  # lease → idle connections to its ingress
@@ -297,6 +298,8 @@ class ServingLeases:
             found = ServingLease.from_dict(json.loads(path.read_text()))
             with self._lock:
                 self._records[lease] = found
+                if (path.parent / "stopped").exists():
+                    self._stopped.add(lease)
         return found
 
     def state(self, lease: str) -> str:
@@ -348,6 +351,8 @@ class ServingLeases:
 
         directory = self.site.leases / lease
         (directory / "stopped").write_text(why)
+        with self._lock:
+            self._stopped.add(lease)
         try:
             self.site.jobs.stop_job(_submission(directory, LeasePlan.read(directory).attempt))
         except RuntimeError:
@@ -388,7 +393,7 @@ class ServingLeases:
         if route != ROUTES[order.task]:
             raise Refused(404, f"Serving lease {lease} answers POST "
                                f"/v1/serving/{lease}/{ROUTES[order.task]}.")
-        if time.time() >= order.ends_at or (self.site.leases / lease / "stopped").exists():
+        if time.time() >= order.ends_at or lease in self._stopped:
             why = _read_small(self.site.leases / lease / "stopped")
             raise Refused(410, f"Serving lease {lease} has ended{f' ({why})' if why else ''}; deploy another "
                                "to call the model again.")

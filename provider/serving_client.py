@@ -17,11 +17,13 @@ nothing twice."""
 
 from __future__ import annotations
 
+import collections
 import http.client
 import json
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -172,6 +174,57 @@ class Journal:
                 raise
 
 
+class ReceiptPool:
+    """Receipts for a per-request price, signed and journaled ahead by a daemon thread, a few per
+    amount: a call takes one that is fresh (signed within FRESH_S, well inside the site's 120 s)
+    or signs its own. A receipt signed and never sent is in the journal only; no site claims it."""
+
+    SIZE = 4
+    FRESH_S = 60.0
+
+    def __init__(self, sign: Callable[[int], Receipt]) -> None:
+        self._sign = sign
+        self._ready: dict[int, collections.deque[Receipt]] = {}
+        self._wanted = threading.Condition()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    def take(self, amount: int) -> Receipt | None:
+        with self._wanted:
+            ready = self._ready.setdefault(amount, collections.deque())
+            receipt = None
+            while ready and receipt is None:
+                candidate = ready.popleft()
+                if time.time() - candidate.timestamp < self.FRESH_S:
+                    receipt = candidate
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._fill, daemon=True, name="swarm-receipts")
+                self._thread.start()
+            self._wanted.notify()
+            return receipt
+
+    def _fill(self) -> None:
+        while True:
+            with self._wanted:
+                while not self._closed and all(len(r) >= self.SIZE for r in self._ready.values()):
+                    self._wanted.wait()
+                if self._closed:
+                    return
+                amount = next(a for a, r in self._ready.items() if len(r) < self.SIZE)
+            try:
+                receipt = self._sign(amount)  # outside the lock: the journal's write takes its time
+            except Exception:  # noqa: BLE001 -- the calls sign their own meanwhile
+                time.sleep(1.0)
+                continue
+            with self._wanted:
+                self._ready[amount].append(receipt)
+
+    def close(self) -> None:
+        with self._wanted:
+            self._closed = True
+            self._wanted.notify_all()
+
+
 class ServingClient:
     """One buyer's serving with one provider's site."""
 
@@ -186,6 +239,9 @@ class ServingClient:
         self._local = threading.local()
         self._aggregating = threading.Lock()  # one claim at a time: two would name the same receipts
         self._prices: dict[str, tuple[int, int, int]] = {}  # lease → (per request, per token, max tokens)
+        # Receipts signed and journaled ahead of the calls they pay for, per amount, by a thread of
+        # their own: a call takes one instead of signing on its way out (ReceiptPool).
+        self._pool = ReceiptPool(lambda amount: self._signed(amount))
 
     @property
     def provider(self) -> str:
@@ -231,8 +287,8 @@ class ServingClient:
         signs the site's claim (checked against the journal) and calls again."""
         route, amount = self._terms(lease, body)
         for attempt in range(2):
-            receipt = serving.sign_receipt(self.signer, self.domain, self.provider, amount)
-            self.journal.signed(receipt)
+            receipt = self._pool.take(amount) if route == "predict" else None
+            receipt = receipt or self._signed(amount)
             status, payload, headers = self._send(f"/v1/serving/{lease}/{route}", json.dumps(body).encode(),
                                                   receipt)
             charged = int(headers.get("swarm-charged", "0") or 0)
@@ -245,6 +301,16 @@ class ServingClient:
                 parsed = payload.decode(errors="replace")
             return Answer(status, parsed, charged)
         raise AssertionError("unreachable")
+
+    def _signed(self, amount: int) -> Receipt:
+        """A fresh receipt for `amount`, in the journal before anyone may send it."""
+        receipt = serving.sign_receipt(self.signer, self.domain, self.provider, amount)
+        self.journal.signed(receipt)
+        return receipt
+
+    def close(self) -> None:
+        """Stops signing receipts ahead (those signed and not sent are never claimed)."""
+        self._pool.close()
 
     def _terms(self, lease: str, body: dict[str, Any]) -> tuple[str, int]:
         if lease not in self._prices:
