@@ -398,8 +398,11 @@ def serve(
     import uvicorn
 
     host, port = listener.getsockname()[:2]
+    # A stopping site gives requests in flight 10 s, and no longer waits on a kept-alive client's TLS
+    # goodbye (30 s each, a client that keeps its connection and does not read).
     config = uvicorn.Config(app, host=host, port=port, ssl_certfile=str(certificate), ssl_keyfile=str(key),
-                            log_level="warning", access_log=False, lifespan="off")
+                            log_level="warning", access_log=False, lifespan="off",
+                            timeout_graceful_shutdown=10)
     class Server(uvicorn.Server):
         async def startup(self, sockets: list[socket.socket] | None = None) -> None:
             await super().startup(sockets)

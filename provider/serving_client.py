@@ -23,7 +23,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -182,8 +182,8 @@ class ReceiptPool:
     SIZE = 4
     FRESH_S = 60.0
 
-    def __init__(self, sign: Callable[[int], Receipt]) -> None:
-        self._sign = sign
+    def __init__(self, sign: weakref.WeakMethod) -> None:
+        self._sign = sign  # the client's, held weakly: a pool never keeps its client alive
         self._ready: dict[int, collections.deque[Receipt]] = {}
         self._wanted = threading.Condition()
         self._closed = False
@@ -211,11 +211,16 @@ class ReceiptPool:
                 if self._closed:
                     return
                 amount = next(a for a, r in self._ready.items() if len(r) < self.SIZE)
+            sign = self._sign()
+            if sign is None:
+                return  # its client is gone
             try:
-                receipt = self._sign(amount)  # outside the lock: the journal's write takes its time
+                receipt = sign(amount)  # outside the lock: the journal's write takes its time
             except Exception:  # noqa: BLE001 -- the calls sign their own meanwhile
+                del sign
                 time.sleep(1.0)
                 continue
+            del sign  # not held while waiting: the client may go
             with self._wanted:
                 self._ready[amount].append(receipt)
 
@@ -241,7 +246,10 @@ class ServingClient:
         self._prices: dict[str, tuple[int, int, int]] = {}  # lease → (per request, per token, max tokens)
         # Receipts signed and journaled ahead of the calls they pay for, per amount, by a thread of
         # their own: a call takes one instead of signing on its way out (ReceiptPool).
-        self._pool = ReceiptPool(lambda amount: self._signed(amount))
+        # The pool holds this client weakly: a client no one holds is collected with its connections,
+        # and its pool's thread ends.
+        self._pool = ReceiptPool(weakref.WeakMethod(self._signed))
+        weakref.finalize(self, self._pool.close)
 
     @property
     def provider(self) -> str:
