@@ -271,6 +271,7 @@ CANARY_WORDS = ("the", "cat", "sat", "on", "a", "mat", "dog", "ran", "in", "park
 # largest of the oracle's logits, plus a floor. fp32 on a CPU differs by about 1e-6 between a batch
 # and one row (the sums run in another order); bf16 or TF32 on a GPU by up to about 1e-2. Another
 # model's logits, or garbage, differ by the logits' own size.
+CANARY_MAX_TOKENS = 4  # a completion canary's: a first token and a few after it
 CANARY_RTOL = 2e-2
 CANARY_ATOL = 1e-4
 
@@ -289,7 +290,8 @@ def canary_bodies(predictor: Predictor, seed: int, count: int) -> list[dict[str,
             bodies.append({"input": row})
             continue
         words = " ".join(draw.choice(CANARY_WORDS) for _ in range(draw.randint(3, 8)))
-        bodies.append({"input": words} if predictor.task == "predict" else {"prompt": words, "max_tokens": 4})
+        bodies.append({"input": words} if predictor.task == "predict"
+                      else {"prompt": words, "max_tokens": CANARY_MAX_TOKENS})
     return bodies
 
 

@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy.engine import Engine
-from sqlmodel import Session
 
 from compute.errors import ComputeError
 from ledger import serving
 from ledger.client import Swarm
 from ledger.errors import SwarmError
 from ledger.tx import Sender
+from oracle.collector import save
 from oracle.config import CanaryConfig
 from oracle.records import CanaryRecord
 
@@ -64,10 +64,9 @@ class Served:
         if not (isinstance(lease, str) and task in ("predict", "generate") and isinstance(model, str)
                 and isinstance(sha256, str) and type(seed) is int and type(max_tokens) is int):
             raise ValueError("a listed lease's task, model, seed or max_tokens is not one")
-        return cls(lease, task, model, sha256, seed, max_tokens, per_request or per_token * _CANARY_TOKENS)
+        from compute.serving import CANARY_MAX_TOKENS
 
-
-_CANARY_TOKENS = 4  # a completion canary's max_tokens (compute.serving.canary_bodies)
+        return cls(lease, task, model, sha256, seed, max_tokens, per_request or per_token * CANARY_MAX_TOKENS)
 
 
 class Canaries:
@@ -94,13 +93,7 @@ class Canaries:
             rows = []
             for provider in providers:
                 rows.extend(self._provider(provider))
-            if rows:
-                with Session(self.engine) as session:
-                    session.add_all(rows)
-                    session.commit()
-                    for row in rows:
-                        session.refresh(row)
-                        session.expunge(row)
+            save(self.engine, rows)
             return rows
 
     def _provider(self, provider: str) -> list[CanaryRecord]:

@@ -348,12 +348,17 @@ class Collector:
                       reference_gflops=reference, ratio=ratio, reason=reason)
 
     def _save(self, rows: list) -> None:
-        if not rows:
-            return
-        with Session(self.engine) as session:
-            session.add_all(rows)
-            session.commit()
-            for row in rows:
-                session.refresh(row)
-                session.expunge(row)
+        save(self.engine, rows)
+
+
+def save(engine: Engine, rows: list) -> None:
+    """Writes the oracle's measurement rows, which stay readable after (their ids filled in)."""
+    if not rows:
+        return
+    with Session(engine) as session:
+        session.add_all(rows)
+        session.commit()
+        for row in rows:
+            session.refresh(row)
+            session.expunge(row)
 
