@@ -73,15 +73,33 @@ def machine_key(home: Path) -> str:
 def key_at(path: Path) -> str:
     """The public key of the private key in file `path`, made first (mode 0600) where there is none."""
     if not path.is_file():
-        from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
-        from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+        _write_key(path, replace=False)
+    return public_key(path.read_text().strip())
 
-        raw = X25519PrivateKey.generate().private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+
+def _write_key(path: Path, replace: bool) -> None:
+    """A new private key at `path`, which appears whole or not at all: another process reading
+    the file (a member refreshing its peers while the machine rotates) never sees half a key.
+    Without `replace`, a key another process made first is kept."""
+    from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+
+    raw = X25519PrivateKey.generate().private_bytes(Encoding.Raw, PrivateFormat.Raw, NoEncryption())
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    staged = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
         with os.fdopen(fd, "w") as f:
             f.write(base64.b64encode(raw).decode() + "\n")
-    return public_key(path.read_text().strip())
+        if replace:
+            os.replace(staged, path)
+        else:
+            try:
+                os.link(staged, path)
+            except FileExistsError:
+                pass
+    finally:
+        staged.unlink(missing_ok=True)
 
 
 def public_key(private: str) -> str:
@@ -106,8 +124,9 @@ def _record_address(home: Path, address: str) -> None:
 
 
 def rotate_key(home: Path) -> str:
-    """A new key pair for this machine, the old one gone; its new public key."""
-    (home / KEY_FILE).unlink(missing_ok=True)
+    """A new key pair for this machine, the old one gone; its new public key. The file is
+    replaced in one step, so the machine has a key at every moment."""
+    _write_key(home / KEY_FILE, replace=True)
     return machine_key(home)
 
 
@@ -439,11 +458,14 @@ class MeshMember:
         self.home, self.site, self.secret, self.name, self.endpoint = home, site, secret, name, endpoint
         self.interface = interface or Interface(INTERFACE)
         self.address: str | None = None
+        self.accepted: str | None = None  # the public key the head last answered
 
     def join(self) -> dict[str, Any]:
         """Joins (again, after a rotation) and brings the interface up with the head's answer."""
-        answer = self._call("/v1/mesh/join", {"name": self.name, "public_key": machine_key(self.home),
+        key = machine_key(self.home)
+        answer = self._call("/v1/mesh/join", {"name": self.name, "public_key": key,
                                               "endpoint": self.endpoint})
+        self.accepted = key
         port = int(self.endpoint.rsplit(":", 1)[1]) if self.endpoint else None
         self.interface.up(self.home / KEY_FILE, answer["address"], answer["network"], listen_port=port)
         self.interface.confine(MESH_RAY_PORTS)
@@ -454,7 +476,9 @@ class MeshMember:
         return answer
 
     def refresh(self) -> list[dict[str, Any]]:
-        peers = self._call("/v1/mesh/peers", {"public_key": machine_key(self.home)})["peers"]
+        key = machine_key(self.home)
+        peers = self._call("/v1/mesh/peers", {"public_key": key})["peers"]
+        self.accepted = key
         self.interface.sync(peers)
         return peers
 
@@ -468,7 +492,9 @@ class MeshMember:
 
     def keep(self, stop: Any, poll_s: float = POLL_S) -> None:
         """Applies the head's list every `poll_s` until `stop` (a threading.Event) is set; a head
-        that does not answer is asked again, and one that says this machine is out ends it."""
+        that does not answer is asked again, and one that says this machine is out ends it. A key
+        rotated meanwhile (`mesh join --rotate` in another process) is asked with again: the head
+        may not know it yet."""
         from provider.client import SiteUnreachable
 
         while not stop.wait(poll_s):
@@ -478,6 +504,10 @@ class MeshMember:
                 print(f"the head did not answer ({exc}); asking again", file=sys.stderr, flush=True)
                 continue
             except Refused as exc:
+                if exc.status == 403 and machine_key(self.home) != self.accepted:
+                    print("this machine's key was rotated; asking with the new key", file=sys.stderr,
+                          flush=True)
+                    continue
                 if exc.status == 403:  # out of the mesh: it keeps no path to any machine
                     self.interface.sync([])
                 raise

@@ -288,7 +288,9 @@ def test_machines_join_with_the_command_line_over_the_sites_api_and_a_removal_re
         rotated = swarm(machines["gpu-2"], homes["gpu-2"], "provider", "mesh", "join", url, "--fingerprint",
                         fingerprint, "--name", "gpu-2", "--interface", f"wg{wire.tag}m2", "--rotate",
                         "--once", "--json")
-        again = json.loads(rotated.communicate(timeout=30)[0])
+        printed, err = rotated.communicate(timeout=30)
+        assert rotated.returncode == 0, err
+        again = json.loads(printed)
         assert again["address"] == addresses["gpu-2"] and (homes["gpu-2"] / KEY_FILE).read_text() != old_key
         assert reaches(machines["gpu-2"], addresses[HEAD]), "the head knows the new key at once"
         assert reached_within(machines["gpu-1"], addresses["gpu-2"], 15), "the others on their next refresh"

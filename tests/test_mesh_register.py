@@ -73,3 +73,35 @@ def test_a_request_with_a_bad_name_key_or_endpoint_is_refused_in_one_sentence(tm
             register.join(SECRET, *args)
         assert refused.value.status == 400 and "\n" not in str(refused.value)
     assert set(register.state.peers) == {HEAD}
+
+
+def test_a_key_rotated_in_one_process_is_read_whole_by_another_at_every_moment(tmp_path: Path) -> None:
+    """`mesh join --rotate` replaces the machine's key while its running `mesh join` reads it to
+    ask for its peers: the reader sees the old key or the new, never none and never half of one."""
+    import multiprocessing
+
+    from provider.mesh import KEY_FILE, machine_key, rotate_key
+
+    first = machine_key(tmp_path)
+    context = multiprocessing.get_context("spawn")
+    rotator = context.Process(target=_rotate_many, args=(tmp_path, 300))
+    rotator.start()
+    seen = {first}
+    try:
+        while rotator.is_alive():
+            seen.add(machine_key(tmp_path))  # raises on a missing or partial file
+    finally:
+        rotator.join(timeout=60)
+    assert rotator.exitcode == 0
+    final = machine_key(tmp_path)
+    assert len(seen) > 2 and final != first and (tmp_path / KEY_FILE).stat().st_mode & 0o777 == 0o600
+    left = sorted(p.name for p in (tmp_path / KEY_FILE).parent.iterdir())
+    assert left == [KEY_FILE.name], "no staged file left behind"
+    assert rotate_key(tmp_path) != final
+
+
+def _rotate_many(home: Path, times: int) -> None:
+    from provider.mesh import rotate_key
+
+    for _ in range(times):
+        rotate_key(home)
