@@ -264,7 +264,7 @@ bench-lease: install sandbox
 # (p50 ≤ 2 ms), calls a second at 1, 16 and 64 clients, batching on and off, a redemption's gas;
 # `--long 600` adds the calls one on-chain transaction pays for in a 10-minute run.
 bench-serving: install sandbox
-	$(PY) bench/serving.py --runs 3 --seconds 8 --calls 300
+	$(PY) bench/serving.py --runs 3 --seconds 8 --calls 400
 
 # Leases across machines: DDP over a lease's own network against plain veth (≥ 0.9), and a two-node
 # lease's start to its first training step against a one-node lease's (bench/gang.py).
