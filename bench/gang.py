@@ -4,7 +4,8 @@ across two nodes adds to the time to its first training step.
 Run: make bench-gang   (or .venv/bin/python bench/gang.py --runs 5 --seconds 10 --lease-runs 3)
 
   ddp         The same torch.distributed DDP script (gloo, CPU, world size 2, one rank a machine,
-              one thread a rank, an MLP of three layers on one synthetic batch) on two machines
+              one thread a rank; an MLP of three layers, or ResNet-20 on 32×32 images, on one
+              synthetic batch) on two machines
               that network namespaces stand in for (tests/mesh_net.py: veth to one bridge), a
               head coordinating their mesh as a site's does (provider/mesh.py). The lease's path:
               each rank in a real lease sandbox (bubblewrap, the lease's own user) in its node's
@@ -65,14 +66,18 @@ LEASE_NUMBER = 77
 
 @dataclass(frozen=True)
 class Setting:
-    """One DDP workload: an MLP of three layers of `width`, `batch` samples a rank a step."""
+    """One DDP workload: `model` (an MLP of three layers of `width`, or ResNet-20 on 32×32 images
+    of three channels, the CIFAR-10 network of He et al., 2016), `batch` samples a rank a step."""
 
     name: str
     width: int
     batch: int
+    model: str = "mlp"
 
 
-SETTINGS = (Setting("small CPU job", 512, 256), Setting("communication-heavy", 2048, 32))
+SETTINGS = (Setting("small CPU job", 512, 256), Setting("communication-heavy", 2048, 32),
+            # ResNet-20 at its paper's batch of 128, split over the two ranks
+            Setting("compute-heavy", 0, 64, "resnet20"))
 
 # The DDP script, the same on both paths: rank 0 prints the job's samples/s. The number of timed
 # steps is rank 0's estimate of `BENCH_SECONDS`, sent to rank 1, so both ranks run as many.
@@ -81,17 +86,45 @@ import json, os, time
 import torch
 import torch.distributed as dist
 
+from torch import nn
+
 torch.set_num_threads(1)
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 width, batch = int(os.environ["BENCH_WIDTH"]), int(os.environ["BENCH_BATCH"])
 dist.init_process_group("gloo", rank=rank, world_size=world)
 torch.manual_seed(0)
-net = torch.nn.Sequential(torch.nn.Linear(width, width), torch.nn.ReLU(), torch.nn.Linear(width, width),
-                          torch.nn.ReLU(), torch.nn.Linear(width, 10))
+
+
+class Block(nn.Module):
+    def __init__(self, inp, out, stride):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv2d(inp, out, 3, stride, 1, bias=False), nn.BatchNorm2d(out), nn.ReLU(),
+                                  nn.Conv2d(out, out, 3, 1, 1, bias=False), nn.BatchNorm2d(out))
+        self.skip = nn.Sequential() if stride == 1 and inp == out else nn.Sequential(
+            nn.Conv2d(inp, out, 1, stride, bias=False), nn.BatchNorm2d(out))
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.skip(x))
+
+
+def resnet20():
+    layers, inp = [nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU()], 16
+    for out, stride in ((16, 1), (32, 2), (64, 2)):
+        for i in range(3):
+            layers.append(Block(inp, out, stride if i == 0 else 1))
+            inp = out
+    return nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+
+
+g = torch.Generator().manual_seed(rank)
+if os.environ["BENCH_MODEL"] == "resnet20":
+    net, x = resnet20(), torch.randn(batch, 3, 32, 32, generator=g)
+else:
+    net = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
+    x = torch.randn(batch, width, generator=g)
+y = torch.randint(0, 10, (batch,), generator=g)
 model = torch.nn.parallel.DistributedDataParallel(net)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-g = torch.Generator().manual_seed(rank)
-x, y = torch.randn(batch, width, generator=g), torch.randint(0, 10, (batch,), generator=g)
 
 
 def step():
@@ -220,7 +253,7 @@ def _said(tmp: Path, index: int) -> str:
 
 def _train_env(setting: Setting, seconds: float, rank: int, master: str) -> dict[str, str]:
     return {"RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": master, "MASTER_PORT": str(MASTER_PORT),
-            "BENCH_WIDTH": str(setting.width), "BENCH_BATCH": str(setting.batch),
+            "BENCH_WIDTH": str(setting.width), "BENCH_BATCH": str(setting.batch), "BENCH_MODEL": setting.model,
             "BENCH_SECONDS": str(seconds)}
 
 
@@ -287,12 +320,15 @@ def _direct(state: Site, setting: Setting, seconds: float, master: str,
 PATHS = {"veth": over_veth, "mesh": over_mesh, "lease": over_lease}
 
 
-def bench_ddp(runs: int, seconds: float) -> dict[str, Any]:
-    figures: dict[str, Any] = {"runs": runs, "seconds": seconds, "settings": []}
+def bench_ddp(runs: int, seconds: float, settings: tuple[Setting, ...] = SETTINGS,
+              earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Each of `settings` measured; the other settings' figures kept from `earlier`."""
+    kept = [f for f in (earlier or {}).get("settings", []) if f["name"] not in {s.name for s in settings}]
+    figures: dict[str, Any] = {"runs": runs, "seconds": seconds, "settings": kept}
     with tempfile.TemporaryDirectory(prefix="swarm-bench-gang-") as tmp, site(Path(tmp)) as state:
         state.work.mkdir()
         figures["implementation"] = state.implementation
-        for setting in SETTINGS:
+        for setting in settings:
             for path in PATHS.values():
                 path(state, setting, 2)  # warm-up: the handshakes, the pages of torch
             runs_of: dict[str, list[float]] = {name: [] for name in PATHS}
@@ -303,7 +339,8 @@ def bench_ddp(runs: int, seconds: float) -> dict[str, Any]:
                     print(f"{setting.name}, {name}: {measured['samples_per_s']:.0f} samples/s", flush=True)
             medians = {name: statistics.median(values) for name, values in runs_of.items()}
             figures["settings"].append({
-                "name": setting.name, "width": setting.width, "batch_per_rank": setting.batch,
+                "name": setting.name, "model": setting.model, "width": setting.width,
+                "batch_per_rank": setting.batch,
                 "parameters": measured["parameters"],
                 **{f"{name}_samples_per_s": values for name, values in runs_of.items()},
                 **{f"{name}_median": round(value, 1) for name, value in medians.items()},
@@ -468,10 +505,14 @@ def main() -> None:
     parser.add_argument("--lease-runs", type=int, default=3,
                         help="leases of each kind timed to their first step")
     parser.add_argument("--only", choices=("ddp", "first-step"), help="one of the two benchmarks")
+    parser.add_argument("--setting", choices=[s.name for s in SETTINGS],
+                        help="one DDP setting, keeping the others' figures of the last run")
     args = parser.parse_args()
-    figures: dict[str, Any] = json.loads(RESULTS.read_text()) if args.only and RESULTS.exists() else {}
+    keep = bool(args.only or args.setting) and RESULTS.exists()
+    figures: dict[str, Any] = json.loads(RESULTS.read_text()) if keep else {}
     if args.only in (None, "ddp"):
-        figures["ddp"] = bench_ddp(args.runs, args.seconds)
+        chosen = tuple(s for s in SETTINGS if args.setting in (None, s.name))
+        figures["ddp"] = bench_ddp(args.runs, args.seconds, chosen, figures.get("ddp"))
     if args.only in (None, "first-step"):
         figures["first_step"] = bench_first_step(args.lease_runs)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
