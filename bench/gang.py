@@ -98,8 +98,8 @@ torch.manual_seed(0)
 class Block(nn.Module):
     def __init__(self, inp, out, stride):
         super().__init__()
-        self.body = nn.Sequential(nn.Conv2d(inp, out, 3, stride, 1, bias=False), nn.BatchNorm2d(out), nn.ReLU(),
-                                  nn.Conv2d(out, out, 3, 1, 1, bias=False), nn.BatchNorm2d(out))
+        self.body = nn.Sequential(nn.Conv2d(inp, out, 3, stride, 1, bias=False), nn.BatchNorm2d(out),
+                                  nn.ReLU(), nn.Conv2d(out, out, 3, 1, 1, bias=False), nn.BatchNorm2d(out))
         self.skip = nn.Sequential() if stride == 1 and inp == out else nn.Sequential(
             nn.Conv2d(inp, out, 1, stride, bias=False), nn.BatchNorm2d(out))
 
@@ -120,7 +120,8 @@ g = torch.Generator().manual_seed(rank)
 if os.environ["BENCH_MODEL"] == "resnet20":
     net, x = resnet20(), torch.randn(batch, 3, 32, 32, generator=g)
 else:
-    net = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10))
+    net = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+                        nn.Linear(width, 10))
     x = torch.randn(batch, width, generator=g)
 y = torch.randint(0, 10, (batch,), generator=g)
 model = torch.nn.parallel.DistributedDataParallel(net)
@@ -253,7 +254,8 @@ def _said(tmp: Path, index: int) -> str:
 
 def _train_env(setting: Setting, seconds: float, rank: int, master: str) -> dict[str, str]:
     return {"RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": master, "MASTER_PORT": str(MASTER_PORT),
-            "BENCH_WIDTH": str(setting.width), "BENCH_BATCH": str(setting.batch), "BENCH_MODEL": setting.model,
+            "BENCH_WIDTH": str(setting.width), "BENCH_BATCH": str(setting.batch),
+            "BENCH_MODEL": setting.model,
             "BENCH_SECONDS": str(seconds)}
 
 
