@@ -5,15 +5,17 @@ Run: make bench-gang   (or .venv/bin/python bench/gang.py --runs 5 --seconds 10 
 
   ddp         The same torch.distributed DDP script (gloo, CPU, world size 2, one rank a machine,
               one thread a rank; an MLP of three layers, or ResNet-20 on 32×32 images, on one
-              synthetic batch) on two machines
-              that network namespaces stand in for (tests/mesh_net.py: veth to one bridge), a
-              head coordinating their mesh as a site's does (provider/mesh.py). The lease's path:
-              each rank in a real lease sandbox (bubblewrap, the lease's own user) in its node's
-              namespace, the two joined by the lease's own WireGuard link (provider/lease/network.py)
-              riding the mesh, gloo bound to the link. Plain veth: the same script run directly
-              in the two machines' namespaces over their addresses on the wire. Samples/s of the
-              whole job (both ranks) over ~`--seconds` of steps after a warm-up, as rank 0 times
-              them; medians of `--runs`, the two paths alternating.
+              synthetic batch) on two machines that network namespaces stand in for
+              (tests/mesh_net.py: veth to one bridge), a head coordinating their mesh as a site's
+              does (provider/mesh.py). The lease's path: each rank in a real lease sandbox
+              (bubblewrap, the lease's own user) in its node's namespace, the two joined by the
+              lease's own WireGuard link (provider/lease/network.py) where a site puts it: the
+              machines listen on their wire, so the link crosses it directly. The lease's path
+              on the mesh: the same with the link riding the mesh, as between machines behind
+              NAT. The mesh alone: the script directly in the machines' namespaces over their
+              mesh addresses. Plain veth: the same over their addresses on the wire. Samples/s
+              of the whole job (both ranks) over ~`--seconds` of steps after a warm-up, as rank
+              0 times them; medians of `--runs`, the paths taking turns to go first.
   first-step  A local Ray cluster of one provider with two nodes of one CPU. From starting the
               site's own entry point of a lease to the first report of its Ray Train program,
               as the site relays it (the first `provider.lease.outcome.REPORT` line): the gang's
@@ -55,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from provider.lease.network import SOCKET_ENV, node_address
 from provider.lease.sandbox import Limits, Sandbox, lease_uid
-from provider.mesh import HEAD, KEY_FILE, LISTEN_PORT, Coordinator, Interface, machine_key
+from provider.mesh import HEAD, KEY_FILE, LISTEN_PORT, Coordinator, Interface, machine_key, record_address
 from tests.mesh_net import Machine, Wire
 
 RESULTS = Path(__file__).resolve().parent / "results" / "gang.json"
@@ -162,8 +164,9 @@ os._exit(0)  # not gloo's teardown, which may abort a rank whose peer has alread
 NODE = """
 import json, sys
 from pathlib import Path
-from provider.lease.network import LeaseLink
-link, described = LeaseLink.open(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
+from provider.lease.network import LeaseLink, host_of
+host, ports = host_of(Path(sys.argv[4]), sys.argv[3]) if sys.argv[5] == "site" else (sys.argv[3], None)
+link, described = LeaseLink.open(Path(sys.argv[1]), int(sys.argv[2]), host, ports)
 try:
     print(json.dumps(described | {"holder": link.holder}), flush=True)
     link.connect(json.loads(sys.stdin.readline()))
@@ -184,7 +187,9 @@ class Site:
 
     machines: list[Machine]
     mesh: list[tuple[str, str]]  # each machine's mesh address and interface
-    holders: list[int]  # the processes that hold the lease's namespaces
+    # the processes that hold the lease's namespaces: its links where a site puts them (the
+    # machines listen on their wire: the links cross it) and, for machines behind NAT, on the mesh
+    holders: dict[str, list[int]]
     work: Path
     implementation: str
 
@@ -213,30 +218,22 @@ def site(tmp: Path) -> Iterator[Site]:
         for name, interface in interfaces.items():
             key = coordinator.head.public_key if name == HEAD else coordinator.state.peers[name].public_key
             interface.sync(coordinator.peers_of(key))
-        nodes = []
-        for index, name in enumerate(("m1", "m2")):
-            directory = homes[name] / "site" / "leases" / f"bench.node{index}"
-            command = [*machines[name].prefix, sys.executable, "-c", NODE, str(directory), str(index),
-                       addresses[name]]
-            with open(tmp / f"node{index}.err", "w") as err:
-                keepers.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                stderr=err, text=True, cwd=ROOT))
-        for index, keeper in enumerate(keepers):
-            line = keeper.stdout.readline() if keeper.stdout else ""
-            if not line:
-                raise RuntimeError(f"node {index}'s link did not open: {_said(tmp, index)}")
-            nodes.append(json.loads(line))
-        described = json.dumps([{k: n[k] for k in ("index", "public_key", "endpoint")} for n in nodes]) + "\n"
-        for keeper in keepers:
-            assert keeper.stdin is not None
-            keeper.stdin.write(described)
-            keeper.stdin.flush()
-        for index, keeper in enumerate(keepers):
-            if (keeper.stdout.readline() if keeper.stdout else "").strip() != "connected":
-                raise RuntimeError(f"node {index}'s link did not connect: {_said(tmp, index)}")
+            record_address(homes[name], addresses[name], f"{machines[name].underlay}:{LISTEN_PORT}")
+        holders = {}
+        for placed in ("site", "mesh"):
+            pair = []
+            for index, name in enumerate(("m1", "m2")):
+                directory = homes[name] / "site" / "leases" / f"bench-{placed}.node{index}"
+                command = [*machines[name].prefix, sys.executable, "-c", NODE, str(directory), str(index),
+                           addresses[name], str(homes[name]), placed]
+                with open(tmp / f"node{index}.err", "w") as err:
+                    pair.append(subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                 stderr=err, text=True, cwd=ROOT))
+            keepers += pair
+            holders[placed] = [n["holder"] for n in _connect(pair, tmp)]
         yield Site([machines["m1"], machines["m2"]],
                    [(addresses[m], interfaces[m].name) for m in ("m1", "m2")],
-                   [n["holder"] for n in nodes], tmp / "work", implementation)
+                   holders, tmp / "work", implementation)
     finally:
         for keeper in keepers:
             try:
@@ -246,6 +243,25 @@ def site(tmp: Path) -> Iterator[Site]:
             except (OSError, subprocess.TimeoutExpired):
                 keeper.kill()
         wire.close()
+
+
+def _connect(keepers: list[subprocess.Popen], tmp: Path) -> list[dict[str, Any]]:
+    """The two nodes' links, each told the other's key and endpoint; what each described."""
+    nodes = []
+    for index, keeper in enumerate(keepers):
+        line = keeper.stdout.readline() if keeper.stdout else ""
+        if not line:
+            raise RuntimeError(f"node {index}'s link did not open: {_said(tmp, index)}")
+        nodes.append(json.loads(line))
+    described = json.dumps([{k: n[k] for k in ("index", "public_key", "endpoint")} for n in nodes]) + "\n"
+    for keeper in keepers:
+        assert keeper.stdin is not None
+        keeper.stdin.write(described)
+        keeper.stdin.flush()
+    for index, keeper in enumerate(keepers):
+        if (keeper.stdout.readline() if keeper.stdout else "").strip() != "connected":
+            raise RuntimeError(f"node {index}'s link did not connect: {_said(tmp, index)}")
+    return nodes
 
 
 def _said(tmp: Path, index: int) -> str:
@@ -267,14 +283,16 @@ def _figure(outputs: list[tuple[int, str, str]]) -> dict[str, Any]:
     return json.loads(outputs[0][1].strip().splitlines()[-1])
 
 
-def over_lease(state: Site, setting: Setting, seconds: float) -> dict[str, Any]:
-    """The script with each rank in the lease's sandbox on its node, over the lease's link."""
+def over_lease(state: Site, setting: Setting, seconds: float, placed: str = "site") -> dict[str, Any]:
+    """The script with each rank in the lease's sandbox on its node, over the lease's link: where
+    a site puts it (`site`: across the machines' wire), or riding the mesh (`mesh`)."""
     outputs: list[tuple[int, str, str]] = [(-1, "", "")] * 2
 
     def rank(i: int) -> None:
         sandbox = Sandbox(state.work / f"rank{i}",
                           Limits(memory_bytes=3 * 2**30, max_processes=256, wall_seconds=4 * seconds + 120),
-                          lease_uid=lease_uid(LEASE_NUMBER), netns=Path(f"/proc/{state.holders[i]}/ns/net"),
+                          lease_uid=lease_uid(LEASE_NUMBER),
+                          netns=Path(f"/proc/{state.holders[placed][i]}/ns/net"),
                           env=_train_env(setting, seconds, i, node_address(0)) | SOCKET_ENV)
         done = sandbox.run([sys.executable, "-c", TRAIN])
         broke = f" (broke its {done.broke} limit)" if done.broke else ""
@@ -319,7 +337,12 @@ def _direct(state: Site, setting: Setting, seconds: float, master: str,
     return _figure(outputs)
 
 
-PATHS = {"veth": over_veth, "mesh": over_mesh, "lease": over_lease}
+def over_lease_on_mesh(state: Site, setting: Setting, seconds: float) -> dict[str, Any]:
+    """The lease's path for machines behind NAT: its link riding the mesh, encrypted twice."""
+    return over_lease(state, setting, seconds, "mesh")
+
+
+PATHS = {"veth": over_veth, "mesh": over_mesh, "lease": over_lease, "lease_on_mesh": over_lease_on_mesh}
 
 
 def bench_ddp(runs: int, seconds: float, settings: tuple[Setting, ...] = SETTINGS,
@@ -335,7 +358,7 @@ def bench_ddp(runs: int, seconds: float, settings: tuple[Setting, ...] = SETTING
                 path(state, setting, 2)  # warm-up: the handshakes, the pages of torch
             runs_of: dict[str, list[float]] = {name: [] for name in PATHS}
             for i in range(runs):
-                for name in list(PATHS)[i % 3:] + list(PATHS)[:i % 3]:  # each path first in turn
+                for name in list(PATHS)[i % len(PATHS):] + list(PATHS)[:i % len(PATHS)]:  # each first in turn
                     measured = PATHS[name](state, setting, seconds)
                     runs_of[name].append(round(measured["samples_per_s"], 1))
                     print(f"{setting.name}, {name}: {measured['samples_per_s']:.0f} samples/s", flush=True)
@@ -348,6 +371,7 @@ def bench_ddp(runs: int, seconds: float, settings: tuple[Setting, ...] = SETTING
                 **{f"{name}_median": round(value, 1) for name, value in medians.items()},
                 "ratio": round(medians["lease"] / medians["veth"], 3),
                 "mesh_ratio": round(medians["mesh"] / medians["veth"], 3),
+                "lease_on_mesh_ratio": round(medians["lease_on_mesh"] / medians["veth"], 3),
             })
     return figures
 

@@ -44,6 +44,7 @@ LISTEN_PORT = 51820
 KEEPALIVE_S = 25  # how often a machine behind NAT keeps its paths open
 KEY_FILE = Path("mesh") / "private.key"  # under the machine's SWARM_HOME
 ADDRESS_FILE = Path("mesh") / "address"  # this machine's address in its site's mesh, once it joined
+ENDPOINT_FILE = Path("mesh") / "endpoint"  # where it listens on its own network, if it does (not NAT'd)
 HEAD = "head"  # the coordinating machine's name in its mesh
 FIREWALL_TABLE = "swarm_mesh"  # the nftables table that keeps Ray's ports to the mesh
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
@@ -117,10 +118,24 @@ def mesh_address(home: Path) -> str | None:
     return path.read_text().strip() if path.is_file() else None
 
 
-def _record_address(home: Path, address: str) -> None:
+def wire_host(home: Path) -> str | None:
+    """The host at which this machine's site reaches it on its own network, not the mesh (its
+    mesh endpoint's, as it joined or serves the mesh); None for a machine behind NAT, or off a mesh."""
+    path = home / ENDPOINT_FILE
+    if not path.is_file():
+        return None
+    return path.read_text().strip().rsplit(":", 1)[0] or None
+
+
+def record_address(home: Path, address: str, endpoint: str | None) -> None:
+    """Keeps this machine's mesh address, and its endpoint on its own network (None: behind NAT)."""
     path = home / ADDRESS_FILE
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     path.write_text(address + "\n")
+    if endpoint:
+        (home / ENDPOINT_FILE).write_text(endpoint + "\n")
+    else:
+        (home / ENDPOINT_FILE).unlink(missing_ok=True)
 
 
 def rotate_key(home: Path) -> str:
@@ -303,12 +318,23 @@ class Interface:
             self._run("sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
         return self.implementation or "existing"
 
-    def make(self, key_file: Path) -> int:
-        """Makes the interface with the key in `key_file`, listening where the system picks, with
-        no address yet (a lease's link, moved into its namespace before it has one): the port."""
+    def make(self, key_file: Path, ports: tuple[int, int] | None = None) -> int:
+        """Makes the interface with the key in `key_file`, with no address yet (a lease's link,
+        moved into its namespace before it has one), listening on the first free port of `ports`
+        (first, last), or where the system picks: the port."""
         if not self._exists():
             self.implementation = self._create()
         self._run("wg", "set", self.name, "private-key", str(key_file))
+        if ports is not None:
+            for port in range(ports[0], ports[1] + 1):
+                try:
+                    self._run("wg", "set", self.name, "listen-port", str(port))
+                    return port
+                except MeshError as exc:
+                    if "in use" not in str(exc):
+                        raise
+            raise MeshError(f"Every UDP port from {ports[0]} to {ports[1]} is taken on this machine; a "
+                            "lease's link needs one.")
         return int(self._run("wg", "show", self.name, "listen-port").strip())
 
     def sync(self, peers: list[dict[str, Any]]) -> None:
@@ -426,7 +452,7 @@ class HeadMesh:
         self.interface = interface or Interface(INTERFACE)
         self.interface.up(home / KEY_FILE, self.coordinator.head.address, self.coordinator.state.network,
                           listen_port=int(endpoint.rsplit(":", 1)[1]), forward=True)
-        _record_address(home, self.coordinator.head.address)
+        record_address(home, self.coordinator.head.address, endpoint)
         self.interface.confine(MESH_RAY_PORTS)
         self.sync()
 
@@ -472,7 +498,7 @@ class MeshMember:
         self.interface.sync(answer["peers"])
         self.interface.dial(answer["peers"])
         self.address = answer["address"]
-        _record_address(self.home, answer["address"])
+        record_address(self.home, answer["address"], self.endpoint)
         return answer
 
     def refresh(self) -> list[dict[str, Any]]:

@@ -70,6 +70,14 @@ class Capture:
         return seen
 
 
+def wire_packets(seen: str) -> list[tuple[str, int, str, int]]:
+    """The packets a capture saw between the machines' wire addresses: source, port, destination, port."""
+    import re
+
+    return [(m[1], int(m[2]), m[3], int(m[4])) for m in re.finditer(
+        r" IP (10\.77\.0\.\d+)\.(\d+) > (10\.77\.0\.\d+)\.(\d+):", seen)]
+
+
 @dataclass
 class Wire:
     """A bridge in a namespace of its own, and the machines plugged into it."""
@@ -147,9 +155,10 @@ class Wire:
 def site_mesh(wire: Wire, names: tuple[str, ...], homes: dict[str, Path], secret: str,
               confine: tuple[int, int] | None = None) -> tuple[dict[str, Machine], dict[str, str]]:
     """Machines `names` (the first the head) on the wire, joined into a site's mesh as the head's
-    coordinator admits them, each listening at its wire address; with `confine`, each keeps that
-    range of ports to the mesh. Returns the machines and their mesh addresses."""
-    from provider.mesh import KEY_FILE, LISTEN_PORT, Coordinator, Interface, machine_key
+    coordinator admits them, each listening at its wire address (which its home records, as
+    `mesh join` does); with `confine`, each keeps that range of ports to the mesh. Returns the
+    machines and their mesh addresses."""
+    from provider.mesh import KEY_FILE, LISTEN_PORT, Coordinator, Interface, machine_key, record_address
 
     machines = {name: wire.machine(name) for name in names}
     head, *others = names
@@ -169,6 +178,7 @@ def site_mesh(wire: Wire, names: tuple[str, ...], homes: dict[str, Path], secret
         interface.sync(coordinator.peers_of(key))
         if confine is not None:
             interface.confine(confine)
+        record_address(homes[name], addresses[name], f"{machines[name].underlay}:{LISTEN_PORT}")
     return machines, addresses
 
 

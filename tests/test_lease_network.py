@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from compute.node import MESH_GCS_PORT
-from provider.lease.network import LEASE_NETWORK, node_address
+from provider.lease.network import LEASE_NETWORK, LINK_PORTS, host_of, node_address
 from provider.lease.sandbox import Limits, Sandbox, lease_uid
 from provider.mesh import HEAD, LISTEN_PORT, machine_key
-from tests.mesh_net import Machine, Wire, site_mesh
+from tests.mesh_net import Machine, Wire, site_mesh, wire_packets
 
 pytestmark = pytest.mark.light  # no Ray: sandboxes and sockets
 
@@ -39,7 +39,8 @@ NODE = """
 import json, sys
 from pathlib import Path
 from provider.lease.network import LeaseLink
-link, described = LeaseLink.open(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3])
+ports = tuple(int(p) for p in sys.argv[4].split("-")) if sys.argv[4] else None
+link, described = LeaseLink.open(Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3], ports)
 print(json.dumps({"name": link.name, "holder": link.holder, **described}), flush=True)
 link.connect(json.loads(sys.stdin.readline()))
 print("connected", flush=True)
@@ -92,9 +93,11 @@ def site(tmp_path: Path) -> Iterator[dict]:
     assert left == [], f"links closed but their WireGuard control sockets left: {left}"
 
 
-def open_node(machine: Machine, directory: Path, index: int, host: str) -> dict:
+def open_node(machine: Machine, directory: Path, index: int, host: str,
+              ports: tuple[int, int] | None = None) -> dict:
     """A node's end of a lease's network, opened on `machine` by a process that keeps it."""
-    keeper = machine.popen_io(sys.executable, "-c", NODE, str(directory), str(index), host)
+    keeper = machine.popen_io(sys.executable, "-c", NODE, str(directory), str(index), host,
+                              "-".join(map(str, ports)) if ports else "")
     line = keeper.stdout.readline()
     assert line, keeper.stderr.read()[-2000:]
     return json.loads(line) | {"keeper": keeper, "directory": directory, "index": index}
@@ -117,6 +120,8 @@ def close(node: dict) -> None:
 
 
 def _build(wire: Wire, tmp_path: Path, leases: dict[str, list[dict]]) -> dict:
+    """Lease a's links where a site puts them on machines that listen on their wire (`host_of`:
+    the wire, `LINK_PORTS`); lease b's over the mesh, as for machines behind NAT."""
     homes = {name: tmp_path / name for name in (HEAD, "m1", "m2")}
     machines, addresses = site_mesh(wire, (HEAD, "m1", "m2"), homes, SECRET)
     for lease in ("a", "b"):
@@ -124,7 +129,8 @@ def _build(wire: Wire, tmp_path: Path, leases: dict[str, list[dict]]) -> dict:
         leases[lease] = nodes
         for index, name in enumerate(("m1", "m2")):
             directory = homes[name] / "site" / "leases" / f"{lease}.node{index}"
-            nodes.append(open_node(machines[name], directory, index, addresses[name]))
+            host, ports = host_of(homes[name], addresses[name]) if lease == "a" else (addresses[name], None)
+            nodes.append(open_node(machines[name], directory, index, host, ports))
         for node in nodes:
             connect(node, nodes)
     return {"wire": wire, "machines": machines, "addresses": addresses, "leases": leases, "tmp": tmp_path}
@@ -162,10 +168,15 @@ def test_a_leases_nodes_reach_each_other_over_its_link_and_nothing_else(site) ->
     # The same address in lease b's network is lease b's own node: a's is not there to reach.
     assert call(site, b[0], LEASE_B, node_address(1), 7000) == "answer:lease-b-node-1"
     seen = capture.wait(timeout=30)
-    packets = [line for line in seen.splitlines() if " IP 10.77.0." in line and "> 10.77.0." in line]
-    assert packets, "the leases' traffic crossed the wire"
-    assert all(f".{LISTEN_PORT} " in line or f".{LISTEN_PORT}:" in line for line in packets), [
-        line for line in packets if f".{LISTEN_PORT}" not in line][:5]  # inside the site's mesh only
+    packets = wire_packets(seen)
+    wire = {site["machines"][name].underlay for name in ("m1", "m2")}
+    links = {int(n["endpoint"].rsplit(":", 1)[1]) for n in a}
+    assert all(n["endpoint"].rsplit(":", 1)[0] in wire for n in a), "lease a's links listen on the wire"
+    assert all(LINK_PORTS[0] <= port <= LINK_PORTS[1] for port in links), links
+    direct = [p for p in packets if {p[0], p[2]} == wire and {p[1], p[3]} == links]
+    meshed = [p for p in packets if LISTEN_PORT in (p[1], p[3])]
+    assert direct and meshed, "lease a crossed the wire on its links' ports, lease b inside the mesh"
+    assert len(direct) + len(meshed) == len(packets), [p for p in packets if p not in direct + meshed][:5]
     assert PAYLOAD not in seen and PAYLOAD.encode().hex() not in seen.replace(" ", "")
 
     # From inside lease a: the site's Ray head, the machines' mesh and wire addresses, any other

@@ -20,11 +20,22 @@ from pathlib import Path
 from compute.jobs import ComputeJob
 from compute.node import MESH_GCS_PORT, MESH_PORTS, MESH_RAY_PORTS, RayHome, auth_env, binding
 from provider.lease import PLAN_ENV, PROJECT
-from provider.lease.network import node_address
+from provider.lease.network import LINK_PORTS, node_address
 from provider.lease.outcome import verdict
 from provider.lease.plan import LeasePlan
 from provider.mesh import HEAD, LISTEN_PORT
-from tests.mesh_net import JOIN, START_HEAD, STOP_HEAD, TOKEN, Machine, Wire, opens, python, site_mesh
+from tests.mesh_net import (
+    JOIN,
+    START_HEAD,
+    STOP_HEAD,
+    TOKEN,
+    Machine,
+    Wire,
+    opens,
+    python,
+    site_mesh,
+    wire_packets,
+)
 from tests.programs import RESUMING, pinned_code
 
 PROVIDER = "0x" + "cd" * 20
@@ -152,10 +163,13 @@ def test_a_lease_trains_across_two_machines_over_the_mesh_and_resumes_after_losi
     probes = [json.loads(line) for line in (outputs / "probes.json").read_text().splitlines()]
     assert all(not p["site_head"] for p in probes), "a lease's node reached the site's Ray head"
     assert all(p["marked_from"] == node_address(1) and p["marked_bytes"] > 400_000 for p in probes), probes
-    packets = [line for line in seen.splitlines() if " IP 10.77.0." in line and "> 10.77.0." in line]
-    assert len(packets) > 50, "the lease's nodes spoke across the wire"
-    assert all(f".{LISTEN_PORT} " in line or f".{LISTEN_PORT}:" in line for line in packets), [
-        line for line in packets if f".{LISTEN_PORT}" not in line][:5]
+    # The machines listen on their wire, so the lease's own link crosses it directly, on its ports;
+    # everything else between the machines is the mesh's. WireGuard both, nothing in the clear.
+    packets = wire_packets(seen)
+    linked = [p for p in packets if all(LINK_PORTS[0] <= port <= LINK_PORTS[1] for port in (p[1], p[3]))]
+    assert len(linked) > 50, "the lease's nodes spoke across the wire on their link"
+    assert all(p in linked or LISTEN_PORT in (p[1], p[3]) for p in packets), [
+        p for p in packets if p not in linked and LISTEN_PORT not in (p[1], p[3])][:5]
     assert SECRET_MARK not in seen and SECRET_MARK.encode().hex() not in seen.replace(" ", "")
     epochs = [json.loads(line) for line in (outputs / "progress.jsonl").read_text().splitlines()]
     resumed = [e for e in epochs if e["from"] > 1]

@@ -24,7 +24,8 @@ from ledger.deploy import deploy, error_decoder
 from ledger.tx import Sender
 from ledger.units import ONE
 from provider.client import SiteAddress, SiteClient
-from provider.mesh import HEAD, LISTEN_PORT
+from provider.lease.network import LINK_PORTS, host_of
+from provider.mesh import HEAD, LISTEN_PORT, mesh_address, wire_host
 from tests.mesh_net import (
     SITE_PORT,
     Machine,
@@ -94,6 +95,10 @@ def test_machines_join_a_served_mesh_site_with_one_command_and_leave_it(tmp_path
         mesh = {name: joined[name]["mesh"]["address"] for name in joined}
         assert joined["m1"]["head_address"].startswith("10.231.0.1:"), "the head's Ray, on the mesh"
         assert set(mesh.values()) == {"10.231.0.2", "10.231.0.3"}
+        # A lease's own links listen on the wire of a machine that listens there, else on the mesh.
+        assert host_of(homes["m1"], mesh["m1"]) == (machines["m1"].underlay, LINK_PORTS)
+        assert host_of(homes[HEAD], "10.231.0.1") == (head.underlay, LINK_PORTS)
+        assert host_of(homes["m2"], mesh["m2"]) == (mesh["m2"], None)
 
         listed = swarm_on(head, homes[HEAD], rpc_url, "provider", "nodes", "--json")
         nodes = {n["node_id"]: n for n in json.loads(listed.stdout)["nodes"]}
@@ -136,6 +141,7 @@ def test_machines_join_a_served_mesh_site_with_one_command_and_leave_it(tmp_path
                                                                "node_id": None,
                                                                "mesh_down": mesh_interface(machines["m2"])}
         assert _no_interface(machines["m2"]) and not (homes["m2"] / "mesh" / "keeper.json").exists()
+        assert mesh_address(homes["m2"]) is None and wire_host(homes["m2"]) is None
         deadline = time.monotonic() + 60
         while _alive(head, homes[HEAD], rpc_url).get(joined["m2"]["node_id"]) and time.monotonic() < deadline:
             time.sleep(1)

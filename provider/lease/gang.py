@@ -56,9 +56,11 @@ class LeaseNode:
         import ray
         from ray.util import get_node_ip_address
 
-        from provider.lease.network import LeaseLink
+        from provider.lease.launch import machine_home
+        from provider.lease.network import LeaseLink, host_of
 
-        self.link, described = LeaseLink.open(self.directory, self.index, get_node_ip_address())
+        host, ports = host_of(machine_home(), get_node_ip_address())
+        self.link, described = LeaseLink.open(self.directory, self.index, host, ports)
         return described | {"work": str(self.directory / WORK),
                             "node_id": ray.get_runtime_context().get_node_id()}
 

@@ -93,8 +93,13 @@ class Node:
 def leases_root(env: Mapping[str, str] | None = None) -> Path:
     """Where this machine keeps the leases it runs: `$SWARM_HOME/site/leases`. Ray's processes
     on a site's machines carry the SWARM_HOME they were started in (compute.node.auth_env)."""
+    return machine_home(env) / LEASES
+
+
+def machine_home(env: Mapping[str, str] | None = None) -> Path:
+    """This machine's `$SWARM_HOME`, as Ray's processes on it carry it."""
     env = os.environ if env is None else env
-    return Path(env.get("SWARM_HOME", ".swarm")).expanduser().resolve() / LEASES
+    return Path(env.get("SWARM_HOME", ".swarm")).expanduser().resolve()
 
 
 def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, bool], ...] = (),

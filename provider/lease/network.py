@@ -2,10 +2,13 @@
 
 Each node of such a lease runs in a sandbox whose network namespace holds a loopback and one
 WireGuard interface of the lease's own, and nothing else. The interface is made in the
-machine's namespace, where its UDP socket stays and sends over the site's mesh (or the loopback,
-for nodes on one machine), and is then moved into the lease's namespace, so what the sandbox
-sends leaves only through it. Its peers are the lease's other nodes alone, each allowed its own
-address: WireGuard's routing by key drops anything to any other address, so the lease reaches
+machine's namespace, where its UDP socket stays, and is then moved into the lease's namespace,
+so what the sandbox sends leaves only through it. Its UDP socket listens on the machine's own
+network where the machine listens there (it joined the mesh with an endpoint): the lease's
+packets then cross between machines encrypted once, by the link, not a second time by the mesh
+(what that saves DDP: BENCHMARKS.md). A machine behind NAT is reached over the mesh, and nodes
+on one machine over the loopback. Its peers are the lease's other nodes alone, each allowed its
+own address: WireGuard's routing by key drops anything to any other address, so the lease reaches
 neither the site's Ray, nor the machine, nor another lease, and only the holders of its nodes'
 keys (made here, on each machine, for this attempt, and never shown to the lease) reach it. No
 process in the sandbox can change the interface: it has no capabilities.
@@ -40,6 +43,9 @@ SOCKET_ENV = {"GLOO_SOCKET_IFNAME": INTERFACE, "NCCL_SOCKET_IFNAME": INTERFACE}
 # The link's packets travel inside the site's mesh, itself WireGuard of MTU 1420: each is 80 bytes
 # of WireGuard's own (IPv6 outer header, UDP, its header and tag) less, so none is split in two.
 LINK_MTU = 1420 - 80
+# A link on a machine's own network listens on the first free UDP port of this range, which the
+# operator opens between the site's machines (docs/operations.md).
+LINK_PORTS = (51821, 51999)
 KEY = "link.key"  # a node's private key, in its lease directory on its machine (the site's side)
 LINK = "link"  # a node's link there (its interface, its namespace's holder), so a later attempt on
 # the machine removes one left behind
@@ -69,10 +75,12 @@ class LeaseLink:
         return node_address(self.index)
 
     @classmethod
-    def open(cls, directory: Path, index: int, host: str) -> tuple[LeaseLink, dict[str, Any]]:
+    def open(cls, directory: Path, index: int, host: str,
+             ports: tuple[int, int] | None = None) -> tuple[LeaseLink, dict[str, Any]]:
         """Makes node `index`'s key, interface and namespace; `host` is this machine's address the
-        other nodes reach it at (its mesh address). Returns the link and what the other nodes need
-        of it: its index, public key and endpoint."""
+        other nodes reach it at (see `host_of`), its UDP socket on the first free port of `ports`,
+        or any. Returns the link and what the other nodes need of it: its index, public key and
+        endpoint."""
         directory.mkdir(parents=True, exist_ok=True)
         remove_left(directory)
         link = cls("swl" + secrets.token_hex(4), index, directory)
@@ -82,7 +90,7 @@ class LeaseLink:
         try:
             link.holder = _hold_namespace()
             (directory / LINK).write_text(json.dumps({"name": link.name, "holder": link.holder}))
-            port = Interface(link.name).make(key_file)
+            port = Interface(link.name).make(key_file, ports)
         except (MeshError, OSError):
             link.close()
             raise
@@ -109,6 +117,16 @@ class LeaseLink:
         close_link(self.name, self.holder)
         (self.directory / KEY).unlink(missing_ok=True)
         (self.directory / LINK).unlink(missing_ok=True)
+
+
+def host_of(home: Path, node_ip: str) -> tuple[str, tuple[int, int] | None]:
+    """Where the other nodes reach a node's link on this machine, and the ports it may listen
+    on: the machine's own network and `LINK_PORTS` where it listens there (its mesh endpoint's
+    host), else its Ray node's address (`node_ip`: its mesh address on a mesh site) on any port."""
+    from provider.mesh import wire_host
+
+    wire = wire_host(home)
+    return (wire, LINK_PORTS) if wire else (node_ip, None)
 
 
 def close_link(name: str, holder: int) -> None:
