@@ -253,7 +253,8 @@ def _connect(keepers: list[subprocess.Popen], tmp: Path) -> list[dict[str, Any]]
         if not line:
             raise RuntimeError(f"node {index}'s link did not open: {_said(tmp, index)}")
         nodes.append(json.loads(line))
-    described = json.dumps([{k: n[k] for k in ("index", "public_key", "endpoint")} for n in nodes]) + "\n"
+    keys = ("index", "public_key", "endpoint", "wire")
+    described = json.dumps([{k: n[k] for k in keys} for n in nodes]) + "\n"
     for keeper in keepers:
         assert keeper.stdin is not None
         keeper.stdin.write(described)

@@ -63,7 +63,10 @@ def job_specs(table: Path, train_id: int | None = None) -> dict[str, dict]:
     return {
         # Published, so the second buyer's infer job may build on its result.
         "train": base | {"kind": "train", "model": "mlp", "dataset": str(table), "seed": 7, "publish": True,
-                         "params": {"epochs": 6, "batch_size": 32, "lr": 0.003}},
+                         # 30 epochs of 16 samples a step: a few seconds in which to kill the
+                         # flaky site between its first checkpoint and its last (an epoch of 32 a
+                         # step takes 40 ms on one core; 6 of them left no time to)
+                         "params": {"epochs": 30, "batch_size": 16, "lr": 0.003}},
         "infer": base | {"kind": "infer", "model": f"job:{train_id}", "dataset": str(table), "priority": 8,
                          "params": {"batch_size": 256}},
         "finetune": base | {"kind": "finetune", "model": f"job:{train_id}", "dataset": str(table),
@@ -270,7 +273,8 @@ class Demo:
             from devnet.network import kill_site
 
             run_dir = self.storage / f"{self.market.namespace}{train_id}"
-            self._wait(lambda: self._still_open(train_id) and registered_checkpoint(run_dir) is not None)
+            self._wait(lambda: self._still_open(train_id) and registered_checkpoint(run_dir) is not None,
+                       every=0.05)
             kill_site(self.sites[flaky])
             self.lost_at_epoch = self._finalized_epochs()
             self.progress.update(train_task, description="Buyer 1: train (flaky site killed)")
@@ -357,12 +361,12 @@ class Demo:
             return order.get(state, -1) >= steps.index(until)
         self._wait(reached)
 
-    def _wait(self, check) -> None:
+    def _wait(self, check, every: float = 0.5) -> None:
         end = time.monotonic() + TIMEOUT_S
         while time.monotonic() < end:
             if check():
                 return
-            time.sleep(0.5)
+            time.sleep(every)
         raise SwarmError(f"The demo did not finish within {TIMEOUT_S:g} s; see `swarm job list --all` and "
                          "`swarm oracle show`.")
 

@@ -21,7 +21,15 @@ from pathlib import Path
 import pytest
 
 from compute.node import MESH_GCS_PORT
-from provider.lease.network import LEASE_NETWORK, LINK_PORTS, host_of, node_address
+from provider.lease.network import (
+    INTERFACE,
+    LEASE_NETWORK,
+    LINK_MTU,
+    LINK_PORTS,
+    WIRE_MTU,
+    host_of,
+    node_address,
+)
 from provider.lease.sandbox import Limits, Sandbox, lease_uid
 from provider.mesh import HEAD, LISTEN_PORT, machine_key
 from tests.mesh_net import Machine, Wire, site_mesh, wire_packets
@@ -68,6 +76,15 @@ except OSError as exc:
 """
 
 
+def link_mtu(node: dict) -> int:
+    """The MTU of a node's link, as its namespace has it."""
+    import subprocess
+
+    shown = subprocess.run(["nsenter", f"--net=/proc/{node['holder']}/ns/net", "ip", "-o", "link", "show",
+                            INTERFACE], capture_output=True, text=True, check=True).stdout
+    return int(shown.split(" mtu ")[1].split()[0])
+
+
 def python(machine: Machine, script: str, *args: str) -> str:
     done = machine.run(sys.executable, "-c", script, *args, timeout=60, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -105,7 +122,7 @@ def open_node(machine: Machine, directory: Path, index: int, host: str,
 
 def connect(node: dict, nodes: list[dict]) -> None:
     keeper = node["keeper"]
-    described = [{k: n[k] for k in ("index", "public_key", "endpoint")} for n in nodes]
+    described = [{k: n[k] for k in ("index", "public_key", "endpoint", "wire") if k in n} for n in nodes]
     keeper.stdin.write(json.dumps(described) + "\n")
     keeper.stdin.flush()
     assert keeper.stdout.readline().strip() == "connected", keeper.stderr.read()[-2000:]
@@ -176,6 +193,8 @@ def test_a_leases_nodes_reach_each_other_over_its_link_and_nothing_else(site) ->
     direct = [p for p in packets if {p[0], p[2]} == wire and {p[1], p[3]} == links]
     meshed = [p for p in packets if LISTEN_PORT in (p[1], p[3])]
     assert direct and meshed, "lease a crossed the wire on its links' ports, lease b inside the mesh"
+    # so lease a's links carry the wire's MTU, lease b's the mesh's less WireGuard's own 80 bytes
+    assert {link_mtu(n) for n in a} == {WIRE_MTU} and {link_mtu(n) for n in b} == {LINK_MTU}
     assert len(direct) + len(meshed) == len(packets), [p for p in packets if p not in direct + meshed][:5]
     assert PAYLOAD not in seen and PAYLOAD.encode().hex() not in seen.replace(" ", "")
 

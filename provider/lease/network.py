@@ -40,9 +40,11 @@ LEASE_NETWORK = ipaddress.ip_network("10.232.0.0/24")
 # (gloo, NCCL's sockets) are told to use (`SOCKET_ENV`), rather than the address its host name has.
 INTERFACE = "lease0"
 SOCKET_ENV = {"GLOO_SOCKET_IFNAME": INTERFACE, "NCCL_SOCKET_IFNAME": INTERFACE}
-# The link's packets travel inside the site's mesh, itself WireGuard of MTU 1420: each is 80 bytes
-# of WireGuard's own (IPv6 outer header, UDP, its header and tag) less, so none is split in two.
-LINK_MTU = 1420 - 80
+# A link whose packets cross the machines' own network (MTU 1500) carries 1420 bytes, less 80 of
+# WireGuard's own (IPv6 outer header, UDP, its header and tag), as the mesh does; one whose
+# packets travel inside the mesh (a node behind NAT), 80 bytes less again, so none is split in two.
+WIRE_MTU = 1420
+LINK_MTU = WIRE_MTU - 80
 # A link on a machine's own network listens on the first free UDP port of this range, which the
 # operator opens between the site's machines (docs/operations.md).
 LINK_PORTS = (51821, 51999)
@@ -94,21 +96,24 @@ class LeaseLink:
         except (MeshError, OSError):
             link.close()
             raise
-        return link, {"index": index, "public_key": public, "endpoint": f"{host}:{port}"}
+        return link, {"index": index, "public_key": public, "endpoint": f"{host}:{port}",
+                      "wire": ports is not None}
 
     def connect(self, nodes: list[dict[str, Any]]) -> None:
         """Makes the lease's other nodes (as `open` described them) this link's only peers, and
-        moves the interface into the lease's namespace, up at this node's address."""
+        moves the interface into the lease's namespace, up at this node's address: at the wire's
+        MTU when every other node is reached across the machines' wire, else the mesh's."""
         interface = Interface(self.name)
+        others = [n for n in nodes if n["index"] != self.index]
         interface.sync([{"public_key": n["public_key"], "endpoint": n["endpoint"],
-                         "allowed_ips": [f"{node_address(n['index'])}/32"]}
-                        for n in nodes if n["index"] != self.index])
+                         "allowed_ips": [f"{node_address(n['index'])}/32"]} for n in others])
+        mtu = WIRE_MTU if all(n.get("wire") for n in others) else LINK_MTU
         # Moved, the interface loses its address and state: both are set again inside.
         _ip("link", "set", self.name, "netns", str(self.holder))
         inside = ("nsenter", f"--net={self.netns}", "--")
         _ip("link", "set", self.name, "name", INTERFACE, prefix=inside)
         _ip("address", "add", f"{self.address}/{LEASE_NETWORK.prefixlen}", "dev", INTERFACE, prefix=inside)
-        _ip("link", "set", INTERFACE, "mtu", str(LINK_MTU), "up", prefix=inside)
+        _ip("link", "set", INTERFACE, "mtu", str(mtu), "up", prefix=inside)
         _ip("link", "set", "lo", "up", prefix=inside)
 
     def close(self) -> None:
