@@ -148,12 +148,11 @@ def leave_mesh(home: Path) -> str | None:
     """Takes this machine's mesh down (its keeper stopped, its interface removed), if `join`
     brought one up; the interface's name, or None. The head still lists the machine until
     `swarm provider mesh remove` cuts its key off."""
-    from provider.mesh import ADDRESS_FILE, ENDPOINT_FILE, Interface
+    from provider.mesh import Interface, forget_address
 
     kept = stop_keeper(home)
     if kept is None:
         return None
     Interface(kept["interface"]).down()
-    (home / ADDRESS_FILE).unlink(missing_ok=True)
-    (home / ENDPOINT_FILE).unlink(missing_ok=True)
+    forget_address(home)
     return str(kept["interface"])

@@ -138,6 +138,12 @@ def record_address(home: Path, address: str, endpoint: str | None) -> None:
         (home / ENDPOINT_FILE).unlink(missing_ok=True)
 
 
+def forget_address(home: Path) -> None:
+    """This machine left its mesh: neither its address nor its endpoint is kept."""
+    (home / ADDRESS_FILE).unlink(missing_ok=True)
+    (home / ENDPOINT_FILE).unlink(missing_ok=True)
+
+
 def rotate_key(home: Path) -> str:
     """A new key pair for this machine, the old one gone; its new public key. The file is
     replaced in one step, so the machine has a key at every moment."""

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from provider.mesh import Interface, MeshError, key_at
+from provider.mesh import Interface, MeshError, key_at, wire_host
 
 LEASE_NETWORK = ipaddress.ip_network("10.232.0.0/24")
 # The link's name inside a node's namespace, the same on every node: what a lease's collectives
@@ -128,8 +128,6 @@ def host_of(home: Path, node_ip: str) -> tuple[str, tuple[int, int] | None]:
     """Where the other nodes reach a node's link on this machine, and the ports it may listen
     on: the machine's own network and `LINK_PORTS` where it listens there (its mesh endpoint's
     host), else its Ray node's address (`node_ip`: its mesh address on a mesh site) on any port."""
-    from provider.mesh import wire_host
-
     wire = wire_host(home)
     return (wire, LINK_PORTS) if wire else (node_ip, None)
 
