@@ -51,7 +51,7 @@ compile: $(COMPILE_STAMP)
 # PYTHONDONTWRITEBYTECODE, and then every process of a run (each command, each Ray worker, each
 # lease) would compile what it imports again. A file edited since is compiled again by the
 # process that imports it, as before.
-SWARM_PACKAGES := anvil ledger compute provider market oracle dashboard scripts devnet tests
+SWARM_PACKAGES := core anvil ledger compute wire provider market oracle dashboard scripts devnet tests
 bytecode: $(VENV_STAMP)
 	@$(PY) -m compileall -qq -j0 $(SWARM_PACKAGES)
 

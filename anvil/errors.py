@@ -1,26 +1,26 @@
-"""The errors a user can act on, at the bottom of the stack: the root of the family (`SwarmError`),
-the JSON-RPC client's (anvil/rpc.py) and the devnet's. Each message names the problem and the fix.
+"""The JSON-RPC client's errors (anvil/rpc.py) and the devnet's, in Swarm's one family of errors
+(`core.errors`). Each message names the problem and the fix.
 
-They are defined in the lowest package because the one JSON-RPC client lives here (a devnet is
-asked whether it answers before any ledger exists) and anvil must not import the ledger;
-`ledger.errors` re-exports them beside its own, so every package raises and catches one family.
+They are defined in the lowest package of the chain's side because the one JSON-RPC client lives
+here (a devnet is asked whether it answers before any ledger exists) and anvil must not import
+the ledger; `ledger.errors` re-exports them beside its own.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-
-class SwarmError(Exception):
-    """A problem with the user's input or environment; the message says how to fix it."""
+from core.errors import SwarmError, Unavailable
 
 
-class ChainUnavailable(SwarmError):
+class ChainUnavailable(Unavailable):
     """No JSON-RPC node answers at the configured URL, or what answers is not one."""
 
 
 class RpcError(SwarmError):
     """The node refused a request: a JSON-RPC error (a revert among them), or an HTTP refusal."""
+
+    status = 502  # the node behind the caller refused
 
     def __init__(self, url: str, method: str, error: dict[str, Any]) -> None:
         self.url = url

@@ -65,7 +65,7 @@ def bench_first_step(swarm, home: Path, site, runs: int) -> dict:
     from ledger.specs import canonical, store_spec
     from market.spec import validate_spec
     from market.storage import pin
-    from provider.client import SiteAddress, SiteClient
+    from wire.client import SiteAddress, SiteClient
 
     data = digits(home / "buyer" / "digits.parquet")
     entry = f"python train.py --data {{data}} --workers 1 --epochs {EPOCHS}"

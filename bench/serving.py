@@ -47,12 +47,10 @@ ROW = [0.25] * 16
 
 
 def order(batch: int, seconds: float):
-    from provider.serving import ServeOrder
+    from compute.serve_order import ServeOrder
 
-    return ServeOrder(task="predict", model="mlp", sha256="", replicas=1, min_replicas=1, replica_cpus=1.0,
-                      replica_gpus=0.0, memory_gb=1.0, max_batch_size=batch, max_batch_wait_s=0.01,
-                      max_tokens=16, ends_at=int(time.time() + seconds), price_per_request=PRICE,
-                      price_per_token=0, seed=1)
+    return ServeOrder.parse({"max_batch_size": batch, "max_batch_wait_s": 0.01, "max_tokens": 16,
+                             "ends_at": int(time.time() + seconds), "price_per_request": PRICE, "seed": 1})
 
 
 def bench_verify(swarm, home: Path, count: int = 20_000) -> dict:
@@ -178,7 +176,7 @@ def main() -> None:
 
     from ledger import serving
     from market.sites import site_address
-    from provider.serving_client import ServingClient
+    from wire.serving import ServingClient
 
     results: dict = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     with staked_sites({1: 1}) as (swarm, home, sites):

@@ -79,9 +79,9 @@ def bench_start(swarm, home: Path, site, runs: int) -> dict:
 
     from compute.order import Order, job_namespace
     from ledger import jobs
-    from provider.client import SiteAddress, SiteClient
     from provider.lease.launch import ray_job
     from provider.lease.plan import plan_lease
+    from wire.client import SiteAddress, SiteClient
 
     matcher = swarm.sender(dev_account(0).key)
     client = SiteClient(SiteAddress(site.provider, site.url, site.fingerprint), matcher.sign_typed_data,

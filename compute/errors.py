@@ -1,11 +1,13 @@
-"""Errors of the compute side a user or operator can act on."""
+"""Errors of the compute side a user or operator can act on, in Swarm's one family (`core.errors`)."""
+
+from core.errors import Fault, SwarmError, UserError
 
 
-class ComputeError(Exception):
+class ComputeError(SwarmError):
     """A job or node request that cannot be served; the message says why and what to do."""
 
 
-class InvalidJob(ComputeError):
+class InvalidJob(ComputeError, UserError):
     """A job's parameters are malformed or impossible (checked before any Ray work).
 
     `field` is the spec field to blame (`params.env`, `inputs.digits`), where one is."""
@@ -15,7 +17,7 @@ class InvalidJob(ComputeError):
         self.field = field
 
 
-class ProviderFault(ComputeError):
+class ProviderFault(ComputeError, Fault):
     """The job failed because of the provider's nodes (lost, dead or unreachable)."""
 
     def __init__(self, provider: str, message: str) -> None:

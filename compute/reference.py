@@ -21,13 +21,12 @@ rather than judge CPU nodes against a number nobody measured.
 from __future__ import annotations
 
 import functools
-import itertools
 import json
 import math
-import re
 from pathlib import Path
 
 from compute.errors import ComputeError
+from core.hardware import MODELS, model_of
 
 ACHIEVED_FRACTION = 0.5
 
@@ -92,7 +91,6 @@ def _reference(model: str, precision: str, peak_tflops: float) -> float:
 REFERENCE_GFLOPS = {model: _reference(model, "fp32", tflops) for model, tflops in PEAK_FP32_TFLOPS.items()}
 TENSOR_REFERENCE_GFLOPS = {model: _reference(model, precision, tflops)
                            for model, (precision, tflops) in PEAK_TENSOR_TFLOPS.items()}
-MODELS = (*REFERENCE_GFLOPS, "cpu")
 
 
 class CpuReferenceMissing(ComputeError):
@@ -101,14 +99,11 @@ class CpuReferenceMissing(ComputeError):
 
 def normalize_model(name: str) -> str:
     """The table key for a model name as NVML or a provider writes it ("NVIDIA H100 80GB HBM3" → "H100")."""
-    tokens = re.findall(r"[A-Z0-9]+", name.upper())
-    # Whole tokens only ("NVIDIA L40" is not an L4), and adjacent pairs for "RTX 4090".
-    for candidate in tokens + [a + b for a, b in itertools.pairwise(tokens)]:
-        if candidate == "CPU":
-            return "cpu"
-        if candidate in PEAK_FP32_TFLOPS:
-            return candidate
-    raise ComputeError(f"no reference throughput for GPU model {name!r}; declare one of {', '.join(MODELS)}.")
+    model = model_of(name)
+    if model is None:
+        raise ComputeError(f"no reference throughput for GPU model {name!r}; declare one of "
+                           f"{', '.join(MODELS)}.")
+    return model
 
 
 def reference_gflops(declared_model: str, precision: str = "fp32") -> float:

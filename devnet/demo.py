@@ -196,7 +196,7 @@ class Demo:
 
     def _stake(self, p: DemoProvider) -> None:
         """What `swarm provider register` and `stake` do, through the provider's API."""
-        from provider.operator import Provider
+        from ledger.operator import Provider
 
         provider = Provider(self.swarm, self.swarm.sender(dev_account(p.account).key), self.settings)
         site = self.sites[provider.address]

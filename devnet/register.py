@@ -1,6 +1,6 @@
 """The local network's providers on chain (`swarm cluster up --register`): each dev provider
 registers with its site, a one-CPU spec naming the site's URL and certificate, and stakes the
-minimum that spec needs — through `provider.operator.Provider`, so with the same checks as
+minimum that spec needs — through `ledger.operator.Provider`, so with the same checks as
 `swarm provider register` and `swarm provider stake`. Devnets only: the providers are anvil's
 dev accounts."""
 
@@ -12,9 +12,9 @@ from devnet.network import LocalSite
 from ledger.client import Swarm
 from ledger.config import Settings
 from ledger.errors import SwarmError
+from ledger.operator import Provider, Registered
 from ledger.signer import open_signer
 from ledger.stake import HardwareSpec
-from provider.operator import Provider, Registered
 
 
 def site_spec(site: LocalSite) -> HardwareSpec:

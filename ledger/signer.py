@@ -1,4 +1,4 @@
-"""Who signs for the Python APIs (`market.buyer.Buyer`, `provider.operator.Provider`): one of
+"""Who signs for the Python APIs (`market.buyer.Buyer`, `ledger.operator.Provider`): one of
 anvil's dev accounts on a devnet, or an encrypted keystore; never a key given as an argument."""
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # the ORM loads in the operations that use it
 
     from ledger.tx import Receipt, Sender
     from market.records import MarketJob, MarketTransition
-    from provider.client import SiteClient
+    from wire.client import SiteClient
 
 
 # ── the buyer's operations ───────────────────────────────────────────────────────────
@@ -112,7 +112,7 @@ FOLLOW_SETTLE_S = 60.0  # how long a follower waits, after a lease ended, for th
 
 
 def _site_refusal(provider: str | None, exc: Exception) -> str:
-    from provider.auth import Refused
+    from core.errors import Refused
 
     if isinstance(exc, Refused):
         return f"the site of {provider} refused ({clause(exc)})"
@@ -393,12 +393,13 @@ class Buyer:
             text = kept_log(job_id, location, "0x" + info.result_hash.hex())
             if text is not None:
                 return JobLog(job_id, text, f"its result in {dataplane.shown(location)}", True)
-        from provider.auth import Refused
+        from core.errors import Refused
+        from wire.client import SiteUnreachable
 
         try:
             text = self._site(info.provider).logs(job_id)
             return JobLog(job_id, text, f"the site of {info.provider}", False)
-        except (Refused, ComputeError) as exc:
+        except (Refused, SiteUnreachable, ComputeError) as exc:
             kept = failed_log(job_id, location) if location else None
             if kept is not None:
                 return JobLog(job_id, kept, f"what its site kept in {dataplane.shown(location or '')}", False)
@@ -406,8 +407,9 @@ class Buyer:
             raise SwarmError(f"Job {job_id}'s log cannot be read: {why}.") from None
 
     def _follow(self, job_id: int, poll_s: float) -> Iterator[str]:
+        from core.errors import Refused
         from ledger.jobs import JobStatus, job_info
-        from provider.auth import Refused
+        from wire.client import SiteUnreachable
 
         self.existing(job_id)
         provider: str | None = None
@@ -434,7 +436,7 @@ class Buyer:
                                      f"{_site_refusal(provider, exc)}.") from None
                 time.sleep(poll_s)  # the market has not started its lease yet
                 continue
-            except ComputeError:  # the site does not answer now: the market decides whether it lost it
+            except (SiteUnreachable, ComputeError):  # no answer now: the market decides whether it lost it
                 if info.status is not JobStatus.ASSIGNED:
                     return
                 time.sleep(poll_s)
@@ -457,7 +459,7 @@ class Buyer:
         """A client of `provider`'s site, as its chain registration names it, signing as this buyer."""
         from ledger.indexer.models import Provider
         from market.sites import site_address
-        from provider.client import SiteClient
+        from wire.client import SiteClient
 
         sender = self._signer()
         with self.synced_ledger() as session:

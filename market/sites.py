@@ -20,12 +20,12 @@ from typing import Any
 
 from compute.errors import InvalidJob, ProviderFault
 from compute.manifest import outputs_of
+from core.errors import Refused
 from ledger.client import Swarm
 from ledger.tx import Sender
 from market.matcher import Machine
 from market.offers import Capacity, declared
-from provider.auth import Refused
-from provider.client import SiteAddress, SiteClient, SiteUnreachable
+from wire.client import SiteAddress, SiteClient, SiteUnreachable
 
 INFO_TIMEOUT_S = 3.0
 CAPACITY_TTL_S = 2.0  # how long a site's reported capacity is trusted before it is asked again

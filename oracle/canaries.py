@@ -97,7 +97,7 @@ class Canaries:
             return rows
 
     def _provider(self, provider: str) -> list[CanaryRecord]:
-        from provider.serving_client import ServingClient
+        from wire.serving import ServingClient
 
         address = self.site_of(provider)
         if address is None:

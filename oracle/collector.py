@@ -31,10 +31,11 @@ from compute.challenge import Challenge, Declared, as_number, identity_problem, 
 from compute.errors import ComputeError
 from compute.proof import ProofError, check, opening_from_json, root_from_hex, sample
 from compute.reference import precisions, reference_gflops
+from core.errors import SwarmError
 from ledger.indexer.models import Provider
 from ledger.specs import load_spec
 from oracle.records import ChallengeRecord, ProbeSample
-from provider.client import SiteAddress, SiteClient, SiteUnreachable
+from wire.client import SiteAddress, SiteClient, SiteUnreachable
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,7 @@ class Collector:
             return []
         try:
             return list(client.probe(self.probe_timeout_s)["nodes"])
-        except (ComputeError, KeyError, TypeError):
+        except (SwarmError, KeyError, TypeError):  # down, refusing, or answering nonsense
             return []
 
     def challenge(self, providers: Iterable[Watched]) -> list[ChallengeRecord]:
@@ -267,7 +268,7 @@ class Collector:
         try:
             worker = client.challenge_ready(challenge.params(), self.challenge_timeout_s, vram_mb)
             ticket = str(worker["ticket"])
-        except (ComputeError, ValueError, KeyError, TypeError):
+        except (SwarmError, ValueError, KeyError, TypeError):
             return None
         device, gpus = str(worker.get("device", ""))[:16], worker.get("gpus", 0)  # a dict: it had a ticket
         problem = identity_problem(declared, worker)
@@ -297,7 +298,7 @@ class Collector:
             # and the worker is let go at once, opened for nothing.
             try:
                 client.challenge_open(ticket, [], self.challenge_timeout_s)
-            except (ComputeError, ValueError):
+            except (SwarmError, ValueError):
                 pass  # it ends by itself soon after anyway
             return record(proof_ok=True, outcome="misidentified", seconds=0.0, measured_gflops=0.0,
                           reference_gflops=0.0, ratio=0.0, reason=f"{problem}; no seed sent: judged 0"[:500])
@@ -306,7 +307,7 @@ class Collector:
             answer, seconds = client.challenge_commit(ticket, challenge.seed, self.challenge_timeout_s)
         except SiteUnreachable:
             pass  # no answer in time: late
-        except (ComputeError, ValueError) as exc:  # a refusal or a garbled answer instead of a root
+        except (SwarmError, ValueError) as exc:  # a refusal or a garbled answer instead of a root
             answer = {"error": str(exc)}
         # The node's own timings of its rounds and its commitment: recorded, never judged.
         reported = answer if isinstance(answer, dict) else {}
@@ -330,7 +331,7 @@ class Collector:
             if not isinstance(openings, list):
                 raise ProofError("the node sent no openings")
             check(challenge, root, cells, [opening_from_json(o) for o in openings])
-        except (ProofError, ComputeError, ValueError) as exc:
+        except (ProofError, SwarmError, ValueError) as exc:
             # A refusal, no answer or a garbled one where an opening was due: no proof either.
             return record(proof_ok=False, outcome="refuted", seconds=seconds, measured_gflops=0.0,
                           reference_gflops=0.0, ratio=0.0, reason=f"proof refuted: {exc}"[:500])

@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from compute.errors import ComputeError
-from provider.auth import JobView, Refused, WontSign
+from core.errors import Refused
+from provider.auth import JobView, WontSign
 from provider.lease import PLAN
 from provider.lease.launch import ray_job
 from provider.lease.outcome import Outcome, reports, verdict, without_verdicts
@@ -114,7 +115,7 @@ class Site:
         self.hidden = tuple(hidden) + (str(self.leases),)
         self.shared = shared.resolve() if shared is not None else None
         self.jobs = JobSubmissionClient(dashboard_url)
-        self._lock = threading.Lock()
+        self.lock = threading.Lock()  # held while a lease is numbered, planned and submitted
         # ticket → (worker, params, until)
         self._challenges: dict[str, tuple[Any, dict[str, Any], float]] = {}
         # a running attempt's submission → (when read, its latest reports, how many)
@@ -136,10 +137,10 @@ class Site:
         """Starts the job's lease, once: a lease that exists is returned as it is. `prior` is
         the spec of the job whose result this one builds on (`job:<id>`), if any."""
         self._expire_challenges()  # a challenge the oracle left holds no node from a lease
-        with self._lock:
+        with self.lock:
             directory = self._dir(job, job_id)
             if not (directory / PLAN).is_file():
-                plan = self.planner(job, job_id, spec, self._next_number(), prior)
+                plan = self.planner(job, job_id, spec, self.next_number(), prior)
                 plan = plan.but(hidden=tuple(plan.hidden) + self.hidden, verdict_key=secrets.token_hex(16))
                 if plan.nodes > 1:
                     if not self.across_nodes or self.shared is None:
@@ -175,7 +176,7 @@ class Site:
             outcome.write(directory)
             return self._finished(job_id, directory, outcome)
         # The Ray job ended with no outcome written: its node was lost under it.
-        with self._lock:
+        with self.lock:
             if plan.attempt >= MAX_ATTEMPTS:
                 return LeaseStatus(job_id, "failed", plan.attempt, fault="provider",
                                    error=f"the site lost the node running it {plan.attempt} times")
@@ -216,12 +217,12 @@ class Site:
         """The latest reports of a running attempt and how many it relayed, read from its log at
         most every REPORTS_EVERY_S."""
         now = time.monotonic()
-        with self._lock:
+        with self.lock:
             cached = self._reported.get(submission)
         if cached is None or now - cached[0] > REPORTS_EVERY_S:
             found = reports(self._job_log(submission), key)
             cached = (now, found[-REPORTS_SHOWN:], len(found))
-            with self._lock:
+            with self.lock:
                 self._reported[submission] = cached
         return cached[1], cached[2]
 
@@ -243,7 +244,7 @@ class Site:
 
     def _finished(self, job_id: int, directory: Path, outcome: Outcome) -> LeaseStatus:
         plan = LeasePlan.read(directory)
-        with self._lock:
+        with self.lock:
             self._reported.pop(_submission(directory, plan.attempt), None)
         logs = self._job_logs(directory, plan)
         log, relayed = without_verdicts("".join(logs), plan.verdict_key), reports(logs[-1], plan.verdict_key)
@@ -303,7 +304,8 @@ class Site:
             )
         return directory
 
-    def _next_number(self) -> int:
+    def next_number(self) -> int:
+        """The next lease's number, the site's own (call it holding `lock`)."""
         counter = self.root / "lease-numbers"
         number = int(counter.read_text()) + 1 if counter.is_file() else 1
         counter.write_text(str(number))
@@ -384,7 +386,7 @@ class Site:
 
         Challenge(seed=0, **params)  # the size, rounds and stride are valid (else ComputeError)
         self._expire_challenges()
-        with self._lock:
+        with self.lock:
             if len(self._challenges) >= MAX_CHALLENGES:
                 raise Refused(
                     429, f"This site holds {MAX_CHALLENGES} challenges already; open or let them expire."
@@ -394,7 +396,7 @@ class Site:
         except ProviderFault as exc:
             raise Refused(503, str(exc)[0].upper() + str(exc)[1:]) from None
         ticket = secrets.token_hex(16)
-        with self._lock:
+        with self.lock:
             self._challenges[ticket] = (worker, params, time.monotonic() + CHALLENGE_IDLE_S)
         return {"ticket": ticket, **answer}
 
@@ -431,7 +433,7 @@ class Site:
 
     def _challenge(self, ticket: str) -> tuple[Any, dict[str, Any], float]:
         self._expire_challenges()
-        with self._lock:
+        with self.lock:
             held = self._challenges.get(ticket)
         if held is None:
             raise Refused(
@@ -442,7 +444,7 @@ class Site:
         return held
 
     def _hold(self, ticket: str, seconds: float) -> None:
-        with self._lock:
+        with self.lock:
             held = self._challenges.get(ticket)
             if held is not None:
                 self._challenges[ticket] = (held[0], held[1], time.monotonic() + seconds)
@@ -450,14 +452,14 @@ class Site:
     def _end_challenge(self, ticket: str) -> None:
         import ray
 
-        with self._lock:
+        with self.lock:
             held = self._challenges.pop(ticket, None)
         if held is not None:
             ray.kill(held[0])
 
     def _expire_challenges(self) -> None:
         now = time.monotonic()
-        with self._lock:
+        with self.lock:
             expired = [t for t, (_, _, until) in self._challenges.items() if until < now]
         for ticket in expired:
             self._end_challenge(ticket)

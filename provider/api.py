@@ -19,13 +19,14 @@ from typing import Any
 from fastapi import Request  # module level: FastAPI resolves the routes' annotations here
 
 from compute.errors import ComputeError
+from core.errors import Refused
 from ledger.errors import ChainUnavailable, InvalidInput
 from ledger.units import parse_address
 from provider.agent import MAX_CELLS, PROBE_TIMEOUT_S, Site
-from provider.auth import JobView, Refused, SiteRequest
+from provider.auth import JobView
 from provider.mesh import HeadMesh
-from provider.mesh import Refused as MeshRefused
 from provider.serving import MAX_BODY_BYTES, ServingLeases
+from wire.request import SiteRequest
 
 # (request, signature, spec hash or None) -> the signer's address and, for a lease action, what the
 # chain says of the job; raises Refused
@@ -46,10 +47,6 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh
 
     @app.exception_handler(Refused)
     async def refused(_request: Request, exc: Refused):
-        return JSONResponse({"error": str(exc)}, status_code=exc.status)
-
-    @app.exception_handler(MeshRefused)
-    async def mesh_refused(_request: Request, exc: MeshRefused):
         return JSONResponse({"error": str(exc)}, status_code=exc.status)
 
     @app.exception_handler(ComputeError)
@@ -88,7 +85,7 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh
             raise Refused(
                 401, "The request is not signed: send Swarm-Nonce, Swarm-Expires and Swarm-Signature."
             )
-        from provider.auth import body_hash
+        from wire.request import body_hash
 
         signed = SiteRequest(action, site.provider, job_id, body_hash(body), nonce, expires)
         signer, job = await run_in_threadpool(authorize, signed, signature,
@@ -146,7 +143,7 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh
     async def start(job_id: int, request: Request):
         """The body: {"spec": the job's spec as posted (its keccak is the chain's spec hash),
         "prior": the spec of the job whose result it builds on, for a job:<id> model}."""
-        from provider.auth import body_hash
+        from wire.request import body_hash
 
         try:
             raw = json.loads(await request.body())
@@ -230,7 +227,6 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh
         """A buyer's voucher for a claim: {"voucher": {buyer, provider, cumulative, signature},
         "receipts": [nonce (hex), ...]}."""
         from ledger.serving import Voucher
-        from provider.receipts import Refused as BookRefused
 
         try:
             raw = json.loads(await request.body())
@@ -239,10 +235,7 @@ def make_app(site: Site, authorize: Authorizer, chain_id: int, market: str, mesh
         except (ValueError, KeyError, TypeError, AttributeError, InvalidInput):
             raise Refused(400, 'A voucher\'s body is {"voucher": {"buyer", "provider", "cumulative", '
                                '"signature"}, "receipts": ["<nonce hex>", ...]}.') from None
-        try:
-            cumulative = leases().book.aggregate(voucher, nonces)
-        except BookRefused as exc:
-            raise Refused(exc.status, str(exc)) from None
+        cumulative = leases().book.aggregate(voucher, nonces)
         return {"buyer": voucher.buyer, "cumulative": str(cumulative)}
 
     @app.post("/v1/probe")

@@ -1,10 +1,6 @@
-"""Who may ask a provider's site for what: every request is EIP-712-signed, and only the chain
-says whose signature counts.
-
-A request names its action, the site it is for (the provider's address), the job, the hash of
-its body, a nonce and an expiry, in the domain of one deployment (its chain and JobMarket), so
-it cannot be sent to another site, another chain or another deployment, nor sent twice, nor
-kept for later. The site recovers the signer and asks the chain, through an `Authority`:
+"""Who may ask a provider's site for what: every request is EIP-712-signed (`wire.request`), and
+only the chain says whose signature counts. The site recovers the signer and asks the chain,
+through an `Authority`:
 
   lease.start                          the matcher (MATCHER_ROLE), for a job the chain shows
                                        assigned to this provider, with the spec hash the chain
@@ -32,71 +28,14 @@ from pathlib import Path
 from typing import Protocol
 
 from compute.errors import ComputeError
-
-DOMAIN_NAME = "SwarmSite"
-DOMAIN_VERSION = "1"
-MAX_VALIDITY_S = 300  # the longest a signed request may live: a replay window no longer than this
-LEASE_ACTIONS = ("lease.start", "lease.status", "lease.logs", "lease.result", "lease.stop")
-ORACLE_ACTIONS = ("probe", "challenge")
-SERVE_ACTIONS = ("serve.deploy", "serve.stop")
-ACTIONS = LEASE_ACTIONS + ORACLE_ACTIONS + SERVE_ACTIONS
-
-REQUEST_FIELDS = [
-    ("action", "string"), ("site", "address"), ("jobId", "uint256"), ("bodyHash", "bytes32"),
-    ("nonce", "uint256"), ("expiresAt", "uint64"),
-]
-
-
-class Refused(ComputeError):
-    """A request the site will not serve; `status` is the HTTP status it answers with."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+from core.errors import Refused
+from wire.request import ACTIONS, MAX_VALIDITY_S, ORACLE_ACTIONS, SiteRequest
 
 
 class WontSign(ComputeError):
     """The site will not sign a lease's outcome: the chain shows the job assigned otherwise than
     the site agreed to run it (to another provider, or at a lower price). The lease then fails
     as no fault of the provider's, and the job is refunded."""
-
-
-@dataclass(frozen=True)
-class SiteRequest:
-    action: str
-    site: str  # the provider whose site this is for
-    job_id: int  # 0 for probes and challenges
-    body_hash: bytes  # keccak256 of the request's body
-    nonce: int
-    expires_at: int  # unix seconds
-
-    def typed_data(self, chain_id: int, market: str) -> dict:
-        return {
-            "types": {
-                "EIP712Domain": [
-                    {"name": "name", "type": "string"},
-                    {"name": "version", "type": "string"},
-                    {"name": "chainId", "type": "uint256"},
-                    {"name": "verifyingContract", "type": "address"},
-                ],
-                "SiteRequest": [{"name": n, "type": t} for n, t in REQUEST_FIELDS],
-            },
-            "primaryType": "SiteRequest",
-            "domain": {
-                "name": DOMAIN_NAME,
-                "version": DOMAIN_VERSION,
-                "chainId": chain_id,
-                "verifyingContract": market,
-            },
-            "message": {
-                "action": self.action,
-                "site": self.site,
-                "jobId": self.job_id,
-                "bodyHash": self.body_hash,
-                "nonce": self.nonce,
-                "expiresAt": self.expires_at,
-            },
-        }
 
 
 @dataclass(frozen=True)
@@ -122,20 +61,6 @@ class Authority(Protocol):
     def job(self, job_id: int) -> JobView | None: ...
 
     def serving_spendable(self, buyer: str, provider: str) -> int: ...
-
-
-def sign_request(request: SiteRequest, key: bytes, chain_id: int, market: str) -> bytes:
-    from eth_account import Account
-
-    return bytes(
-        Account.from_key(key).sign_typed_data(full_message=request.typed_data(chain_id, market)).signature
-    )
-
-
-def body_hash(body: bytes) -> bytes:
-    from eth_utils import keccak
-
-    return keccak(body)
 
 
 class NonceBook:

@@ -25,6 +25,7 @@ from ledger.client import Swarm
 from ledger.errors import SwarmError
 from ledger.stake import ProviderInfo
 from ledger.units import format_amount, when
+from wire.client import SiteAddress
 
 
 def may_serve(swarm: Swarm, address: str) -> ProviderInfo:
@@ -67,7 +68,7 @@ def join_site(swarm: Swarm, home: Path, ray_address: str, spec: node.NodeSpec) -
     return node.join(node.RayHome.of(home), ray_address, spec, bound=bound)
 
 
-def join_site_mesh(swarm: Swarm, home: Path, site: Any, secret: str, name: str, endpoint: str | None,
+def join_site_mesh(swarm: Swarm, home: Path, site: SiteAddress, secret: str, name: str, endpoint: str | None,
                    interface: str, spec: node.NodeSpec,
                    ray_address: str | None = None) -> tuple[node.JoinedNode, dict[str, Any]]:
     """`join_site` over the site's mesh: once the chain says the provider may serve (a provider it
@@ -93,7 +94,7 @@ def leave_site(home: Path, provider: str) -> node.JoinedNode | None:
 KEEPER_FILE = Path("mesh") / "keeper.json"  # under SWARM_HOME: the process keeping the peers
 
 
-def join_mesh(home: Path, site: Any, secret: str, name: str, endpoint: str | None,
+def join_mesh(home: Path, site: SiteAddress, secret: str, name: str, endpoint: str | None,
               interface: str) -> dict[str, Any]:
     """Brings this machine into its site's mesh as `name`, with its own key (made here, kept in
     `home`), then leaves a process keeping its peers as the head lists them (`swarm provider mesh

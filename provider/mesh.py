@@ -38,6 +38,8 @@ from typing import Any
 
 from compute.errors import ComputeError
 from compute.node import MESH_RAY_PORTS
+from core.errors import Refused
+from wire.client import SiteAddress, SiteUnreachable, pinned_request
 
 NETWORK = "10.231.0.0/16"  # a site's mesh, unless it chooses another
 LISTEN_PORT = 51820
@@ -53,14 +55,6 @@ _ENDPOINT = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\
 
 class MeshError(ComputeError):
     """The mesh cannot be set up as asked: the sentence says what to do."""
-
-
-class Refused(MeshError):
-    """The coordinator refuses a request: `status` as HTTP would say it."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 # ── keys ────────────────────────────────────────────────────────────────────────────
@@ -485,7 +479,7 @@ class MeshMember:
     """A machine of the site: it joins the head's mesh over the site's API (HTTPS pinned to the
     site's certificate) with its own key, and keeps its interface's peers as the head lists them."""
 
-    def __init__(self, home: Path, site: Any, secret: str, name: str, endpoint: str | None,
+    def __init__(self, home: Path, site: SiteAddress, secret: str, name: str, endpoint: str | None,
                  interface: Interface | None = None) -> None:
         self.home, self.site, self.secret, self.name, self.endpoint = home, site, secret, name, endpoint
         self.interface = interface or Interface(INTERFACE)
@@ -527,8 +521,6 @@ class MeshMember:
         that does not answer is asked again, and one that says this machine is out ends it. A key
         rotated meanwhile (`mesh join --rotate` in another process) is asked with again: the head
         may not know it yet."""
-        from provider.client import SiteUnreachable
-
         while not stop.wait(poll_s):
             try:
                 self.refresh()
@@ -545,8 +537,6 @@ class MeshMember:
                 raise
 
     def _call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        from provider.client import pinned_request
-
         raw = json.dumps(body | {"secret": self.secret}).encode()
         headers = {"Content-Type": "application/json"}
         status, payload, _ = pinned_request(self.site, "POST", path, raw, headers)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.errors import Refused
 from ledger.errors import InvalidInput
 from ledger.serving import Account, Domain, InvalidSignature, Receipt, ReceiptVerifier, Voucher, check_voucher
 
@@ -43,13 +44,14 @@ ACCOUNT_FRESH_S = 2.0  # how long the escrow's word on a buyer's deposit is trus
 CLAIM_LIMIT = 10_000  # receipts in one claim; a buyer signs again for the rest
 
 
-class Refused(Exception):
-    """A request the book will not take: an HTTP status and one sentence."""
+class VoucherDue(Refused):
+    """A request refused until the buyer signs a voucher for what it owes (HTTP 402): the site
+    answers with Swarm-Voucher-Due, and the buyer's client aggregates and calls again."""
 
-    def __init__(self, status: int, message: str, due: bool = False) -> None:
-        super().__init__(message)
-        self.status = status
-        self.due = due  # the buyer must aggregate (sign a voucher) before its next request
+    due = True
+
+    def __init__(self, message: str) -> None:
+        super().__init__(402, message)
 
 
 @dataclass(frozen=True)
@@ -168,10 +170,10 @@ class ReceiptBook:
                                        "new one for each request.")
                 pending = self._pending(buyer)
                 if pending + receipt.amount > self.cap:
-                    raise Refused(402, f"Buyer {buyer} owes this site {pending} wei in receipts not yet in "
-                                       "a voucher, and this one would take it past the site's cap of "
-                                       f"{self.cap}; sign a voucher for them first (POST /v1/serving/claim, "
-                                       "then /v1/serving/voucher).", due=True)
+                    raise VoucherDue(f"Buyer {buyer} owes this site {pending} wei in receipts not yet in a "
+                                     "voucher, and this one would take it past the site's cap of "
+                                     f"{self.cap}; sign a voucher for them first (POST /v1/serving/claim, "
+                                     "then /v1/serving/voucher).")
                 owed = self._voucher_unredeemed(buyer) + pending + receipt.amount
                 if owed <= account.spendable:
                     self._seen[key] = receipt.timestamp

@@ -1,13 +1,14 @@
 """A site's serving leases (docs/architecture.md §12): a buyer's model on Ray Serve in a lease,
 reached through the site, paid by receipts.
 
-A buyer with a deposit for the provider in the serving escrow sends a `ServeOrder` (signed, as
-every lease request is): the model (a built-in one and its seed, or a checkpoint pinned by its
-sha256 on the data plane), its replicas and their resources, the price per request or per
-generated token, and when the lease ends. The site plans it as any lease (`LeasePlan`, the
-checkpoint fetched and checked by the launcher before the work starts) and runs the `serve`
-kind (`compute.runners.serve`) in the lease's sandbox, on a node of the head's machine: the
-lease's ingress listens on a Unix socket in its work directory, which only the site reaches.
+A buyer with a deposit for the provider in the serving escrow sends a `ServeOrder`
+(`compute.serve_order`; signed, as every lease request is): the model (a built-in one and its
+seed, or a checkpoint pinned by its sha256 on the data plane), its replicas and their
+resources, the price per request or per generated token, and when the lease ends. The site
+plans it as any lease (`LeasePlan`, the checkpoint fetched and checked by the launcher before
+the work starts) and runs the `serve` kind (`compute.runners.serve`) in the lease's sandbox,
+on a node of the head's machine: the lease's ingress listens on a Unix socket in its work
+directory, which only the site reaches.
 
 Every call (`forward`) carries the buyer's receipt. The receipt book (`provider.receipts`)
 takes it before anything is forwarded, and charges it once the answer is ready: the price per
@@ -23,25 +24,23 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from compute.errors import ComputeError, InvalidJob
 from compute.jobs import ComputeJob
-from compute.runners.params import MODEL_NAMES, ServeParams
-from provider.auth import Refused
+from compute.runners.params import ServeParams
+from compute.serve_order import STAGED_CHECKPOINT, ServeOrder
+from core.errors import Refused
 from provider.lease.plan import LEASE_RAY_OVERHEAD_BYTES, Fetch, LeasePlan
-from provider.receipts import ReceiptBook
-from provider.receipts import Refused as ReceiptRefused
+from provider.receipts import ReceiptBook, VoucherDue
 
-FORMAT = 1
 SERVING = "serving.json"  # the site's record of a serving lease, beside its plan
 ROUTES = {"predict": "predict", "generate": "v1/completions"}
 REPLICA_MEMORY_BYTES = 2**30  # what a replica may hold unless the order says more
 SERVE_OVERHEAD_BYTES = 2**29  # Serve's controller and the ingress, beside the lease's Ray
 SERVE_CPUS = 0.0  # Serve's controller and the ingress share the replicas' CPUs: a lease fits a node of one
-MAX_SERVING_S = 30 * 86_400
 MAX_BODY_BYTES = 1 << 20
 MAX_ANSWER_BYTES = 16 << 20  # what the site reads of a lease's answer
 POOL_SIZE = 64  # kept-alive connections to one lease's ingress
@@ -49,110 +48,6 @@ START_GRACE_S = 120.0  # the lease's wall clock: until ends_at, and this for Ray
 IDLE_S = 1800.0  # a serving lease nobody calls for this long is stopped (`--serving-idle`)
 START_AGAIN_S = 30.0  # a lease the site finds dead when it starts is started again with more than this left
 NAME_PREFIX = "serve-"
-_MAX_PRICE = 2**128 - 1
-
-
-_FIELD_TYPES: dict[str, Any] = {
-    "task": str, "model": str, "sha256": str, "replicas": int, "min_replicas": int,
-    "replica_cpus": (int, float), "replica_gpus": (int, float), "memory_gb": (int, float),
-    "max_batch_size": int, "max_batch_wait_s": (int, float), "max_tokens": int, "ends_at": int, "seed": int}
-_KIND_NAMES: dict[Any, str] = {str: "a string", int: "a whole number", (int, float): "a number"}
-
-
-@dataclass(frozen=True)
-class ServeOrder:
-    """What a buyer asks a site to serve, read from its JSON as a stranger's."""
-
-    task: str
-    model: str  # a built-in model's name, or the checkpoint's URI
-    sha256: str  # the checkpoint's pin ("" for a built-in model)
-    replicas: int
-    min_replicas: int
-    replica_cpus: float
-    replica_gpus: float
-    memory_gb: float  # per replica
-    max_batch_size: int
-    max_batch_wait_s: float
-    max_tokens: int
-    ends_at: int
-    price_per_request: int
-    price_per_token: int
-    seed: int = 0
-
-    @property
-    def price(self) -> int:
-        """The least a request may cost: its price, or one token's."""
-        return self.price_per_request or self.price_per_token
-
-    def to_json(self) -> bytes:
-        return json.dumps({"format": FORMAT} | asdict(self) | {
-            "price_per_request": str(self.price_per_request), "price_per_token": str(self.price_per_token)},
-            sort_keys=True, separators=(",", ":")).encode()
-
-    @classmethod
-    def read(cls, body: bytes, now: float | None = None) -> ServeOrder:
-        """The order in `body`; InvalidJob names what is wrong."""
-        now = time.time() if now is None else now
-        try:
-            raw = json.loads(body)
-        except ValueError:
-            raise InvalidJob("the serving order is not JSON.") from None
-        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
-            raise InvalidJob(f"the serving order must be a JSON object of format {FORMAT}.")
-        names = [f for f in cls.__dataclass_fields__]
-        missing = [n for n in names if n not in raw and n != "seed"]
-        unknown = sorted(set(raw) - set(names) - {"format"})
-        if missing or unknown:
-            wrong = "missing " + ", ".join(missing) if missing else "unknown " + ", ".join(unknown)
-            raise InvalidJob(f"the serving order has the fields {', '.join(names)}; {wrong}.")
-        try:
-            prices = {k: int(str(raw[k])) for k in ("price_per_request", "price_per_token")}
-        except ValueError:
-            raise InvalidJob("price_per_request and price_per_token are whole numbers of wei.") from None
-        fields = {k: v for k, v in raw.items() if k != "format"} | prices | {"seed": raw.get("seed", 0)}
-        for name, kind in _FIELD_TYPES.items():
-            value = fields[name]
-            if isinstance(value, bool) or not isinstance(value, kind):
-                raise InvalidJob(f"the serving order's {name} must be {_KIND_NAMES[kind]}, got {value!r}.")
-        order = cls(**fields)
-        order.check(now)
-        return order
-
-    def check(self, now: float) -> None:
-        if (self.price_per_request > 0) == (self.price_per_token > 0) or \
-                not 0 <= max(self.price_per_request, self.price_per_token) <= _MAX_PRICE:
-            raise InvalidJob("give one price: price_per_request, or price_per_token for a text model, in "
-                             "wei.")
-        if self.price_per_token and self.task != "generate":
-            raise InvalidJob("price_per_token is for task generate; price a predict lease per request.")
-        located = "://" in self.model or self.model.startswith("/")
-        if self.sha256 and (len(self.sha256) != 64 or not located):
-            raise InvalidJob("a checkpoint is {uri, sha256}: where it lies and the sha256 of its contents.")
-        if not self.sha256 and self.model not in MODEL_NAMES:
-            raise InvalidJob(f"model must be one of {', '.join(MODEL_NAMES)}, or a checkpoint pinned by its "
-                             "sha256.")
-        if not now + 10 <= self.ends_at <= now + MAX_SERVING_S:
-            raise InvalidJob(f"ends_at must lie from 10 s to {MAX_SERVING_S // 86_400} days ahead, got "
-                             f"{self.ends_at} (now {now:.0f}).")
-        if not 0 < self.memory_gb <= 1024 or not isinstance(self.seed, int):
-            raise InvalidJob("memory_gb must be from 0 to 1024 per replica, and seed a whole number.")
-        self.params("")  # the runner's own checks
-
-    def params(self, checkpoint: str) -> ServeParams:
-        from compute.runners.params import Scope
-
-        raw = {"task": self.task, "model": "mlp" if self.sha256 else self.model, "checkpoint": checkpoint,
-               "replicas": self.replicas, "min_replicas": self.min_replicas,
-               "replica_cpus": self.replica_cpus,
-               "replica_gpus": self.replica_gpus, "max_batch_size": self.max_batch_size,
-               "max_batch_wait_s": self.max_batch_wait_s, "max_tokens": self.max_tokens,
-               "ends_at": float(self.ends_at)}
-        if not checkpoint and self.sha256:  # checked before it is fetched: as if it were there
-            raw["checkpoint"] = "inputs/checkpoint"
-        try:
-            return ServeParams.parse(raw, Scope("serve", ServeParams.KIND))
-        except InvalidJob as exc:  # the order's fault, not a job's: its sentence without the job's name
-            raise InvalidJob(str(exc).removeprefix("job serve: ")) from None
 
 
 def plan_serving(order: ServeOrder, number: int, provider: str, now: float) -> LeasePlan:
@@ -160,11 +55,11 @@ def plan_serving(order: ServeOrder, number: int, provider: str, now: float) -> L
     until ends_at; a pinned checkpoint is fetched and checked before it starts."""
     fetch: tuple[Fetch, ...] = ()
     checkpoint = ""
-    if order.sha256:
-        target = "inputs/checkpoint"
-        leaf = order.model.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
+    if order.checkpoint:
+        target = STAGED_CHECKPOINT
+        leaf = order.checkpoint.uri.split("?")[0].rstrip("/").rsplit("/", 1)[-1]
         path = f"{target}/{leaf}" if Path(leaf).suffix else target
-        fetch = (Fetch(order.model, order.sha256, target, "checkpoint", path),)
+        fetch = (Fetch(order.checkpoint.uri, order.checkpoint.sha256, target, "checkpoint", path),)
         checkpoint = path
     params = order.params(checkpoint)
     wall, units = _limits(order, now)
@@ -196,22 +91,30 @@ class ServingLease:
 
     def as_dict(self) -> dict[str, Any]:
         return {"lease": self.lease, "buyer": self.buyer, "started_at": self.started_at,
-                "order": json.loads(self.order.to_json())}
+                "order": self.order.as_dict()}
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> ServingLease:
-        order = raw["order"]
-        fields = {k: v for k, v in order.items() if k != "format"} | {
-            "price_per_request": int(order["price_per_request"]),
-            "price_per_token": int(order["price_per_token"])}
-        return cls(raw["lease"], raw["buyer"], ServeOrder(**fields), raw["started_at"])
+        return cls(raw["lease"], raw["buyer"], ServeOrder.parse(raw["order"]), raw["started_at"])
+
+
+class LeaseHost(Protocol):
+    """What serving leases need of the site they run on (`provider.agent.Site`)."""
+
+    provider: str
+    leases: Path  # the directory of every lease, a serving lease's beside the jobs'
+    hidden: tuple[str, ...]  # what no lease may see
+    jobs: Any  # the site's Ray job client (ray.job_submission.JobSubmissionClient)
+    lock: threading.Lock  # held while a lease is numbered, planned and submitted
+
+    def next_number(self) -> int: ...
 
 
 class ServingLeases:
     """A site's serving leases: deployed for buyers with a deposit, called with receipts."""
 
-    def __init__(self, site: Any, book: ReceiptBook, home: Path, idle_s: float = IDLE_S) -> None:
-        self.site = site  # provider.agent.Site: its leases directory, its Ray job client
+    def __init__(self, site: LeaseHost, book: ReceiptBook, home: Path, idle_s: float = IDLE_S) -> None:
+        self.site = site
         self.book = book
         self.home = home
         self.idle_s = idle_s  # a lease called by nobody for this long is stopped: its replicas go back
@@ -228,8 +131,8 @@ class ServingLeases:
             order = ServeOrder.read(body, now)
         except InvalidJob as exc:
             raise Refused(400, f"The serving order is refused: {exc}") from None
-        with self.site._lock:
-            number = self.site._next_number()
+        with self.site.lock:
+            number = self.site.next_number()
             name = f"{NAME_PREFIX}{number}"
             directory = self.site.leases / name
             plan = plan_serving(order, number, self.site.provider, now)
@@ -281,7 +184,7 @@ class ServingLeases:
             wall, units = _limits(record.order, now)
             plan = plan.but(attempt=plan.attempt + 1, wall_seconds=wall, max_units=units,
                             job=replace(plan.job, timeout_s=wall))
-            with self.site._lock:
+            with self.site.lock:
                 untrusted.clear(directory / "work", ServeParams.socket)  # the last attempt's, dead
                 plan.write(directory)
                 self._submit(directory, plan)
@@ -405,8 +308,8 @@ class ServingLeases:
         try:
             ticket = self.book.accept(receipt, lease, least)
             self._last_call[lease] = time.time()
-        except ReceiptRefused as exc:
-            headers = {"Swarm-Voucher-Due": "1"} if exc.due else {}
+        except Refused as exc:
+            headers = {"Swarm-Voucher-Due": "1"} if isinstance(exc, VoucherDue) else {}
             return exc.status, json.dumps({"error": str(exc)}).encode(), headers
         try:
             status, answer = await self._post(lease, route, body)

@@ -22,6 +22,7 @@ from pathlib import Path
 from compute import cluster
 from compute.node import RayHome, ensure_token
 from compute.order import job_namespace
+from core.errors import Refused
 from ledger import stake
 from ledger.client import Swarm
 from ledger.errors import SwarmError
@@ -30,14 +31,15 @@ from ledger.specs import load_spec
 from ledger.tx import Sender
 from provider.agent import Site
 from provider.api import listen, make_app, serve
-from provider.auth import LEASE_ACTIONS, JobView, NonceBook, Refused, SiteRequest, authorize
+from provider.auth import JobView, NonceBook, authorize
 from provider.authority import ChainAuthority, terms_to_sign
+from provider.identity import SiteIdentity, make_identity
 from provider.lease.plan import LeasePlan, plan_lease, prior_result, read_order
 from provider.lease.sandbox import lease_root
 from provider.mesh import NETWORK, HeadMesh
 from provider.receipts import ReceiptBook
 from provider.serving import Redeemer, ServingLeases
-from provider.tls import SiteIdentity, make_identity
+from wire.request import LEASE_ACTIONS, SiteRequest
 
 DRIVER_SHUTDOWN_S = 5.0  # how long a stopping site waits for its own Ray driver to let go
 

@@ -67,9 +67,9 @@ def down(as_json: bool) -> None:
 @json_option
 def status(as_json: bool) -> None:
     """The local sites: provider, URL, and what each reports it has."""
-    from compute.errors import ComputeError
     from devnet.network import running_sites
-    from provider.client import SiteAddress, SiteClient
+    from ledger.errors import SwarmError
+    from wire.client import SiteAddress, SiteClient
 
     sites = running_sites(settings().home)
     rows = []
@@ -80,7 +80,7 @@ def status(as_json: bool) -> None:
                               timeout_s=5).info()
             capacity = info.get("capacity") if isinstance(info.get("capacity"), dict) else None
             problem = None if capacity is not None else f"The site of {site.provider} reports no capacity."
-        except ComputeError as exc:
+        except SwarmError as exc:
             problem = str(exc)
         rows.append(site.as_dict() | {"answers": capacity is not None, "capacity": capacity,
                                       "problem": problem})

@@ -1,7 +1,7 @@
 """`swarm provider …`: register, stake, unstake, withdraw, unjail, claim, status, and
 join/leave a Ray cluster as a provider node.
 
-The on-chain operations are `provider.operator.Provider`'s, which checks what it can before
+The on-chain operations are `ledger.operator.Provider`'s, which checks what it can before
 signing, so a refused command sends nothing; joining a machine is `provider.join`'s, which asks
 the chain first. These commands parse their arguments and print.
 """
@@ -16,9 +16,9 @@ import click
 
 from ledger.client import Swarm
 from ledger.keys import Keystore
+from ledger.operator import Provider, ProviderStatus, Sent, declarable
 from ledger.stake import HardwareSpec
 from ledger.units import format_amount, parse_address, parse_amount
-from provider.operator import Provider, ProviderStatus, Sent, declarable
 from scripts.common import (
     account_option,
     console,
@@ -37,6 +37,7 @@ from scripts.common import (
 
 if TYPE_CHECKING:
     from ledger.tx import Sender
+    from wire.client import SiteAddress
 
 
 @click.group()
@@ -493,11 +494,11 @@ def _site_option(fn: Callable) -> Callable:
     return click.argument("site_url", metavar="SITE_URL")(fn)
 
 
-def _mesh_site(site_url: str, fingerprint: str) -> tuple[object, str]:
+def _mesh_site(site_url: str, fingerprint: str) -> tuple[SiteAddress, str]:
     """The site to ask, and the join secret: the site's cluster token, copied to this machine."""
     from compute.node import RayHome
     from ledger.errors import SwarmError
-    from provider.client import SiteAddress
+    from wire.client import SiteAddress
 
     token = RayHome.of(settings().home).token
     if not token.is_file():

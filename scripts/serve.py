@@ -1,7 +1,7 @@
 """`swarm serve …`: a buyer's models served by providers' sites, paid per request with signed
 receipts (docs/architecture.md §12). Deposit for a provider once, deploy a model, call it; the
 client signs each call's receipt and the vouchers the site claims. The operations are
-`ledger.serving`'s, `market.serving`'s and `provider.serving_client`'s; these commands parse
+`ledger.serving`'s, `market.serving`'s and `wire.serving`'s; these commands parse
 their arguments and print."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ provider_option = click.option("--provider", "provider", required=True, metavar=
 
 def _client(provider: str, account: int | None, key_ref: str | None):
     from market.serving import site_of
-    from provider.serving_client import ServingClient
+    from wire.serving import ServingClient
 
     provider = parse_address(provider, "--provider")
     swarm = open_swarm()

@@ -210,6 +210,7 @@ LIGHT = {
         "test_canary",
         "test_receipts",
         "test_serving_escrow",
+        "test_serve_order",
         "test_report_bounds",
         "test_results",
         "test_rewards",

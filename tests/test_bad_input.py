@@ -223,9 +223,9 @@ def test_every_error_a_package_raises_for_its_user_is_one_the_command_lines_boun
     from compute.dataplane import DataPlaneError, DigestMismatch
     from compute.proof import ProofError
     from ledger.errors import RpcError
-    from provider.client import BadAnswer, SiteUnreachable
     from provider.lease.inputs import InputError
     from scripts.cli import USER_ERRORS
+    from wire.client import BadAnswer, SiteUnreachable
 
     for error in (
         DataPlaneError,

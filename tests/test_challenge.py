@@ -61,6 +61,15 @@ def test_an_unknown_declared_model_is_refused() -> None:
         judge(Challenge(seed=1), seconds=1.0, declared_model="Voodoo 3")
 
 
+def test_every_gpu_model_a_provider_may_declare_has_a_reference_in_both_its_precisions() -> None:
+    """The models a provider may register (core.hardware) are those the oracle can judge."""
+    from core.hardware import GPU_MODELS
+
+    for model in GPU_MODELS:
+        assert normalize_model(f"NVIDIA {model}") == model
+        assert [reference_gflops(model, p) > 0 for p in precisions(model)] == [True, True], model
+
+
 def test_a_gpu_is_judged_in_its_tensor_core_precision_too() -> None:
     """An RTX 4090 declared as an H100 passes fp32 (its fp32 peak is higher) and fails bf16."""
     assert precisions("NVIDIA H100 80GB HBM3") == ("fp32", "bf16") == precisions("NVIDIA H200")

@@ -404,7 +404,7 @@ server.serve_forever()
 def test_status_lists_a_site_that_answers_with_no_json_as_not_answering_with_the_reason(
     cli, tmp_path: Path
 ) -> None:
-    from provider.tls import make_identity
+    from provider.identity import make_identity
 
     identity = make_identity(tmp_path / "site", "127.0.0.1")
     port = free_port()

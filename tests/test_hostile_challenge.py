@@ -39,10 +39,11 @@ from oracle.epoch import MIN_CHALLENGES, EpochRunner
 from oracle.records import ChallengeRecord, ProbeSample
 from provider.agent import Site
 from provider.api import listen, make_app
-from provider.auth import LEASE_ACTIONS, NonceBook, authorize
+from provider.auth import NonceBook, authorize
 from provider.authority import ChainAuthority
-from provider.client import SiteAddress, SiteClient
-from provider.tls import make_identity
+from provider.identity import make_identity
+from wire.client import SiteAddress, SiteClient
+from wire.request import LEASE_ACTIONS
 
 TIMEOUT_S = 30.0  # the collector's challenge timeout: generous, the machine may be busy
 LATE_TIMEOUT_S = 2.0  # the collector's for a late node, which sleeps a second past it

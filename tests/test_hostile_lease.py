@@ -33,7 +33,7 @@ from provider.lease.inputs import fetch_inputs
 from provider.lease.outcome import Outcome
 from provider.lease.plan import Fetch, LeasePlan
 from provider.lease.sandbox import disk_usage
-from provider.lease.untrusted import MAX_DEPTH, Refused, read_small
+from provider.lease.untrusted import MAX_DEPTH, Unreadable, read_small
 from tests.programs import program_plan
 
 LAUNCH_TIMEOUT_S = 120  # a lease of a plain program ends in seconds; a blocked launcher never does
@@ -351,7 +351,7 @@ def test_a_report_the_site_reads_is_refused_unless_it_is_a_small_regular_file(
         os.mkfifo(report)
     else:
         report.write_bytes(b" " * (2 << 20))
-    with pytest.raises(Refused, match="run.json"):
+    with pytest.raises(Unreadable, match="run.json"):
         read_small(tmp_path, "run.json")
 
 

@@ -1,6 +1,6 @@
 """The tree shows the architecture (docs/architecture.md §1): dependencies run one way,
-`scripts, dashboard → market, oracle, provider → compute, ledger → anvil`, and the local
-network of sites and the demo (`devnet`) are outside the production packages.
+`scripts, dashboard → market, oracle, provider → wire → compute, ledger → anvil → core`, and the
+local network of sites and the demo (`devnet`) are outside the production packages.
 
 Every import of every module counts, those inside functions and under TYPE_CHECKING too."""
 
@@ -12,18 +12,22 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("anvil", "ledger", "compute", "provider", "market", "oracle", "dashboard", "scripts", "devnet")
+PACKAGES = ("core", "anvil", "ledger", "compute", "wire", "provider", "market", "oracle", "dashboard",
+            "scripts", "devnet")
 # What each package may import of Swarm's own, besides itself.
 MAY_IMPORT = {
-    "anvil": set(),
-    "ledger": {"anvil"},  # the devnet's accounts and node, behind the chain client
-    "compute": set(),  # knows nothing of chains, sites or markets
-    "provider": {"compute", "ledger"},  # the site reads compute's job contract, never the market's spec
-    "market": {"compute", "ledger", "provider"},  # provider: the pinning client that reaches the sites
-    "oracle": {"compute", "ledger", "provider"},
-    "dashboard": {"compute", "ledger", "market", "oracle", "provider"},
-    "devnet": {"anvil", "compute", "ledger", "market", "oracle", "provider"},
-    "scripts": {"anvil", "compute", "ledger", "market", "oracle", "provider", "dashboard", "devnet"},
+    "core": set(),  # the error family and the hardware's names, below everything
+    "anvil": {"core"},
+    "ledger": {"core", "anvil"},  # anvil: the devnet's accounts and node, behind the chain client
+    "compute": {"core"},  # knows nothing of chains, sites or markets
+    "wire": {"core", "compute", "ledger"},  # how a site is reached: what the market, oracle and buyers use
+    "provider": {"core", "compute", "ledger", "wire"},  # compute's job contract, never the market's spec
+    "market": {"core", "compute", "ledger", "wire"},  # never the site's server
+    "oracle": {"core", "compute", "ledger", "wire"},
+    "dashboard": {"core", "compute", "ledger", "market", "oracle", "wire"},
+    "devnet": {"core", "anvil", "compute", "ledger", "market", "oracle", "provider", "wire"},
+    "scripts": {"core", "anvil", "compute", "ledger", "market", "oracle", "provider", "wire", "dashboard",
+                "devnet"},
 }
 
 # Alembic's environment compares every package's tables with the migrations when run by hand

@@ -198,7 +198,7 @@ from pathlib import Path
 
 from provider.api import listen, make_app, serve
 from provider.mesh import HeadMesh, Interface
-from provider.tls import make_identity
+from provider.identity import make_identity
 
 home, (secret, endpoint, interface, host) = Path(sys.argv[1]), sys.argv[2:6]
 head = HeadMesh(home, secret, endpoint, interface=Interface(interface))

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from provider.mesh import HEAD, Coordinator, Refused
+from core.errors import Refused
+from provider.mesh import HEAD, Coordinator
 
 pytestmark = pytest.mark.light
 

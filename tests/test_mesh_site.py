@@ -23,7 +23,6 @@ from ledger.client import Swarm
 from ledger.deploy import deploy, error_decoder
 from ledger.tx import Sender
 from ledger.units import ONE
-from provider.client import SiteAddress, SiteClient
 from provider.lease.network import LINK_PORTS, host_of
 from provider.mesh import HEAD, LISTEN_PORT, mesh_address, wire_host
 from tests.mesh_net import (
@@ -37,6 +36,7 @@ from tests.mesh_net import (
 )
 from tests.sites import stop_served
 from tests.test_mesh import SERVE, reached_within
+from wire.client import SiteAddress, SiteClient
 
 PROVIDER = dev_account(1)
 

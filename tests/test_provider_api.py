@@ -1,4 +1,4 @@
-"""`provider.operator.Provider`, the Python API that `swarm provider` is a face over, on a real
+"""`ledger.operator.Provider`, the Python API that `swarm provider` is a face over, on a real
 anvil: each operation's outcome on chain, and each refusal sending nothing."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from ledger import stake
 from ledger.client import Swarm
 from ledger.config import Settings
 from ledger.errors import InvalidInput, SwarmError
+from ledger.operator import Provider
 from ledger.specs import load_spec
 from ledger.units import ONE
-from provider.operator import Provider
 from tests.conftest import grant_role
 
 P = 1  # the provider's dev account

@@ -14,10 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from anvil import dev_account
+from core.errors import Refused
 from ledger import serving
 from ledger.client import Swarm
 from ledger.serving import DigestSigner, Voucher
-from provider.receipts import RECEIPT_TTL_S, ReceiptBook, Refused
+from provider.receipts import RECEIPT_TTL_S, ReceiptBook
 
 BUYER, PROVIDER, OTHER = dev_account(4), dev_account(1), dev_account(5)
 PRICE = 1_000
@@ -193,7 +194,7 @@ def test_a_book_opened_again_keeps_every_receipt_and_voucher(swarm: Swarm, tmp_p
 @pytest.mark.parametrize("site_took_it", [True, False], ids=["site-took-it", "site-never-saw-it"])
 def test_a_buyer_killed_while_sending_a_voucher_signs_the_next_claim_and_pays_nothing_twice(
         swarm: Swarm, tmp_path: Path, site_took_it: bool) -> None:
-    from provider.serving_client import Journal
+    from wire.serving import Journal
 
     serving.deposit(swarm, swarm.sender(BUYER.key), PROVIDER.address, 10**9)
     book, signer = _book(swarm, tmp_path / "receipts.db"), DigestSigner(BUYER.key)

@@ -20,7 +20,9 @@ import pytest
 from anvil import AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
 from compute import dataplane
+from compute.serve_order import ServeOrder
 from compute.serving import load_predictor
+from core.errors import Refused
 from ledger import serving, stake
 from ledger.chain import Chain
 from ledger.client import Swarm
@@ -28,11 +30,9 @@ from ledger.deploy import DeployResult
 from ledger.serving import DigestSigner
 from ledger.specs import store_spec
 from ledger.units import ONE
-from provider.auth import Refused
-from provider.client import SiteAddress, pinned_request
-from provider.serving import ServeOrder
-from provider.serving_client import ServingClient
 from tests.sites import served, stop_served
+from wire.client import SiteAddress, pinned_request
+from wire.serving import ServingClient
 
 PROVIDER, BUYER, POOR, STRANGER = dev_account(1), dev_account(4), dev_account(5), dev_account(6)
 PRICE = 10**15  # 0.001 SWARM a request
@@ -76,11 +76,11 @@ def site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: Anvil
 
 
 def _order(ends_in: float = 240, **over) -> ServeOrder:
-    fields = {"task": "predict", "model": "mlp", "sha256": "", "replicas": 1, "min_replicas": 1,
+    fields = {"task": "predict", "model": "mlp", "replicas": 1, "min_replicas": 1,
               "replica_cpus": 1.0, "replica_gpus": 0.0, "memory_gb": 1.0, "max_batch_size": 16,
               "max_batch_wait_s": 0.005, "max_tokens": 16, "ends_at": int(time.time() + ends_in),
               "price_per_request": PRICE, "price_per_token": 0, "seed": 7}
-    return ServeOrder(**(fields | over))
+    return ServeOrder.parse(fields | over)
 
 
 def test_a_buyer_deploys_calls_a_thousand_times_and_the_provider_is_paid_once_to_the_wei(site) -> None:

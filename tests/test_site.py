@@ -23,6 +23,7 @@ from anvil import AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
 from compute.errors import ComputeError
 from compute.manifest import manifest_hash, record_hash, result_hash, result_record
+from core.errors import Refused
 from ledger import jobs, stake
 from ledger.chain import Chain
 from ledger.client import Swarm
@@ -32,10 +33,9 @@ from ledger.specs import canonical
 from ledger.units import ONE
 from market.spec import validate_spec
 from market.storage import verify
-from provider.auth import Refused
-from provider.client import SiteAddress, SiteClient
 from tests.programs import program_spec
 from tests.sites import served, stop_served
+from wire.client import SiteAddress, SiteClient
 
 MATCHER, PROVIDER, OTHER_PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 2, 4, 6))
 PRICE = 10**12  # wei per unit: the market's floor
@@ -244,7 +244,7 @@ def test_the_site_serves_only_what_the_chain_authorizes(site) -> None:
 
     request = urllib.request.Request(f"{site['url']}/v1/leases/{job_id}", method="POST",
                                      data=json.dumps({"spec": body.decode()}).encode())
-    from provider.tls import pinned_context
+    from wire.tls import pinned_context
 
     with pytest.raises(urllib.error.HTTPError) as unsigned:
         urllib.request.urlopen(request, context=pinned_context())

@@ -10,24 +10,17 @@ from pathlib import Path
 import pytest
 
 from anvil import dev_account
+from core.errors import Refused
 from ledger import governance, jobs, stake
 from ledger.client import Swarm
 from ledger.deploy import devnet_committee_keys
 from ledger.results import JobTerms
 from ledger.specs import store_spec
 from ledger.units import ONE
-from provider.auth import (
-    MAX_VALIDITY_S,
-    NonceBook,
-    Refused,
-    SiteRequest,
-    WontSign,
-    authorize,
-    body_hash,
-    sign_request,
-)
+from provider.auth import NonceBook, WontSign, authorize
 from provider.authority import ChainAuthority, terms_to_sign
 from provider.site import asking_price
+from wire.request import MAX_VALIDITY_S, SiteRequest, body_hash, sign_request
 
 MATCHER, PROVIDER, OTHER_PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 2, 4, 6))
 SPEC = b"\x5e" * 32

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from anvil import dev_account
-from compute.errors import ComputeError
 from ledger import stake
 from ledger.client import Swarm
 from ledger.errors import InvalidInput
 from ledger.specs import spec_hash
-from provider.tls import connect, fingerprint, make_identity, pinned_context
+from provider.identity import make_identity
+from wire.tls import WrongCertificate, connect, fingerprint, pinned_context
 
 
 def _serve(identity, answer: bytes) -> tuple[int, threading.Thread]:
@@ -66,7 +66,7 @@ def test_an_impostor_with_another_certificate_is_refused(tmp_path: Path) -> None
     impostor = make_identity(tmp_path / "impostor", "127.0.0.1")  # same name, another key
     assert impostor.fingerprint != site.fingerprint
     port, thread = _serve(impostor, b"send me your job")
-    with pytest.raises(ComputeError, match="not the one registered on chain"):
+    with pytest.raises(WrongCertificate, match="not the one registered on chain"):
         connect("127.0.0.1", port, site.fingerprint)
     thread.join(5)
 

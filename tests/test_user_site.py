@@ -27,9 +27,9 @@ from ledger.deploy import DeployResult
 from ledger.specs import canonical
 from ledger.units import ONE
 from market.spec import validate_spec
-from provider.client import SiteAddress, SiteClient
 from tests.programs import program_spec
 from tests.sites import served, stop_served
+from wire.client import SiteAddress, SiteClient
 
 MATCHER, PROVIDER, BUYER = (dev_account(i) for i in (0, 1, 4))
 START_TIMEOUT_S = 180

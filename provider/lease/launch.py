@@ -165,7 +165,7 @@ def launch(directory: Path, plan: LeasePlan, env: Mapping[str, str] | None = Non
         untrusted.remove(work, RUN)
         untrusted.remove(work, REPORTS)  # an attempt relays what it reports itself
         sandbox = lease_sandbox(directory, plan, result_binds(plan), gpus, node)
-    except (InputError, untrusted.Refused, OSError) as exc:
+    except (InputError, untrusted.Unreadable, OSError) as exc:
         return _input_fault(directory, plan, exc)
     if gpus.devices:
         try:  # seen in its sandbox before its inputs are fetched, and anything of the buyer's runs
@@ -177,7 +177,7 @@ def launch(directory: Path, plan: LeasePlan, env: Mapping[str, str] | None = Non
             stage_program(plan, work, directory)
         else:
             fetch_inputs(plan, work, directory)
-    except (InputError, untrusted.Refused, OSError) as exc:
+    except (InputError, untrusted.Unreadable, OSError) as exc:
         return _input_fault(directory, plan, exc)
     with open(directory / LOG, "a") as log:
         echo = _Echo(directory / LOG, log.tell(), work, plan.verdict_key)
@@ -215,7 +215,7 @@ def join(directory: Path, plan: LeasePlan, node: Node, env: Mapping[str, str] | 
             stage_program(plan, work, directory)
         else:
             fetch_inputs(plan, work, directory)
-    except (DeviceError, InputError, untrusted.Refused, OSError) as exc:
+    except (DeviceError, InputError, untrusted.Unreadable, OSError) as exc:
         print(f"node {node.index} could not start: {_sentence(str(exc))}", flush=True)
         return 1
     with open(directory / LOG, "a") as log:
@@ -284,7 +284,7 @@ def _meter(plan: LeasePlan, directory: Path, done: Any, gpus: LeaseGpus) -> Outc
         root, rel, destination = run["result"]
         digest, record = store_result(root, rel, destination, plan.hidden,
                                       beside_outputs=plan.program is None, log=kept_log(directory / LOG))
-    except (InputError, untrusted.Refused) as exc:
+    except (InputError, untrusted.Unreadable) as exc:
         return replace(outcome, error=_sentence(str(exc)))
     except OSError as exc:
         return replace(outcome, error=f"the site could not store the result in {shown(plan.result)}: {exc}")
@@ -320,7 +320,7 @@ def _keep_failed_log(directory: Path, plan: LeasePlan, outcome: Outcome) -> None
         return
     try:
         store_log(plan.result, plan.hidden, kept_log(directory / LOG))
-    except (InputError, untrusted.Refused, OSError):
+    except (InputError, untrusted.Unreadable, OSError):
         pass
 
 
@@ -344,7 +344,7 @@ def program_metrics(work: Path, name: str) -> dict[str, Any]:
     try:
         raw = untrusted.read_small(work, f"outputs/{name}", METRICS_BYTES)
         found = json.loads(raw) if raw is not None else None
-    except (untrusted.Refused, ValueError, OSError):
+    except (untrusted.Unreadable, ValueError, OSError):
         return {}
     return found if isinstance(found, dict) else {}
 
@@ -442,7 +442,7 @@ class _Echo(threading.Thread):
     def _relay_reports(self, at_line_start: bool) -> None:
         try:
             fresh = untrusted.read_from(self.work, REPORTS, self.reports_read, 1 << 16)
-        except (untrusted.Refused, OSError):
+        except (untrusted.Unreadable, OSError):
             return  # not a file the site reads: the lease reports nothing
         self.reports_read += len(fresh)
         *lines, self.pending = (self.pending + fresh).split(b"\n")

@@ -227,7 +227,7 @@ def prior_result(order: Order, buyer: str, prior_spec: bytes | None, authority: 
     """The result the job builds on, checked by the site itself against the chain: the job has
     one, the spec the market sent for it is the one the chain pins, and the buyer may use it
     (its own, or one its buyer published). ValueError says why not."""
-    from provider.auth import body_hash
+    from wire.request import body_hash
 
     prior_id = order.prior_job
     if prior_id is None:

@@ -16,7 +16,7 @@ through this module:
   - a file the site writes into a directory the lease wrote (the manifest of a result kept in
     the buyer's own directory) replaces whatever entry held that name, never writing through it.
 
-A refusal is `Refused`, an `InputError` naming the path: the buyer's fault, in one sentence.
+What the site will not read raises `Unreadable`, naming the path: the buyer's fault, in one sentence.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
-class Refused(ComputeError):
+class Unreadable(ComputeError):
     """Something a lease left is not what the site reads: a link, a special file, too much."""
 
 
@@ -72,15 +72,15 @@ def _kind(mode: int) -> str:
 
 
 def _open_dir(parent: int | None, name: str | Path, shown: str) -> int:
-    """A directory, opened without following a link; Refused when it is anything else."""
+    """A directory, opened without following a link; Unreadable when it is anything else."""
     try:
         return os.open(name, DIR_FLAGS, dir_fd=parent)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise Refused(f"the job left {shown} as something other than a directory (a link or a "
+            raise Unreadable(f"the job left {shown} as something other than a directory (a link or a "
                           "file); the site reads only what it wrote there as a directory") from None
         if exc.errno == errno.EACCES:
-            raise Refused(f"the job left {shown} closed to the site; leave results readable") from None
+            raise Unreadable(f"the job left {shown} closed to the site; leave results readable") from None
         raise
 
 
@@ -104,7 +104,7 @@ def directory(root: Path, rel: str = "") -> Iterator[int]:
 def _parts(rel: str) -> tuple[str, ...]:
     parts = PurePosixPath(rel).parts
     if any(p in ("..", "/") for p in parts):
-        raise Refused(f"{rel} does not lie inside the lease")
+        raise Unreadable(f"{rel} does not lie inside the lease")
     return tuple(p for p in parts if p != ".")
 
 
@@ -114,16 +114,18 @@ def _open_file(parent: int, name: str, shown: str) -> tuple[int, os.stat_result]
         fd = os.open(name, FILE_FLAGS, dir_fd=parent)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise Refused(f"the job left {shown}, a link; the site reads only regular files there") from None
+            raise Unreadable(f"the job left {shown}, a link; the site reads only regular files there") \
+                from None
         if exc.errno in (errno.ENXIO, errno.ENODEV):
-            raise Refused(f"the job left {shown}, a special file; the site reads only regular files")
+            raise Unreadable(f"the job left {shown}, a special file; the site reads only regular files")
         if exc.errno == errno.EACCES:
-            raise Refused(f"the job left {shown} closed to the site; leave results readable") from None
+            raise Unreadable(f"the job left {shown} closed to the site; leave results readable") from None
         raise
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):
         os.close(fd)
-        raise Refused(f"the job left {shown}, {_kind(info.st_mode)}; the site reads only regular files there")
+        raise Unreadable(f"the job left {shown}, {_kind(info.st_mode)}; the site reads only regular files "
+                         "there")
     return fd, info
 
 
@@ -151,7 +153,8 @@ def read_small(root: Path, rel: str, limit: int = SMALL_BYTES) -> bytes | None:
         return None
     with os.fdopen(fd, "rb") as f:
         if info.st_size > limit:
-            raise Refused(f"the job's {rel} holds {info.st_size} bytes, more than the {limit} the site reads")
+            raise Unreadable(f"the job's {rel} holds {info.st_size} bytes, more than the {limit} the site "
+                             "reads")
         return f.read(limit + 1)[:limit]
 
 
@@ -168,7 +171,7 @@ def walk(root: Path, rel: str, skip: frozenset[str] = frozenset(), lenient: bool
          ) -> Iterator[tuple[str, int, int]]:
     """Each regular file under `root/rel`: (its path relative to `rel`, an open descriptor the
     caller closes, its size), sorted by path, leaving out the names in `skip` at its top. A link,
-    a FIFO, a socket or a device anywhere in it is Refused (left out when `lenient`); so is a
+    a FIFO, a socket or a device anywhere in it is Unreadable (left out when `lenient`); so is a
     tree deeper than MAX_DEPTH or with more than MAX_ENTRIES entries."""
     count = [0]
     with directory(root, rel) as top:
@@ -178,11 +181,13 @@ def walk(root: Path, rel: str, skip: frozenset[str] = frozenset(), lenient: bool
 def _walk(fd: int, at: PurePosixPath, shown: PurePosixPath, count: list[int], skip: frozenset[str],
           lenient: bool) -> Iterator[tuple[str, int, int]]:
     if len(at.parts) > MAX_DEPTH:
-        raise Refused(f"the job's {shown} lie more than {MAX_DEPTH} directories deep; keep results shallower")
+        raise Unreadable(f"the job's {shown} lie more than {MAX_DEPTH} directories deep; keep results "
+                         "shallower")
     names = sorted(os.listdir(fd))
     count[0] += len(names)
     if count[0] > MAX_ENTRIES:
-        raise Refused(f"the job's {shown} hold more than {MAX_ENTRIES} entries; pack them into fewer files")
+        raise Unreadable(f"the job's {shown} hold more than {MAX_ENTRIES} entries; pack them into fewer "
+                         "files")
     for name in names:
         if not at.parts and name in skip:
             continue
@@ -198,12 +203,12 @@ def _walk(fd: int, at: PurePosixPath, shown: PurePosixPath, count: list[int], sk
             file_fd, opened = _open_file(fd, name, str(shown / path))
             yield path.as_posix(), file_fd, opened.st_size
         elif not lenient:
-            raise Refused(f"the job's outputs hold {shown / path}, {_kind(info.st_mode)}; "
+            raise Unreadable(f"the job's outputs hold {shown / path}, {_kind(info.st_mode)}; "
                           "outputs are regular files only")
 
 
 def check_tree(root: Path, rel: str) -> int:
-    """Walks `root/rel` as `walk` does, reading nothing; Refused as it would be. Its size in bytes."""
+    """Walks `root/rel` as `walk` does, reading nothing; Unreadable as it would be. Its size in bytes."""
     total = 0
     for _, fd, size in walk(root, rel):
         os.close(fd)
@@ -306,7 +311,7 @@ def remove(root: Path, rel: str) -> None:
     try:
         with directory(root, str(PurePosixPath(*parts[:-1])) if len(parts) > 1 else "") as parent:
             remove_entry(parent, parts[-1])
-    except (FileNotFoundError, Refused):
+    except (FileNotFoundError, Unreadable):
         if len(parts) > 1:  # a parent that is not a directory: remove it instead
             remove(root, str(PurePosixPath(*parts[:-1])))
 

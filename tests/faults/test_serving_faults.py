@@ -31,18 +31,18 @@ from anvil import AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
 from compute import cluster
 from compute.node import RayHome
+from compute.serve_order import ServeOrder
 from ledger import serving, stake
 from ledger.chain import Chain
 from ledger.client import Swarm
 from ledger.deploy import DeployResult
 from ledger.specs import store_spec
 from ledger.units import ONE
-from provider.client import SiteAddress
 from provider.lease.plan import LeasePlan
-from provider.serving import ServeOrder
-from provider.serving_client import ServingClient
 from tests.faults.test_faults import SEEDS
 from tests.sites import served, stop_served
+from wire.client import SiteAddress
+from wire.serving import ServingClient
 
 PROVIDER, BUYER = dev_account(7), dev_account(8)
 PRICE = 10**15
@@ -56,8 +56,8 @@ PROJECT = Path(__file__).resolve().parents[2]
 STREAM = r'''
 import json, sys, threading, time
 from pathlib import Path
-from provider.serving_client import ServingClient
-from provider.client import SiteAddress
+from wire.serving import ServingClient
+from wire.client import SiteAddress
 from scripts.common import open_swarm
 url, fingerprint, provider, lease, calls, stop, threads = sys.argv[1:8]
 swarm = open_swarm()
@@ -165,10 +165,8 @@ def test_killing_the_buyer_and_the_site_mid_stream_loses_nothing_and_pays_nothin
     start = {"provider": swarm.balance_of(PROVIDER.address), "buyer": swarm.balance_of(BUYER.address)}
     serving.deposit(swarm, buyer, PROVIDER.address, DEPOSIT)
     client = ServingClient(swarm, buyer, network["homes"]["buyer"], address)
-    order = ServeOrder(task="predict", model="mlp", sha256="", replicas=1, min_replicas=1, replica_cpus=1.0,
-                       replica_gpus=0.0, memory_gb=1.0, max_batch_size=16, max_batch_wait_s=0.005,
-                       max_tokens=16, ends_at=int(time.time() + 900), price_per_request=PRICE,
-                       price_per_token=0, seed=5)
+    order = ServeOrder.parse({"max_batch_size": 16, "max_batch_wait_s": 0.005, "max_tokens": 16,
+                              "ends_at": int(time.time() + 900), "price_per_request": PRICE, "seed": 5})
     lease = client.deploy(order)["lease"]
     client.wait_serving(lease)
 

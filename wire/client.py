@@ -1,5 +1,5 @@
 """Talking to a provider's site: every request signed with the caller's key, every connection
-pinned to the certificate fingerprint the provider registered on chain (`provider.tls`).
+pinned to the certificate fingerprint the provider registered on chain (`wire.tls`).
 
 Used by the market (to start, follow and stop leases), the oracle (probes and challenges) and
 a buyer (a lease's status, logs and result). A refusal comes back as `Refused` with the site's
@@ -17,20 +17,20 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from compute.errors import ComputeError
-from provider.auth import MAX_VALIDITY_S, Refused, SiteRequest, body_hash
-from provider.tls import check_peer, pinned_context
+from core.errors import Fault, Refused, Unavailable, UserError
+from wire.request import MAX_VALIDITY_S, SiteRequest, body_hash
+from wire.tls import check_peer, pinned_context
 
 DEFAULT_TIMEOUT_S = 30.0
 MAX_ANSWER_BYTES = 64 << 20  # a challenge's openings are under 1 MiB, a lease's log tail 64 KiB
 VALIDITY_S = 60  # how long a request this client signs stays valid (at most MAX_VALIDITY_S)
 
 
-class SiteUnreachable(ComputeError):
+class SiteUnreachable(Unavailable):
     """The site did not answer: down, or not at its registered address."""
 
 
-class BadAnswer(ComputeError, ValueError):
+class BadAnswer(Fault, ValueError):
     """The site answered with something its API never sends (a ValueError too: a parse that failed)."""
 
 
@@ -51,7 +51,7 @@ class SiteClient:
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         parts = urlsplit(site.url)
         if parts.scheme != "https" or not parts.hostname:
-            raise ComputeError(f"A site's URL must be https://HOST:PORT, got {site.url!r}.")
+            raise UserError(f"A site's URL must be https://HOST:PORT, got {site.url!r}.")
         self.site = site
         self.host, self.port = parts.hostname, parts.port or 443
         self.sign = sign
@@ -147,7 +147,7 @@ class SiteClient:
         try:
             answer = payload.decode() if text else json.loads(payload)
         except ValueError:  # UnicodeDecodeError is one too
-            raise ComputeError(f"The site of {self.site.provider} answered {path} with something that is not "
+            raise BadAnswer(f"The site of {self.site.provider} answered {path} with something that is not "
                                f"{'text' if text else 'JSON'}.") from None
         return (answer, seconds) if timed else answer
 
@@ -163,7 +163,7 @@ def pinned_request(site: SiteAddress, method: str, path: str, body: bytes, heade
     reading the whole answer."""
     parts = urlsplit(site.url)
     if parts.scheme != "https" or not parts.hostname:
-        raise ComputeError(f"A site's URL must be https://HOST:PORT, got {site.url!r}.")
+        raise UserError(f"A site's URL must be https://HOST:PORT, got {site.url!r}.")
     connection = http.client.HTTPSConnection(parts.hostname, parts.port or 443, context=pinned_context(),
                                              timeout=timeout_s)
     try:
@@ -174,7 +174,7 @@ def pinned_request(site: SiteAddress, method: str, path: str, body: bytes, heade
         response = connection.getresponse()
         payload = response.read(MAX_ANSWER_BYTES + 1)
         if len(payload) > MAX_ANSWER_BYTES:
-            raise ComputeError(f"The site of {site.provider} answered {path} with more than "
+            raise BadAnswer(f"The site of {site.provider} answered {path} with more than "
                                f"{MAX_ANSWER_BYTES >> 20} MiB; no answer of a site is that large.")
         return response.status, payload, time.perf_counter() - started
     except (TimeoutError, OSError, http.client.HTTPException) as exc:

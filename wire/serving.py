@@ -28,15 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compute.serve_order import ServeOrder
+from core.errors import Refused
 from ledger import serving
 from ledger.client import Swarm
 from ledger.errors import InvalidInput, SwarmError
 from ledger.serving import DigestSigner, Domain, Receipt, Voucher
 from ledger.tx import Sender
-from provider.auth import Refused
-from provider.client import SiteAddress, SiteClient, SiteUnreachable
-from provider.serving import ServeOrder
-from provider.tls import check_peer, pinned_context
+from wire.client import SiteAddress, SiteClient, SiteUnreachable, pinned_request
+from wire.tls import check_peer, pinned_context
 
 CALL_TIMEOUT_S = 120.0
 
@@ -389,8 +389,6 @@ class ServingClient:
         return voucher
 
     def _request(self, method: str, path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        from provider.client import pinned_request
-
         status, payload, _ = pinned_request(self.site, method, path, body,
                                             headers | {"Content-Type": "application/json"})
         return status, payload

@@ -1,7 +1,7 @@
 """A provider's on-chain operations as a Python API; `swarm provider` is a face over it (docs/cli.md).
 
     from ledger.units import ONE
-    from provider.operator import Provider
+    from ledger.operator import Provider
 
     provider = Provider.open(account=1)             # a devnet's dev account, or key="provider"
     provider.register("H100", gpus=8, vram_gb=80, price=ONE // 400)   # asking 0.0025 SWARM a GPU-second
@@ -20,8 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from compute.errors import ComputeError
-from compute.reference import MODELS, normalize_model
+from core.hardware import GPU_MODELS, model_of
 from ledger import stake
 from ledger.client import Swarm
 from ledger.config import Settings
@@ -384,14 +383,12 @@ def declarable(spec: HardwareSpec) -> HardwareSpec:
 
     The oracle scores a provider's speed against the reference of its declared model
     (`compute.reference`): a model without one could register and stake, but never earn."""
-    try:
-        normalize_model(spec.gpu_model)
-    except ComputeError:
+    if model_of(spec.gpu_model) is None:
         raise InvalidInput(
             f"gpu model {spec.gpu_model!r} has no reference throughput, so the oracle could not judge it "
-            f"and it would never earn; declare one of {', '.join(m for m in MODELS if m != 'cpu')}, or cpu "
-            "for a machine without a GPU."
-        ) from None
+            f"and it would never earn; declare one of {', '.join(GPU_MODELS)}, or cpu for a machine without "
+            "a GPU."
+        )
     return spec
 
 
