@@ -17,11 +17,14 @@ from typing import Any
 
 from Crypto.Hash import keccak
 
+from core.errors import UserError
+
 WORD = 32
 
 
-class AbiError(ValueError):
-    """A value does not fit its ABI type, or bytes are not a valid encoding."""
+class AbiError(UserError, ValueError):
+    """A value does not fit its ABI type, or bytes are not a valid encoding: the caller's input (a
+    user's argument, or a node's answer read as the contract's ABI)."""
 
 
 def keccak256(data: bytes) -> bytes:

@@ -1,7 +1,10 @@
 """The `swarm` command line: `swarm <noun> <verb>`, human output by default, `--json` for scripts.
 
-Exit codes: 0 ok, 1 a user error (one sentence on stderr, naming the input and the fix),
-2 a usage error.
+Exit codes: 0 ok, 1 a user error (one sentence on stderr, naming the input and the fix), 2 a
+usage error. This is the one error boundary: every error of Swarm's family (`core.errors`) and
+every `OSError` (a path that cannot be read or written) becomes that sentence; anything else is
+a bug and keeps its traceback. Logging is configured here once (`core.logs`): quiet, or what
+Swarm does with `--verbose`.
 """
 
 from __future__ import annotations
@@ -11,12 +14,11 @@ import sys
 
 import click
 
-from anvil import AnvilError
-from compute.errors import ComputeError
-from ledger.errors import SwarmError
+from core import logs
+from core.errors import SwarmError
 
 # What a user can cause and fix, every package's errors among them: one sentence on stderr, exit 1.
-USER_ERRORS = (SwarmError, AnvilError, ComputeError)
+USER_ERRORS = (SwarmError,)
 
 # Each noun's module, imported only when the noun is used (or listed by --help): a command
 # loads what it needs and nothing more, so `swarm token balance` never pays for Ray or torch.
@@ -50,8 +52,24 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="swarm", prog_name="swarm")
-def cli() -> None:
+@click.option("-v", "--verbose", count=True, help="Say what Swarm does as it does it (-vv: in detail).")
+def cli(verbose: int) -> None:
     """Swarm: a decentralized cloud for AI compute."""
+    logs.configure(verbose or None)  # none given: what a parent command asked for, else quiet
+
+
+def os_error_sentence(exc: OSError) -> str:
+    """An operating system's refusal as one sentence that names the path and the fix."""
+    what = (exc.strerror or type(exc).__name__).lower()
+    paths = " and ".join(str(p) for p in (exc.filename, exc.filename2) if p is not None)
+    if isinstance(exc, PermissionError):
+        fix = "give your user access to it, or choose another path"
+    elif isinstance(exc, NotADirectoryError | FileNotFoundError | IsADirectoryError):
+        fix = "check the path"
+    else:
+        fix = "check the path and the machine's disk"
+    return f"{paths}: {what}; {fix} (SWARM_HOME sets where Swarm keeps its state)." if paths else \
+        f"{what}; {fix}."
 
 
 def run(args: list[str]) -> int:
@@ -66,6 +84,9 @@ def run(args: list[str]) -> int:
         return exc.exit_code
     except USER_ERRORS as exc:
         click.echo(f"error: {exc}", err=True)
+        return 1
+    except OSError as exc:
+        click.echo(f"error: {os_error_sentence(exc)}", err=True)
         return 1
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)

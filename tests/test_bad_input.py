@@ -237,3 +237,15 @@ def test_every_error_a_package_raises_for_its_user_is_one_the_command_lines_boun
         InputError,
     ):
         assert issubclass(error, USER_ERRORS), error
+
+
+def test_a_swarm_home_that_cannot_be_written_is_one_sentence_naming_the_path(cli, tmp_path) -> None:
+    """An OSError at the command line's boundary (here SWARM_HOME inside a file) is the user's to fix."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    home = blocker / "home"
+    env = {"SWARM_HOME": str(home), "SWARM_KEY_PASSWORD": "pw"}
+    text = one_line_error(cli("keys", "new", "--name", "buyer", env=env))
+    assert str(blocker) in text and "not a directory" in text and "SWARM_HOME" in text
+    assert not home.exists()
+
