@@ -71,13 +71,24 @@ def declared_model(home: Path, spec_hash: str) -> str:
 def declared_hardware(home: Path, address: str, spec_hash: str) -> Watched:
     """What a provider's stored hardware spec declares: its GPU model, VRAM per GPU and, if it
     lists them, its GPUs' UUIDs (nothing when this home lacks the spec or it is malformed)."""
+    spec = _stored_spec(home, spec_hash)
+    if spec is None:
+        return Watched(address, "")
+    uuids = spec.get("gpu_uuids") or ()
+    vram = spec.get("vram_gb") or 0.0
+    return Watched(address, str(spec.get("gpu_model", "")),
+                   float(vram) if isinstance(vram, int | float) and not isinstance(vram, bool) else 0.0,
+                   tuple(str(u) for u in uuids) if isinstance(uuids, list) else ())
+
+
+def _stored_spec(home: Path, spec_hash: str) -> dict[str, Any] | None:
+    """The hardware spec stored under `spec_hash`, or None: this home lacks it, the file was
+    altered, or it holds no JSON object. A bug in reading it is not one of these, and is raised."""
     try:
         spec = load_spec(home, bytes.fromhex(spec_hash.removeprefix("0x")))
-        uuids = spec.get("gpu_uuids") or ()
-        return Watched(address, str(spec.get("gpu_model", "")), float(spec.get("vram_gb") or 0.0),
-                       tuple(str(u) for u in uuids) if isinstance(uuids, list) else ())
-    except Exception:  # noqa: BLE001 -- a spec this home does not hold, or not a hardware spec
-        return Watched(address, "")
+    except (SwarmError, ValueError):  # not held here, altered, not JSON, or a hash that is not hex
+        return None
+    return spec if isinstance(spec, dict) else None
 
 
 def site_addresses(engine: Engine, chain_id: int, home: Path) -> Callable[[str], SiteAddress | None]:
@@ -88,13 +99,11 @@ def site_addresses(engine: Engine, chain_id: int, home: Path) -> Callable[[str],
             row = session.get(Provider, (chain_id, provider))
         if row is None:
             return None
-        try:
-            spec = load_spec(home, bytes.fromhex(row.spec_hash.removeprefix("0x")))
-        except Exception:  # noqa: BLE001 -- a spec this home does not hold
+        spec = _stored_spec(home, row.spec_hash) or {}
+        url, fingerprint = spec.get("site_url"), spec.get("site_fingerprint")
+        if not (isinstance(url, str) and url and isinstance(fingerprint, str) and fingerprint):
             return None
-        if not spec.get("site_url") or not spec.get("site_fingerprint"):
-            return None
-        return SiteAddress(provider, spec["site_url"], spec["site_fingerprint"])
+        return SiteAddress(provider, url, fingerprint)
 
     return address_of
 

@@ -211,6 +211,7 @@ LIGHT = {
         "test_receipts",
         "test_serving_escrow",
         "test_serve_order",
+        "test_collector_specs",
         "test_report_bounds",
         "test_results",
         "test_rewards",
