@@ -122,7 +122,8 @@ class JsonRpc:
                 text = raw[:200].decode(errors="replace").strip()
                 raise RpcError(self.url, method, {"code": status, "message": f"HTTP {status} {text}".strip()})
             raise self._not_json_rpc(method)
-        assert failure is not None  # at least one attempt was made
+        if failure is None:  # unreachable: attempts is at least 1, and each failed attempt sets it
+            failure = self._no_answer(ConnectionError("no attempt was made"))
         raise failure from cause
 
     def _post(self, data: bytes) -> tuple[int, bytes]:

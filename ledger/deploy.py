@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from anvil.accounts import dev_account, dev_accounts
 from ledger.artifacts import CONTRACTS, Artifacts, load_artifacts
 from ledger.chain import Chain
-from ledger.errors import ErrorDecoder, SwarmError
+from ledger.errors import ErrorDecoder, InvalidInput, SwarmError, TransactionFailed
 from ledger.units import ONE
 
 if TYPE_CHECKING:
@@ -244,12 +244,16 @@ def create_address(sender: str, nonce: int) -> str:
 def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params: DeployParams) -> Deployment:
     w3 = chain.w3
     deployer = sender.address
-    assert params.guardian is not None and params.treasury is not None  # _resolve and _check_params
+    if params.guardian is None or params.treasury is None:  # _resolve fills both, _check_params checks them
+        raise InvalidInput("A deployment needs a guardian and a treasury; pass --guardian and --treasury.")
 
     def create(name: str, *args) -> str:
         art = artifacts[name]
         receipt = sender.send(w3.eth.contract(abi=art.abi, bytecode=art.bytecode).constructor(*args))
-        assert receipt.contract_address is not None  # a creation's receipt names what it created
+        if receipt.contract_address is None:
+            raise TransactionFailed(f"Creating {name} in transaction {receipt.tx_hash} made no contract; "
+                                    "check that the node runs the EVM version the contracts were compiled "
+                                    "for.")
         return receipt.contract_address
 
     def next_created(after: int) -> str:

@@ -240,7 +240,9 @@ def execute_id(swarm: Swarm, sender: Sender, operation_id: bytes) -> tuple[Opera
     """Executes the operation `operation_id`, its call read back from the chain."""
     current = operation(swarm, operation_id)
     _require_ready(swarm, current)
-    assert current.call is not None  # a ready operation was scheduled, so its event is on chain
+    if current.call is None:  # ready, so scheduled: only a node that pruned its logs lacks the event
+        raise SwarmError(f"Operation 0x{operation_id.hex()} is ready, but this node keeps no CallScheduled "
+                         "event for it; ask a node that keeps the chain's logs (an archive node).")
     return current, execute(swarm, sender, current.call)
 
 

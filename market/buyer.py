@@ -427,7 +427,8 @@ class Buyer:
                 if provider is not None:
                     yield f"── job {job_id} moved to provider {info.provider} ──\n"
                 provider, client, offset, ended_at = info.provider, self._site(info.provider), 0, None
-            assert client is not None  # made for the job's provider above
+            if client is None:
+                client = self._site(info.provider)
             try:
                 answer = client.log_since(job_id, offset)
             except Refused as exc:

@@ -428,16 +428,15 @@ class _Explainer:
                 f"but it asks for {job.replicas} replicas on distinct providers."
             )
         if worst == "gpu_model" and job.gpu_model is not None and self.model_count.get(job.gpu_model, 0):
-            return self._among_model(job)
+            return self._among_model(job, job.gpu_model)
         return (
             f"Job {job.job_id} matched no provider: {worst} ruled out the most, "
             f"{ruled_out[worst]} of {self.n} providers ({_hint(worst, job)})."
         )
 
-    def _among_model(self, job: JobRequest) -> str:
+    def _among_model(self, job: JobRequest, model: str) -> str:
         """Other models always outnumber the one asked for; name what stopped that model's providers."""
-        assert job.gpu_model is not None  # _explain asks only of a job that names one
-        mask = self._model_mask(job.gpu_model)
+        mask = self._model_mask(model)
         among = {
             "stake or jail": int((mask & ~self.eligible_of).sum()),
             "vram": int((mask & (self.vram_of < job.vram_gb_per_gpu)).sum()),
@@ -449,6 +448,6 @@ class _Explainer:
         worst = max(among, key=lambda name: among[name])
         hint = "they are unstaked or jailed" if worst == "stake or jail" else _hint(worst, job)
         return (
-            f"Job {job.job_id} matched no provider: of the {int(mask.sum())} {job.gpu_model} providers, "
+            f"Job {job.job_id} matched no provider: of the {int(mask.sum())} {model} providers, "
             f"{worst} ruled out the most, {among[worst]} ({hint})."
         )

@@ -299,10 +299,9 @@ def execute_cmd(operation_id: str, account: int | None, key_ref: str | None, as_
     swarm = open_swarm()
     sender = _proposer(swarm, account, key_ref)
     done, receipt = governance.execute_id(swarm, sender, _operation_id(operation_id))
-    call = done.call
-    assert call is not None  # a ready operation's call is on chain
+    what = done.call.description if done.call else "the operation"  # execute_id read its call
     emit(as_json, done.as_dict() | {"state": "done", "tx": receipt.tx_hash}, lambda: console.print(
-        f"Executed {call.description} (operation 0x{done.id.hex()}) in transaction {receipt.tx_hash}.",
+        f"Executed {what} (operation 0x{done.id.hex()}) in transaction {receipt.tx_hash}.",
         highlight=False,
     ))
 

@@ -157,17 +157,15 @@ def call(lease: str, provider: str, body: str, count: int, account: int | None, 
     task = client.info(lease)["task"]
     if not isinstance(parsed, dict):
         parsed = {"input": parsed} if task == "predict" else {"prompt": str(parsed), "max_tokens": 16}
-    charged, answer = 0, None
-    for _ in range(count):
+    answer = client.call(lease, parsed)
+    charged, calls = answer.charged, 1
+    while answer.status == 200 and calls < count:
         answer = client.call(lease, parsed)
-        charged += answer.charged
-        if answer.status != 200:
-            break
-    assert answer is not None
+        charged, calls = charged + answer.charged, calls + 1
     if answer.status != 200:
         message = answer.body.get("error") if isinstance(answer.body, dict) else str(answer.body)
         raise InvalidInput(f"Serving lease {lease} refused the call (HTTP {answer.status}): {message}")
-    emit(as_json, {"answer": answer.body, "calls": count, "charged": str(charged)}, lambda: console.print(
+    emit(as_json, {"answer": answer.body, "calls": calls, "charged": str(charged)}, lambda: console.print(
         f"{json.dumps(answer.body)}\n{count} call(s), charged {format_amount(charged)} in receipts."))
 
 

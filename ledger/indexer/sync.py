@@ -242,7 +242,9 @@ class Indexer:
     def _reread(self) -> CursorState:
         with self.engine.connect() as conn:
             cursor = read_cursor(conn, self.chain_id)
-        assert cursor is not None
+        if cursor is None:  # made before this is asked; only someone emptying the table removes it
+            raise SwarmError(f"The ledger's cursor for chain {self.chain_id} was removed while it was "
+                             "indexed; run the command again to index from the start.")
         return cursor
 
     def _roll_back(self, cursor: CursorState) -> Rollback:
