@@ -71,6 +71,7 @@ _FOLLOWED: dict[MarketState, frozenset[MarketState]] = {
     **{final: _ALL - FINAL_STATES for final in (_S.SETTLED, _S.FAILED, _S.CANCELLED, _S.RECLAIMED)},
 }
 
+# From each state (None: a new record), the states it may move to, by either kind of move.
 MARKET_MOVES = Moves("job", "market.records.MARKET_MOVES", MarketState, {
     before: _STEPS.get(before, frozenset()) | {
         after for after, sources in _FOLLOWED.items() if before in sources

@@ -8,11 +8,11 @@ compares what the chain says (the authority on escrow) with the service's own re
 (`market.records.MarketJob`) and takes the one step that brings them together. Every
 step is a transaction whose precondition the contract checks — `assignJob` only from
 Posted, `completeJob` only from Assigned, `settleJob` only from Completed — and every
-transition is written to `market_transitions` once its transaction is mined, after it is
-checked against the table of moves (`market.records.MARKET_MOVES`). A service killed at
-any point therefore resumes from the chain's state: a job it had assigned is seen assigned
-and is run again (from its last checkpoint), a job it had completed is seen completed, and
-nothing is assigned, paid or refunded twice.
+transition, checked against the table of moves (`market.records.MARKET_MOVES`), is written
+to `market_transitions` once its transaction is mined. A service killed at any point
+therefore resumes from the chain's state: a job it had assigned is seen assigned and is run
+again (from its last checkpoint), a job it had completed is seen completed, and nothing is
+assigned, paid or refunded twice.
 
 A tick runs its phases in order over one `market.tick.Tick`, which holds the pass's session,
 open jobs, their records, the chain's time and its report:
