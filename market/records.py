@@ -3,6 +3,10 @@ and `market_transitions`. The chain is the authority on a job's escrow; these ro
 the chain does not: which run is under way, its result and metrics, why a job found no
 provider, replication evidence, and every transition the service made, with its time.
 
+A job's state is a `MarketState`, stored as its string. It moves only as `MARKET_MOVES` allows:
+the steps the market takes itself, and the moves that follow what the chain shows. `move` checks
+each move against that table before it changes anything, and writes its transition.
+
 The market owns them; the ledger's migrations (ledger/migrations) create them, and they share
 its metadata. The oracle reads a job's replication evidence through a view of its own
 (oracle/inputs.py), so the two packages never import each other.
@@ -10,19 +14,71 @@ its metadata. The oracle reads a job's replication evidence through a view of it
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Index
-from sqlmodel import Field
+import time
+from enum import StrEnum
 
+from sqlalchemy import BigInteger, Index
+from sqlmodel import Field, Session
+
+from core.states import Moves
 from ledger.indexer.models import Json, LedgerModel
 from ledger.indexer.types import Uint256
 
-# The market's view of a job; `settled`, `failed`, `cancelled`, `expired` and
-# `reclaimed` are final, `disputed` waits for the arbiter.
-MARKET_STATES = (
-    "queued", "assigned", "running", "ran", "completed", "disputed",
-    "settled", "failed", "cancelled", "expired", "reclaimed",
-)
-FINAL_STATES = frozenset({"settled", "failed", "cancelled", "expired", "reclaimed"})
+
+class MarketState(StrEnum):
+    """The market's view of a job, stored as its value (`market_jobs.state`)."""
+
+    QUEUED = "queued"  # posted on chain, waiting for a provider
+    ASSIGNED = "assigned"  # assigned on chain, its lease not started (or to start again)
+    RUNNING = "running"  # its lease is under way on the provider's site
+    RAN = "ran"  # its lease brought a signed result, not yet on chain
+    COMPLETED = "completed"  # completed (or charged) on chain, in its dispute window
+    DISPUTED = "disputed"  # waits for the arbiter
+    SETTLED = "settled"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    EXPIRED = "expired"  # no provider took it by its deadline
+    RECLAIMED = "reclaimed"
+
+
+_S = MarketState
+_ALL = frozenset(MarketState)
+
+# The steps the market takes itself, each once the transaction that makes it is mined, or as a
+# lease starts and ends. A state with none out of it is final.
+_STEPS: dict[MarketState | None, frozenset[MarketState]] = {
+    None: frozenset({_S.QUEUED}),  # a job seen posted on chain
+    _S.QUEUED: frozenset({_S.ASSIGNED, _S.EXPIRED}),
+    _S.ASSIGNED: frozenset({_S.RUNNING, _S.ASSIGNED, _S.FAILED}),  # assigned again: reassigned
+    _S.RUNNING: frozenset({_S.RAN, _S.ASSIGNED, _S.COMPLETED, _S.FAILED}),  # completed: charged
+    _S.RAN: frozenset({_S.COMPLETED, _S.FAILED}),
+    _S.COMPLETED: frozenset({_S.DISPUTED, _S.SETTLED}),
+    _S.DISPUTED: frozenset({_S.SETTLED}),  # the arbiter did not rule in time
+}
+FINAL_STATES = frozenset(s for s in MarketState if not _STEPS.get(s))
+
+# The moves that follow the chain, the authority on escrow, from whatever the record held: what
+# others did (the buyer cancelled, the arbiter ruled), what a restarted service had not recorded,
+# and what a devnet restarted from an older state no longer shows. Each target state, and the
+# states it may be reached from.
+_FOLLOWED: dict[MarketState, frozenset[MarketState]] = {
+    _S.QUEUED: _ALL - {_S.QUEUED},  # posted again
+    _S.ASSIGNED: _ALL,  # assigned on chain, perhaps to another provider
+    _S.RAN: FINAL_STATES | {_S.COMPLETED, _S.DISPUTED},  # assigned again, its result still held
+    _S.COMPLETED: _ALL - {_S.COMPLETED},
+    _S.DISPUTED: _ALL - {_S.DISPUTED},
+    # the chain's final statuses, which a record takes unless it is final already
+    **{final: _ALL - FINAL_STATES for final in (_S.SETTLED, _S.FAILED, _S.CANCELLED, _S.RECLAIMED)},
+}
+
+# From each state (None: a new record), the states it may move to, by either kind of move.
+MARKET_MOVES = Moves("job", "market.records.MARKET_MOVES", MarketState, {
+    before: _STEPS.get(before, frozenset()) | {
+        after for after, sources in _FOLLOWED.items() if before in sources
+    }
+    for before in (None, *MarketState)
+})
+MARKET_STATES = tuple(MarketState)
 
 
 class MarketJob(LedgerModel, table=True):
@@ -74,3 +130,32 @@ class MarketTransition(LedgerModel, table=True):
     provider: str | None = Field(default=None, max_length=42)
     detail: str = ""
     tx_hash: str | None = Field(default=None, max_length=66)
+
+
+def move(session: Session, record: MarketJob, state: MarketState, detail: str, tx_hash: str | None = None,
+         provider: str | None = None) -> None:
+    """Moves `record` to `state` and writes the transition, in one commit; a move MARKET_MOVES does
+    not name is refused (`core.states.IllegalMove`) before anything changes."""
+    before = record.state
+    MARKET_MOVES.check(record.job_id, before, state)
+    record.state = state
+    record.updated_at = time.time()
+    session.add(record)
+    session.add(_transition(record, before, detail, tx_hash, provider))
+    session.commit()
+
+
+def add_new(session: Session, record: MarketJob, detail: str) -> None:
+    """Adds a record the market has just made, with its first transition (the caller commits); a
+    first state MARKET_MOVES does not name is refused."""
+    MARKET_MOVES.check(record.job_id, None, record.state)
+    session.add(record)
+    session.add(_transition(record, None, detail))
+
+
+def _transition(record: MarketJob, before: str | None, detail: str, tx_hash: str | None = None,
+                provider: str | None = None) -> MarketTransition:
+    return MarketTransition(
+        chain_id=record.chain_id, job_id=record.job_id, at=time.time(), from_state=before,
+        to_state=record.state, provider=provider, detail=detail, tx_hash=tx_hash,
+    )

@@ -13,6 +13,12 @@ the epoch up where it stopped:
   finalized   rewards may be claimed and the slashes are applied; the reward tree and its
               proofs are in the ledger for `swarm provider claim`.
 
+Each move is checked against `oracle.records.EPOCH_MOVES`: forward one step at a time (a signed
+report the chain already shows finalized is recorded so), and back where the chain shows less
+than the record (a devnet restarted from an older state): a report recorded submitted or
+finalized is recorded submitted again while the chain holds it pending, or else signed, and is
+submitted and finalized once more.
+
 The distributor accepts a report only for the epoch after the last finalized one and only
 one at a time, and its rewards are cumulative per provider, so a report sent twice is
 refused and an epoch can never pay twice.
@@ -57,7 +63,16 @@ from ledger.tx import Sender
 from oracle.collector import declared_model
 from oracle.config import OracleConfig
 from oracle.inputs import Blocks, job_record, replication_losers, staked_providers, units_completed, unstaking
-from oracle.records import CanaryRecord, ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
+from oracle.records import (
+    EPOCH_MOVES,
+    CanaryRecord,
+    ChallengeRecord,
+    EpochState,
+    OracleEpoch,
+    ProbeSample,
+    ProviderScore,
+    move_epoch,
+)
 from oracle.scoring import EpochInputs, score_epoch
 from oracle.slashing import schedule_slashes
 
@@ -143,26 +158,26 @@ class EpochRunner:
         pending = chain_rewards.pending_report(self.swarm)
         ahead = session.exec(select(OracleEpoch).where(
             OracleEpoch.chain_id == self.chain_id, OracleEpoch.epoch > chain_last,
-            col(OracleEpoch.state).in_(("submitted", "finalized")))).all()
+            col(OracleEpoch.state).in_((EpochState.SUBMITTED, EpochState.FINALIZED)))).all()
         for record in ahead:
             if pending is not None and pending.epoch == record.epoch:
-                if record.state != "submitted":
-                    self._move(session, record, "submitted")
+                if record.state != EpochState.SUBMITTED:
+                    self._move(session, record, EpochState.SUBMITTED)
             else:
-                self._move(session, record, "signed")
+                self._move(session, record, EpochState.SIGNED)
 
     def _open(self, session: Session) -> OracleEpoch | None:
         return session.exec(select(OracleEpoch).where(
-            OracleEpoch.chain_id == self.chain_id, OracleEpoch.state != "finalized",
+            OracleEpoch.chain_id == self.chain_id, OracleEpoch.state != EpochState.FINALIZED,
         ).order_by(col(OracleEpoch.epoch))).first()
 
     def _advance(self, session: Session, record: OracleEpoch, now: float) -> EpochOutcome:
         outcome = EpochOutcome(record.epoch, record.state)
-        if record.state == "aggregated":
+        if record.state == EpochState.AGGREGATED:
             self._sign(session, record, outcome)
-        if record.state == "signed":
+        if record.state == EpochState.SIGNED:
             self._submit(session, record, outcome)
-        if record.state == "submitted":
+        if record.state == EpochState.SUBMITTED:
             self._finalize(session, record, outcome)
         outcome.state = record.state
         return outcome
@@ -185,13 +200,14 @@ class EpochRunner:
             return None
         inputs, scores, rows, slashes, tree = computed
         record = OracleEpoch(
-            chain_id=self.chain_id, epoch=epoch, state="aggregated", window_start=start, window_end=now,
-            from_block=from_block, to_block=to_block, utilization=inputs.utilization,
+            chain_id=self.chain_id, epoch=epoch, state=EpochState.AGGREGATED, window_start=start,
+            window_end=now, from_block=from_block, to_block=to_block, utilization=inputs.utilization,
             emission_wei=int(scores.emission_wei), rewards_root="0x" + tree.root.hex(), slashes=slashes,
             cumulative_total=sum(tree.values.values()),
             expires_at=self.swarm.chain.timestamp(to_block) + REPORT_VALID_S,
             signatures=[], created_at=time.time(), updated_at=time.time(),
         )
+        EPOCH_MOVES.check(epoch, None, record.state)
         session.exec(delete(ProviderScore).where(col(ProviderScore.chain_id) == self.chain_id,
                                                  col(ProviderScore.epoch) == epoch))
         session.add(record)
@@ -465,7 +481,7 @@ class EpochRunner:
             if self.sign_as(session, record, key):
                 outcome.step("signed")
         if len(record.signatures) >= self.threshold:
-            self._move(session, record, "signed")
+            self._move(session, record, EpochState.SIGNED)
 
     # ── 3. submit ────────────────────────────────────────────────────────────
     def _submit(self, session: Session, record: OracleEpoch, outcome: EpochOutcome) -> None:
@@ -479,10 +495,10 @@ class EpochRunner:
             and pending.slashes_hash == report.slashes_hash
             and pending.deferred_hash == report.deferred_hash
         ):
-            self._move(session, record, "submitted")  # sent before a crash, not recorded then
+            self._move(session, record, EpochState.SUBMITTED)  # sent before a crash, not recorded then
             return
         if int(self.swarm.distributor.functions.lastFinalizedEpoch().call()) >= record.epoch:
-            self._move(session, record, "finalized")
+            self._move(session, record, EpochState.FINALIZED)
             return
         if self.swarm.chain.timestamp() > record.expires_at:
             self._drop(session, record, "its signed report expired before it was submitted")
@@ -498,7 +514,7 @@ class EpochRunner:
             self.log(f"epoch {record.epoch}: submit refused: {exc}")
             return
         record.submit_tx = receipt.tx_hash
-        self._move(session, record, "submitted")
+        self._move(session, record, EpochState.SUBMITTED)
         outcome.step("submitted")
 
     # ── 4. finalize ──────────────────────────────────────────────────────────
@@ -530,7 +546,7 @@ class EpochRunner:
         cumulative = {s.provider: s.cumulative_wei for s in session.exec(select(ProviderScore).where(
             ProviderScore.chain_id == self.chain_id, ProviderScore.epoch == record.epoch))}
         store_reward_tree(session, self.chain_id, record.epoch, record.rewards_root, cumulative)
-        self._move(session, record, "finalized")
+        self._move(session, record, EpochState.FINALIZED)
         self.indexer.sync()  # the ledger shows the finalized root, so claims find their proofs
 
     def _drop(self, session: Session, record: OracleEpoch, why: str) -> None:
@@ -542,11 +558,9 @@ class EpochRunner:
         session.delete(record)
         session.commit()
 
-    def _move(self, session: Session, record: OracleEpoch, state: str) -> None:
-        record.state = state
-        record.updated_at = time.time()
-        session.add(record)
-        session.commit()
+    def _move(self, session: Session, record: OracleEpoch, state: EpochState) -> None:
+        """Moves the record as `oracle.records.EPOCH_MOVES` allows, and logs it."""
+        move_epoch(session, record, state)
         self.log(f"epoch {record.epoch}: {state}")
 
 

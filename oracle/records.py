@@ -5,18 +5,48 @@
 The oracle owns them; the ledger's migrations (ledger/migrations) create them, and they share
 its metadata. The market reads the latest finalized scores through a view of its own
 (market/offers.py), so the two packages never import each other.
+
+An epoch's state is an `EpochState`, stored as its string; it moves only as `EPOCH_MOVES`
+allows, which `move_epoch` checks before it changes anything.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Index
-from sqlmodel import Field
+import time
+from enum import StrEnum
 
+from sqlalchemy import BigInteger, Index
+from sqlmodel import Field, Session
+
+from core.states import Moves
 from ledger.indexer.models import Json, LedgerModel
 from ledger.indexer.types import Uint256
 
-# An epoch's progress; each step is recorded before the next begins (see oracle.epoch).
-ORACLE_STATES = ("aggregated", "signed", "submitted", "finalized")
+
+class EpochState(StrEnum):
+    """An epoch's progress (see oracle.epoch), stored as its value (`oracle_epochs.state`); each
+    step is recorded before the next begins."""
+
+    AGGREGATED = "aggregated"  # its report is computed and stored
+    SIGNED = "signed"  # the committee's threshold of signatures is stored
+    SUBMITTED = "submitted"  # on chain, in its challenge window
+    FINALIZED = "finalized"  # its rewards may be claimed
+
+
+_E = EpochState
+
+# Forward, one step at a time, except that a signed report the chain already shows finalized is
+# recorded so; and back, where the chain shows less than the record (a devnet restarted from an
+# older state): the stored report is submitted and finalized once more. A report that will not
+# settle is not moved but deleted, and its epoch aggregated again.
+EPOCH_MOVES = Moves("epoch", "oracle.records.EPOCH_MOVES", EpochState, {
+    None: frozenset({_E.AGGREGATED}),
+    _E.AGGREGATED: frozenset({_E.SIGNED}),
+    _E.SIGNED: frozenset({_E.SUBMITTED, _E.FINALIZED}),
+    _E.SUBMITTED: frozenset({_E.FINALIZED, _E.SIGNED}),
+    _E.FINALIZED: frozenset({_E.SUBMITTED, _E.SIGNED}),
+})
+ORACLE_STATES = tuple(EpochState)
 
 
 class ProbeSample(LedgerModel, table=True):
@@ -166,3 +196,13 @@ class ProviderScore(LedgerModel, table=True):
     reward_wei: int = Field(default=0, sa_type=Uint256)
     cumulative_wei: int = Field(default=0, sa_type=Uint256)
     note: str = ""  # why it earned nothing, or ""
+
+
+def move_epoch(session: Session, record: OracleEpoch, state: EpochState) -> None:
+    """Moves an epoch's record to `state`, in one commit; a move EPOCH_MOVES does not name is
+    refused (`core.states.IllegalMove`) before anything changes."""
+    EPOCH_MOVES.check(record.epoch, record.state, state)
+    record.state = state
+    record.updated_at = time.time()
+    session.add(record)
+    session.commit()

@@ -28,6 +28,7 @@ from oracle.canaries import Canaries
 from oracle.collector import Collector, site_addresses, site_clients, watched_providers
 from oracle.config import EpochTiming, OracleConfig
 from oracle.epoch import MIN_CHALLENGES, EpochOutcome, EpochRunner
+from oracle.records import EpochState
 
 
 def schedule(config: OracleConfig, devnet: bool, epoch_length_s: float | None = None) -> EpochTiming:
@@ -135,7 +136,7 @@ class OracleService:
                 self.challenge()
             self.canary()
             outcome = self.epoch()
-            while wait and outcome is not None and outcome.state == "submitted":
+            while wait and outcome is not None and outcome.state == EpochState.SUBMITTED:
                 time.sleep(poll_s)  # the chain's clock passing the challenge window
                 outcome = self.epoch()
             return outcome
@@ -144,7 +145,7 @@ class OracleService:
 
     def _finalize_pending(self, wait: bool, poll_s: float) -> None:
         outcome = self.epoch(open_new=False)
-        while outcome is not None and outcome.state == "submitted":
+        while outcome is not None and outcome.state == EpochState.SUBMITTED:
             if not wait:
                 raise SwarmError(f"Epoch {outcome.epoch} is still in its challenge window; run "
                                  "`swarm oracle close` again once it ends, or pass --wait.")
