@@ -227,8 +227,9 @@ def _timed_out(start: Starting, ceiling_s: float) -> StartTimedOut:
 
 
 def _said(tail: tuple[str, ...], log: Path | None) -> str:
-    where = f" (see {log})" if log is not None else ""
-    return f": {tail[-1]}{where}." if tail else f", with nothing in its log{where}."
+    if log is None:  # the caller has what the process said
+        return "."
+    return f": {tail[-1]} (see {log})." if tail else f", with nothing in its log (see {log})."
 
 
 def _capital(what: str) -> str:

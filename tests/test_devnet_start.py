@@ -5,6 +5,8 @@ None gets as far as its Ray cluster."""
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from anvil import dev_account
 from anvil.node import free_port
 from core.starting import ExitedWhileStarting, StartTimedOut
 from devnet.network import STATE, start_sites
+from tests.sites import served
 
 pytestmark = pytest.mark.light
 
@@ -62,3 +65,14 @@ def test_a_site_still_starting_at_the_ceiling_fails_with_its_last_line_and_is_st
     assert "still had not started after 12 s, alive: waiting for the chain" in str(caught.value)
     assert _serving_from(home / "sites" / dev_account(1).address) == []
     assert not (home / STATE).exists()
+
+
+def test_a_tests_site_that_exits_while_starting_fails_the_test_with_what_it_said() -> None:
+    """tests/sites.py's `served`, which the site tests start their own sites with."""
+    process = subprocess.Popen([sys.executable, "-m", "scripts.cli", "provider", "serve", "--nodes", "0",
+                                "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    with pytest.raises(pytest.fail.Exception) as caught:
+        served(process)
+    assert str(caught.value).startswith("The site exited while starting (exit status 2)")
+    assert "Invalid value for '--nodes'" in str(caught.value)
