@@ -85,29 +85,22 @@ def first_lines(starting: Sequence[Starting], ceiling_s: float = START_CEILING_S
     """The first line each process writes to its stdout pipe, waited for together: the first of
     them to exit without one fails the wait at once, whichever is still starting."""
     deadline = time.monotonic() + ceiling_s
-    pipes = {s.process.stdout.fileno(): i for i, s in enumerate(starting) if s.process.stdout is not None}
-    if len(pipes) != len(starting):
-        raise ValueError("first_lines reads each process's stdout: start it with stdout=subprocess.PIPE")
+    pipes = [_Pipe(s.process) for s in starting]
     lines: list[str | None] = [None] * len(starting)
-    partial = [b""] * len(starting)
     with _Exits([s.process for s in starting]) as exits:
         while None in lines:
-            waiting = [fd for fd, i in pipes.items() if lines[i] is None]
-            readable = set(_select(waiting + exits.fds, exits.timeout(deadline)))
-            for fd in waiting:
-                if fd in readable:
-                    index = pipes[fd]
-                    lines[index] = _read_line(fd, partial, index, pipes)
-            for index, start in enumerate(starting):
-                if lines[index] is None and start.process.poll() is not None:
-                    for fd in [fd for fd, i in pipes.items() if i == index]:  # what it wrote before it ended
-                        while lines[index] is None and fd in pipes and _select([fd], 0):
-                            lines[index] = _read_line(fd, partial, index, pipes)
-                    if lines[index] is None:
-                        raise _exited(start)
+            pending = [i for i, line in enumerate(lines) if line is None]
+            listened = [pipes[i].fd for i in pending if pipes[i].open]
+            readable = set(_select(listened + exits.fds, exits.timeout(deadline)))
+            for i in pending:
+                if pipes[i].fd in readable:
+                    lines[i] = pipes[i].read()
+                if lines[i] is None and starting[i].process.poll() is not None:
+                    lines[i] = pipes[i].drain()  # what it wrote before it ended
+                    if lines[i] is None:
+                        raise _exited(starting[i])
             if None in lines and time.monotonic() >= deadline:
-                raise _timed_out(next(s for s, line in zip(starting, lines, strict=True) if line is None),
-                                 ceiling_s)
+                raise _timed_out(starting[lines.index(None)], ceiling_s)
     return [line for line in lines if line is not None]
 
 
@@ -199,17 +192,34 @@ def _select(fds: list[int], timeout_s: float) -> list[int]:
     return readable
 
 
-def _read_line(fd: int, partial: list[bytes], index: int, pipes: dict[int, int]) -> str | None:
-    """What is on the pipe now, read without blocking past it; the first line once it is whole (or
-    the pipe has closed after some text), else None."""
-    chunk = os.read(fd, 65536)
-    partial[index] += chunk
-    line, newline, _ = partial[index].partition(b"\n")
-    if newline or (not chunk and line.strip()):
-        return line.decode(errors="replace").strip()
-    if not chunk:  # closed with nothing said: only the process's exit is left to wait for
-        del pipes[fd]
-    return None
+class _Pipe:
+    """A process's stdout pipe, read as it comes without blocking, up to its first line."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        if process.stdout is None:
+            raise ValueError("a first line is read from the process's stdout: start it with stdout=PIPE")
+        self.fd = process.stdout.fileno()
+        self.open = True
+        self._text = b""
+
+    def read(self) -> str | None:
+        """What the pipe holds now; the first line once it is whole (or the pipe has closed after
+        some text), else None."""
+        chunk = os.read(self.fd, 65536)
+        self._text += chunk
+        line, newline, _ = self._text.partition(b"\n")
+        if newline or (not chunk and line.strip()):
+            return line.decode(errors="replace").strip()
+        self.open = bool(chunk)  # closed with nothing said: only the process's exit is left to wait for
+        return None
+
+    def drain(self) -> str | None:
+        """The first line among what the pipe still holds, read without waiting for more."""
+        while self.open and _select([self.fd], 0):
+            line = self.read()
+            if line is not None:
+                return line
+        return None
 
 
 def _exited(start: Starting) -> ExitedWhileStarting:
