@@ -17,7 +17,7 @@ FORGE := ./foundry forge
 FORGE_ARGS ?=
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: install compile bytecode postgres browser sandbox mesh system-packages demo test test-gpu device-kit lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-lease bench-mesh bench-gang bench-failfast bench-serving faults clean
+.PHONY: install compile bytecode postgres browser sandbox mesh system-packages demo test test-gpu device-kit lint slither test-contracts test-python snapshot invariants bench-gas bench-indexer bench-dispatch bench-challenge bench-proof bench-gpu bench-matcher bench-post-to-step bench-sites bench-program bench-oracle bench-merkle bench-econ bench-load bench-demo bench-startup bench-startup-load bench-lease bench-mesh bench-gang bench-failfast bench-serving faults clean
 
 install: $(NPM_STAMP) $(VENV_STAMP) $(COMPILE_STAMP)
 
@@ -252,6 +252,10 @@ bench-demo: install $(CPU_REFERENCE)
 # Wall time of `swarm --help`, `swarm provider status` and `swarm token balance` (≤ 0.5 s), median of ten.
 bench-startup: install
 	$(PY) bench/startup.py --runs 10
+
+# The starts the heavy tests repeat (CLI, Ray, a site, anvil), quiet and beside 1, 2 and 4 busy processes (~25 min).
+bench-startup-load: install
+	$(PY) bench/startup_under_load.py --runs 5 --load 0,1,2,4
 
 # A lease's start and the storing of its 1 GiB result, on this machine (bench/lease.py).
 bench-mesh: install mesh

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from anvil.errors import AnvilError
 from anvil.rpc import RpcClient
+from core.starting import START_CEILING_S, NotStarted, Starting, wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 READY_LINE = "Listening on"
@@ -30,7 +31,7 @@ class AnvilConfig:
     chain_id: int = 31337
     state_interval: int = 2  # seconds between the keeper's state dumps, so a killed node loses little
     block_time: int | None = None  # None: mine a block per transaction
-    startup_timeout: float = 30.0
+    startup_timeout: float = START_CEILING_S  # for anvil alive and starting; its exit fails at once
 
     @property
     def directory(self) -> Path:
@@ -180,29 +181,25 @@ class AnvilNode:
             log.close()
 
     def _wait_ready(self, process: subprocess.Popen) -> None:
-        """Waits for anvil's own 'Listening on' line, or its exit."""
+        """Waits for anvil's own 'Listening on' line and its port's answer, while it lives and starts
+        (core.starting): its exit fails the start at once, with its log's last line."""
         offset = self.log_file.stat().st_size if self.log_file.exists() else 0
-        deadline = time.monotonic() + self.config.startup_timeout
         with open(self.log_file, "rb") as log:
             log.seek(max(0, offset - 4096))
-            seen = b""
-            while time.monotonic() < deadline:
-                seen += log.read()
-                if READY_LINE.encode() in seen and self.rpc.is_up():
-                    return
-                if process.poll() is not None:
-                    self.pid_file.unlink(missing_ok=True)
-                    tail = seen.decode(errors="replace").strip().splitlines()[-3:]
-                    raise AnvilError(
-                        f"anvil exited at start (code {process.returncode}): {' / '.join(tail)}. "
-                        f"See {self.log_file}."
-                    )
-                time.sleep(0.05)
-        process.kill()
-        self.pid_file.unlink(missing_ok=True)
-        raise AnvilError(
-            f"anvil did not start within {self.config.startup_timeout:.0f} s; see {self.log_file}."
-        )
+            seen = bytearray()
+
+            def listening() -> bool | None:
+                seen.extend(log.read())
+                return True if READY_LINE.encode() in seen and self.rpc.is_up() else None
+
+            try:
+                wait_until(Starting("the local anvil", process, self.log_file), listening,
+                           self.config.startup_timeout, poll_s=0.05)
+            except NotStarted:
+                if process.poll() is None:  # alive at the ceiling: stuck
+                    process.kill()
+                self.pid_file.unlink(missing_ok=True)
+                raise
 
     def _write_settings(self) -> None:
         settings = {"url": self.config.url, "port": self.config.port, "chain_id": self.config.chain_id}

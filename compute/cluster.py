@@ -1,9 +1,10 @@
 """A local Ray cluster for the demo and tests (docs/architecture.md §4): a head with no CPUs and one
 raylet per simulated provider, each labelled provider=<address>.
 
-`start` launches a small supervisor (`python -m compute.cluster`) in its own session. The
-supervisor owns a `ray.cluster_utils.Cluster`, writes $SWARM_HOME/ray/cluster.json once
-every node is up, and on SIGTERM (`stop`) shuts the cluster down and removes the file.
+`start` launches a small supervisor (`python -m compute.cluster`) in its own session and waits
+for its word while it lives and starts (core.starting). The supervisor owns a
+`ray.cluster_utils.Cluster`, writes $SWARM_HOME/ray/cluster.json once every node is up, and on
+SIGTERM (`stop`) shuts the cluster down and removes the file.
 Every process runs with Ray's token authentication; the dashboard, if any, binds 127.0.0.1.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -37,9 +37,9 @@ from compute.node import (
     stop_session,
     use_auth,
 )
+from core.starting import START_CEILING_S, NotStarted, Starting, StartTimedOut, first_line
 
 MAX_PROVIDERS = 9
-START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 90.0
 START_ATTEMPTS = 2  # a cluster whose Ray missed its own start deadlines is started once more
 DASHBOARD_HOST = "127.0.0.1"
@@ -111,8 +111,9 @@ class ClusterState:
 
 # ── the CLI side ─────────────────────────────────────────────────────────────
 
-def start(home: RayHome, spec: ClusterSpec, timeout: float = START_TIMEOUT_S) -> ClusterState:
-    """Starts the supervisor detached and returns once every node is up."""
+def start(home: RayHome, spec: ClusterSpec, ceiling_s: float = START_CEILING_S) -> ClusterState:
+    """Starts the supervisor detached and returns once every node is up: waited for while it lives
+    and starts (core.starting), a supervisor that exits failing the start at once."""
     if running(home) is not None:
         raise ComputeError(
             f"A local Ray cluster is already up (state in {home.cluster_state}); "
@@ -130,9 +131,17 @@ def start(home: RayHome, spec: ClusterSpec, timeout: float = START_TIMEOUT_S) ->
                 command, env=auth_env(home), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err,
                 start_new_session=True, cwd=_project_root(),
             )
-        line = _first_line(supervisor, timeout)
-        assert supervisor.stdout is not None
-        supervisor.stdout.close()
+        try:
+            line = first_line(Starting("the local Ray cluster", supervisor, log), ceiling_s)
+        except NotStarted as exc:
+            stop_session(supervisor.pid, STOP_TIMEOUT_S)  # and what it started in its session
+            # One that exited is started once more, as below; one alive and stuck after minutes is not.
+            if isinstance(exc, StartTimedOut) or attempt == START_ATTEMPTS:
+                raise
+            continue
+        finally:
+            if supervisor.stdout is not None:
+                supervisor.stdout.close()
         if line == "ready":
             break
         stop_session(supervisor.pid, STOP_TIMEOUT_S)
@@ -197,13 +206,6 @@ def stop(home: RayHome, timeout: float = STOP_TIMEOUT_S) -> ClusterState | None:
 def nodes(home: RayHome, state: ClusterState) -> list[RayNode]:
     """Every node of the running cluster, from its GCS: the simulated providers and any that joined."""
     return cluster_nodes(home, state.address)
-
-
-def _first_line(process: subprocess.Popen, timeout: float) -> str:
-    """The supervisor's one line on stdout: "ready" or "error: …" (empty if it died or timed out)."""
-    assert process.stdout is not None
-    ready, _, _ = select.select([process.stdout], [], [], timeout)
-    return process.stdout.readline().decode().strip() if ready else ""
 
 
 def _is_supervisor(pid: int, home: RayHome) -> bool:

@@ -14,6 +14,11 @@ A provider's machine runs one Ray cluster and a devnet's runs one per site, so e
 keeps its sessions in a temporary directory of its own (`RAY_TMPDIR`): in the one all share,
 Ray's `auto` address — which Ray's job API gives a lease's driver, and a lease across nodes
 connects its coordinator to — names whichever site's cluster started last.
+
+Starting sites waits for them together, for as long as each lives and starts (`core.starting`):
+one that exits fails the start at once with its exit status and the last line of its
+`serve.log`, one still starting after the ceiling with that line; every site started is then
+stopped, and the error that ended the start is the one raised.
 """
 
 from __future__ import annotations
@@ -21,20 +26,18 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import select
 import shutil
 import signal
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from compute import cluster
 from compute.errors import ComputeError
 from compute.node import RayHome
+from core.starting import START_CEILING_S, Starting, first_lines, wait_exit
 
-START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 90.0
 STATE = "sites.json"
 SHARED = "shared"  # in a site's home: the directory its nodes share
@@ -54,15 +57,15 @@ class LocalSite:
         return asdict(self)
 
 
-def start_sites(home: Path, accounts: dict[int, int], rpc_url: str, timeout: float = START_TIMEOUT_S,
+def start_sites(home: Path, accounts: dict[int, int], rpc_url: str, ceiling_s: float = START_CEILING_S,
                 ports: dict[int, int] | None = None) -> list[LocalSite]:
     """Starts a site for each dev account (account → its number of nodes); returns once all serve.
 
-    `ports` fixes an account's port (a site started again in its home keeps its URL and its
+    Each is waited for while it lives and starts, up to `ceiling_s` (core.starting). `ports`
+    fixes an account's port (a site started again in its home keeps its URL and its
     certificate, so its registration still holds); others get a free one, drawn where the
     site's own Ray cluster, started before the site listens, does not take it."""
     from anvil import dev_account
-    from anvil.node import free_port
 
     ports = ports or {}
     if running_sites(home) and not ports:
@@ -73,52 +76,49 @@ def start_sites(home: Path, accounts: dict[int, int], rpc_url: str, timeout: flo
         raise ComputeError(
             "Sites serve one deployment: deploy the contracts first with `swarm chain deploy`."
         )
-    started: list[tuple[int, str, Path, subprocess.Popen]] = []
+    started: list[tuple[int, Path, Starting]] = []
     try:
         for account, nodes in accounts.items():
             address = dev_account(account).address
             site_home = home / "sites" / address
-            site_home.mkdir(parents=True, exist_ok=True)
-            (site_home / SHARED).mkdir(exist_ok=True)
-            ray_tmp(site_home).mkdir(exist_ok=True)
-            shutil.copytree(deployments, site_home / "deployments", dirs_exist_ok=True)
-            env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {
-                "SWARM_HOME": str(site_home), "SWARM_RPC_URL": rpc_url, "RAY_TMPDIR": str(ray_tmp(site_home))}
-            with open(site_home / "serve.log", "ab") as log:
-                process = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "scripts.cli",
-                        "provider",
-                        "serve",
-                        "--account",
-                        str(account),
-                        "--port",
-                        str(ports.get(account) or free_port()),
-                        "--nodes",
-                        str(nodes),
-                        "--shared-dir",
-                        str(site_home / SHARED),
-                        "--json",
-                    ],
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                    start_new_session=True,
-                    cwd=Path(__file__).resolve().parent.parent,
-                )
-            started.append((account, address, site_home, process))
-        sites = [_ready(account, address, site_home, process, timeout, rpc_url)
-                 for account, address, site_home, process in started]
-    except BaseException:
-        for _, _, site_home, process in started:
-            _stop(process.pid, site_home)
+            process = _serve(account, nodes, site_home, deployments, rpc_url, ports.get(account))
+            started.append((account, site_home, Starting(f"the site of {address}", process,
+                                                         site_home / "serve.log")))
+        lines = first_lines([starting for _, _, starting in started], ceiling_s)
+        sites = [_served(account, dev_account(account).address, site_home, starting, line, rpc_url)
+                 for (account, site_home, starting), line in zip(started, lines, strict=True)]
+    except BaseException as error:
+        for _, site_home, starting in started:
+            _stop_quietly(starting.process.pid, site_home, error)
         raise
+    finally:
+        for _, _, starting in started:
+            if starting.process.stdout is not None:
+                starting.process.stdout.close()
     kept = [s for s in running_sites(home) if s.account not in accounts]
     _write(home, kept + sites)
     return sites
+
+
+def _serve(account: int, nodes: int, site_home: Path, deployments: Path, rpc_url: str,
+           port: int | None) -> subprocess.Popen:
+    """`swarm provider serve` for `account` in its own home, detached, its `--json` line on a pipe."""
+    from anvil.node import free_port
+
+    site_home.mkdir(parents=True, exist_ok=True)
+    (site_home / SHARED).mkdir(exist_ok=True)
+    ray_tmp(site_home).mkdir(exist_ok=True)
+    shutil.copytree(deployments, site_home / "deployments", dirs_exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")} | {
+        "SWARM_HOME": str(site_home), "SWARM_RPC_URL": rpc_url, "RAY_TMPDIR": str(ray_tmp(site_home))}
+    with open(site_home / "serve.log", "ab") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", str(account),
+             "--port", str(port or free_port()), "--nodes", str(nodes),
+             "--shared-dir", str(site_home / SHARED), "--json"],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, start_new_session=True,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
 
 
 def restart_site(home: Path, site: LocalSite, nodes: int = 1) -> LocalSite:
@@ -163,24 +163,16 @@ def ray_tmp(site_home: Path) -> Path:
     return Path("/tmp") / f"swarm-ray-{hashlib.sha256(str(site_home).encode()).hexdigest()[:12]}"
 
 
-def _ready(account: int, address: str, site_home: Path, process: subprocess.Popen, timeout: float,
-           rpc_url: str) -> LocalSite:
-    assert process.stdout is not None
-    ready, _, _ = select.select([process.stdout], [], [], timeout)
-    line = process.stdout.readline().decode().strip() if ready else ""
-    process.stdout.close()
-    if not line:
-        tail = (site_home / "serve.log").read_text(errors="replace").strip().splitlines()[-1:] or [
-            "no output"
-        ]
-        raise ComputeError(f"The site of {address} did not start: {tail[0]} (see {site_home / 'serve.log'}).")
+def _served(account: int, address: str, site_home: Path, starting: Starting, line: str,
+            rpc_url: str) -> LocalSite:
+    """The site that printed `line`, its URL and fingerprint, once it serves."""
     try:
         served = json.loads(line)
         url, fingerprint = str(served["url"]), str(served["fingerprint"])
     except (ValueError, TypeError, KeyError):
         raise ComputeError(f"The site of {address} said {line[:120]!r} where its URL and fingerprint belong "
-                           f"(see {site_home / 'serve.log'}).") from None
-    return LocalSite(address, account, url, fingerprint, process.pid, str(site_home), rpc_url)
+                           f"(see {starting.log}).") from None
+    return LocalSite(address, account, url, fingerprint, starting.process.pid, str(site_home), rpc_url)
 
 
 def _signal(pid: int, signum: int) -> None:
@@ -192,13 +184,19 @@ def _signal(pid: int, signum: int) -> None:
 
 def _stop(pid: int, site_home: Path) -> None:
     _signal(pid, signal.SIGTERM)
-    end = time.monotonic() + STOP_TIMEOUT_S
-    while _alive(pid) and time.monotonic() < end:
-        time.sleep(0.2)
-    if _alive(pid):
+    if _alive(pid) and not wait_exit(pid, STOP_TIMEOUT_S):
         _signal(pid, signal.SIGKILL)
     cluster.stop(RayHome.of(site_home))  # a site killed before it could stop its cluster
     shutil.rmtree(ray_tmp(site_home), ignore_errors=True)
+
+
+def _stop_quietly(pid: int, site_home: Path, error: BaseException) -> None:
+    """`_stop` while `error` is on its way: what this stop cannot do is added to `error` as a note,
+    never raised in its place."""
+    try:
+        _stop(pid, site_home)
+    except Exception as exc:  # noqa: BLE001 -- the error that ended the start is the one to report
+        error.add_note(f"stopping the site in {site_home} failed too: {exc!r}")
 
 
 def _alive(pid: int) -> bool:

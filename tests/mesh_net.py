@@ -204,8 +204,8 @@ def swarm_on(machine: Machine, home: Path, rpc_url: str, *args: str,
                           check=False)
 
 
-def serve_mesh_site(machine: Machine, home: Path, rpc_url: str, account: int, *options: str,
-                    timeout: float = 240) -> tuple[subprocess.Popen, dict]:
+def serve_mesh_site(machine: Machine, home: Path, rpc_url: str, account: int,
+                    *options: str) -> tuple[subprocess.Popen, dict]:
     """`swarm provider serve --mesh-endpoint` on `machine` (the head), listening on its wire
     address, its standard error to `home`/serve.log; the process and what it printed once it
     served (its URL and fingerprint)."""
@@ -221,7 +221,7 @@ def serve_mesh_site(machine: Machine, home: Path, rpc_url: str, account: int, *o
          f"{machine.underlay}:{LISTEN_PORT}", *options, "--json"],
         env=machine_env(home, rpc_url), stdout=subprocess.PIPE, stderr=(home / "serve.log").open("a"),
         text=True, start_new_session=True)
-    return process, served(process, timeout)
+    return process, served(process, home / "serve.log")
 
 
 def mesh_interface(machine: Machine) -> str:

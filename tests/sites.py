@@ -10,6 +10,7 @@ revert is a new lease.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from anvil import AnvilNode, dev_account
+from core.starting import START_CEILING_S, NotStarted, Starting, first_line
 from ledger.deploy import DeployResult
 
 PROVIDER_A, PROVIDER_B, PROVIDER_C = (dev_account(i).address for i in (1, 2, 3))
@@ -79,20 +81,23 @@ def site_network(deployed: DeployResult, anvil_node: AnvilNode, swarm_home: Path
         release_site_network()
 
 
-def served(process, timeout_s: float) -> dict:
-    """The line `swarm provider serve --json` prints once it serves (its URL and fingerprint);
-    the test fails with what the site said if it ends or says nothing for `timeout_s`."""
+def served(process: subprocess.Popen, log: Path | None = None, ceiling_s: float = START_CEILING_S) -> dict:
+    """The line `swarm provider serve --json` prints once it serves (its URL and fingerprint),
+    waited for while the site lives and starts (core.starting). The test fails at once if the site
+    exits, and if it is still starting at `ceiling_s`, with what it said: its standard error where
+    that is a pipe, else the last line of `log`, where it goes."""
+    import contextlib
     import json
     import os
-    import select
     import signal
 
-    ready, _, _ = select.select([process.stdout], [], [], timeout_s)
-    line = process.stdout.readline() if ready else ""
-    if not line:
-        os.killpg(process.pid, signal.SIGKILL)
+    try:
+        line = first_line(Starting("the site", process, log), ceiling_s)
+    except NotStarted as exc:
+        with contextlib.suppress(ProcessLookupError):  # its group may have ended with it
+            os.killpg(process.pid, signal.SIGKILL)
         _, err = process.communicate(timeout=30)
-        pytest.fail(f"the site did not start (exit {process.returncode}): {(err or '')[-3000:]}")
+        pytest.fail(f"{exc} {(err or '')[-3000:]}".strip())
     return json.loads(line)
 
 
@@ -100,7 +105,6 @@ def stop_served(process) -> None:
     """Stops a site as its operator does (SIGTERM to its process group), then for good."""
     import os
     import signal
-    import subprocess
 
     os.killpg(process.pid, signal.SIGTERM)
     try:

@@ -36,7 +36,6 @@ from wire.serving import ServingClient
 
 PROVIDER, BUYER, POOR, STRANGER = dev_account(1), dev_account(4), dev_account(5), dev_account(6)
 PRICE = 10**15  # 0.001 SWARM a request
-START_TIMEOUT_S = 180
 CALLS = 1_000
 
 
@@ -61,7 +60,7 @@ def site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: Anvil
                                 "--json"],
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                start_new_session=True)
-    answer = served(process, START_TIMEOUT_S)
+    answer = served(process)
     # The provider declares its site, as `swarm provider register` does: buyers find it on chain.
     buyer_home = tmp_path_factory.mktemp("serving-buyer")
     shutil.copytree(swarm_home / "deployments", buyer_home / "deployments")

@@ -39,7 +39,6 @@ from wire.client import SiteAddress, SiteClient
 
 MATCHER, PROVIDER, OTHER_PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 2, 4, 6))
 PRICE = 10**12  # wei per unit: the market's floor
-START_TIMEOUT_S = 180
 LEASE_TIMEOUT_S = 150
 
 
@@ -62,7 +61,7 @@ def site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: Anvil
     process = subprocess.Popen([sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", "1",
                                 "--port", str(port), "--json"], env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
-    site = served(process, START_TIMEOUT_S)
+    site = served(process)
     yield {
         "swarm": swarm,
         "home": home,

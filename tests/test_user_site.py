@@ -32,7 +32,6 @@ from tests.sites import served, stop_served
 from wire.client import SiteAddress, SiteClient
 
 MATCHER, PROVIDER, BUYER = (dev_account(i) for i in (0, 1, 4))
-START_TIMEOUT_S = 180
 LEASE_TIMEOUT_S = 150
 SECRETS = {"SWARM_KEY_PASSWORD": "the-keystore-password", "AWS_SECRET_ACCESS_KEY": "the-site-s3-secret"}
 
@@ -80,7 +79,7 @@ def user_site(chain: Chain, deployed: DeployResult, rpc: RpcClient, anvil_node: 
         process = as_user(user, [sys.executable, "-m", "scripts.cli", "provider", "serve", "--account", "1",
                                  "--port", str(port), "--json"], env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, start_new_session=True)
-        site = served(process, START_TIMEOUT_S)
+        site = served(process)
         yield {"swarm": swarm, "home": home, "store": store, "user": user, "url": site["url"],
                "fingerprint": site["fingerprint"]}
     finally:

@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from compute.node import WORKER_NICENESS
+from compute.node import WORKER_NICENESS, RayStart
 from provider.lease import HEAD_ADDRESS_ENV, NODE_ADDRESS_ENV, PLAN_ENV, RUN
 from provider.lease.outcome import write_json
 from provider.lease.plan import LeasePlan
@@ -47,15 +47,18 @@ def start_ray(plan: LeasePlan) -> Any:
 
     provider = plan.job.provider
     for attempt in range(1, RAY_START_ATTEMPTS + 1):
+        start = RayStart()
         try:
             return init_local_node(num_cpus=max(1, math.ceil(plan.cpus)), num_gpus=math.ceil(plan.gpus),
                                    resources=node_resources(provider) if provider else None,
                                    labels=node_labels(provider) if provider else None,
                                    object_store_memory=object_store_bytes(plan), node_ip_address="127.0.0.1",
                                    temp_dir="/tmp/ray", system_config=LEASE_RAY_CONFIG)
-        except Exception as exc:  # Ray gives its raylet 30 s to register, which a loaded machine can miss
+        except Exception as exc:
+            slow = start.slow(exc)  # Ray's deadline for its raylet passed while the raylet still started
             ray.shutdown()
-            if attempt == RAY_START_ATTEMPTS or "timed out during startup" not in str(exc):
+            start.stop()
+            if attempt == RAY_START_ATTEMPTS or not slow:
                 raise
             print(f"the lease's Ray did not start in time ({exc}); starting it again", flush=True)
     raise AssertionError("unreachable")

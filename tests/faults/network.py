@@ -85,12 +85,22 @@ class Network:
     repairs: dict[str, threading.Thread] = field(default_factory=dict)
     repair_errors: dict[str, BaseException] = field(default_factory=dict)
     restarting: threading.Lock = field(default_factory=threading.Lock)
+    # What `start` starts, each set as it is started: `stop` stops what is there, however far
+    # `start` got.
+    anvil: AnvilNode | None = None
+    wire: Wire | None = None
+    mesh_site: MeshSite | None = None
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)  # the market, the oracle
+    stop_clock: threading.Event = field(default_factory=threading.Event)
+    clock: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self.home = self.root / "home"
 
     # ── bringing it up ───────────────────────────────────────────────────────
     def start(self) -> None:
-        self.rng = random.Random(self.seed)
-        self.home = self.root / "home"
-        self.wire: Wire | None = Wire() if self.mesh else None
+        self.wire = Wire() if self.mesh else None
         host = self.wire.host() if self.wire else "127.0.0.1"  # a mesh site's machines reach the chain
         self.anvil = AnvilNode(AnvilConfig(home=self.home, host=host, port=free_port(), state_interval=1))
         self.anvil.start()
@@ -126,8 +136,6 @@ class Network:
             "SWARM_ANVIL_PORT": str(self.anvil.config.port),
             "SWARM_DB_URL": f"sqlite:///{self.root / 'ledger.db'}",
         }
-        self.processes: dict[str, subprocess.Popen] = {}
-        self.stop_clock = threading.Event()
         self.clock = threading.Thread(target=self._tick_clock, daemon=True)
         self.clock.start()
 
@@ -182,6 +190,7 @@ class Network:
     # ── faults ───────────────────────────────────────────────────────────────
     def kill_anvil(self) -> None:
         """SIGKILL, then a restart from the state file: what was mined since the last dump is gone."""
+        assert self.anvil is not None
         self.anvil.kill()
         time.sleep(self.rng.uniform(0.5, 3.0))
         self.anvil.start()
@@ -306,12 +315,33 @@ class Network:
         return "\n".join(path.read_text().splitlines()[-lines:]) if path.exists() else ""
 
     def stop(self) -> None:
-        """Stops what `start` got to start, all of it or a part."""
-        if not hasattr(self, "anvil"):
+        """Stops what `start` got to start, all of it or a part, each part whatever stopping another
+        raised. Called while an error is on its way (from a `finally`), it raises nothing of its
+        own: what it could not stop is added to that error as a note, and that error is the one
+        the test reports."""
+        first = sys.exc_info()[1]
+        failures: list[Exception] = []
+        for part in (self._stop_repairs, self._stop_services, self.stop_clock.set,
+                     lambda: stop_sites(self.home), self._stop_mesh_site, self._stop_anvil):
+            try:
+                part()
+            except Exception as exc:  # noqa: BLE001 -- every part is stopped; the failures are reported below
+                failures.append(exc)
+        if not failures:
             return
+        blamed = first if first is not None else failures[0]
+        for failure in failures:
+            if failure is not blamed:
+                blamed.add_note(f"stopping the network failed too: {failure!r}")
+        if first is None:
+            raise failures[0]
+
+    def _stop_repairs(self) -> None:
         for thread in self.repairs.values():  # a site coming back is stopped with the others
             thread.join()
-        for process in getattr(self, "processes", {}).values():
+
+    def _stop_services(self) -> None:
+        for process in self.processes.values():
             if process.poll() is None:
                 process.send_signal(signal.SIGTERM)
         for process in self.processes.values():
@@ -319,17 +349,19 @@ class Network:
                 process.wait(30)
             except subprocess.TimeoutExpired:
                 process.kill()
-        if hasattr(self, "stop_clock"):
-            self.stop_clock.set()
-        stop_sites(self.home)
-        if getattr(self, "mesh_site", None) is not None:
+
+    def _stop_mesh_site(self) -> None:
+        if self.mesh_site is not None:
             stop_served(self.mesh_site.process)
             self.mesh_site.wire.kill(self.mesh_site.machine)  # the joined machine's processes
-        self.anvil.stop()
+
+    def _stop_anvil(self) -> None:
+        if self.anvil is not None:
+            self.anvil.stop()
 
     def release(self) -> None:
         """Removes the mesh's machines and wire, once the audit no longer needs the chain there."""
-        if getattr(self, "wire", None) is not None:
+        if self.wire is not None:
             self.wire.close()
             for home in (self.root / "mesh-head", self.root / "mesh-m1"):
                 shutil.rmtree(ray_tmp(home), ignore_errors=True)

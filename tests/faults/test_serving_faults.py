@@ -117,7 +117,7 @@ def _serve(state: dict) -> dict:
         env=env, stdout=subprocess.PIPE, stderr=(state["homes"]["site"] / "serve.log").open("a"), text=True,
         start_new_session=True, cwd=PROJECT)
     state["site"] = process
-    return served(process, START_TIMEOUT_S)
+    return served(process, state["homes"]["site"] / "serve.log")
 
 
 def _kill_site(state: dict) -> None:
