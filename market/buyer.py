@@ -597,8 +597,9 @@ class Buyer:
         from sqlmodel import Session
 
         from ledger.db import database_errors, open_ledger
+        from market.migrations import MARKET
 
-        engine = open_ledger(self.db_url)
+        engine = open_ledger(self.db_url, MARKET)
         try:
             with database_errors(self.db_url), Session(engine) as session:
                 yield session
@@ -612,8 +613,9 @@ class Buyer:
 
         from ledger.db import database_errors, open_ledger
         from ledger.indexer import Indexer
+        from market.migrations import MARKET
 
-        engine = open_ledger(self.db_url)
+        engine = open_ledger(self.db_url, MARKET)
         try:
             with database_errors(self.db_url):
                 Indexer(self.swarm, engine).sync()

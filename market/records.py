@@ -3,17 +3,18 @@ and `market_transitions`. The chain is the authority on a job's escrow; these ro
 the chain does not: which run is under way, its result and metrics, why a job found no
 provider, replication evidence, and every transition the service made, with its time.
 
-The market owns them; the ledger's migrations (ledger/migrations) create them, and they share
-its metadata. The oracle reads a job's replication evidence through a view of its own
-(oracle/inputs.py), so the two packages never import each other.
+The market owns them: their metadata is its own (`metadata`), and its own line of migrations
+builds them (market/migrations, run by the ledger's machinery when a process hands it `MARKET`).
+The oracle reads a job's replication evidence through a view of its own (oracle/inputs.py), so
+the two packages never import each other.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import BigInteger, Index
-from sqlmodel import Field
+from sqlalchemy import BigInteger, Index, MetaData
+from sqlmodel import Field, SQLModel
 
-from ledger.indexer.models import Json, LedgerModel
+from ledger.indexer.models import NAMING, Json
 from ledger.indexer.types import Uint256
 
 # The market's view of a job; `settled`, `failed`, `cancelled`, `expired` and
@@ -25,7 +26,16 @@ MARKET_STATES = (
 FINAL_STATES = frozenset({"settled", "failed", "cancelled", "expired", "reclaimed"})
 
 
-class MarketJob(LedgerModel, table=True):
+class MarketModel(SQLModel):
+    """The market's tables, in a metadata of their own: what its migrations are compared with."""
+
+    metadata = MetaData(naming_convention=NAMING)
+
+
+metadata = MarketModel.metadata
+
+
+class MarketJob(MarketModel, table=True):
     """One on-chain job as the market service runs it."""
 
     __tablename__ = "market_jobs"
@@ -59,7 +69,7 @@ class MarketJob(LedgerModel, table=True):
     updated_at: float = 0.0
 
 
-class MarketTransition(LedgerModel, table=True):
+class MarketTransition(MarketModel, table=True):
     """One state change of a market job, in the order the service made them."""
 
     __tablename__ = "market_transitions"

@@ -193,6 +193,7 @@ LIGHT = {
         "test_layers",
         "test_lease",
         "test_lease_network",
+        "test_ledger_schema",
         "test_market_offers",
         "test_matcher",
         "test_merkle",
