@@ -194,6 +194,7 @@ LIGHT = {
         "test_lease",
         "test_lease_network",
         "test_ledger_schema",
+        "test_local_stores",
         "test_market_offers",
         "test_matcher",
         "test_merkle",
