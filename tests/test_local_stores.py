@@ -26,7 +26,6 @@ from core.local_store import StoreSchema, open_store
 from ledger import serving
 from ledger.serving import Account, DigestSigner, Domain, Voucher
 from provider.auth import NonceBook
-from provider.receipts import SCHEMA as RECEIPTS
 from provider.receipts import ReceiptBook
 from wire.serving import ClaimRefused, Journal
 
@@ -81,7 +80,7 @@ UNVERSIONED = {
             nonces TEXT NOT NULL               -- the receipts it pays, hex, comma-separated
         );""",
 }
-SCHEMAS = {"nonces": NonceBook.SCHEMA, "receipts": RECEIPTS, "journal": Journal.SCHEMA}
+SCHEMAS = {"nonces": NonceBook.SCHEMA, "receipts": ReceiptBook.SCHEMA, "journal": Journal.SCHEMA}
 
 
 def at_version(path: Path, store: str, version: int, rows: Callable[[sqlite3.Connection], None]) -> None:
@@ -307,7 +306,7 @@ def test_a_receipt_book_of_an_earlier_version_still_owes_every_charged_receipt(
             assert book.owed(buyer.address)["receipts"] == 0
     finally:
         book.close()
-    assert user_version(path) == RECEIPTS.latest
+    assert user_version(path) == ReceiptBook.SCHEMA.latest
 
 
 # ── the buyer's journal ──────────────────────────────────────────────────────
