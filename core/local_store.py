@@ -25,6 +25,7 @@ UNREADABLE = {sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT}  # not a database, 
 UNWRITABLE = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_READONLY,
               sqlite3.SQLITE_PERM, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL}
 
+
 @dataclass(frozen=True)
 class StoreSchema:
     """A store's tables, version by version: `versions[0]` builds version 1 (with IF NOT EXISTS,
@@ -78,7 +79,7 @@ def _version(db: sqlite3.Connection, path: Path, schema: StoreSchema) -> int:
 def _upgrade(db: sqlite3.Connection, path: Path, schema: StoreSchema) -> None:
     """Every version after the file's, in one transaction (a second process opening the store
     meanwhile waits, then finds it upgraded)."""
-    db.execute("BEGIN IMMEDIATE")
+    db.execute("BEGIN IMMEDIATE")  # the write lock, taken before the version is read again
     try:
         found = _version(db, path, schema)
         if found == 0:
@@ -89,7 +90,8 @@ def _upgrade(db: sqlite3.Connection, path: Path, schema: StoreSchema) -> None:
         db.execute(f"PRAGMA user_version = {schema.latest:d}")
         db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
 
 
@@ -100,8 +102,9 @@ def _check_unversioned(db: sqlite3.Connection, path: Path, schema: StoreSchema) 
     try:
         for statement in schema.versions[0]:
             expected.execute(statement)
+        found = _tables(db)
         for table, columns in _tables(expected).items():
-            held = _tables(db).get(table)
+            held = found.get(table)
             if held is not None and held != columns:
                 raise UserError(
                     f"{path} has no schema version, and its table {table} has the columns "
