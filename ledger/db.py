@@ -222,6 +222,8 @@ def _adopt_single_line(conn: Connection, schema: Schema, config: Config) -> None
     if found.has_table(schema.version_table) or not found.has_table(SINGLE_LINE_TABLE):
         return
     reached = conn.execute(text(f"SELECT version_num FROM {SINGLE_LINE_TABLE}")).scalar()
+    if reached is None:
+        return  # the line never finished a revision here: nothing of it to take
     if reached not in SINGLE_LINE:
         raise SwarmError(
             f"The ledger database's {SINGLE_LINE_TABLE} names revision {reached!r}, which no Swarm "

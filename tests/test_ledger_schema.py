@@ -258,3 +258,19 @@ def test_a_single_line_revision_no_swarm_wrote_is_refused_in_one_sentence(tmp_pa
         assert current_revision(engine) is None  # nothing was written
     finally:
         engine.dispose()
+
+
+def test_a_single_line_version_table_with_no_revision_in_it_leaves_every_owner_to_build_its_own(
+    tmp_path: Path,
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    engine = open_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(f"CREATE TABLE {SINGLE_LINE_TABLE} (version_num VARCHAR(32) PRIMARY KEY)"))
+        open_ledger(url, MARKET, ORACLE).dispose()
+        assert [current_revision(engine, schema) for schema in OWNERS] == [s.head for s in OWNERS]
+        for schema in OWNERS:
+            assert drift(engine, schema) == []
+    finally:
+        engine.dispose()
