@@ -46,10 +46,12 @@ from ledger.db import open_ledger
 from ledger.deploy import deploy, error_decoder
 from ledger.specs import store_spec
 from ledger.tx import Sender
+from market.migrations import MARKET
 from market.records import MarketJob
 from market.service import MarketConfig, MarketService
 from market.spec import validate_spec
 from market.storage import pin
+from oracle.migrations import ORACLE
 
 RESULTS = Path(__file__).resolve().parent / "results" / "load.json"
 PROVIDERS = (1, 2, 3, 4)
@@ -101,7 +103,7 @@ def main() -> None:
             )
             inputs = home / "inputs.npy"
             np.save(inputs, synthetic_sequences(5, n=16)[0].numpy())
-            engine = open_ledger(f"sqlite:///{home / 'ledger.db'}")
+            engine = open_ledger(f"sqlite:///{home / 'ledger.db'}", MARKET, ORACLE)
             service = MarketService(swarm, swarm.sender(dev_account(0).key), engine, home,
                                     MarketConfig(interval_s=0.5))
             passes = []

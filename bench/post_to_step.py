@@ -42,9 +42,11 @@ from ledger.db import open_ledger
 from ledger.deploy import deploy, error_decoder
 from ledger.specs import store_spec
 from ledger.tx import Sender
+from market.migrations import MARKET
 from market.records import MarketJob, MarketTransition
 from market.service import MarketConfig, MarketService
 from market.spec import validate_spec
+from oracle.migrations import ORACLE
 
 RESULTS = Path(__file__).resolve().parent / "results" / "post_to_step.json"
 PROVIDER = dev_account(1)
@@ -100,7 +102,7 @@ def main() -> None:
                         "site_fingerprint": site.fingerprint}
             stake.register(swarm, provider, store_spec(home, hardware), 1)
             stake.stake(swarm, provider, 1_000 * 10**18)
-            engine = open_ledger(f"sqlite:///{home / 'ledger.db'}")
+            engine = open_ledger(f"sqlite:///{home / 'ledger.db'}", MARKET, ORACLE)
             config = MarketConfig(interval_s=args.interval)
             service = MarketService(swarm, swarm.sender(dev_account(0).key), engine, home, config)
             loop = threading.Thread(target=service.run, args=(stop,), daemon=True)

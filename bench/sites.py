@@ -129,10 +129,12 @@ def bench_drain(swarm, home: Path, sites, leases: int) -> dict:
 
     from ledger.db import open_ledger
     from ledger.jobs import JobStatus, job_info
+    from market.migrations import MARKET
     from market.records import MarketJob
     from market.service import MarketConfig, MarketService
+    from oracle.migrations import ORACLE
 
-    engine = open_ledger(f"sqlite:///{home / 'ledger.db'}")
+    engine = open_ledger(f"sqlite:///{home / 'ledger.db'}", MARKET, ORACLE)
     market = MarketService(swarm, swarm.sender(dev_account(0).key), engine, home,
                            MarketConfig(interval_s=0.2, max_running=leases))
     stop = threading.Event()

@@ -29,8 +29,10 @@ from ledger.indexer.models import Cursor, Epoch, Job, Provider, SlashRow
 from ledger.indexer.queries import pick_chain
 from ledger.specs import load_spec
 from ledger.units import format_amount
+from market.migrations import MARKET
 from market.records import MarketJob, MarketTransition
 from market.spec import job_namespace
+from oracle.migrations import ORACLE
 from oracle.records import OracleEpoch, ProbeSample, ProviderScore
 
 PROVIDER_STATES = ("active", "jailed", "tombstoned")
@@ -77,7 +79,7 @@ class Source:
 def open_source(home: Path, db_url: str, chain_id: int | None = None) -> Source:
     """Opens the ledger at `db_url` and picks the chain it indexed; refuses a ledger that is not there yet."""
     _require_sqlite_file(db_url)
-    engine = open_ledger(db_url)
+    engine = open_ledger(db_url, MARKET, ORACLE)
     shown = redact(db_url)
     with database_errors(db_url), Session(engine) as session:
         cursor = pick_chain(session, chain_id, shown)

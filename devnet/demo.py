@@ -162,11 +162,13 @@ class Demo:
         from ledger.db import database_url, forget_chain, open_ledger
         from ledger.deploy import deploy, error_decoder
         from ledger.tx import Sender
+        from market.migrations import MARKET
+        from oracle.migrations import ORACLE
 
         chain = connect(self.url)
         result = deploy(chain, Sender(chain, dev_account(0).key, error_decoder()), self.home, force=True)
         self.swarm = Swarm(chain, result.deployment)
-        self.engine = open_ledger(database_url(self.home))
+        self.engine = open_ledger(database_url(self.home), MARKET, ORACLE)
         forget_chain(self.engine, chain.chain_id)  # rows of an earlier demo's devnet
         self.supply_at_start = self.swarm.token.functions.totalSupply().call()
 

@@ -1,22 +1,28 @@
 """The ledger database: SQLite at $SWARM_HOME/ledger.db, or whatever SWARM_DB_URL names
-(PostgreSQL), with its schema kept current by Alembic migrations."""
+(PostgreSQL), with its schema kept current by Alembic migrations.
+
+Each package that owns tables in it owns their migrations (`Schema`): a line of revisions in its
+own `migrations/versions`, recorded in a version table of its own. The ledger runs every line
+through one environment (ledger/migrations/env.py) and knows its own only; a process hands it the
+lines of the tables it reads (`open_ledger(url, MARKET, ORACLE)`)."""
 
 from __future__ import annotations
 
 import fcntl
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import create_engine, event, text
-from sqlalchemy.engine import URL, Engine, make_url
+from sqlalchemy import MetaData, create_engine, event, inspect, text
+from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError
 
 from ledger.config import Settings, database_url
 from ledger.errors import SwarmError
-from ledger.reader import SCHEMA_HEAD, VERSION_TABLE, SqlAlchemyReader
+from ledger.reader import SCHEMA_HEAD, version_table
 
 if TYPE_CHECKING:  # alembic and sqlmodel load when a migration or a session needs them
     from alembic.config import Config
@@ -113,34 +119,129 @@ def _reason(exc: BaseException) -> str:
     return redact(first).rstrip(".")
 
 
-def alembic_config(connection: Any = None) -> Config:
-    """Alembic's configuration, built in code: the scripts ship inside the package."""
+@dataclass(frozen=True)
+class Schema:
+    """One owner's tables in the ledger database, and the line of Alembic revisions that builds
+    them, recorded in a version table of its own (`version_table(owner)`). The ledger owns its
+    indexer's tables (`LEDGER`); the market (`market.migrations.MARKET`) and the oracle
+    (`oracle.migrations.ORACLE`) hand theirs to `migrate`, so the ledger imports neither.
+
+    `head` is the line's newest revision (a test holds it to the scripts), read to open a current
+    database without loading Alembic; `models` loads the owner's models' metadata, which only a
+    comparison with the database (`drift`) needs."""
+
+    owner: str
+    versions: Path
+    head: str
+    models: Callable[[], MetaData]
+
+    @property
+    def version_table(self) -> str:
+        return version_table(self.owner)
+
+
+def _ledger_models() -> MetaData:
+    from ledger.indexer.models import metadata
+
+    return metadata
+
+
+LEDGER = Schema("ledger", MIGRATIONS / "versions", SCHEMA_HEAD, _ledger_models)
+
+# Before each owner kept its own line, one line of revisions, 0001 to 0011 recorded in this table,
+# built every table; the ledger's line, the market's and the oracle's keep those revisions under
+# their numbers. The table is left as that line left it, for each owner to start from.
+SINGLE_LINE_TABLE = "ledger_alembic_version"
+SINGLE_LINE = tuple(f"{n:04d}" for n in range(1, 12))
+
+
+def alembic_config(schema: Schema, connection: Any = None, compare: bool = False) -> Config:
+    """Alembic's configuration for `schema`'s line, built in code: the scripts ship inside the
+    packages, and one environment (ledger/migrations/env.py) runs every owner's. `compare` gives
+    it the owner's models, for `alembic check` or `revision --autogenerate` run through it."""
     from alembic.config import Config
 
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
-    config.set_main_option("version_table", VERSION_TABLE)
+    config.set_main_option("path_separator", "os")  # a directory whose path has a space stays one
+    config.set_main_option("version_locations", str(schema.versions))
+    config.set_main_option("version_table", schema.version_table)
     config.attributes["connection"] = connection
+    config.attributes["metadata"] = schema.models() if compare else None
     return config
 
 
-def migrate(engine: Engine, revision: str = "head") -> None:
-    """Brings the schema to `revision` (default: the newest), keeping every row; idempotent.
+def migrate(engine: Engine, *owners: Schema) -> None:
+    """Brings the ledger's tables and each of `owners`' to their newest schema, keeping every row;
+    idempotent. A process names the owners whose tables it reads: the market's service reads the
+    oracle's scores, the oracle the market's evidence.
 
     One process migrates at a time: PostgreSQL by an advisory lock, a SQLite file by a lock
     file beside it (two services started together on a fresh file would otherwise both
     create its tables). A database already at the newest schema is read, not migrated: Alembic's
     upgrade, a third of a second of every process that opens the ledger, is left unloaded."""
-    if revision == "head":
-        with engine.connect() as conn:  # the readers' own look at the version table
-            if SqlAlchemyReader(conn).schema_revision() == SCHEMA_HEAD:
-                return
-    from alembic import command
+    schemas = list(dict.fromkeys((LEDGER, *owners)))
+    with engine.connect() as conn:  # each owner's version table: a current database loads no Alembic
+        if all(_revision(conn, schema) == schema.head for schema in schemas):
+            return
+    with _migrating(engine) as conn:
+        for schema in schemas:
+            _upgrade(conn, schema, "head")
 
+
+def upgrade(engine: Engine, schema: Schema, revision: str = "head") -> None:
+    """Brings `schema`'s tables alone to `revision` of its line: how a test builds an older schema."""
+    with _migrating(engine) as conn:
+        _upgrade(conn, schema, revision)
+
+
+@contextmanager
+def _migrating(engine: Engine) -> Iterator[Connection]:
     with _sqlite_migration_lock(engine), engine.begin() as conn:
         if engine.dialect.name == "postgresql":
             conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
-        command.upgrade(alembic_config(conn), revision)
+        yield conn
+
+
+def _upgrade(conn: Connection, schema: Schema, revision: str) -> None:
+    from alembic import command
+
+    config = alembic_config(schema, conn)
+    _adopt_single_line(conn, schema, config)
+    command.upgrade(config, revision)
+
+
+def _adopt_single_line(conn: Connection, schema: Schema, config: Config) -> None:
+    """Records where the single line left `schema`'s tables, the first time its owner opens a
+    database that line built: at the newest of its revisions the line had reached. An owner none of
+    whose revisions it reached starts from nothing, as on a new database."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    found = inspect(conn)
+    if found.has_table(schema.version_table) or not found.has_table(SINGLE_LINE_TABLE):
+        return
+    reached = conn.execute(text(f"SELECT version_num FROM {SINGLE_LINE_TABLE}")).scalar()
+    if reached is None:
+        return  # the line never finished a revision here: nothing of it to take
+    if reached not in SINGLE_LINE:
+        raise SwarmError(
+            f"The ledger database's {SINGLE_LINE_TABLE} names revision {reached!r}, which no Swarm "
+            f"wrote (they run {SINGLE_LINE[0]} to {SINGLE_LINE[-1]}); restore the database from a backup."
+        )
+    script = ScriptDirectory.from_config(config)
+    own = {revision.revision for revision in script.walk_revisions()}
+    built = [revision for revision in SINGLE_LINE[: SINGLE_LINE.index(reached) + 1] if revision in own]
+    if built:
+        context = MigrationContext.configure(conn, opts={"version_table": schema.version_table})
+        context.stamp(script, built[-1])
+
+
+def _revision(conn: Connection, schema: Schema) -> str | None:
+    """`schema`'s revision in the database; None where its tables were never built (or adopted)."""
+    if not inspect(conn).has_table(schema.version_table):
+        return None
+    return conn.execute(text(f"SELECT version_num FROM {schema.version_table}")).scalar()
 
 
 @contextmanager
@@ -157,18 +258,35 @@ def _sqlite_migration_lock(engine: Engine) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def current_revision(engine: Engine) -> str | None:
+def current_revision(engine: Engine, schema: Schema = LEDGER) -> str | None:
+    """`schema`'s revision in the database at `engine`; None where its tables were never built."""
+    with engine.connect() as conn:
+        return _revision(conn, schema)
+
+
+def drift(engine: Engine, schema: Schema) -> list[Any]:
+    """How `schema`'s models differ from its tables in the database (what `alembic check` reports):
+    empty when its revisions build exactly what its models declare. Other owners' tables and every
+    version table are left out of the comparison."""
+    from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
 
+    metadata = schema.models()
+
+    def owned(name: str | None, kind: str, _parents: Any) -> bool:
+        return kind != "table" or name in metadata.tables
+
     with engine.connect() as conn:
-        return MigrationContext.configure(conn, opts={"version_table": VERSION_TABLE}).get_current_revision()
+        context = MigrationContext.configure(conn, opts={"compare_type": True, "include_name": owned})
+        return list(compare_metadata(context, metadata))
 
 
-def open_ledger(url: str) -> Engine:
-    """The ledger database at `url`, opened and migrated to the newest schema."""
+def open_ledger(url: str, *owners: Schema) -> Engine:
+    """The ledger database at `url`, opened, with the ledger's tables and `owners`' migrated to
+    their newest schema."""
     engine = open_engine(url)
     with database_errors(url):
-        migrate(engine)
+        migrate(engine, *owners)
     return engine
 
 
@@ -215,7 +333,8 @@ def session(engine: Engine) -> Iterator[Session]:
 
 @contextmanager
 def open_session(settings: Settings) -> Iterator[Session]:
-    """A session on the configured ledger database (SWARM_DB_URL or $SWARM_HOME/ledger.db), migrated."""
+    """A session on the configured ledger database (SWARM_DB_URL or $SWARM_HOME/ledger.db), its
+    ledger's tables migrated."""
     url = database_url(settings.home)
     engine = open_ledger(url)
     try:
@@ -231,8 +350,6 @@ def forget_chain(engine: Engine, chain_id: int) -> None:
 
     The tables are read from the database itself, so those the market and the oracle own
     (market/records.py, oracle/records.py) go too without the ledger importing either."""
-    from sqlalchemy import MetaData
-
     with engine.begin() as connection:
         tables = MetaData()
         tables.reflect(connection)

@@ -14,8 +14,15 @@ from typing import Any, Protocol
 
 from ledger.config import Settings, database_url
 
-VERSION_TABLE = "ledger_alembic_version"  # not alembic_version: the database may hold other apps' schemas
-SCHEMA_HEAD = "0011"  # the newest migration's revision (a test holds it to the scripts in migrations/)
+
+def version_table(owner: str) -> str:
+    """The table holding the schema revision of `owner`'s tables (ledger.db.Schema); not Alembic's
+    `alembic_version`, since the database may hold other applications' schemas too."""
+    return f"{owner}_schema_version"
+
+
+VERSION_TABLE = version_table("ledger")
+SCHEMA_HEAD = "0002"  # the ledger's newest revision (a test holds it to the scripts in migrations/)
 
 
 class Reader(Protocol):

@@ -598,8 +598,9 @@ class Buyer:
         from sqlmodel import Session
 
         from ledger.db import database_errors, open_ledger
+        from market.migrations import MARKET
 
-        engine = open_ledger(self.db_url)
+        engine = open_ledger(self.db_url, MARKET)
         try:
             with database_errors(self.db_url), Session(engine) as session:
                 yield session
@@ -613,8 +614,9 @@ class Buyer:
 
         from ledger.db import database_errors, open_ledger
         from ledger.indexer import Indexer
+        from market.migrations import MARKET
 
-        engine = open_ledger(self.db_url)
+        engine = open_ledger(self.db_url, MARKET)
         try:
             with database_errors(self.db_url):
                 Indexer(self.swarm, engine).sync()

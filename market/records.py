@@ -7,9 +7,10 @@ A job's state is a `MarketState`, stored as its string. It moves only as `MARKET
 the steps the market takes itself, and the moves that follow what the chain shows. `move` checks
 each move against that table before it changes anything, and writes its transition.
 
-The market owns them; the ledger's migrations (ledger/migrations) create them, and they share
-its metadata. The oracle reads a job's replication evidence through a view of its own
-(oracle/inputs.py), so the two packages never import each other.
+The market owns them: their metadata is its own (`metadata`), and its own line of migrations
+builds them (market/migrations, run by the ledger's machinery when a process hands it `MARKET`).
+The oracle reads a job's replication evidence through a view of its own (oracle/inputs.py), so
+the two packages never import each other.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from __future__ import annotations
 import time
 from enum import StrEnum
 
-from sqlalchemy import BigInteger, Index
-from sqlmodel import Field, Session
+from sqlalchemy import BigInteger, Index, MetaData
+from sqlmodel import Field, Session, SQLModel
 
 from core.states import Moves
-from ledger.indexer.models import Json, LedgerModel
+from ledger.indexer.models import NAMING, Json
 from ledger.indexer.types import Uint256
 
 
@@ -81,7 +82,16 @@ MARKET_MOVES = Moves("job", "market.records.MARKET_MOVES", MarketState, {
 MARKET_STATES = tuple(MarketState)
 
 
-class MarketJob(LedgerModel, table=True):
+class MarketModel(SQLModel):
+    """The market's tables, in a metadata of their own: what its migrations are compared with."""
+
+    metadata = MetaData(naming_convention=NAMING)
+
+
+metadata = MarketModel.metadata
+
+
+class MarketJob(MarketModel, table=True):
     """One on-chain job as the market service runs it."""
 
     __tablename__ = "market_jobs"
@@ -115,7 +125,7 @@ class MarketJob(LedgerModel, table=True):
     updated_at: float = 0.0
 
 
-class MarketTransition(LedgerModel, table=True):
+class MarketTransition(MarketModel, table=True):
     """One state change of a market job, in the order the service made them."""
 
     __tablename__ = "market_transitions"

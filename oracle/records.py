@@ -2,9 +2,10 @@
 (`probe_samples`, `challenge_results`, `canary_results`) and each epoch's report and scores (`oracle_epochs`,
 `provider_scores`).
 
-The oracle owns them; the ledger's migrations (ledger/migrations) create them, and they share
-its metadata. The market reads the latest finalized scores through a view of its own
-(market/offers.py), so the two packages never import each other.
+The oracle owns them: their metadata is its own (`metadata`), and its own line of migrations
+builds them (oracle/migrations, run by the ledger's machinery when a process hands it `ORACLE`).
+The market reads the latest finalized scores through a view of its own (market/offers.py), so
+the two packages never import each other.
 
 An epoch's state is an `EpochState`, stored as its string; it moves only as `EPOCH_MOVES`
 allows, which `move_epoch` checks before it changes anything.
@@ -15,11 +16,11 @@ from __future__ import annotations
 import time
 from enum import StrEnum
 
-from sqlalchemy import BigInteger, Index
-from sqlmodel import Field, Session
+from sqlalchemy import BigInteger, Index, MetaData
+from sqlmodel import Field, Session, SQLModel
 
 from core.states import Moves
-from ledger.indexer.models import Json, LedgerModel
+from ledger.indexer.models import NAMING, Json
 from ledger.indexer.types import Uint256
 
 
@@ -49,7 +50,16 @@ EPOCH_MOVES = Moves("epoch", "oracle.records.EPOCH_MOVES", EpochState, {
 ORACLE_STATES = tuple(EpochState)
 
 
-class ProbeSample(LedgerModel, table=True):
+class OracleModel(SQLModel):
+    """The oracle's tables, in a metadata of their own: what its migrations are compared with."""
+
+    metadata = MetaData(naming_convention=NAMING)
+
+
+metadata = OracleModel.metadata
+
+
+class ProbeSample(OracleModel, table=True):
     """One liveness probe of one node of a provider: did it answer in time, and what NVML said
     of its GPUs."""
 
@@ -71,7 +81,7 @@ class ProbeSample(LedgerModel, table=True):
     gpu_power_w: float | None = None  # summed over its GPUs
 
 
-class ChallengeRecord(LedgerModel, table=True):
+class ChallengeRecord(OracleModel, table=True):
     """One benchmark challenge of one provider, as the oracle checked and timed it.
 
     `outcome`: "passed" (the proof holds; `measured_gflops` is the oracle's own timing),
@@ -116,7 +126,7 @@ class ChallengeRecord(LedgerModel, table=True):
     reason: str = ""
 
 
-class CanaryRecord(LedgerModel, table=True):
+class CanaryRecord(OracleModel, table=True):
     """The oracle's canary requests to one serving lease (oracle/canaries.py): bodies drawn from
     `seed` alone, answered by the lease and by the oracle's own run of the model it names.
 
@@ -149,7 +159,7 @@ class CanaryRecord(LedgerModel, table=True):
     paid_wei: int = Field(default=0, sa_type=Uint256)  # what the site charged the oracle for them
 
 
-class OracleEpoch(LedgerModel, table=True):
+class OracleEpoch(OracleModel, table=True):
     """One epoch's report as the oracle builds, signs, submits and finalizes it."""
 
     __tablename__ = "oracle_epochs"
@@ -175,7 +185,7 @@ class OracleEpoch(LedgerModel, table=True):
     updated_at: float = 0.0
 
 
-class ProviderScore(LedgerModel, table=True):
+class ProviderScore(OracleModel, table=True):
     """A provider's scores and reward in one epoch (what `swarm oracle show` prints)."""
 
     __tablename__ = "provider_scores"

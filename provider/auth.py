@@ -29,6 +29,7 @@ from typing import Protocol
 
 from compute.errors import ComputeError
 from core.errors import Refused
+from core.local_store import StoreSchema, open_store
 from wire.request import ACTIONS, MAX_VALIDITY_S, ORACLE_ACTIONS, SiteRequest
 
 
@@ -67,11 +68,15 @@ class NonceBook:
     """The nonces each signer has used, kept until their requests expire (in SQLite, so a site
     that restarts still refuses a replay)."""
 
+    SCHEMA = StoreSchema((
+        ("""CREATE TABLE IF NOT EXISTS nonces (signer TEXT, nonce TEXT, expires_at INTEGER,
+            PRIMARY KEY (signer, nonce))""",),
+        # 2: every request first forgets the expired nonces, found by their expiry, not by a scan
+        ("CREATE INDEX nonces_expiry ON nonces (expires_at)",),
+    ))
+
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("CREATE TABLE IF NOT EXISTS nonces (signer TEXT, nonce TEXT, expires_at INTEGER, "
-                         "PRIMARY KEY (signer, nonce))")
+        self._db = open_store(path, self.SCHEMA)
         self._lock = threading.Lock()
 
     def use(self, signer: str, nonce: int, expires_at: int, now: int) -> bool:

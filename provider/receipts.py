@@ -22,12 +22,13 @@ cumulative plus their charges, which the book checks and keeps (`aggregate`). A 
 sends the latest voucher of each buyer to the escrow.
 
 The book is SQLite in WAL mode: a site killed at any moment keeps every receipt it charged and
-every voucher it was given, so nothing answered goes unpaid and nothing is charged twice.
+every voucher it was given, so nothing answered goes unpaid and nothing is charged twice. Its
+schema is versioned (`ReceiptBook.SCHEMA`, core.local_store): a book an earlier Swarm wrote is upgraded in one
+transaction when the site opens it, and one a newer Swarm wrote is refused.
 """
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -35,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import Refused
+from core.local_store import StoreSchema, open_store
 from ledger.errors import InvalidInput
 from ledger.serving import Account, Domain, InvalidSignature, Receipt, ReceiptVerifier, Voucher, check_voucher
 
@@ -83,29 +85,27 @@ class Claim:
                 "receipts": [[f"{nonce:x}", str(charge)] for nonce, charge in self.receipts]}
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS receipts (
-    buyer TEXT NOT NULL,
-    nonce TEXT NOT NULL,
-    amount TEXT NOT NULL,
-    timestamp INTEGER NOT NULL,
-    lease TEXT NOT NULL,
-    charge TEXT NOT NULL,     -- what its request cost: written once the answer is ready
-    aggregated INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (buyer, nonce)
-);
-CREATE INDEX IF NOT EXISTS receipts_open ON receipts (buyer, aggregated);
-CREATE TABLE IF NOT EXISTS vouchers (
-    buyer TEXT PRIMARY KEY,
-    cumulative TEXT NOT NULL,
-    signature BLOB NOT NULL,
-    redeemed TEXT NOT NULL DEFAULT '0'   -- what the escrow paid of it, as last seen
-);
-"""
-
-
 class ReceiptBook:
     """One site's receipts and vouchers, for its provider, in one escrow's domain."""
+
+    SCHEMA = StoreSchema((
+        ("""CREATE TABLE IF NOT EXISTS receipts (
+            buyer TEXT NOT NULL,
+            nonce TEXT NOT NULL,
+            amount TEXT NOT NULL,
+            timestamp INTEGER NOT NULL,
+            lease TEXT NOT NULL,
+            charge TEXT NOT NULL,     -- what its request cost: written once the answer is ready
+            aggregated INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (buyer, nonce))""",
+         "CREATE INDEX IF NOT EXISTS receipts_open ON receipts (buyer, aggregated)",
+         """CREATE TABLE IF NOT EXISTS vouchers (
+            buyer TEXT PRIMARY KEY,
+            cumulative TEXT NOT NULL,
+            signature BLOB NOT NULL,
+            redeemed TEXT NOT NULL DEFAULT '0'   -- what the escrow paid of it, as last seen
+         )"""),
+    ))
 
     def __init__(self, path: Path, domain: Domain, provider: str, cap: int,
                  accounts: Callable[[str], Account], clock: Callable[[], float] = time.time) -> None:
@@ -117,11 +117,7 @@ class ReceiptBook:
         self._seen_accounts: dict[str, tuple[float, Account]] = {}
         self._pending_by_buyer: dict[str, int] = {}
         self._verifier = ReceiptVerifier(domain, provider)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")  # a killed process loses nothing committed
-        self._db.executescript(_SCHEMA)
+        self._db = open_store(path, self.SCHEMA, wal=True)
         self._lock = threading.Lock()
         # (buyer, nonce) → timestamp of every receipt still fresh enough to be presented again
         horizon = int(clock()) - RECEIPT_TTL_S - CLOCK_SKEW_S

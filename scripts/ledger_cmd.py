@@ -67,9 +67,11 @@ def sync(follow: bool, interval: float, confirmations: int | None, batch_blocks:
     """
     from ledger.db import database_errors, open_ledger, redact
     from ledger.indexer import Indexer
+    from market.migrations import MARKET
+    from oracle.migrations import ORACLE
 
     url = database_url(settings().home)
-    engine = open_ledger(url)
+    engine = open_ledger(url, MARKET, ORACLE)  # every owner's tables: this is how a database is upgraded
     indexer = Indexer(open_swarm(), engine, confirmations, batch_blocks)
     with database_errors(url):
         if follow:
@@ -187,9 +189,11 @@ def show(what: str, limit: int, chain_id: int | None, as_json: bool) -> None:
 
     from ledger.db import database_errors, open_ledger, redact
     from ledger.indexer.queries import pick_chain, rows
+    from market.migrations import MARKET
+    from oracle.migrations import ORACLE
 
     url = database_url(settings().home)
-    engine = open_ledger(url)
+    engine = open_ledger(url, MARKET, ORACLE)
     with database_errors(url), Session(engine) as session:
         cursor = pick_chain(session, chain_id, redact(url))
         found = rows(session, what, cursor.chain_id, limit)

@@ -53,7 +53,9 @@ def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, def
     Jobs run as leases on the providers' sites, found from their registered specs; the
     market holds no Ray connection."""
     from ledger.db import open_ledger
+    from market.migrations import MARKET
     from market.service import MarketConfig, MarketService
+    from oracle.migrations import ORACLE
 
     config = MarketConfig(interval_s=interval, max_running=max_running, fault_slash_bps=fault_slash_bps,
                           default_price_per_unit=parse_amount(default_price, "--default-price"))
@@ -63,7 +65,7 @@ def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, def
         sender = dev_sender(swarm, 0)
     else:
         sender = signer(swarm, account, key_ref)
-    engine = open_ledger(database_url(s.home))
+    engine = open_ledger(database_url(s.home), MARKET, ORACLE)  # its offers read the oracle's scores
     log = (lambda line: None) if as_json else (lambda line: console.print(line, highlight=False))
     service = waiting_for_chain(lambda: MarketService(swarm, sender, engine, s.home, config, log), log)
     stop = threading.Event()

@@ -49,7 +49,9 @@ def oracle() -> None:
 def _setup(config_path: Path | None, account: int | None, key_ref: str | None, signer_keys: tuple[str, ...],
            epoch_length: float | None, wait_for_chain: bool = False):
     from ledger.db import open_ledger
+    from market.migrations import MARKET
     from oracle.config import load_config
+    from oracle.migrations import ORACLE
     from oracle.service import schedule as make_schedule
 
     config = load_config(config_path)
@@ -71,7 +73,7 @@ def _setup(config_path: Path | None, account: int | None, key_ref: str | None, s
     else:
         keys = []  # each operator signs with `swarm oracle sign`; this process aggregates
     schedule = make_schedule(config, devnet, epoch_length)
-    engine = open_ledger(database_url(s.home))
+    engine = open_ledger(database_url(s.home), ORACLE, MARKET)  # an epoch reads the market's evidence
     return config, s, swarm, sender, keys, schedule, engine
 
 
@@ -157,11 +159,12 @@ def show(number: int | None, as_json: bool) -> None:
     from sqlmodel import Session, col, select
 
     from ledger.db import open_ledger
+    from oracle.migrations import ORACLE
     from oracle.records import OracleEpoch
 
     s = settings()
     swarm = open_swarm()
-    engine = open_ledger(database_url(s.home))
+    engine = open_ledger(database_url(s.home), ORACLE)
     try:
         with Session(engine) as session:
             query = select(OracleEpoch).where(OracleEpoch.chain_id == swarm.chain.chain_id)
@@ -193,8 +196,10 @@ def sign(number: int, config_path, key_ref, as_json) -> None:
     from sqlmodel import Session
 
     from ledger.db import open_ledger
+    from market.migrations import MARKET
     from oracle.config import load_config
     from oracle.epoch import EpochRunner
+    from oracle.migrations import ORACLE
     from oracle.records import OracleEpoch
 
     config = load_config(config_path)
@@ -206,7 +211,7 @@ def sign(number: int, config_path, key_ref, as_json) -> None:
         )
     store = Keystore(s.home / "keys")
     key = store.unlock(store.find(key_ref), read_password("Committee keystore password"))
-    engine = open_ledger(database_url(s.home))
+    engine = open_ledger(database_url(s.home), ORACLE, MARKET)
     try:
         runner = EpochRunner(swarm, engine, s.home, config, swarm.sender(key), [])
         synced = runner.indexer.sync()  # the epoch's blocks, indexed here, before any read of them

@@ -193,6 +193,8 @@ LIGHT = {
         "test_layers",
         "test_lease",
         "test_lease_network",
+        "test_ledger_schema",
+        "test_local_stores",
         "test_market_offers",
         "test_matcher",
         "test_merkle",

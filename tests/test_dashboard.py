@@ -32,8 +32,10 @@ from ledger.db import open_ledger
 from ledger.indexer import Indexer
 from ledger.specs import store_spec
 from ledger.units import ONE, format_amount
+from market.migrations import MARKET
 from market.records import MarketJob, MarketTransition
 from market.spec import job_namespace, validate_spec
+from oracle.migrations import ORACLE
 from oracle.records import OracleEpoch, ProbeSample, ProviderScore
 from tests.conftest import one_line_error, provider_signature
 
@@ -86,7 +88,7 @@ def ledger(swarm: Swarm, swarm_home: Path, tmp_path: Path) -> Ledger:
     jobs.assign_job(swarm, matcher, running, PROVIDER_A, PRICE)
 
     db_url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    engine = open_ledger(db_url)
+    engine = open_ledger(db_url, MARKET, ORACLE)
     Indexer(swarm, engine).sync()
     with Session(engine) as session:
         _market_rows(session, swarm.chain.chain_id, completed, failed, running)
@@ -321,7 +323,7 @@ def test_api_gives_rewards_per_provider_per_epoch_and_the_slashes(served: str, l
 
 
 def test_a_provider_gone_from_an_epoch_keeps_the_scores_it_last_earned(tmp_path: Path) -> None:
-    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", MARKET, ORACLE)
     with Session(engine) as session:
         session.add(
             ProviderScore(

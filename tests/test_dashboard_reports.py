@@ -22,8 +22,10 @@ from ledger.indexer import Indexer
 from ledger.results import sign_failure
 from ledger.specs import store_spec
 from ledger.units import ONE
+from market.migrations import MARKET
 from market.records import MarketJob, MarketTransition
 from market.spec import validate_spec
+from oracle.migrations import ORACLE
 from tests.conftest import provider_signature
 from tests.test_dashboard import _chromium, _json, _now, serving
 
@@ -103,7 +105,7 @@ def programs(swarm: Swarm, swarm_home: Path, tmp_path: Path) -> Programs:
     jobs.charge_job(swarm, matcher, crashed, "job-failed", 20, charged)
 
     db_url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    engine = open_ledger(db_url)
+    engine = open_ledger(db_url, MARKET, ORACLE)
     Indexer(swarm, engine).sync()
     now = time.time()
     rows = {
@@ -238,7 +240,7 @@ def test_the_page_charts_new_reports_while_the_program_runs(page, programs: Prog
     card = f'.train-card[data-job-id="{programs.running}"]'
     page.wait_for_selector(f"{card} polyline", timeout=30_000)
     assert f"report {RUNNING_REPORTS} " in page.locator(card).inner_text()
-    engine = open_ledger(programs.db_url)
+    engine = open_ledger(programs.db_url, MARKET, ORACLE)
     with Session(engine) as session:  # what market.service does every few seconds while the lease runs
         record = session.get(MarketJob, (programs.chain_id, programs.running))
         more = RUNNING_REPORTS + 3

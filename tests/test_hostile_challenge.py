@@ -33,9 +33,11 @@ from ledger.client import Swarm
 from ledger.db import open_ledger
 from ledger.deploy import devnet_committee_keys
 from ledger.specs import store_spec
+from market.migrations import MARKET
 from oracle.collector import MAX_DEVICES, Collector, Watched, node_sample
 from oracle.config import load_config
 from oracle.epoch import MIN_CHALLENGES, EpochRunner
+from oracle.migrations import ORACLE
 from oracle.records import ChallengeRecord, ProbeSample
 from provider.agent import Site
 from provider.api import listen, make_app
@@ -185,7 +187,7 @@ def serve_hostile(swarm: Swarm, tmp_path: Path) -> Iterator:
 
 @pytest.fixture
 def engine(tmp_path: Path):
-    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", MARKET, ORACLE)
     yield engine
     engine.dispose()
 

@@ -19,8 +19,6 @@ from pathlib import Path
 from typing import Self
 
 import pytest
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from eth_abi import encode as abi_encode
 from eth_utils import keccak
@@ -28,15 +26,23 @@ from sqlalchemy import inspect, select
 from sqlalchemy.engine import Engine
 from sqlmodel import Session
 
-import market.records  # noqa: F401 -- the market's and the oracle's tables: the ledger's schema has them
-import oracle.records  # noqa: F401
 from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
 from ledger import jobs, rewards, stake
 from ledger.chain import Chain, connect
 from ledger.client import Swarm
 from ledger.config import Settings
-from ledger.db import alembic_config, current_revision, migrate, open_engine, open_ledger, session
+from ledger.db import (
+    LEDGER,
+    alembic_config,
+    current_revision,
+    drift,
+    migrate,
+    open_engine,
+    open_ledger,
+    session,
+    upgrade,
+)
 from ledger.deploy import Deployment, deploy, devnet_committee_keys, error_decoder
 from ledger.errors import InvalidInput
 from ledger.indexer import Indexer, NotIndexed, SyncReport, reward_leaf, store_reward_tree
@@ -49,6 +55,8 @@ from ledger.reader import SCHEMA_HEAD, SqlAlchemyReader, SqliteReader, read_ledg
 from ledger.reports import Slash, reason_bytes
 from ledger.tx import Sender
 from ledger.units import ONE
+from market.migrations import MARKET
+from oracle.migrations import ORACLE
 from tests.conftest import one_line_error, provider_signature
 
 CHAIN_ID = 31337
@@ -71,8 +79,7 @@ def sync(swarm: Swarm, engine: Engine, **options) -> SyncReport:
 def dump(engine: Engine, chain_id: int = CHAIN_ID) -> dict[str, list[tuple]]:
     """Every indexer row of one chain (the cursor without its timestamp), in a stable order.
 
-    Only the indexer's tables: the market service's share the metadata and do not exist
-    at older revisions.
+    Only the indexer's tables: the market's and the oracle's are theirs, in their own metadata.
     """
     out = {}
     with engine.connect() as conn:
@@ -646,7 +653,7 @@ def test_upgrading_the_schema_keeps_every_row_and_migrate_is_idempotent(
     swarm: Swarm, ledger_url: str
 ) -> None:
     engine = open_engine(ledger_url)
-    migrate(engine, "0001")
+    upgrade(engine, LEDGER, "0001")
     assert current_revision(engine) == "0001"
     assert "ix_jobs_chain_id_status" not in {i["name"] for i in inspect(engine).get_indexes("jobs")}
     buyer = swarm.sender(dev_account(4).key)
@@ -655,14 +662,14 @@ def test_upgrading_the_schema_keeps_every_row_and_migrate_is_idempotent(
     assert sync(swarm, engine).events > 0
     before = dump(engine)
 
-    migrate(engine)
-    migrate(engine)
-    assert current_revision(engine) == ScriptDirectory.from_config(alembic_config()).get_current_head()
+    migrate(engine, MARKET, ORACLE)
+    migrate(engine, MARKET, ORACLE)
+    for schema in (LEDGER, MARKET, ORACLE):
+        assert current_revision(engine, schema) == ScriptDirectory.from_config(
+            alembic_config(schema)).get_current_head()
+        assert drift(engine, schema) == []
     assert dump(engine) == before
     assert "ix_jobs_chain_id_status" in {i["name"] for i in inspect(engine).get_indexes("jobs")}
-    with engine.connect() as conn:
-        drift = compare_metadata(MigrationContext.configure(conn, opts={"compare_type": True}), metadata)
-    assert [d for d in drift if not (d[0] == "remove_table" and d[1].name == "ledger_alembic_version")] == []
     assert sync(swarm, engine).events == 0
     engine.dispose()
 
@@ -717,7 +724,7 @@ def test_the_read_only_reader_sees_the_claimable_leaf_the_orm_sees(
             assert reader is None
         assert not Path(ledger_url.removeprefix("sqlite:///")).exists()
     engine = open_engine(ledger_url)
-    migrate(engine, "0001")
+    upgrade(engine, LEDGER, "0001")
     with read_ledger(settings) as reader:
         assert reader is None  # an older schema: `swarm ledger sync` migrates it first
     migrate(engine)
@@ -744,7 +751,8 @@ def test_a_ledger_at_the_newest_schema_opens_without_alembic_and_an_older_one_is
 ) -> None:
     """Opening the ledger reads its version table: only a schema behind the newest loads Alembic,
     which migrates it."""
-    opened = ("import sys; from ledger.db import open_ledger; open_ledger(sys.argv[1]).dispose(); "
+    opened = ("import sys; from ledger.db import open_ledger; from market.migrations import MARKET; "
+              "from oracle.migrations import ORACLE; open_ledger(sys.argv[1], MARKET, ORACLE).dispose(); "
               "print('alembic' in sys.modules)")
 
     def alembic_loaded_by_opening() -> bool:
@@ -755,17 +763,23 @@ def test_a_ledger_at_the_newest_schema_opens_without_alembic_and_an_older_one_is
 
     engine = open_engine(ledger_url)
     try:
-        migrate(engine, "0007")  # as a ledger an older Swarm left
+        upgrade(engine, LEDGER)  # as a ledger an older Swarm left
+        upgrade(engine, MARKET, "0006")
+        upgrade(engine, ORACLE, "0007")
         assert alembic_loaded_by_opening()
-        assert current_revision(engine) == SCHEMA_HEAD
+        assert [current_revision(engine, s) for s in (LEDGER, MARKET, ORACLE)] == [
+            SCHEMA_HEAD, MARKET.head, ORACLE.head]
         assert "gpu_power_w" in {c["name"] for c in inspect(engine).get_columns("probe_samples")}
         kept = {"node_rounds_s", "node_commit_s", "challenge_size", "challenge_rounds", "challenge_stride"}
         assert kept <= {c["name"] for c in inspect(engine).get_columns("challenge_results")}
+        assert {"outputs_hash", "log_tail", "progress"} <= {c["name"] for c in inspect(engine).get_columns(
+            "market_jobs")}
         assert not alembic_loaded_by_opening()
-        assert current_revision(engine) == SCHEMA_HEAD
+        assert [current_revision(engine, s) for s in (LEDGER, MARKET, ORACLE)] == [
+            SCHEMA_HEAD, MARKET.head, ORACLE.head]
     finally:
         engine.dispose()
 
 
 def test_the_readers_schema_head_is_the_newest_migration() -> None:
-    assert SCHEMA_HEAD == ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert SCHEMA_HEAD == ScriptDirectory.from_config(alembic_config(LEDGER)).get_current_head()

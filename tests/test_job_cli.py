@@ -30,6 +30,7 @@ from ledger.indexer.models import Job
 from ledger.jobs import JobStatus
 from ledger.specs import load_spec as load_stored_spec
 from ledger.units import ONE
+from market.migrations import MARKET
 from market.records import MarketJob, MarketTransition
 from market.spec import SpecError, job_namespace
 from scripts.cli import cli as swarm_cli
@@ -381,7 +382,7 @@ def _market_row(swarm: Swarm, db: dict[str, str], job_id: int, result_dir: Path,
                 state: str = "completed") -> None:
     """What the market service writes when a run finishes: its row and its transitions."""
     engine = open_engine(db["SWARM_DB_URL"])
-    migrate(engine)
+    migrate(engine, MARKET)
     now = time.time()
     chain_id = swarm.chain.chain_id
     with session(engine) as s:

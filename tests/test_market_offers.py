@@ -14,10 +14,12 @@ from ledger.indexer.models import Provider
 from ledger.specs import store_spec
 from ledger.units import ONE
 from market.matcher import Machine, match
+from market.migrations import MARKET
 from market.offers import Capacity, build_offers, job_needs, job_request
 from market.service import MarketConfig, TickReport
 from market.sites import capacity_of
 from market.spec import validate_spec
+from oracle.migrations import ORACLE
 
 pytestmark = pytest.mark.light
 
@@ -28,7 +30,7 @@ def test_a_provider_without_a_declared_price_is_offered_at_the_default_and_count
                                                                                    capsys) -> None:
     from scripts.market import _summary
 
-    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", MARKET, ORACLE)
     config = MarketConfig()
     with Session(engine) as session:
         for address, price in ((PRICED, {"price_per_unit": str(5 * 10**14)}), (UNPRICED, {})):
@@ -106,7 +108,7 @@ def test_a_job_of_several_nodes_is_offered_only_the_site_with_a_machine_for_each
     same free totals, only the one that runs across machines and has three that hold a node
     takes it; what the market's running jobs hold comes off the totals, the machines stay."""
     wide, single, old = "0x" + "33" * 20, "0x" + "44" * 20, "0x" + "55" * 20
-    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", MARKET, ORACLE)
     with Session(engine) as session:
         for address in (wide, single, old):
             digest = store_spec(tmp_path, {"gpu_model": "cpu", "gpus": 8, "vram_gb": 1})

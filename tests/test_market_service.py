@@ -32,10 +32,12 @@ from ledger.errors import SwarmError
 from ledger.indexer.models import EventRow
 from ledger.jobs import JobStatus, job_info
 from ledger.specs import store_spec
+from market.migrations import MARKET
 from market.records import MarketJob, MarketTransition
 from market.service import MarketConfig, MarketService
 from market.spec import validate_spec
 from market.storage import DEFAULT_OUTPUT, pin
+from oracle.migrations import ORACLE
 from provider.authority import ChainAuthority
 from tests.programs import program_spec as buyer_program
 from tests.sites import PROVIDER_A, PROVIDER_B, PROVIDER_C, SiteNetwork
@@ -110,7 +112,7 @@ def providers(swarm: Swarm, swarm_home: Path, site_network: SiteNetwork) -> dict
 
 @pytest.fixture
 def ledger_engine(tmp_path: Path):
-    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", MARKET, ORACLE)
     yield engine
     engine.dispose()
 

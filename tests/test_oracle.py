@@ -26,8 +26,10 @@ from ledger.deploy import devnet_committee_keys
 from ledger.errors import TransactionFailed
 from ledger.indexer.rewards import reward_leaf
 from ledger.specs import store_spec
+from market.migrations import MARKET
 from oracle.config import load_config
 from oracle.epoch import MIN_CHALLENGES, EpochRunner
+from oracle.migrations import ORACLE
 from oracle.records import ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
 from oracle.service import OracleService
 from oracle.service import schedule as make_schedule
@@ -51,7 +53,7 @@ def register(swarm: Swarm, swarm_home: Path, site_network: SiteNetwork):
 
 @pytest.fixture
 def engine(tmp_path: Path):
-    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", MARKET, ORACLE)
     yield engine
     engine.dispose()
 

@@ -19,6 +19,8 @@ from ledger import stake
 from ledger.client import Swarm
 from ledger.db import open_ledger
 from ledger.specs import store_spec
+from market.migrations import MARKET
+from oracle.migrations import ORACLE
 from oracle.records import OracleEpoch, ProbeSample
 from tests.conftest import one_line_error
 from tests.sites import PROVIDER_A, PROVIDER_B, SiteNetwork
@@ -81,7 +83,7 @@ def test_the_scheduled_oracle_closes_and_finalizes_epochs_until_stopped(
     log = open(tmp_path / "oracle.log", "w")  # noqa: SIM115 -- closed in the finally below
     process = subprocess.Popen([sys.executable, "-m", "scripts.cli", "oracle", "run", "--epoch-length", "3"],
                                env=full, stdout=log, stderr=subprocess.STDOUT)
-    engine = open_ledger(env["SWARM_DB_URL"])
+    engine = open_ledger(env["SWARM_DB_URL"], MARKET, ORACLE)
     try:
         _wait(lambda: _state(engine, 1) == "submitted", 90, process, tmp_path)
         rpc.increase_time(swarm.distributor.functions.challengeWindow().call() + 1)
@@ -118,7 +120,7 @@ def _sign_as_member(cli, env: dict[str, str], swarm_home: Path, swarm: Swarm, me
     imported = cli("keys", "import", "--name", "member", env=env | {"SWARM_KEY_PASSWORD": "pw"},
                    input=member.key.hex() + "\n")
     assert imported.code == 0, imported.stderr
-    engine = open_ledger(env["SWARM_DB_URL"])
+    engine = open_ledger(env["SWARM_DB_URL"], MARKET, ORACLE)
     try:
         from oracle.config import load_config
         from oracle.epoch import EpochRunner
@@ -161,7 +163,7 @@ def test_bad_input_gets_one_sentence(cli, cli_process, env: dict[str, str], tmp_
 
 
 def _probe_count(env: dict[str, str]) -> int:
-    engine = open_ledger(env["SWARM_DB_URL"])
+    engine = open_ledger(env["SWARM_DB_URL"], MARKET, ORACLE)
     try:
         with Session(engine) as session:
             return len(session.exec(select(ProbeSample)).all())

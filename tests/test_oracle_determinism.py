@@ -28,9 +28,11 @@ from ledger.deploy import DEVNET_COMMITTEE_INDICES, devnet_committee_keys
 from ledger.errors import SwarmError
 from ledger.reports import deferred_hash
 from ledger.specs import store_spec
+from market.migrations import MARKET
 from market.records import MarketJob
 from oracle.config import load_config
 from oracle.epoch import EpochRunner
+from oracle.migrations import ORACLE
 from oracle.records import CanaryRecord, ChallengeRecord, OracleEpoch, ProbeSample, ProviderScore
 from tests.conftest import grant_role, one_line_error, provider_signature
 
@@ -46,7 +48,7 @@ def open_runner(swarm: Swarm, swarm_home: Path) -> Iterator:
     engines: list[Engine] = []
 
     def make(url: str) -> EpochRunner:
-        engine = open_ledger(url)
+        engine = open_ledger(url, MARKET, ORACLE)
         engines.append(engine)
         return EpochRunner(swarm, engine, swarm_home, load_config(), swarm.sender(dev_account(0).key),
                            devnet_committee_keys(), epoch_length_s=1.0)
@@ -361,7 +363,7 @@ def member_key(cli, swarm_home: Path) -> Iterator[dict[str, str]]:
 
 def hand_over(record: OracleEpoch, url: str, chain_id: int, providers: list[str], start: float) -> None:
     """A member's own ledger database: the report to sign and its own measurements, nothing indexed."""
-    engine = open_ledger(url)
+    engine = open_ledger(url, MARKET, ORACLE)
     try:
         measure([engine], chain_id, providers, start)
         with Session(engine) as session:
@@ -416,7 +418,7 @@ def test_an_epoch_longer_than_half_the_max_report_lag_is_refused(swarm: Swarm, s
     lag = swarm.distributor.functions.maxReportLag().call()
     challenge = swarm.distributor.functions.challengeWindow().call()
     assert challenge + lag <= swarm.vault.functions.unbondingPeriod().call()
-    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", MARKET, ORACLE)
     runner = EpochRunner(swarm, engine, swarm_home, load_config(), swarm.sender(dev_account(0).key),
                          devnet_committee_keys(), epoch_length_s=lag / 2 + 1)
     with Session(engine) as session, \

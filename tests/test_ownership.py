@@ -16,9 +16,11 @@ from ledger.db import migrate, open_engine
 from ledger.jobs import JobStatus, job_info, post_job
 from ledger.specs import store_spec
 from market.buyer import Buyer
+from market.migrations import MARKET
 from market.records import MarketJob
 from market.service import MarketConfig, MarketService
 from market.spec import SpecError, validate_spec
+from oracle.migrations import ORACLE
 
 OWNER, STRANGER = 5, 6
 
@@ -69,7 +71,7 @@ def test_the_market_does_not_run_a_job_posted_around_the_api_on_anothers_result(
     job_id, _ = post_job(swarm, swarm.sender(dev_account(OWNER).key), digest, borrowing.max_price_per_unit,
                          borrowing.max_units, borrowing.deadline)
     engine = open_engine(f"sqlite:///{tmp_path / 'market.db'}")
-    migrate(engine)
+    migrate(engine, MARKET, ORACLE)
     market = MarketService(swarm, swarm.sender(dev_account(0).key), engine, swarm_home,
                            MarketConfig())
     try:

@@ -276,8 +276,10 @@ def test_the_oracles_canaries_pass_an_honest_lease_and_tombstone_a_provider_that
 
     from ledger.db import open_ledger
     from ledger.deploy import devnet_committee_keys
+    from market.migrations import MARKET
     from oracle.canaries import recheck
     from oracle.config import load_config
+    from oracle.migrations import ORACLE
     from oracle.records import CanaryRecord, OracleEpoch
     from oracle.service import OracleService
     from oracle.service import schedule as make_schedule
@@ -291,7 +293,7 @@ def test_the_oracles_canaries_pass_an_honest_lease_and_tombstone_a_provider_that
     [socket] = site["home"].rglob(f"leases/{swapped}/work/serve.sock")
     swap = subprocess.Popen([sys.executable, "-c", SWAPPED_MODEL, str(socket), "8"], stdout=subprocess.PIPE,
                             text=True, cwd=Path(__file__).resolve().parents[1])
-    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}")
+    engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", ORACLE, MARKET)
     try:
         assert swap.stdout.readline().strip() == "listening"
         config = load_config()

@@ -17,6 +17,7 @@ from sqlmodel import Session, select
 
 from core.states import IllegalMove
 from ledger.db import open_ledger
+from market.migrations import MARKET
 from market.records import (
     FINAL_STATES,
     MARKET_MOVES,
@@ -27,6 +28,7 @@ from market.records import (
     add_new,
     move,
 )
+from oracle.migrations import ORACLE
 from oracle.records import EPOCH_MOVES, ORACLE_STATES, EpochState, OracleEpoch, move_epoch
 
 pytestmark = pytest.mark.light
@@ -38,7 +40,7 @@ _ids = itertools.count(1)  # every example gets a record of its own in the modul
 @pytest.fixture(scope="module")
 def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Engine]:
     path: Path = tmp_path_factory.mktemp("states") / "ledger.db"
-    engine = open_ledger(f"sqlite:///{path}")
+    engine = open_ledger(f"sqlite:///{path}", MARKET, ORACLE)
     yield engine
     engine.dispose()
 

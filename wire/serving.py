@@ -20,7 +20,6 @@ from __future__ import annotations
 import collections
 import http.client
 import json
-import sqlite3
 import threading
 import time
 import weakref
@@ -30,6 +29,7 @@ from typing import Any
 
 from compute.serve_order import ServeOrder
 from core.errors import Refused
+from core.local_store import StoreSchema, open_store
 from ledger import serving
 from ledger.client import Swarm
 from ledger.errors import InvalidInput, SwarmError
@@ -55,38 +55,34 @@ class Answer:
     charged: int
 
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS receipts (
-    provider TEXT NOT NULL,
-    nonce TEXT NOT NULL,
-    amount TEXT NOT NULL,
-    timestamp INTEGER NOT NULL,
-    aggregated INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (provider, nonce)
-);
-CREATE TABLE IF NOT EXISTS vouchers (
-    provider TEXT PRIMARY KEY,
-    cumulative TEXT NOT NULL,
-    signature BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS proposed (  -- a voucher signed and sent, the site's answer not yet seen
-    provider TEXT PRIMARY KEY,
-    cumulative TEXT NOT NULL,
-    signature BLOB NOT NULL,
-    nonces TEXT NOT NULL               -- the receipts it pays, hex, comma-separated
-);
-"""
-
-
 class Journal:
-    """Every receipt a buyer signed, per provider, and the last voucher it signed for each."""
+    """Every receipt a buyer signed, per provider, and the last voucher it signed for each; its
+    schema versioned (core.local_store), so a journal an earlier Swarm wrote is upgraded when opened
+    and one a newer Swarm wrote is refused."""
+
+    SCHEMA = StoreSchema((
+        ("""CREATE TABLE IF NOT EXISTS receipts (
+            provider TEXT NOT NULL,
+            nonce TEXT NOT NULL,
+            amount TEXT NOT NULL,
+            timestamp INTEGER NOT NULL,
+            aggregated INTEGER NOT NULL DEFAULT 0,
+            PRIMARY KEY (provider, nonce))""",
+         """CREATE TABLE IF NOT EXISTS vouchers (
+            provider TEXT PRIMARY KEY,
+            cumulative TEXT NOT NULL,
+            signature BLOB NOT NULL)""",
+         # a voucher signed and sent, the site's answer not yet seen
+         """CREATE TABLE IF NOT EXISTS proposed (
+            provider TEXT PRIMARY KEY,
+            cumulative TEXT NOT NULL,
+            signature BLOB NOT NULL,
+            nonces TEXT NOT NULL             -- the receipts it pays, hex, comma-separated
+         )"""),
+    ))
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._db = open_store(path, self.SCHEMA, wal=True)
         self._lock = threading.Lock()
 
     @classmethod

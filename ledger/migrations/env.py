@@ -1,44 +1,31 @@
-"""Alembic's entry point. `ledger.db.migrate` hands it an open connection; run by hand
-(`alembic -x url=...`), it opens SWARM_DB_URL itself.
+"""Alembic's entry point, for every owner's line of revisions (`ledger.db.Schema`): `ledger.db`
+hands it an open connection, the line's scripts and version table, and, only when a comparison
+with the models is asked for (`alembic_config(..., compare=True)`), the owner's metadata.
 
-The migrations build every table of the ledger database, written out in full, so an upgrade
-needs no model. The models are compared with the schema only by hand (`alembic check`,
-`revision --autogenerate`): then the tables the market and the oracle own (market/records.py,
-oracle/records.py) join the ledger's on the one metadata. An upgrade from `ledger.db` imports
-neither package, which stand above the ledger."""
+The revisions write every table out in full, so an upgrade loads no model. A comparison sees
+the owner's tables alone: the database holds every owner's, each with its own version table."""
 
 from __future__ import annotations
 
-from alembic import context
-from sqlalchemy import create_engine
+from typing import Any
 
-from ledger.indexer.models import metadata
+from alembic import context
 
 config = context.config
-VERSION_TABLE = config.get_main_option("version_table") or "ledger_alembic_version"
+metadata = config.attributes.get("metadata")
 
 
-def _run(connection) -> None:
-    context.configure(
-        connection=connection,
-        target_metadata=metadata,
-        version_table=VERSION_TABLE,
-        render_as_batch=True,  # SQLite alters tables by copying them
-        compare_type=True,
-    )
-    with context.begin_transaction():
-        context.run_migrations()
+def _owned(name: str | None, kind: str, _parents: Any) -> bool:
+    return kind != "table" or (metadata is not None and name in metadata.tables)
 
 
-connection = config.attributes.get("connection")
-if connection is not None:
-    _run(connection)
-else:
-    import os
-
-    import market.records  # noqa: F401 -- their tables join the ledger's metadata
-    import oracle.records  # noqa: F401
-
-    url = context.get_x_argument(as_dictionary=True).get("url") or os.environ["SWARM_DB_URL"]
-    with create_engine(url).begin() as opened:
-        _run(opened)
+context.configure(
+    connection=config.attributes["connection"],
+    target_metadata=metadata,
+    version_table=config.get_main_option("version_table"),
+    include_name=_owned,
+    render_as_batch=True,  # SQLite alters tables by copying them
+    compare_type=True,
+)
+with context.begin_transaction():
+    context.run_migrations()

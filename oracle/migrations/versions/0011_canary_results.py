@@ -2,7 +2,7 @@
 bodies came from and the lease's answers, so a committee member can check the verdict.
 
 Revision ID: 0011
-Revises: 0010
+Revises: 0009
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from sqlalchemy.dialects import postgresql
 from ledger.indexer.types import Uint256
 
 revision = "0011"
-down_revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 

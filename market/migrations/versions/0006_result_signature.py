@@ -1,7 +1,7 @@
 """The provider's signature over a job's result, which completeJob requires.
 
 Revision ID: 0006
-Revises: 0005
+Revises: 0003
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0006"
-down_revision = "0005"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 

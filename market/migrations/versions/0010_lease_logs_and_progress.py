@@ -3,7 +3,7 @@ program reported while it ran (each `ray.train.report`), and the hash of its out
 which replicas are compared by (the result hash covers the log too).
 
 Revision ID: 0010
-Revises: 0009
+Revises: 0006
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from alembic import op
 from sqlalchemy.dialects import postgresql
 
 revision = "0010"
-down_revision = "0009"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,10 @@
-"""The oracle's state: probe samples, challenge results, epochs and per-provider scores.
+"""The oracle's state: probe samples, challenge results, epochs and per-provider scores. The first
+of the oracle's line; numbered, like the rest up to 0011, on the one line that built every table
+of the ledger database before each owner kept its own (ledger.db.SINGLE_LINE), where it followed
+0003.
 
 Revision ID: 0004
-Revises: 0003
+Revises:
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from sqlalchemy.dialects import postgresql
 from ledger.indexer.types import Uint256
 
 revision = "0004"
-down_revision = "0003"
+down_revision = None
 branch_labels = None
 depends_on = None
 

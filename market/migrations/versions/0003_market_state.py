@@ -1,7 +1,9 @@
-"""The market service's state: its view of each job and the transitions it made.
+"""The market service's state: its view of each job and the transitions it made. The first of
+the market's line; numbered, like 0006 and 0010, on the one line that built every table of the
+ledger database before each owner kept its own (ledger.db.SINGLE_LINE), where it followed 0002.
 
 Revision ID: 0003
-Revises: 0002
+Revises:
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from sqlalchemy.dialects import postgresql
 from ledger.indexer.types import Uint256
 
 revision = "0003"
-down_revision = "0002"
+down_revision = None
 branch_labels = None
 depends_on = None
 

@@ -3,7 +3,7 @@ with the challenge's outcome, precision and the seconds the oracle measured, and
 identity as the node gave it.
 
 Revision ID: 0007
-Revises: 0006
+Revises: 0005
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0007"
-down_revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
