@@ -118,7 +118,8 @@ def test_a_challenge_worker_on_a_gpu_node_proves_a_bf16_challenge(gpu_node) -> N
 
 def test_train_finetune_infer_and_tune_run_on_cuda(gpu_node, tmp_path: Path) -> None:
     from compute.data import load_dataset
-    from compute.jobs import ComputeJob, run_job
+    from compute.dispatch import run_job
+    from compute.jobs import ComputeJob
 
     def job(job_id: str, kind: str, **params) -> ComputeJob:
         return ComputeJob.of(
