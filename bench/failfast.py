@@ -33,7 +33,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 from anvil import dev_address
-from compute.challenge import ready_worker
+from compute.challenge_node import ready_worker
 from compute.checkpoints import registered_checkpoint
 from compute.dispatch import run_job
 from compute.errors import ComputeError, InvalidJob, ProviderFault

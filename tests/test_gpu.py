@@ -16,16 +16,8 @@ import numpy as np
 import pytest
 
 from anvil import dev_account
-from compute.challenge import (
-    VRAM_SHARE,
-    Challenge,
-    Declared,
-    checkpoints_of,
-    gpu_identity,
-    identity_problem,
-    ready_worker,
-    touch_vram,
-)
+from compute.challenge import VRAM_SHARE, Challenge, Declared, identity_problem
+from compute.challenge_node import checkpoints_of, gpu_identity, ready_worker, touch_vram
 from compute.proof import check, opening_from_json, root_from_hex, sample
 from compute.reference import normalize_model
 
