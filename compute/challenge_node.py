@@ -46,8 +46,8 @@ def checkpoints_of(challenge: Challenge, device: str = "cpu") -> list[np.ndarray
 
 def device_checkpoints(challenge: Challenge, device: str = "cuda") -> Any:
     """The checkpoints computed on a GPU and kept there: a torch tensor, checkpoints × size ×
-    size uint8, on `device` (what `DeviceProver` commits to). Asynchronous: the
-    rounds may still be running when it returns."""
+    size uint8, on `device` (what `DeviceProver` commits to). Asynchronous: the rounds may
+    still be running when it returns."""
     import torch
 
     b_gpu = torch.from_numpy(challenge.b()).to(device)
@@ -115,9 +115,9 @@ class DeviceProver:
 
 
 def _leaf_messages(challenge: Challenge, checkpoints: Any) -> Any:
-    """Every row's leaf message, on the checkpoints' device, as `leaf` hashes it — the header
-    (LEAF_TAG, the challenge, the checkpoint, the row) and the row's bytes — in the padded
-    buffer compute.sha256 hashes."""
+    """Every row's leaf message, on the checkpoints' device, as `compute.proof.leaf` hashes it —
+    the header (LEAF_TAG, the challenge, the checkpoint, the row) and the row's bytes — in the
+    padded buffer compute.sha256 hashes."""
     import torch
 
     from compute import sha256  # Triton and torch: only a GPU node commits here
