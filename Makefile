@@ -59,7 +59,7 @@ bytecode: $(VENV_STAMP)
 # machine timed on the oracle's challenge, the median of three runs, about 3 s (oracle/cpu_reference.py).
 # Measured where it is missing or the challenge's code has changed, before whatever runs an oracle (the
 # demo, the tests, the benchmarks that judge); `make cpu-reference` measures again, on a quiet machine.
-$(CPU_REFERENCE): $(VENV_STAMP) compute/challenge.py compute/proof.py oracle/cpu_reference.py oracle/config.toml
+$(CPU_REFERENCE): $(VENV_STAMP) compute/challenge.py compute/challenge_node.py compute/proof.py oracle/cpu_reference.py oracle/config.toml
 	$(PY) -m oracle.cpu_reference
 
 .PHONY: cpu-reference

@@ -39,7 +39,8 @@ import torch
 from ray.cluster_utils import Cluster
 
 from anvil import dev_account
-from compute import challenge as ch
+from compute import challenge_node as node
+from compute.challenge import Challenge
 from compute.placement import node_labels, node_resources
 from compute.proof import Prover, check, opening_from_json, root_from_hex, sample
 from compute.reference import CpuReferenceMissing, cpu_reference_gflops
@@ -59,9 +60,9 @@ def bench_node(runs: int) -> dict:
     node_s, commit_s, gflops = [], [], []
     try:
         for _ in range(runs):
-            challenge = ch.Challenge(seed=secrets.randbits(63))
+            challenge = Challenge(seed=secrets.randbits(63))
             started = time.perf_counter()
-            checkpoints = ch.checkpoints_of(challenge)
+            checkpoints = node.checkpoints_of(challenge)
             computed = time.perf_counter()
             Prover(challenge, checkpoints)
             node_s.append(time.perf_counter() - started)
@@ -74,7 +75,7 @@ def bench_node(runs: int) -> dict:
         "commit_s": _median(commit_s),
         "gflops": round(statistics.median(gflops), 1),
         "gflops_all": [round(g, 1) for g in gflops],
-        "device_name": ch.device_name("cpu"),
+        "device_name": node.device_name("cpu"),
     }
 
 
@@ -88,9 +89,9 @@ def bench_round_trip(runs: int) -> dict:
     try:
         ready_s, round_trip, gflops, verified, node_rounds_s, node_commit_s = [], [], [], [], [], []
         for _ in range(runs):
-            challenge = ch.Challenge(seed=secrets.randbits(63))
+            challenge = Challenge(seed=secrets.randbits(63))
             started = time.perf_counter()
-            worker, _ = ch.ready_worker(PROVIDER, timeout_s=120)
+            worker, _ = node.ready_worker(PROVIDER, timeout_s=120)
             ready_s.append(time.perf_counter() - started)
             started = time.perf_counter()
             answer = ray.get(worker.commit.remote({**challenge.params(), "seed": challenge.seed}))
@@ -128,7 +129,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
-    workload = ch.Challenge(seed=0)
+    workload = Challenge(seed=0)
     result = {
         "workload": {"size": workload.size, "rounds": workload.rounds, "gflop": workload.flops / 1e9},
         "runs": args.runs,

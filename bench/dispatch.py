@@ -32,7 +32,8 @@ from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 
 from anvil import dev_account
-from compute.jobs import ComputeJob, run_job
+from compute.dispatch import run_job
+from compute.jobs import ComputeJob
 from compute.placement import node_labels, node_resources
 from compute.runners.train import STATE, TrainParams, loop_config, train_loop
 

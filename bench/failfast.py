@@ -33,10 +33,11 @@ import ray
 from ray.cluster_utils import Cluster
 
 from anvil import dev_address
-from compute.challenge import ready_worker
+from compute.challenge_node import ready_worker
 from compute.checkpoints import registered_checkpoint
+from compute.dispatch import run_job
 from compute.errors import ComputeError, InvalidJob, ProviderFault
-from compute.jobs import ComputeJob, run_job
+from compute.jobs import ComputeJob
 from compute.node import LOCAL_HEALTH_CHECKS
 from compute.placement import node_labels, node_resources
 from compute.ray_private import system_config_args

@@ -42,9 +42,10 @@ sys.path.insert(0, str(REPO))
 
 import torch
 
-from compute.challenge import Challenge, device_checkpoints, gpu_identity, timed_shape
+from compute.challenge import Challenge, timed_shape
+from compute.challenge_node import DeviceProver, device_checkpoints, gpu_identity
 from compute.errors import ComputeError
-from compute.proof import DeviceProver, Prover, check, sample
+from compute.proof import Prover, check, sample
 from compute.reference import normalize_model, precisions, reference_gflops
 
 RESULTS = REPO / "bench" / "results" / "gpu.json"

@@ -37,7 +37,8 @@ from sqlmodel import Session, func, select
 from anvil import AnvilConfig, AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
 from compute.data import synthetic_sequences
-from compute.jobs import ComputeJob, run_job
+from compute.dispatch import run_job
+from compute.jobs import ComputeJob
 from compute.placement import node_labels, node_resources
 from ledger import jobs, stake
 from ledger.chain import connect

@@ -38,7 +38,8 @@ sys.path.insert(0, str(REPO))
 
 import torch
 
-from compute.challenge import Challenge, checkpoints_of
+from compute.challenge import Challenge
+from compute.challenge_node import checkpoints_of
 from compute.proof import (
     CELLS,
     SAMPLES,

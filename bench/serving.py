@@ -55,7 +55,8 @@ def order(batch: int, seconds: float):
 
 def bench_verify(swarm, home: Path, count: int = 20_000) -> dict:
     from ledger import serving
-    from ledger.serving import DigestSigner, Receipt, ReceiptVerifier
+    from ledger.keys import DigestSigner
+    from ledger.serving import Receipt, ReceiptVerifier
     from provider.receipts import ReceiptBook
 
     os.sched_setaffinity(0, {0})  # one core

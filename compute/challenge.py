@@ -1,6 +1,6 @@
-"""The benchmark challenge: from the oracle's random seed a node runs a fixed chain of
-matmul rounds (on its GPU when it has one, else on one CPU core), commits to what it
-computed, and proves it by opening the rows the oracle asks for (`compute.proof`). The
+"""The benchmark challenge, defined and judged: from the oracle's random seed a node runs a
+fixed chain of matmul rounds (on its GPU when it has one, else on one CPU core), commits to
+what it computed, and proves it by opening the rows the oracle asks for (`compute.proof`). The
 oracle times the node itself — from sending the seed to receiving the commitment — and
 judges that throughput against the reference for the GPU model the provider declared.
 
@@ -14,18 +14,15 @@ Exact on any hardware: the matrices hold integers in [0, P) stored as float32, s
 product (≤ 16·16) and every sum (≤ size·256 < 2^24) is an integer float32 represents
 exactly, whatever the summation order, the BLAS or the GPU.
 
-Nothing here imports torch or Ray until a node computes: the oracle uses only the seed's
-matrices (numpy) and the verdict. Only a GPU node's worker imports torch (and Triton, whose
-kernel hashes the commitment where the rounds ran: compute.sha256); a CPU node's computes the
-rounds with numpy's BLAS (`step`, the verifier's own function) and hashes with hashlib, so a
-challenge does not cost the node the seconds of CPU that loading torch takes.
+Here is what the oracle needs — the challenge's shape and its seed's matrices (numpy), one
+round as the verifier recomputes it (`step`), the verdict on the time it took, and what a
+node's account of its hardware is held to — and nothing of a node's side: computing the
+rounds, committing on a device and the worker a site places are `compute.challenge_node`'s.
 """
 
 from __future__ import annotations
 
 import math
-import platform
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,204 +129,6 @@ def step(x: np.ndarray, b: np.ndarray, rounds: int = 1) -> np.ndarray:
     return x
 
 
-# ── the node ──────────────────────────────────────────────────────────────────────
-
-
-def checkpoints_of(challenge: Challenge, device: str = "cpu") -> list[np.ndarray]:
-    """The checkpoints X_stride, X_2·stride, … X_rounds, each size × size uint8, computed on
-    `device` ("cpu" or "cuda"), in the challenge's precision on a GPU that has it (else fp32:
-    the same numbers, slower)."""
-    if device != "cuda":
-        x, b = challenge.first(), challenge.b()
-        out: list[np.ndarray] = []
-        for r in range(1, challenge.rounds + 1):
-            x = step(x, b)
-            if r % challenge.stride == 0:
-                out.append(x.astype(np.uint8))
-        return out
-    return list(device_checkpoints(challenge, device).cpu().numpy())
-
-
-def device_checkpoints(challenge: Challenge, device: str = "cuda") -> Any:
-    """The checkpoints computed on a GPU and kept there: a torch tensor, checkpoints × size ×
-    size uint8, on `device` (what compute.proof.DeviceProver commits to). Asynchronous: the
-    rounds may still be running when it returns."""
-    import torch
-
-    b_gpu = torch.from_numpy(challenge.b()).to(device)
-    x_gpu = torch.from_numpy(challenge.first()).to(device)
-    product = _product(challenge.precision, device, b_gpu)
-    n = challenge.size
-    kept = torch.empty((challenge.checkpoints, n, n), dtype=torch.uint8, device=device)
-    for r in range(1, challenge.rounds + 1):
-        y = torch.fmod(product(x_gpu), P)  # exact: see the module's docstring
-        x_gpu = torch.fmod(y * y * y, P)
-        if r % challenge.stride == 0:
-            kept[r // challenge.stride - 1] = x_gpu
-    return kept
-
-
-def _product(precision: str, device: str, b):
-    """x ↦ x·B, with half-precision inputs on a GPU's tensor cores and fp32 accumulation and
-    output (exact: entries ≤ 16 are exact in bf16 and fp16, sums < 2^24 in fp32), or fp32."""
-    import torch
-
-    half = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    if device != "cuda" or half is None or (half is torch.bfloat16 and not torch.cuda.is_bf16_supported()):
-        return lambda x: x @ b
-    b_half = b.to(half)
-    try:  # mm with out_dtype: cuBLAS's half-input, fp32-output GEMM
-        torch.mm(b_half[:8, :8], b_half[:8, :8], out_dtype=torch.float32)
-    except (TypeError, RuntimeError, NotImplementedError):
-        return lambda x: x @ b
-    return lambda x: torch.mm(x.to(half), b_half, out_dtype=torch.float32)
-
-
-def device_name(device: str) -> str:
-    if device == "cuda":
-        import torch
-
-        return torch.cuda.get_device_name(0)
-    try:  # Linux names the CPU model here; platform.processor() often says only "x86_64"
-        with open("/proc/cpuinfo") as f:
-            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine() or "cpu"
-
-
-class ChallengeWorker:
-    """A node's side of one challenge, as a Ray actor the site places on one of its nodes:
-    readied before the seed is sent (torch loaded, the device warmed, on a GPU the commitment's
-    kernels compiled), then it computes and commits, keeps the checkpoints (on the GPU, where
-    it has one), and opens the rows the oracle asks for."""
-
-    def __init__(self, device: str) -> None:
-        self.device = device
-        self.prover: Any = None  # compute.proof.Prover (or DeviceProver, on a GPU), once committed
-        if device == "cuda":
-            import torch
-
-            from compute.proof import DeviceProver
-
-            warm = torch.ones(64, 64, device=device)
-            (warm @ warm).sum().item()  # cuBLAS handles
-            # Triton compiles the SHA-256 kernels on their first use (tens of seconds the first time
-            # on a machine, then read from its cache): here, before the oracle's clock starts.
-            DeviceProver(Challenge(seed=0, size=8, rounds=1), torch.zeros((1, 8, 8), dtype=torch.uint8,
-                                                                          device=device))
-        else:
-            warm = np.ones((64, 64), dtype=np.float32)
-            float((warm @ warm).sum())  # BLAS threads
-
-    def ready(self, vram_mb: float = 0.0) -> dict[str, Any]:
-        """The node, its device and, on a GPU, what NVML says it is and how much of the
-        declared `vram_mb` this worker could allocate and write."""
-        import ray
-
-        from compute.nvml import gpu_snapshot
-
-        answer = {"node_id": ray.get_runtime_context().get_node_id(), "device": self.device,
-                  "device_name": device_name(self.device), "gpus": gpu_snapshot().gpus}
-        if self.device == "cuda":
-            answer |= {"identity": gpu_identity(), "vram_touched_mb": touch_vram(vram_mb)}
-        return answer
-
-    def commit(self, params: dict[str, Any]) -> dict[str, Any]:
-        """Computes the rounds and commits to them: the Merkle root (hex), with the seconds the
-        rounds (`rounds_s`) and the commitment (`commit_s`) took by this node's own clock — its
-        account of where its time went, which the oracle records but never judges by: it times
-        seed → root itself. A GPU hashes the rows where it computed them (compute.sha256)."""
-        from compute.proof import DeviceProver, Prover
-
-        challenge = Challenge(**params)
-        started = time.perf_counter()
-        if self.device == "cuda":
-            import torch
-
-            checkpoints = device_checkpoints(challenge, self.device)
-            torch.cuda.synchronize()  # the rounds done, not only queued
-            computed = time.perf_counter()
-            self.prover = DeviceProver(challenge, checkpoints)  # the root copied back: the hashing done
-        else:
-            checkpoints = checkpoints_of(challenge)
-            computed = time.perf_counter()
-            self.prover = Prover(challenge, checkpoints)
-        committed = time.perf_counter()
-        return {"root": self.prover.root.hex(), "rounds_s": computed - started,
-                "commit_s": committed - computed}
-
-    def open(self, cells: list[tuple[int, int]]) -> list[dict[str, Any]]:
-        from compute.proof import opening_as_json
-
-        if self.prover is None:
-            raise ComputeError("nothing was committed to on this node: send the seed first.")
-        return [opening_as_json(o) for o in self.prover.open(cells)]
-
-
-def gpu_identity() -> dict[str, Any] | None:
-    """NVML's identity of the GPU this process was given (the first CUDA_VISIBLE_DEVICES entry)."""
-    import os
-
-    from compute.nvml import identity
-
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
-    found = identity(visible)
-    return found.as_dict() if found is not None else None
-
-
-VRAM_SHARE = 0.9  # of the declared VRAM, allocated and written by a challenge's worker
-
-
-def touch_vram(vram_mb: float) -> float:
-    """Allocates VRAM_SHARE of `vram_mb` MiB on the GPU, writes every byte and reads a sample
-    back; the MiB it managed (0 when the allocation failed)."""
-    import torch
-
-    want = int(vram_mb * VRAM_SHARE) << 20
-    if want <= 0:
-        return 0.0
-    try:
-        block = torch.empty(want, dtype=torch.uint8, device="cuda")
-        block.fill_(0xA5)
-        ok = bool((block[:: 1 << 20] == 0xA5).all().item())
-        del block
-        torch.cuda.empty_cache()
-    except torch.cuda.OutOfMemoryError:
-        torch.cuda.empty_cache()
-        return 0.0
-    return want / (1 << 20) if ok else 0.0
-
-
-def ready_worker(provider: str, timeout_s: float, vram_mb: float = 0.0) -> tuple[Any, dict[str, Any]]:
-    """A ChallengeWorker on one of `provider`'s nodes — its GPU when it has GPUs, else one CPU
-    core — and what it says of itself once ready; ProviderFault if none is placed and ready
-    within `timeout_s`. The caller ends it with `ray.kill`."""
-    import ray
-
-    from compute.errors import ProviderFault
-    from compute.placement import provider_capacity, task_options
-
-    use_gpu = provider_capacity(provider).gpus >= 1
-    worker = ray.remote(ChallengeWorker).options(
-        **task_options(provider, num_cpus=1, num_gpus=1 if use_gpu else 0), max_restarts=0,
-    ).remote("cuda" if use_gpu else "cpu")
-    ref = worker.ready.remote(vram_mb)
-    ready, _ = ray.wait([ref], timeout=timeout_s)
-    try:
-        if not ready:
-            raise ProviderFault(provider, f"no node of provider {provider} was free for a challenge within "
-                                          f"{timeout_s:g} s.")
-        return worker, ray.get(ref)
-    except ray.exceptions.RayError as exc:
-        ray.kill(worker)
-        raise ProviderFault(
-            provider, f"the challenge's worker failed to start: {str(exc).splitlines()[0]}"
-        ) from exc
-    except ProviderFault:
-        ray.kill(worker)
-        raise
-
-
 # ── the verdict ───────────────────────────────────────────────────────────────────
 
 
@@ -358,6 +157,9 @@ def judge(challenge: Challenge, seconds: float, declared_model: str) -> Verdict:
     else:
         reason = f"ok: {measured:,.1f} {p} GFLOPS, {ratio:.2f}× the reference for {declared_model}"
     return Verdict(measured, reference, ratio, misdeclared, reason)
+
+
+VRAM_SHARE = 0.9  # of the declared VRAM, allocated and written by a challenge's worker
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from compute.node import (
     stop_session,
     use_auth,
 )
+from compute.placement import node_labels, node_resources
 from core.starting import START_CEILING_S, NotStarted, Starting, StartTimedOut, first_line
 
 MAX_PROVIDERS = 9
@@ -228,8 +229,7 @@ def supervise(home: RayHome, spec: ClusterSpec) -> None:
     """Runs the cluster until SIGTERM or SIGINT. Needs the auth environment set before Ray loads."""
     from ray.cluster_utils import Cluster
 
-    from compute.placement import node_labels, node_resources
-    from compute.ray_private import dashboard_modules, stop_cluster, system_config_args
+    from compute.ray_private import dashboard_modules, stop_cluster, system_config_args  # Ray: after use_auth
 
     head_args = {
         "num_cpus": spec.head_cpus,

@@ -12,6 +12,7 @@ import os
 import torch
 
 from compute.errors import ComputeError
+from core.hardware import cpu_model
 
 
 def task_device(use_gpu: bool) -> torch.device:
@@ -36,9 +37,7 @@ def device_name(device: torch.device) -> str:
     """What the job computed on, as its metrics say it: the GPU's name, or the CPU's model."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    from compute.challenge import device_name as host_device
-
-    return host_device("cpu")
+    return cpu_model()
 
 
 def model_device(model: torch.nn.Module) -> torch.device:

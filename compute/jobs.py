@@ -7,26 +7,21 @@ and read back with the runners' own parsing, so what the market plans (`market.s
 site plans a lease from (`compute.order`) and what the worker in the lease's sandbox reads
 are one structure, checked the same way at every step.
 
-`run_job` validates a built-in job before any Ray work — zero workers, more workers than the
-provider's nodes have — then runs it on that provider's nodes only. A job whose work is one
-process (`runs_in_place`: one task, or a train run of one worker) may instead run `in_place`:
-in the caller's own process, which a lease is, on one of the provider's nodes with the devices
-the job holds.
+This module is the contract alone: it imports no runner and no Ray. Running a job is
+`compute.dispatch`'s, and where its work runs (on the provider's nodes, or in place in a lease's
+process) is `compute.context`'s.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from compute.errors import InvalidJob
-from compute.placement import ProviderCapacity, provider_capacity
 from compute.runners.params import (
     FinetuneParams,
     InferParams,
@@ -167,77 +162,3 @@ def validate(job: ComputeJob) -> None:
         raise InvalidJob(f"job id {job.job_id!r} must be non-empty and contain no '/'.")
     if job.timeout_s <= 0:
         raise InvalidJob(f"timeout must be positive, got {job.timeout_s}.")
-
-
-def check_capacity(job: ComputeJob) -> ProviderCapacity:
-    """Reads the cluster's node table (no tasks): the provider must have room for the workers."""
-    capacity = provider_capacity(job.provider)
-    if capacity.nodes == 0:
-        raise InvalidJob(f"provider {job.provider} has no live nodes in the cluster; it must join first.")
-    if job.workers > capacity.max_workers:
-        raise InvalidJob(
-            f"job {job.job_id} asks for {job.workers} workers but provider {job.provider} has room for "
-            f"{capacity.max_workers} ({capacity.nodes} nodes); ask for at most {capacity.max_workers}."
-        )
-    return capacity
-
-
-Runner = Callable[[ComputeJob], JobResult]
-
-
-_IN_PLACE: ContextVar[str | None] = ContextVar("swarm_in_place", default=None)
-
-
-@contextmanager
-def in_place(provider: str) -> Iterator[None]:
-    """Within it, a job of one of `ONE_TASK_KINDS` runs its task in this process, not as a Ray
-    task pinned to `provider`'s nodes: for a process that already runs on one of them, holding
-    what the job may use, and that something outside stops at the job's time. That is a lease:
-    its sandbox on the node the site placed it on, timed and limited, with no Ray of its own
-    to start for one task."""
-    token = _IN_PLACE.set(provider)
-    try:
-        yield
-    finally:
-        _IN_PLACE.reset(token)
-
-
-def runs_in_place(job: ComputeJob) -> bool:
-    """Whether a lease runs `job` in its own process, with no Ray to start: a one-task kind, or a
-    train run of one worker (`compute.runners.train.one_process`)."""
-    if job.kind in ONE_TASK_KINDS:
-        return True
-    if job.kind != TrainParams.KIND:
-        return False
-    from compute.runners.train import one_process
-
-    return one_process(job)
-
-
-def in_place_provider() -> str | None:
-    """The provider whose node this process is, within `in_place`; None elsewhere."""
-    return _IN_PLACE.get()
-
-
-def run_job(job: ComputeJob) -> JobResult:
-    """Validates a built-in `job`, then runs it on its provider's nodes and returns its result.
-    Only the runner of its kind is imported (finetune's brings in peft, tune's Ray Tune and
-    Optuna). A `ray` job is a buyer's program, which runs in a lease (`provider.lease.worker`)."""
-    import importlib
-
-    if job.kind not in BUILT_IN:
-        raise InvalidJob(
-            f"job {job.job_id} is a {job.kind} job, which runs in a lease, not on a cluster's nodes."
-        )
-    validate(job)
-    here = in_place_provider()
-    if here is None:
-        check_capacity(job)
-    elif here != job.provider or not runs_in_place(job):
-        raise InvalidJob(
-            f"job {job.job_id} is a {job.kind} job of {job.workers} worker(s) for {job.provider}; only "
-            f"{' and '.join(ONE_TASK_KINDS)} jobs and train jobs of one worker run in place, on their "
-            "provider's node."
-        )
-    run: Runner = importlib.import_module(f"compute.runners.{job.kind}").run
-    return run(job)

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from compute.errors import ComputeError
+from compute.placement import LABEL, node_labels, node_resources
 from core.starting import START_CEILING_S, Starting, wait_until
 
 # A node that registers with its head is waited for while its process lives and starts, up to
@@ -144,7 +145,7 @@ def use_auth(home: RayHome) -> None:
     os.environ.pop("RAY_AUTH_TOKEN", None)
     os.environ.update({k: env[k] for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN_PATH")})
     if "ray" in sys.modules:
-        from compute.ray_private import reload_auth_settings
+        from compute.ray_private import reload_auth_settings  # Ray: see the module's docstring
 
         reload_auth_settings()
 
@@ -199,7 +200,7 @@ def _gcs_client(home: RayHome, address: str):
     use_auth(home)
     from ray.exceptions import AuthenticationError
 
-    from compute.ray_private import gcs_client
+    from compute.ray_private import gcs_client  # Ray: after use_auth
 
     try:
         return gcs_client(address)
@@ -212,8 +213,7 @@ def _gcs_client(home: RayHome, address: str):
 def _read_nodes(gcs, address: str) -> list[RayNode]:
     from ray.exceptions import RpcError
 
-    from compute.placement import LABEL
-    from compute.ray_private import gcs_nodes
+    from compute.ray_private import gcs_nodes  # Ray: after use_auth
 
     try:
         infos = gcs_nodes(gcs, timeout_s=_GCS_TIMEOUT_S)
@@ -377,8 +377,6 @@ def leave(home: RayHome, provider: str, timeout: float = LEAVE_TIMEOUT_S) -> Joi
 
 
 def _ray_start_command(address: str, spec: NodeSpec, bound: Binding | None = None) -> list[str]:
-    from compute.placement import node_labels, node_resources
-
     labels = ",".join(f"{k}={v}" for k, v in node_labels(spec.provider).items())
     return [
         str(Path(sys.executable).with_name("ray")), "start", "--block",

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from compute.catalog import MODEL_NAMES
+from compute.dataplane import join
 from compute.errors import InvalidJob
 from compute.jobs import PARAMS, ComputeJob, Params
 from compute.runners.params import RAY_PARAMS, Located, Pinned, ProgramParams, Scope, TuneParams, located
@@ -147,8 +148,6 @@ class Order:
 
     def result_location(self, namespace: str, job_id: int) -> str | None:
         """Where the result of this order's job `job_id` goes: `<output>/<compute job id>`."""
-        from compute.dataplane import join
-
         return join(self.output, namespace + str(job_id)) if self.output else None
 
     def run_seconds(self, now: float) -> float:

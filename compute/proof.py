@@ -1,6 +1,6 @@
 """The benchmark challenge as a proof of work the oracle checks without redoing it.
 
-The node computes the challenge's rounds (`compute.challenge`): X_r = (X_{r-1}·B mod P)³ mod P
+A node computes the challenge's rounds (`compute.challenge_node`): X_r = (X_{r-1}·B mod P)³ mod P
 from B and X₀ that the seed gives. It commits to every checkpoint (every `stride`-th round)
 at once — a sha256 Merkle root whose leaves are the checkpoints' rows — and the oracle's
 clock stops when the root arrives. Only then does the oracle name the cells it will check
@@ -21,6 +21,10 @@ with P^-(32n).
 The oracle's cost is making B (n² bytes from the seed), 32·stride row products (n² each) and
 hashing 64 rows with their paths: at 2048 × 32 about 0.0014 of the node's work
 (bench/proof.py). What the node sends is as small: 64 rows and their paths.
+
+Everything here is numpy and hashlib, what the oracle needs: the commitment's definition (the
+leaves, the tree, `Prover` on the host), the openings on the wire, the sample and the check. A
+GPU node's commitment, hashed on its device, is `compute.challenge_node.DeviceProver`.
 """
 
 from __future__ import annotations
@@ -55,12 +59,12 @@ class ProofError(ComputeError):
 def leaf(challenge: Challenge, checkpoint: int, row: int, data: bytes) -> bytes:
     """A row's Merkle leaf: the challenge (seed, size, rounds, stride), which checkpoint
     (1-based) and row it is, and the row's bytes."""
-    digest = hashlib.sha256(_leaf_tag(challenge) + checkpoint.to_bytes(8, "big") + row.to_bytes(8, "big"))
+    digest = hashlib.sha256(leaf_tag(challenge) + checkpoint.to_bytes(8, "big") + row.to_bytes(8, "big"))
     digest.update(data)
     return digest.digest()
 
 
-def _leaf_tag(challenge: Challenge) -> bytes:
+def leaf_tag(challenge: Challenge) -> bytes:
     """What every leaf of the challenge begins with: LEAF_TAG, the seed, size, rounds and stride."""
     c = challenge
     return LEAF_TAG + b"".join(v.to_bytes(8, "big") for v in (c.seed, c.size, c.rounds, c.stride))
@@ -68,7 +72,7 @@ def _leaf_tag(challenge: Challenge) -> bytes:
 
 def _checkpoint_leaves(challenge: Challenge, checkpoint: int, rows: np.ndarray) -> list[bytes]:
     """`leaf` of every row of one checkpoint (n × n uint8), the header hashed once and copied."""
-    header = hashlib.sha256(_leaf_tag(challenge) + checkpoint.to_bytes(8, "big"))
+    header = hashlib.sha256(leaf_tag(challenge) + checkpoint.to_bytes(8, "big"))
     n, data = rows.shape[1], memoryview(rows.tobytes())
     leaves = []
     for i in range(rows.shape[0]):
@@ -141,8 +145,8 @@ class Opening:
 
 
 class Prover:
-    """A node's side: the checkpoints committed to, and opened on request. A CPU node's, with
-    hashlib; a GPU node's is DeviceProver."""
+    """The checkpoints committed to on the host, with hashlib, and opened on request: a CPU
+    node's commitment, and the root a GPU node's (`compute.challenge_node.DeviceProver`) must equal."""
 
     def __init__(self, challenge: Challenge, checkpoints: list[np.ndarray]) -> None:
         n = challenge.size
@@ -165,96 +169,13 @@ class Prover:
         def row(index: int) -> bytes:
             return self.checkpoints[index // n][index % n].tobytes()
 
-        return _openings(self.challenge, cells, row, lambda index: _path(self.levels, index))
+        return open_cells(self.challenge, cells, row, lambda index: _path(self.levels, index))
 
 
-class DeviceProver:
-    """A GPU node's side: the checkpoints committed to on the device that computed them. Each
-    row's leaf and the tree above are hashed there (compute.sha256), to the root `Prover`
-    would give; only the root, and then the rows opened with their paths, leave the device."""
-
-    def __init__(self, challenge: Challenge, checkpoints: Any) -> None:
-        """`checkpoints`: a torch tensor, checkpoints × size × size uint8, on its device."""
-        from compute import sha256
-
-        n = challenge.size
-        if tuple(checkpoints.shape) != (challenge.checkpoints, n, n):
-            raise ValueError(
-                f"a proof of this challenge needs {challenge.checkpoints} checkpoints of {n}×{n}"
-            )
-        self.challenge = challenge
-        self.checkpoints = checkpoints
-        self.levels = sha256.merkle_levels(sha256.digest_words(_leaf_messages(challenge, checkpoints)))
-        (self.root,) = sha256.to_host(self.levels[-1])
-
-    def open(self, cells: list[tuple[int, int]]) -> list[Opening]:
-        import torch
-
-        n = self.challenge.size
-        wanted = sorted({(k - 1) * n + i for k, i in cells} | {(k - 2) * n + i for k, i in cells if k > 1})
-        inside = [index for index in wanted if 0 <= index < self.challenge.checkpoints * n]
-        at = torch.tensor(inside, dtype=torch.long, device=self.checkpoints.device)
-        rows = self.checkpoints.reshape(-1, n)[at].cpu().numpy()  # only the rows opened leave the device
-        data = {index: row.tobytes() for index, row in zip(inside, rows)}
-        paths = _device_paths(self.levels, inside)
-        return _openings(self.challenge, cells, data.__getitem__, paths.__getitem__)
-
-
-def _leaf_messages(challenge: Challenge, checkpoints: Any) -> Any:
-    """Every row's leaf message, on the checkpoints' device, as `leaf` hashes it — the header
-    (LEAF_TAG, the challenge, the checkpoint, the row) and the row's bytes — in the padded
-    buffer compute.sha256 hashes."""
-    import torch
-
-    from compute import sha256
-
-    count, n = challenge.checkpoints * challenge.size, challenge.size
-    device = checkpoints.device
-    tag = _leaf_tag(challenge)
-    start = len(tag) + 16  # the row's bytes, after the tag, the checkpoint and the row
-    buffer = sha256.padded(count, start + n, device)
-    buffer[:, :len(tag)] = torch.tensor(list(tag), dtype=torch.uint8).to(device)
-    checkpoint = torch.arange(1, challenge.checkpoints + 1, device=device).repeat_interleave(n)
-    row = torch.arange(n, device=device).repeat(challenge.checkpoints)
-    buffer[:, len(tag):len(tag) + 8] = _big_endian(checkpoint)
-    buffer[:, len(tag) + 8:start] = _big_endian(row)
-    buffer[:, start:start + n] = checkpoints.reshape(count, n)
-    return buffer
-
-
-def _big_endian(values: Any) -> Any:
-    """Non-negative int64 values (a torch tensor) as 8 big-endian bytes each."""
-    import torch
-
-    shifts = torch.arange(56, -1, -8, device=values.device)
-    return ((values[:, None] >> shifts) & 0xFF).to(torch.uint8)
-
-
-def _device_paths(levels: list[Any], indices: list[int]) -> dict[int, list[bytes]]:
-    """The Merkle path (`_path`) of each leaf index, from a tree on the device: the siblings
-    each level holds, copied to the host one level at a time."""
-    import torch
-
-    from compute import sha256
-
-    paths: dict[int, list[bytes]] = {index: [] for index in indices}
-    for depth, level in enumerate(levels[:-1]):
-        width = level.shape[1]
-        siblings = {index: (index >> depth) ^ 1 for index in indices}
-        present = sorted({s for s in siblings.values() if s < width})
-        if not present:
-            continue
-        at = torch.tensor(present, dtype=torch.long, device=level.device)
-        found = dict(zip(present, sha256.to_host(level[:, at])))
-        for index, sibling in siblings.items():
-            if sibling < width:
-                paths[index].append(found[sibling])
-    return paths
-
-
-def _openings(challenge: Challenge, cells: list[tuple[int, int]], row: Callable[[int], bytes],
-              path: Callable[[int], list[bytes]]) -> list[Opening]:
-    """The cells opened, given a leaf's row (`row`) and Merkle path (`path`) by its index."""
+def open_cells(challenge: Challenge, cells: list[tuple[int, int]], row: Callable[[int], bytes],
+               path: Callable[[int], list[bytes]]) -> list[Opening]:
+    """The cells opened, given a leaf's row (`row`) and Merkle path (`path`) by its index: how
+    every prover, on the host or on a device, answers the oracle's sample."""
     n, opened = challenge.size, []
     for k, i in cells:
         if not (1 <= k <= challenge.checkpoints and 0 <= i < n):

@@ -9,7 +9,11 @@ randomness: greedy decoding, the model in eval mode, so the oracle's run of the 
 the same input gives the same answer, up to float rounding.
 
 `BatchTuner` adapts `@serve.batch`'s size and wait to the load the replica sees (see its
-docstring); `compute.runners.serve` puts the deployment and its ingress together."""
+docstring); `compute.runners.serve` puts the deployment and its ingress together.
+
+torch, transformers and the modules that load a model (`compute.hf`, `compute.models`, the
+infer runner) are imported where a model is loaded or run: the oracle's canaries and a lease's
+ingress import this module for a request's shape alone."""
 
 from __future__ import annotations
 
@@ -133,7 +137,7 @@ class TextClassifier(Predictor):
     """A transformers sequence classifier: the input is a text, the output its logits."""
 
     def __init__(self, directory: str) -> None:
-        from compute import hf
+        from compute import hf  # torch: see the module's docstring
 
         self.model, self.tokenizer = hf.load(directory)
         self.name = "transformers:" + str(self.model.config.model_type)
@@ -148,7 +152,7 @@ class TextClassifier(Predictor):
     def __call__(self, inputs: list[Any]) -> list[dict[str, Any]]:
         import torch
 
-        from compute import hf
+        from compute import hf  # torch: see the module's docstring
 
         with torch.no_grad():
             logits = hf.logits(self.model, self.tokenizer, list(inputs), batch_size=len(inputs))
@@ -171,7 +175,7 @@ class Generator(Predictor):
     def __init__(self, directory: str, max_tokens: int) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from compute import hf
+        from compute import hf  # torch: see the module's docstring
 
         found = hf.find(directory)
         if found is None:
@@ -232,6 +236,7 @@ def load_predictor(params: ServeParams, seed: int) -> Predictor:
     """The lease's model, as its replicas and the oracle's canaries load it."""
     import torch
 
+    # torch, and Ray with the infer runner: see the module's docstring.
     from compute import hf
     from compute.models import build_model
     from compute.runners.infer import load_for_inference

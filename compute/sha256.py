@@ -1,4 +1,4 @@
-"""SHA-256 on a GPU, for the challenge's commitment (compute.proof.DeviceProver): a Triton
+"""SHA-256 on a GPU, for the challenge's commitment (compute.challenge_node.DeviceProver): a Triton
 kernel hashes a batch of equal-length messages, one message per lane, so that a GPU node
 hashes every row it commits to, and the Merkle tree above them, on the device that computed
 them, and only the root leaves it.

@@ -1,10 +1,12 @@
 """The hardware a provider declares: the GPU models Swarm knows, by the names the chain's
 hardware spec carries (`ledger.stake.HardwareSpec`) and the oracle's references are kept under
-(`compute.reference`, one figure per model and precision), and `cpu` for a machine without one."""
+(`compute.reference`, one figure per model and precision), and `cpu` for a machine without one;
+and the CPU model of the machine this runs on, as a job's metrics and a challenge's worker name it."""
 
 from __future__ import annotations
 
 import itertools
+import platform
 import re
 
 GPU_MODELS = ("H100", "H200", "A100", "L40S", "L4", "RTX4090", "A10", "T4", "V100")
@@ -23,3 +25,12 @@ def model_of(name: str) -> str | None:
         if candidate in GPU_MODELS:
             return candidate
     return None
+
+
+def cpu_model() -> str:
+    """This machine's CPU model, as the kernel names it ("AMD EPYC 7763 64-Core Processor")."""
+    try:  # Linux names the CPU model here; platform.processor() often says only "x86_64"
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine() or "cpu"

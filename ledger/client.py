@@ -94,7 +94,7 @@ class Swarm:
     # ── senders and reads ────────────────────────────────────────────────────
     def sender(self, key: bytes) -> Sender:
         """The one sender for `key` (so its nonces stay in order)."""
-        from ledger.tx import Sender
+        from ledger.tx import Sender  # web3 and eth-account: the instant reads (`token balance`) never send
 
         fresh = Sender(self.chain, key, self.decoder)
         return self._senders.setdefault(fresh.address, fresh)

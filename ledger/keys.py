@@ -1,10 +1,15 @@
-"""Encrypted keystores (eth-account, Web3 Secret Storage) under $SWARM_HOME/keys.
+"""Keys: encrypted keystores (eth-account, Web3 Secret Storage) under $SWARM_HOME/keys, and a
+key's primitives for signing raw digests fast (`DigestSigner`, `recover`).
 
 One file per key, `<checksummed address>.json` (mode 0600, in a 0700 directory), holding
 the standard encrypted keystore JSON plus an optional unique "name". The key is encrypted
 with eth-account's default KDF (scrypt, n = 2**18, about half a second per encryption or
 decryption); `kdf_iterations` sets a lighter scrypt n for tests only. Nothing here prints,
 logs or returns a private key except `Keystore.unlock`.
+
+A digest is signed and recovered with libsecp256k1 (coincurve), not eth-account: serving's
+receipts and vouchers (`ledger.serving`) are signed and checked by the thousand, and a
+transaction's sender hands its key over as a `DigestSigner` (`ledger.tx.Sender.digest_signer`).
 """
 
 from __future__ import annotations
@@ -18,12 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sha3 import keccak_256
+
 from ledger.abi import is_hex_address, to_checksum_address
 from ledger.errors import InvalidInput, SwarmError
 from ledger.units import parse_address
 
 NAME_PATTERN = re.compile(r"(?!0[xX])[A-Za-z0-9_-]{1,32}")  # never mistaken for an address
 _HEX_KEY = re.compile(r"(?:0x)?([0-9a-fA-F]{64})")
+SIGNATURE_BYTES = 65  # r, s and v, as Ethereum writes a signature
+SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0  # the highest low s
 
 
 class WrongPassword(SwarmError):
@@ -32,6 +41,10 @@ class WrongPassword(SwarmError):
 
 class CorruptKeystore(SwarmError):
     """A keystore file cannot be read or does not hold the key its name promises."""
+
+
+class InvalidSignature(InvalidInput):
+    """A signature that is malformed or not the claimed signer's."""
 
 
 @dataclass(frozen=True)
@@ -239,3 +252,45 @@ def _why(exc: Exception) -> str:
     if isinstance(exc, KeyError):
         return f"no {exc.args[0]!r} field"
     return " ".join(str(exc).split()) or type(exc).__name__
+
+
+# ── a key's signatures over raw digests ──────────────────────────────────────────
+
+
+class DigestSigner:
+    """Signs 32-byte digests with one key, as Ethereum expects (r, s, v with v 27 or 28, low s)."""
+
+    def __init__(self, key: bytes) -> None:
+        from coincurve import PrivateKey
+
+        self._key = PrivateKey(bytes(key))
+        self.address = address_of_public_key(self._key.public_key.format(compressed=False))
+
+    def __repr__(self) -> str:  # never show the key
+        return f"DigestSigner({self.address})"
+
+    def sign(self, digest: bytes) -> bytes:
+        signature = self._key.sign_recoverable(digest, hasher=None)  # r, s, recovery id
+        return signature[:64] + bytes([27 + signature[64]])
+
+
+def address_of_public_key(public_key: bytes) -> str:
+    """The checksummed address of an uncompressed secp256k1 public key (65 bytes, 0x04 first)."""
+    return to_checksum_address(keccak_256(public_key[1:]).digest()[12:])
+
+
+def recover(digest: bytes, signature: bytes) -> str:
+    """The address whose key made `signature` over `digest`; a malformed or high-s signature
+    raises InvalidSignature (the escrow's OpenZeppelin ECDSA refuses those too)."""
+    from coincurve import PublicKey
+
+    if len(signature) != SIGNATURE_BYTES or signature[64] not in (27, 28):
+        raise InvalidSignature("the signature is not 65 bytes ending in 27 or 28.")
+    if int.from_bytes(signature[32:64], "big") > SECP256K1_HALF_N:
+        raise InvalidSignature("the signature's s is in the upper half of the curve's order.")
+    try:
+        public = PublicKey.from_signature_and_message(signature[:64] + bytes([signature[64] - 27]), digest,
+                                                      hasher=None)
+    except Exception:  # noqa: BLE001 — libsecp256k1 says only that it failed
+        raise InvalidSignature("the signature recovers no key.") from None
+    return address_of_public_key(public.format(compressed=False))

@@ -25,6 +25,8 @@ from ledger import stake
 from ledger.client import Swarm
 from ledger.config import Settings
 from ledger.errors import InvalidInput, SwarmError
+from ledger.indexer.rewards import reward_leaf
+from ledger.reader import read_ledger
 from ledger.signer import open_signer
 from ledger.specs import load_spec, store_spec
 from ledger.stake import HardwareSpec, ProviderInfo
@@ -278,9 +280,9 @@ class Provider:
     # ── rewards ───────────────────────────────────────────────────────────────
     def claim(self) -> Claimed:
         """Claims every reward finalized so far, with one Merkle proof from the ledger database."""
+        # numpy and SQLAlchemy: `swarm provider status` imports this module and must answer at once.
         from ledger import rewards
         from ledger.db import open_session
-        from ledger.indexer.rewards import reward_leaf
         from ledger.merkle import verify
 
         sender = self._signer()
@@ -335,9 +337,6 @@ class Provider:
 
     def _claimable(self, who: str) -> int | None:
         """Finalized cumulative rewards in the ledger less what was claimed on chain; None if not indexed."""
-        from ledger.indexer.rewards import reward_leaf
-        from ledger.reader import read_ledger
-
         try:
             with read_ledger(self.settings) as ledger:  # plain SQL: status loads no ORM
                 if ledger is None:

@@ -86,7 +86,7 @@ def read_ledger(settings: Settings) -> Iterator[Reader | None]:
         finally:
             connection.close()
         return
-    from ledger.db import database_errors, open_engine
+    from ledger.db import database_errors, open_engine  # SQLAlchemy: the SQLite file above is read without it
 
     engine = open_engine(url)
     try:

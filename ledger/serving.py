@@ -7,7 +7,8 @@ aggregates receipts into a `Voucher` the buyer signs, whose `cumulative` only gr
 pays the provider `cumulative − redeemed` in one transaction, however many requests it covers.
 
 Signing and checking use libsecp256k1 (coincurve) on a digest packed by hand, so one core checks
-tens of thousands of receipts a second (bench/serving.py)."""
+tens of thousands of receipts a second (bench/serving.py); the key's side, `DigestSigner` and
+`recover`, is `ledger.keys`'s."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING
 from sha3 import keccak_256 as _keccak_256
 
 from ledger.errors import InvalidInput
+from ledger.keys import SECP256K1_HALF_N, SIGNATURE_BYTES, DigestSigner, InvalidSignature, recover
 from ledger.permit import Allowance, prepare_spend
 from ledger.units import parse_address
 
@@ -34,8 +36,6 @@ DOMAIN_VERSION = "1"
 MAX_UINT128 = 2**128 - 1
 MAX_UINT64 = 2**64 - 1
 MAX_NONCE = 2**256 - 1
-SIGNATURE_BYTES = 65
-_SECP256K1_HALF_N = 0x7FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFF5D576E7357A4501DDFE92F46681B20A0
 
 
 def keccak(data: bytes) -> bytes:
@@ -46,10 +46,6 @@ RECEIPT_TYPEHASH = keccak(b"Receipt(address provider,uint128 amount,uint256 nonc
 VOUCHER_TYPEHASH = keccak(b"Voucher(address buyer,address provider,uint128 cumulative)")
 _DOMAIN_TYPEHASH = keccak(
     b"EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)")
-
-
-class InvalidSignature(InvalidInput):
-    """A signature that is malformed or not the claimed signer's."""
 
 
 def _word(value: int) -> bytes:
@@ -172,49 +168,6 @@ def _check_receipt_fields(receipt: Receipt) -> None:
                            f"{len(receipt.signature)}.")
 
 
-# ── keys ─────────────────────────────────────────────────────────────────────
-
-
-class DigestSigner:
-    """Signs 32-byte digests with one key, as Ethereum expects (r, s, v with v 27 or 28, low s)."""
-
-    def __init__(self, key: bytes) -> None:
-        from coincurve import PrivateKey
-
-        self._key = PrivateKey(bytes(key))
-        self.address = address_of(self._key.public_key.format(compressed=False))
-
-    def __repr__(self) -> str:  # never show the key
-        return f"DigestSigner({self.address})"
-
-    def sign(self, digest: bytes) -> bytes:
-        signature = self._key.sign_recoverable(digest, hasher=None)  # r, s, recovery id
-        return signature[:64] + bytes([27 + signature[64]])
-
-
-def address_of(public_key: bytes) -> str:
-    from ledger.abi import to_checksum_address
-
-    return to_checksum_address(keccak(public_key[1:])[12:])
-
-
-def recover(digest: bytes, signature: bytes) -> str:
-    """The address whose key made `signature` over `digest`; a malformed or high-s signature
-    raises InvalidSignature (the escrow's OpenZeppelin ECDSA refuses those too)."""
-    from coincurve import PublicKey
-
-    if len(signature) != SIGNATURE_BYTES or signature[64] not in (27, 28):
-        raise InvalidSignature("the signature is not 65 bytes ending in 27 or 28.")
-    if int.from_bytes(signature[32:64], "big") > _SECP256K1_HALF_N:
-        raise InvalidSignature("the signature's s is in the upper half of the curve's order.")
-    try:
-        public = PublicKey.from_signature_and_message(signature[:64] + bytes([signature[64] - 27]), digest,
-                                                      hasher=None)
-    except Exception:  # noqa: BLE001 — libsecp256k1 says only that it failed
-        raise InvalidSignature("the signature recovers no key.") from None
-    return address_of(public.format(compressed=False))
-
-
 def sign_receipt(signer: DigestSigner, domain: Domain, provider: str, amount: int,
                  nonce: int | None = None, timestamp: int | None = None) -> Receipt:
     """A receipt for one request to `provider`, with a random nonce and the current second."""
@@ -264,7 +217,7 @@ class ReceiptVerifier:
         otherwise."""
         signature = receipt.signature
         if len(signature) != SIGNATURE_BYTES or signature[64] not in (27, 28) \
-                or int.from_bytes(signature[32:64], "big") > _SECP256K1_HALF_N:
+                or int.from_bytes(signature[32:64], "big") > SECP256K1_HALF_N:
             raise InvalidSignature("the signature is not 65 bytes of low s ending in 27 or 28.")
         digest = self.digest(receipt.amount, receipt.nonce, receipt.timestamp)
         known = self._keys.get(receipt.buyer)

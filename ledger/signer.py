@@ -7,8 +7,10 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from anvil import dev_account
 from ledger.client import Swarm
 from ledger.errors import SwarmError
+from ledger.keys import Keystore
 
 if TYPE_CHECKING:
     from ledger.tx import Sender
@@ -19,9 +21,6 @@ def open_signer(swarm: Swarm, home: Path, account: int | None = None, key: str |
     """The sender for anvil's dev account `account` (devnets only) or the keystore `key` in
     `home`/keys (its name or address, unlocked with `password` or SWARM_KEY_PASSWORD); None,
     for an API that only reads, when given neither."""
-    from anvil import dev_account
-    from ledger.keys import Keystore
-
     if account is not None and key is not None:
         raise SwarmError("Give either an account or a key, not both.")
     if account is not None:

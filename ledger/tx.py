@@ -7,7 +7,7 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from eth_account import Account
 from eth_account.signers.local import LocalAccount
@@ -17,9 +17,7 @@ from web3.exceptions import ContractLogicError, TransactionNotFound, Web3RPCErro
 
 from ledger.chain import Chain, with_retries
 from ledger.errors import ErrorDecoder, SwarmError, TransactionFailed
-
-if TYPE_CHECKING:
-    from ledger.serving import DigestSigner
+from ledger.keys import DigestSigner
 
 GAS_MARGIN = 1.2  # estimates are exact for the simulated state; leave room for drift
 RECEIPT_TIMEOUT = 120
@@ -68,8 +66,6 @@ class Sender:
 
     def digest_signer(self) -> DigestSigner:
         """This key as a fast signer of raw digests: serving's receipts and vouchers."""
-        from ledger.serving import DigestSigner
-
         return DigestSigner(bytes(self._account.key))
 
     def simulate(self, fn: ContractFunction) -> Any:

@@ -3,7 +3,7 @@
 
 A CPU node answers the challenge on one core: its worker makes B and X₀ from the seed,
 computes the rounds with numpy's BLAS and commits to the checkpoints. This runs that same
-worker (compute.challenge.ChallengeWorker) on one core of this machine — BLAS held to one
+worker (compute.challenge_node.ChallengeWorker) on one core of this machine — BLAS held to one
 thread, as Ray holds a worker given one CPU — at the oracle's challenge size, and writes the
 median of RUNS runs to compute.reference.CPU_MEASUREMENT, against which the oracle judges CPU
 nodes (× CPU_MARGIN). A run has ROUNDS rounds, not the configured 32: a round costs the same
@@ -47,7 +47,8 @@ def measure(size: int, rounds: int = ROUNDS, runs: int = RUNS) -> CpuMeasurement
     root as the oracle times a node, on one BLAS thread."""
     from threadpoolctl import threadpool_limits
 
-    from compute.challenge import Challenge, ChallengeWorker, device_name
+    from compute.challenge import Challenge
+    from compute.challenge_node import ChallengeWorker, device_name
 
     figures = []
     with threadpool_limits(limits=1):

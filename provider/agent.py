@@ -381,7 +381,8 @@ class Site:
     def challenge_ready(
         self, params: dict[str, Any], timeout_s: float, vram_mb: float = 0.0
     ) -> dict[str, Any]:
-        from compute.challenge import Challenge, ready_worker
+        from compute.challenge import Challenge
+        from compute.challenge_node import ready_worker
         from compute.errors import ProviderFault
 
         Challenge(seed=0, **params)  # the size, rounds and stride are valid (else ComputeError)

@@ -38,7 +38,8 @@ from pathlib import Path
 from core.errors import Refused
 from core.local_store import StoreSchema, open_store
 from ledger.errors import InvalidInput
-from ledger.serving import Account, Domain, InvalidSignature, Receipt, ReceiptVerifier, Voucher, check_voucher
+from ledger.keys import InvalidSignature
+from ledger.serving import Account, Domain, Receipt, ReceiptVerifier, Voucher, check_voucher
 
 RECEIPT_TTL_S = 120  # a receipt older than this, by its own timestamp, is expired
 CLOCK_SKEW_S = 30  # one dated further ahead than this is refused too

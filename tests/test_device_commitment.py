@@ -1,4 +1,4 @@
-"""A GPU node's commitment, hashed where the rounds ran (compute.sha256, compute.proof.DeviceProver):
+"""A GPU node's commitment, hashed where the rounds ran (compute.sha256, compute.challenge_node.DeviceProver):
 the Triton kernel's SHA-256 is hashlib's for every message, and the tree built on the device has
 the root the hashlib Prover gives, so the oracle's check is unchanged.
 
@@ -21,8 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compute.challenge import Challenge, checkpoints_of
-from compute.proof import DeviceProver, Prover, check, leaf, opening_from_json, root_from_hex, sample
+from compute.challenge import Challenge
+from compute.challenge_node import DeviceProver, checkpoints_of
+from compute.proof import Prover, check, leaf, opening_from_json, root_from_hex, sample
 
 pytestmark = pytest.mark.light
 
@@ -110,7 +111,7 @@ def test_the_compiled_kernels_take_their_block_and_shifts_as_compile_time_consta
 @pytest.mark.gpu
 def test_on_cuda_every_row_of_a_2048_by_8_challenge_hashes_as_hashlib_to_the_same_root() -> None:
     from compute import sha256
-    from compute.challenge import device_checkpoints
+    from compute.challenge_node import device_checkpoints
 
     challenge = Challenge(seed=secrets.randbits(63), size=2048, rounds=8, precision="bf16")
     checkpoints = device_checkpoints(challenge)
@@ -124,7 +125,7 @@ def test_on_cuda_every_row_of_a_2048_by_8_challenge_hashes_as_hashlib_to_the_sam
 
 @pytest.mark.gpu
 def test_a_cuda_worker_answers_with_its_root_and_timings_and_its_openings_pass() -> None:
-    from compute.challenge import ChallengeWorker
+    from compute.challenge_node import ChallengeWorker
 
     challenge = Challenge(seed=secrets.randbits(63), size=2048, rounds=8, precision="bf16")
     worker = ChallengeWorker("cuda")  # the actor's class, in this process: no Ray needed to commit

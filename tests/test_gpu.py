@@ -16,16 +16,8 @@ import numpy as np
 import pytest
 
 from anvil import dev_account
-from compute.challenge import (
-    VRAM_SHARE,
-    Challenge,
-    Declared,
-    checkpoints_of,
-    gpu_identity,
-    identity_problem,
-    ready_worker,
-    touch_vram,
-)
+from compute.challenge import VRAM_SHARE, Challenge, Declared, identity_problem
+from compute.challenge_node import checkpoints_of, gpu_identity, ready_worker, touch_vram
 from compute.proof import check, opening_from_json, root_from_hex, sample
 from compute.reference import normalize_model
 
@@ -118,7 +110,8 @@ def test_a_challenge_worker_on_a_gpu_node_proves_a_bf16_challenge(gpu_node) -> N
 
 def test_train_finetune_infer_and_tune_run_on_cuda(gpu_node, tmp_path: Path) -> None:
     from compute.data import load_dataset
-    from compute.jobs import ComputeJob, run_job
+    from compute.dispatch import run_job
+    from compute.jobs import ComputeJob
 
     def job(job_id: str, kind: str, **params) -> ComputeJob:
         return ComputeJob.of(

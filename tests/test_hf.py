@@ -13,8 +13,9 @@ import torch
 
 from compute import hf
 from compute.data import write_reviews
+from compute.dispatch import run_job
 from compute.errors import InvalidJob
-from compute.jobs import ComputeJob, run_job
+from compute.jobs import ComputeJob
 from compute.manifest import OUTPUT_DIR, result_hash
 from tests.ray_cluster import PROVIDER_B, PROVIDER_C
 

@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from sqlmodel import Session, select
 
 from anvil import dev_account
-from compute.challenge import Challenge, P, checkpoints_of, timed_shape
+from compute.challenge import Challenge, P, timed_shape
+from compute.challenge_node import checkpoints_of
 from compute.proof import Prover, opening_as_json
 from compute.reference import reference_gflops
 from ledger import stake

@@ -15,11 +15,23 @@ from pathlib import Path
 
 import pytest
 from eth_account import Account
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from anvil import RpcClient, dev_account
 from ledger.client import Swarm
 from ledger.errors import InvalidInput, SwarmError
-from ledger.keys import CorruptKeystore, KeyInfo, Keystore, WrongPassword
+from ledger.keys import (
+    SECP256K1_HALF_N,
+    CorruptKeystore,
+    DigestSigner,
+    InvalidSignature,
+    KeyInfo,
+    Keystore,
+    WrongPassword,
+    address_of,
+    recover,
+)
 from ledger.units import ONE
 from tests.conftest import CliResult, one_line_error
 
@@ -224,6 +236,35 @@ def test_reprs_hold_no_key(store: Keystore) -> None:
     for shown in (repr(info), repr(store), repr(store.list()), str(info.as_dict())):
         assert KEY not in shown.lower()
     assert isinstance(info, KeyInfo)
+    assert KEY not in repr(DigestSigner(bytes.fromhex(KEY))).lower()
+
+
+SECP256K1_N = 2 * SECP256K1_HALF_N + 1
+
+
+@settings(max_examples=50, deadline=None)
+@given(secret=st.integers(1, SECP256K1_N - 1), digest=st.binary(min_size=32, max_size=32))
+def test_a_digest_signer_signs_as_eth_account_does_and_recovers_to_its_keys_address(
+    secret: int, digest: bytes
+) -> None:
+    key = secret.to_bytes(32, "big")
+    signer = DigestSigner(key)
+    signature = signer.sign(digest)
+    assert signer.address == address_of(key)
+    assert signature == bytes(Account.unsafe_sign_hash(digest, key).signature)
+    assert int.from_bytes(signature[32:64], "big") <= SECP256K1_HALF_N  # low s, as the escrow requires
+    assert recover(digest, signature) == signer.address
+
+
+def test_a_malformed_or_high_s_signature_recovers_no_one() -> None:
+    digest = bytes(range(32))
+    signature = DigestSigner(bytes.fromhex(KEY)).sign(digest)
+    high_s = signature[:32] + (SECP256K1_N - int.from_bytes(signature[32:64], "big")).to_bytes(32, "big") \
+        + bytes([55 - signature[64]])  # the same point's other signature: s' = n - s, the other parity
+    for bad, why in ((signature[:64], "65 bytes"), (signature[:64] + b"\x01", "65 bytes"),
+                     (high_s, "upper half")):
+        with pytest.raises(InvalidSignature, match=why):
+            recover(digest, bad)
 
 
 # ── swarm keys ──────────────────────────────────────────────────────────────

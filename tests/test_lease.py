@@ -155,7 +155,8 @@ def test_only_a_one_process_job_of_the_leases_own_provider_runs_in_place() -> No
     """In a lease an infer or a finetune job, and a train job of one worker, run in the worker's
     process, with no Ray to start; anything else there is refused before any work, and the
     lease's place ends with it."""
-    from compute.jobs import in_place, in_place_provider, run_job, runs_in_place
+    from compute.context import in_place, in_place_provider
+    from compute.dispatch import run_job, runs_in_place
 
     one = ComputeJob.of("ns-8", "train", "0xabc", {"epochs": 1})
     two = replace(one, workers=2)

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 import ray
 
+from compute.dispatch import check_capacity, run_job
 from compute.errors import InvalidJob
-from compute.jobs import ComputeJob, check_capacity, run_job
+from compute.jobs import ComputeJob
 from compute.placement import provider_capacity, providers_in_cluster, task_options
 from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C
 

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compute.challenge import CUBES, Challenge, P, checkpoints_of
+from compute.challenge import CUBES, Challenge, P
+from compute.challenge_node import checkpoints_of
 from compute.proof import (
     CELLS,
     SAMPLES,

@@ -17,7 +17,8 @@ from anvil import dev_account
 from core.errors import Refused
 from ledger import serving
 from ledger.client import Swarm
-from ledger.serving import DigestSigner, Voucher
+from ledger.keys import DigestSigner
+from ledger.serving import Voucher
 from provider.receipts import RECEIPT_TTL_S, ReceiptBook
 
 BUYER, PROVIDER, OTHER = dev_account(4), dev_account(1), dev_account(5)

@@ -21,8 +21,9 @@ from safetensors.torch import load_file
 from anvil import dev_account
 from compute.checkpoints import load_model, registered_checkpoint
 from compute.data import synthetic_sequences
+from compute.dispatch import run_job
 from compute.errors import ComputeError, InvalidJob, ProviderFault
-from compute.jobs import ComputeJob, JobResult, run_job
+from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, file_sha256, result_hash
 from compute.placement import provider_capacity, provider_resource
 from compute.runners import finetune, infer, train

@@ -27,7 +27,7 @@ from ledger import serving, stake
 from ledger.chain import Chain
 from ledger.client import Swarm
 from ledger.deploy import DeployResult
-from ledger.serving import DigestSigner
+from ledger.keys import DigestSigner
 from ledger.specs import store_spec
 from ledger.units import ONE
 from tests.sites import served, stop_served

@@ -15,7 +15,8 @@ from ledger import serving
 from ledger.client import Swarm
 from ledger.eip712 import domain, typed_message
 from ledger.errors import InvalidInput, TransactionFailed
-from ledger.serving import DigestSigner, Domain, Receipt, Voucher
+from ledger.keys import DigestSigner, InvalidSignature, recover
+from ledger.serving import Domain, Receipt, Voucher
 from ledger.units import ONE
 
 BUYER, PROVIDER, STRANGER = dev_account(4), dev_account(1), dev_account(6)
@@ -76,7 +77,7 @@ def test_forged_vouchers_are_refused_on_chain_and_off(swarm: Swarm) -> None:
     serving.deposit(swarm, swarm.sender(BUYER.key), PROVIDER.address, 10 * ONE)
     by_provider = serving.sign_voucher(DigestSigner(PROVIDER.key), d, PROVIDER.address, ONE)
     forged = Voucher(BUYER.address, PROVIDER.address, ONE, by_provider.signature)
-    with pytest.raises(serving.InvalidSignature, match="not signed by its buyer"):
+    with pytest.raises(InvalidSignature, match="not signed by its buyer"):
         serving.check_voucher(d, forged)
     with pytest.raises(TransactionFailed, match="InvalidVoucherSignature"):
         serving.redeem(swarm, swarm.sender(PROVIDER.key), forged)
@@ -121,8 +122,8 @@ def test_malformed_receipts_and_signatures_get_one_sentence() -> None:
     high_s = (2**256 - 1).to_bytes(32, "big")
     for bad in (good.signature[:64] + b"\x05", good.signature[:32] + high_s + good.signature[64:],
                 bytes(64) + b"\x1b"):
-        with pytest.raises(serving.InvalidSignature):
-            serving.recover(good.digest(d), bad)
+        with pytest.raises(InvalidSignature):
+            recover(good.digest(d), bad)
     with pytest.raises(InvalidInput, match="voucher is"):
         Voucher.from_dict({"buyer": BUYER.address})
 

@@ -21,7 +21,6 @@ import pytest
 
 from anvil import AnvilNode, RpcClient, dev_account
 from anvil.node import free_port
-from compute.errors import ComputeError
 from compute.manifest import manifest_hash, record_hash, result_hash, result_record
 from core.errors import Refused
 from ledger import jobs, stake
@@ -249,7 +248,9 @@ def test_the_site_serves_only_what_the_chain_authorizes(site) -> None:
         urllib.request.urlopen(request, context=pinned_context())
     assert unsigned.value.code == 401
 
-    with pytest.raises(ComputeError, match="not the one registered on chain"):
+    from wire.tls import WrongCertificate
+
+    with pytest.raises(WrongCertificate, match="not the one registered on chain"):
         _client(site, fingerprint="00" * 32).info()
 
 

@@ -12,8 +12,9 @@ import pytest
 import ray
 
 from compute.checkpoints import load_model
+from compute.dispatch import check_capacity
 from compute.errors import InvalidJob, ProviderFault
-from compute.jobs import ComputeJob, check_capacity, validate
+from compute.jobs import ComputeJob, validate
 from compute.manifest import build_manifest, result_hash
 from compute.placement import provider_nodes
 from compute.runners import tune as tune_runner

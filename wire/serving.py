@@ -33,7 +33,8 @@ from core.local_store import StoreSchema, open_store
 from ledger import serving
 from ledger.client import Swarm
 from ledger.errors import InvalidInput, SwarmError
-from ledger.serving import DigestSigner, Domain, Receipt, Voucher
+from ledger.keys import DigestSigner
+from ledger.serving import Domain, Receipt, Voucher
 from ledger.tx import Sender
 from wire.client import SiteAddress, SiteClient, SiteUnreachable, pinned_request
 from wire.tls import check_peer, pinned_context

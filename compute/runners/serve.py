@@ -33,7 +33,7 @@ from compute.accounting import usage
 from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
 from compute.runners.params import MAX_BATCH, ServeParams
-from compute.serving import BadRequest, BatchTuner, answer_shape, load_predictor
+from compute.serving import BadRequest, BatchTuner, Predictor, answer_shape, load_predictor
 
 MAX_BODY_BYTES = 1 << 20
 APP = "lease"
@@ -100,8 +100,6 @@ def ingress(handle: Any, task: str, model: str, counts: dict[str, int]) -> Any:
     from starlette.requests import Request
     from starlette.responses import JSONResponse
     from starlette.routing import Route
-
-    from compute.serving import Predictor
 
     shape = Predictor()
     shape.task = task

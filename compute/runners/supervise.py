@@ -15,8 +15,9 @@ from typing import Any, TypeVar
 
 import ray
 
+from compute.context import in_place_provider
 from compute.errors import ComputeError, JobTimedOut, ProviderFault
-from compute.jobs import ComputeJob, in_place_provider
+from compute.jobs import ComputeJob
 from compute.placement import provider_capacity, provider_resource, task_options
 from compute.ray_private import ControllerCallback, abort_train_controller, placement_group
 
@@ -143,7 +144,7 @@ def _remote(function: Callable[..., Any]) -> Any:
 def on_provider(function: Callable[..., T], job: ComputeJob, started: float, *args: Any) -> T:
     """`function(*args)`, the one task of `job`, on one of its provider's nodes with a GPU when
     the job uses one: a Ray task pinned there and watched (`await_pinned`), or, `in_place`
-    (`compute.jobs`), called in this process, which its lease's sandbox times and stops."""
+    (`compute.context`), called in this process, which its lease's sandbox times and stops."""
     if in_place_provider() is not None:
         return function(*args)
     options = task_options(job.provider, num_gpus=1 if job.use_gpu else 0)

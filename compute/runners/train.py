@@ -60,10 +60,11 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from compute import hf, tabular
 from compute.accounting import BusyTimer, usage
 from compute.checkpoints import save_model
+from compute.context import in_place_provider
 from compute.data import load_dataset
 from compute.device import autocast, device_name, model_device, require_cuda
 from compute.errors import InvalidJob, ProviderFault
-from compute.jobs import ComputeJob, JobResult, in_place_provider
+from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, result_hash
 from compute.models import build_model
 from compute.node import TRAIN_HELPERS_OFF, TRAIN_POLL
@@ -182,7 +183,7 @@ def gather(value: Any) -> list[Any]:
 
 def where_am_i(**extra: Any) -> dict[str, Any]:
     """The node this process runs on and the provider its label names; in place (a lease,
-    `compute.jobs.in_place`), the provider alone: the lease has no Ray node of its own."""
+    `compute.context.in_place`), the provider alone: the lease has no Ray node of its own."""
     here = in_place_provider()
     if here is not None:
         return extra | {"node_id": None, "provider": here}
@@ -515,7 +516,7 @@ def run_config(job: ComputeJob, params: TrainParams) -> RunConfig:
 
 def one_process(job: ComputeJob) -> bool:
     """Whether the run is one worker whose checkpoints go to a local directory and whose table,
-    if any, is read whole: in a lease (`compute.jobs.in_place`) it then runs in the lease's own
+    if any, is read whole: in a lease (`compute.context.in_place`) it then runs in the lease's own
     process, as the worker, and starts no Ray. Ray Train's controller, its worker actor and the
     lease's Ray cost a small job about 15 CPU-seconds and as many seconds before its first step."""
     params = job.params
@@ -525,7 +526,7 @@ def one_process(job: ComputeJob) -> bool:
 
 def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
     """Runs the trainer; a lost provider, a timeout or dead workers become compute errors. In
-    place (`one_process`, which `compute.jobs.run_job` checked) the loop runs in this process."""
+    place (`one_process`, which `compute.dispatch.run_job` checked) the loop runs in this process."""
     started = time.monotonic()
     # Read by the controller when it starts: as in a lease, wherever the runner runs.
     for name, value in (TRAIN_POLL | TRAIN_HELPERS_OFF).items():

@@ -41,6 +41,7 @@ def store_reward_tree(
     """
     from sqlalchemy import delete, insert
 
+    # The ORM and numpy: `swarm provider status` reads a leaf (`reward_leaf`) with plain SQL, loading neither.
     from ledger.indexer.models import RewardRow
     from ledger.indexer.store import CHUNK
     from ledger.merkle import RewardTree

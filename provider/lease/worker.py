@@ -2,12 +2,12 @@
 
 `python -m provider.lease.worker WORK` reads the sandbox's copy of the lease's plan (without its
 verdict key) from its environment, which the site set, and runs its job in WORK: a built-in
-kind through `compute.jobs.run_job`, a `ray` job through `compute.runners.program`. The
+kind through `compute.dispatch.run_job`, a `ray` job through `compute.runners.program`. The
 lease's Ray is one node with exactly the CPUs and GPUs the lease reserved, on a loopback the
 sandbox does not share, so nothing the lease runs can reach the site's cluster, whose Ray API
 would let it schedule work outside the sandbox. An `infer` or a `finetune` job, one task, and
-a `train` job of one worker (`compute.jobs.runs_in_place`) start no Ray: each runs in this
-process (`compute.jobs.in_place`), its math on as many threads as the lease has CPUs, as Ray
+a `train` job of one worker (`compute.dispatch.runs_in_place`) start no Ray: each runs in this
+process (`compute.context.in_place`), its math on as many threads as the lease has CPUs, as Ray
 sets them for a task or a worker. A built-in job's report (`run.json`) gives its
 result directory and metrics; the launcher, outside, hashes the outputs and meters the units
 itself.
@@ -140,7 +140,8 @@ def object_store_bytes(plan: LeasePlan) -> int:
 
 
 def run_built_in(plan: LeasePlan, work: Path) -> None:
-    from compute.jobs import in_place, run_job, runs_in_place
+    from compute.context import in_place
+    from compute.dispatch import run_job, runs_in_place
 
     job = plan.in_lease(work)
     if runs_in_place(job):
