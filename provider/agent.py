@@ -192,7 +192,11 @@ class Site:
                     plan = plan.but(shared=str(self.shared / directory.name))
                 plan.write(directory)
                 (directory / PRICE).write_text(str(job.price_per_unit))
-                self._submit(directory, plan)
+                try:
+                    self._submit(directory, plan)
+                except Unavailable:  # not submitted: the next start plans it again
+                    (directory / PLAN).unlink()
+                    raise
         return self.status(job, job_id)  # outside the lock, which status takes
 
     def status(self, job: JobView, job_id: int) -> LeaseStatus:
@@ -223,10 +227,14 @@ class Site:
             if plan.attempt >= MAX_ATTEMPTS:
                 return LeaseStatus(job_id, "failed", plan.attempt, fault="provider",
                                    error=f"the site lost the node running it {plan.attempt} times")
-            plan = plan.but(attempt=plan.attempt + 1)
-            plan.write(directory)
-            self._submit(directory, plan)
-        return LeaseStatus(job_id, "pending", plan.attempt)
+            again = plan.but(attempt=plan.attempt + 1)
+            again.write(directory)
+            try:
+                self._submit(directory, again)
+            except Unavailable:  # not submitted: the next status finds the attempt lost again
+                plan.write(directory)
+                raise
+        return LeaseStatus(job_id, "pending", again.attempt)
 
     def logs(self, job: JobView, job_id: int) -> str:
         """What the lease's attempts printed, the last LOG_TAIL_BYTES of it, from Ray's job logs."""
