@@ -206,8 +206,8 @@ identity = make_identity(home / "site", host)
 listener = listen(host, 8443)
 print(identity.fingerprint, flush=True)
 # The site's API with its mesh; this test asks it nothing of leases, which need the chain and Ray.
-serve(make_app(SiteParts("0x" + "00" * 20, 31337, "0x" + "00" * 20, mesh=head)), listener, identity.certificate,
-      identity.key)
+nobody = "0x" + "00" * 20
+serve(make_app(SiteParts(nobody, 31337, nobody, mesh=head)), listener, identity.certificate, identity.key)
 """
 
 
