@@ -65,7 +65,8 @@ PRICE = "price"  # a lease's file: the price per unit (wei) the chain showed whe
 log = logging.getLogger(__name__)
 
 # (what the chain says of the job, job_id, spec bytes, lease number, the spec of the job whose
-# result it builds on or None) -> the lease to run; raises Refused for a spec it cannot run
+# result it builds on or None) -> the lease to run; raises InvalidJob for a spec it cannot run,
+# Refused for a job it will not (provider.site.ChainPlanner)
 Planner = Callable[[JobView, int, bytes, int, "bytes | None"], LeasePlan]
 # (job_id, the price the lease was started at, result_hash, units) -> the provider's signature; raises
 # WontSign when the chain no longer shows the job as the provider's at that price
