@@ -21,10 +21,16 @@ a lease from a job's spec and the signing of results.
 
 The oracle's measurements run here too: a probe of every live node, and the benchmark
 challenge's worker, readied, committed and opened over three requests.
+
+What a request cannot have says so by its class (`core.errors`), which the API answers with
+its status: a lease or challenge the site does not hold is `Refused` (404), a site whose Ray
+does not answer or has no node free yet is `Unavailable` (503), a node that did not compute
+what it was given in time a `ProviderFault` (500).
 """
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 import time
@@ -33,8 +39,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from compute.errors import ComputeError
-from core.errors import Refused
+from compute.errors import ProviderFault
+from core.errors import Refused, Unavailable
 from provider.auth import JobView, WontSign
 from provider.lease import PLAN
 from provider.lease.launch import ray_job
@@ -56,8 +62,11 @@ MAX_CHALLENGES = 8  # readied challenges a site holds at once
 MAX_CELLS = 4096  # rows one opening request may ask for
 PRICE = "price"  # a lease's file: the price per unit (wei) the chain showed when the site started it
 
+log = logging.getLogger(__name__)
+
 # (what the chain says of the job, job_id, spec bytes, lease number, the spec of the job whose
-# result it builds on or None) -> the lease to run; raises Refused for a spec it cannot run
+# result it builds on or None) -> the lease to run; raises InvalidJob for a spec it cannot run,
+# Refused for a job it will not (provider.site.ChainPlanner)
 Planner = Callable[[JobView, int, bytes, int, "bytes | None"], LeasePlan]
 # (job_id, the price the lease was started at, result_hash, units) -> the provider's signature; raises
 # WontSign when the chain no longer shows the job as the provider's at that price
@@ -65,6 +74,43 @@ ResultSigner = Callable[[int, int, bytes, int], bytes]
 # (job_id, the price the lease was started at, units) -> the provider's signature that its lease
 # failed by the job's fault after `units`; raises WontSign as ResultSigner does
 FailureSigner = Callable[[int, int, int], bytes]
+
+
+class RayJobs:
+    """The site's Ray job client: Ray's job submission API on its cluster's dashboard, with Ray's
+    own calls. A dashboard that does not answer (the site's Ray not up, or not yet) is
+    `Unavailable`, so the request that needed it is answered 503 and asked again; a job Ray does
+    not know stays Ray's RuntimeError, which the site reads as a job that ended."""
+
+    def __init__(self, dashboard_url: str) -> None:
+        self.url = dashboard_url
+        self._client: Any = None  # made on first use: Ray's client asks the dashboard as it is made
+        self._lock = threading.Lock()
+
+    def submit_job(self, *, submission_id: str, metadata: dict[str, str], **job: Any) -> str:
+        return self._call("submit_job", submission_id=submission_id, metadata=metadata, **job)
+
+    def get_job_status(self, submission_id: str) -> str:
+        """pending, running, succeeded, failed or stopped: a `ray.job_submission.JobStatus`."""
+        return self._call("get_job_status", submission_id)
+
+    def get_job_logs(self, submission_id: str) -> str:
+        return self._call("get_job_logs", submission_id)
+
+    def stop_job(self, submission_id: str) -> bool:
+        return self._call("stop_job", submission_id)
+
+    def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        try:
+            with self._lock:
+                if self._client is None:
+                    from ray.job_submission import JobSubmissionClient
+
+                    self._client = JobSubmissionClient(self.url)
+            return getattr(self._client, method)(*args, **kwargs)
+        except OSError as exc:  # the builtin ConnectionError, and requests' errors, which are OSErrors
+            log.warning("the site's Ray dashboard at %s did not answer %s: %s", self.url, method, exc)
+            raise Unavailable("The site's Ray cluster does not answer now; ask again shortly.") from None
 
 
 @dataclass(frozen=True)
@@ -103,8 +149,6 @@ class Site:
     def __init__(self, root: Path, provider: str, dashboard_url: str, planner: Planner, signer: ResultSigner,
                  hidden: tuple[str, ...] = (), failure_signer: FailureSigner | None = None,
                  shared: Path | None = None) -> None:
-        from ray.job_submission import JobSubmissionClient
-
         self.root = root
         self.leases = root / "leases"
         self.leases.mkdir(parents=True, exist_ok=True)
@@ -114,7 +158,7 @@ class Site:
         self.failure_signer = failure_signer
         self.hidden = tuple(hidden) + (str(self.leases),)
         self.shared = shared.resolve() if shared is not None else None
-        self.jobs = JobSubmissionClient(dashboard_url)
+        self.jobs = RayJobs(dashboard_url)
         self.lock = threading.Lock()  # held while a lease is numbered, planned and submitted
         # ticket → (worker, params, until)
         self._challenges: dict[str, tuple[Any, dict[str, Any], float]] = {}
@@ -149,7 +193,11 @@ class Site:
                     plan = plan.but(shared=str(self.shared / directory.name))
                 plan.write(directory)
                 (directory / PRICE).write_text(str(job.price_per_unit))
-                self._submit(directory, plan)
+                try:
+                    self._submit(directory, plan)
+                except Unavailable:  # not submitted: the next start plans it again
+                    (directory / PLAN).unlink()
+                    raise
         return self.status(job, job_id)  # outside the lock, which status takes
 
     def status(self, job: JobView, job_id: int) -> LeaseStatus:
@@ -180,10 +228,14 @@ class Site:
             if plan.attempt >= MAX_ATTEMPTS:
                 return LeaseStatus(job_id, "failed", plan.attempt, fault="provider",
                                    error=f"the site lost the node running it {plan.attempt} times")
-            plan = plan.but(attempt=plan.attempt + 1)
-            plan.write(directory)
-            self._submit(directory, plan)
-        return LeaseStatus(job_id, "pending", plan.attempt)
+            again = plan.but(attempt=plan.attempt + 1)
+            again.write(directory)
+            try:
+                self._submit(directory, again)
+            except Unavailable:  # not submitted: the next status finds the attempt lost again
+                plan.write(directory)
+                raise
+        return LeaseStatus(job_id, "pending", again.attempt)
 
     def logs(self, job: JobView, job_id: int) -> str:
         """What the lease's attempts printed, the last LOG_TAIL_BYTES of it, from Ray's job logs."""
@@ -383,7 +435,6 @@ class Site:
     ) -> dict[str, Any]:
         from compute.challenge import Challenge
         from compute.challenge_node import ready_worker
-        from compute.errors import ProviderFault
 
         Challenge(seed=0, **params)  # the size, rounds and stride are valid (else ComputeError)
         self._expire_challenges()
@@ -394,8 +445,8 @@ class Site:
                 )
         try:
             worker, answer = ready_worker(self.provider, timeout_s, vram_mb)
-        except ProviderFault as exc:
-            raise Refused(503, str(exc)[0].upper() + str(exc)[1:]) from None
+        except ProviderFault as exc:  # no node free for it yet: the oracle asks again
+            raise Unavailable(str(exc)[0].upper() + str(exc)[1:]) from None
         ticket = secrets.token_hex(16)
         with self.lock:
             self._challenges[ticket] = (worker, params, time.monotonic() + CHALLENGE_IDLE_S)
@@ -410,7 +461,7 @@ class Site:
         ready, _ = ray.wait([ref], timeout=timeout_s)
         if not ready:
             self._end_challenge(ticket)
-            raise ComputeError(f"The challenge was not computed within {timeout_s:g} s.")
+            raise ProviderFault(self.provider, f"The challenge was not computed within {timeout_s:g} s.")
         self._hold(ticket, CHALLENGE_IDLE_S)
         committed = ray.get(ref)
         return {key: committed[key] for key in ("root", "rounds_s", "commit_s")}
@@ -427,7 +478,8 @@ class Site:
             ref = worker.open.remote(cells)
             ready, _ = ray.wait([ref], timeout=timeout_s)
             if not ready:
-                raise ComputeError(f"The challenge's rows were not opened within {timeout_s:g} s.")
+                raise ProviderFault(self.provider, f"The challenge's rows were not opened within "
+                                                   f"{timeout_s:g} s.")
             return {"openings": ray.get(ref)}
         finally:
             self._end_challenge(ticket)

@@ -5,7 +5,7 @@ leave` over `leave_site` and `leave_mesh`.
 A machine joins the site's Ray cluster as a node labelled `provider=<address>`, with a copy of
 the site's token, only once the chain says the provider may serve work (`may_serve`):
 registered, not tombstoned, not jailed, staked to the minimum its declared GPUs need. A refusal
-is a `SwarmError` in one sentence that says what to do, and no node starts.
+is a `UserError` in one sentence that says what to do, and no node starts.
 """
 
 from __future__ import annotations
@@ -20,37 +20,37 @@ from pathlib import Path
 from typing import Any
 
 from compute import node
+from core.errors import UserError
 from ledger import stake
 from ledger.client import Swarm
-from ledger.errors import SwarmError
 from ledger.stake import ProviderInfo
 from ledger.units import format_amount, when
 from wire.client import SiteAddress
 
 
 def may_serve(swarm: Swarm, address: str) -> ProviderInfo:
-    """The provider's record, if the chain lets it serve work; else SwarmError saying why and what to do."""
+    """The provider's record, if the chain lets it serve work; else UserError saying why and what to do."""
     info = stake.provider_info(swarm, address)
     who = info.address
     if not info.registered:
-        raise SwarmError(f"{who} is not registered; run `swarm provider register` first.")
+        raise UserError(f"{who} is not registered; run `swarm provider register` first.")
     if info.tombstoned:
-        raise SwarmError(f"{who} is tombstoned for fraud and can never serve again.")
+        raise UserError(f"{who} is tombstoned for fraud and can never serve again.")
     if info.jailed_until:
         if swarm.chain.timestamp() < info.jailed_until:
-            raise SwarmError(f"{who} is jailed until {when(info.jailed_until)}; after that run "
-                             "`swarm provider unjail`, then join.")
-        raise SwarmError(f"{who} was jailed until {when(info.jailed_until)}; run `swarm provider unjail` "
-                         "first.")
+            raise UserError(f"{who} is jailed until {when(info.jailed_until)}; after that run "
+                            "`swarm provider unjail`, then join.")
+        raise UserError(f"{who} was jailed until {when(info.jailed_until)}; run `swarm provider unjail` "
+                        "first.")
     if info.stake < info.min_stake:
-        raise SwarmError(
+        raise UserError(
             f"{who} has {format_amount(info.stake)} staked, below its minimum of "
             f"{format_amount(info.min_stake)}; stake {format_amount(info.min_stake - info.stake)} more with "
             "`swarm provider stake`."
         )
     if not swarm.read("StakingVault", "isEligible", who):
-        raise SwarmError(f"The staking vault does not list {who} as eligible for work; see "
-                         "`swarm provider status`.")
+        raise UserError(f"The staking vault does not list {who} as eligible for work; see "
+                        "`swarm provider status`.")
     return info
 
 

@@ -28,8 +28,10 @@ import ipaddress
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -218,6 +220,10 @@ class Coordinator:
         if endpoint is not None and not _endpoint_ok(endpoint):
             raise Refused(400, f"An endpoint is HOST:PORT where the machine listens (got {endpoint!r}); give "
                                "none for a machine that can only dial out.")
+        if endpoint is not None and not _resolves(endpoint):  # else every sync of the head's would fail
+            host = endpoint.rsplit(":", 1)[0]
+            raise Refused(400, f"The endpoint's host {host!r} does not resolve at the head; give its "
+                               "address, or a name the head resolves.")
         holder = next((p for p in self.state.peers.values() if p.public_key == key), None)
         if holder is not None and holder.name != name:
             raise Refused(409, f"That public key is machine {holder.name}'s already; every machine makes its "
@@ -288,6 +294,22 @@ class Coordinator:
 def _endpoint_ok(endpoint: str) -> bool:
     found = _ENDPOINT.match(endpoint)
     return found is not None and 0 < int(found.group("port")) < 65536
+
+
+def _resolves(endpoint: str) -> bool:
+    """Whether the endpoint's host is an address, or a name this machine resolves, as `wg` must to
+    configure the peer."""
+    host = endpoint.rsplit(":", 1)[0].strip("[]")
+    try:
+        ipaddress.ip_address(host)
+        return True
+    except ValueError:
+        pass
+    try:
+        socket.getaddrinfo(host, None)
+    except (socket.gaierror, UnicodeError):
+        return False
+    return True
 
 
 # ── a machine's interface ───────────────────────────────────────────────────────────
@@ -440,7 +462,8 @@ POLL_S = 2.0  # how often a machine asks the head for its peers
 
 class HeadMesh:
     """The head's mesh: its coordinator and its own interface, kept in step, so a machine
-    joined or removed is in or out of the head's interface as the request returns."""
+    joined or removed is in or out of the head's interface as the request returns. The site's
+    API calls it from several threads at once: one request at a time reads or changes it."""
 
     def __init__(self, home: Path, secret: str, endpoint: str, network: str = NETWORK,
                  interface: Interface | None = None) -> None:
@@ -454,25 +477,34 @@ class HeadMesh:
                           listen_port=int(endpoint.rsplit(":", 1)[1]), forward=True)
         record_address(home, self.coordinator.head.address, endpoint)
         self.interface.confine(MESH_RAY_PORTS)
+        self._lock = threading.Lock()
         self.sync()
 
     def sync(self) -> None:
         self.interface.sync(self.coordinator.peers_of(self.coordinator.head.public_key))
 
     def join(self, secret: str, name: str, key: str, endpoint: str | None) -> dict[str, Any]:
-        answer = self.coordinator.join(secret, name, key, endpoint)
-        self.sync()
-        return answer
+        with self._lock:
+            answer = self.coordinator.join(secret, name, key, endpoint)
+            self.sync()
+            return answer
+
+    def peers(self, secret: str, key: str) -> list[dict[str, Any]]:
+        """What the machine with public `key` configures now (`Coordinator.peers`)."""
+        with self._lock:
+            return self.coordinator.peers(secret, key)
 
     def remove(self, secret: str, name: str) -> Peer:
-        self.coordinator.check_secret(secret)
-        removed = self.coordinator.remove(name)
-        self.sync()
-        return removed
+        with self._lock:
+            self.coordinator.check_secret(secret)
+            removed = self.coordinator.remove(name)
+            self.sync()
+            return removed
 
     def machines(self, secret: str) -> list[dict[str, Any]]:
-        self.coordinator.check_secret(secret)
-        return [asdict(p) for p in self.coordinator.state.peers.values()]
+        with self._lock:
+            self.coordinator.check_secret(secret)
+            return [asdict(p) for p in self.coordinator.state.peers.values()]
 
 
 class MeshMember:
@@ -516,11 +548,11 @@ class MeshMember:
         """Asks the head to cut machine `name` off the mesh."""
         return self._call("/v1/mesh/remove", {"name": name})
 
-    def keep(self, stop: Any, poll_s: float = POLL_S) -> None:
-        """Applies the head's list every `poll_s` until `stop` (a threading.Event) is set; a head
-        that does not answer is asked again, and one that says this machine is out ends it. A key
-        rotated meanwhile (`mesh join --rotate` in another process) is asked with again: the head
-        may not know it yet."""
+    def keep(self, stop: threading.Event, poll_s: float = POLL_S) -> None:
+        """Applies the head's list every `poll_s` until `stop` is set; a head that does not answer
+        is asked again, and one that says this machine is out ends it. A key rotated meanwhile
+        (`mesh join --rotate` in another process) is asked with again: the head may not know it
+        yet."""
         while not stop.wait(poll_s):
             try:
                 self.refresh()

@@ -81,7 +81,7 @@ class Claim:
     def cumulative(self) -> int:
         return self.previous + sum(charge for _, charge in self.receipts)
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, object]:
         return {"buyer": self.buyer, "previous": str(self.previous), "cumulative": str(self.cumulative),
                 "receipts": [[f"{nonce:x}", str(charge)] for nonce, charge in self.receipts]}
 

@@ -19,6 +19,7 @@ the escrow from time to time, and at once when the buyer starts to thaw its depo
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import threading
@@ -26,15 +27,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from compute.errors import ComputeError, InvalidJob
 from compute.jobs import ComputeJob
 from compute.runners.params import ServeParams
 from compute.serve_order import STAGED_CHECKPOINT, ServeOrder
-from core.errors import Refused
+from core.errors import Refused, Unavailable
+from ledger.serving import Account, Voucher
 from provider.lease.plan import LEASE_RAY_OVERHEAD_BYTES, Fetch, LeasePlan
 from provider.receipts import ReceiptBook, VoucherDue
+
+if TYPE_CHECKING:
+    from provider.agent import RayJobs
 
 SERVING = "serving.json"  # the site's record of a serving lease, beside its plan
 ROUTES = {"predict": "predict", "generate": "v1/completions"}
@@ -104,7 +109,7 @@ class LeaseHost(Protocol):
     provider: str
     leases: Path  # the directory of every lease, a serving lease's beside the jobs'
     hidden: tuple[str, ...]  # what no lease may see
-    jobs: Any  # the site's Ray job client (ray.job_submission.JobSubmissionClient)
+    jobs: RayJobs  # the site's Ray job client
     lock: threading.Lock  # held while a lease is numbered, planned and submitted
 
     def next_number(self) -> int: ...
@@ -122,15 +127,16 @@ class ServingLeases:
         self._stopped: set[str] = set()  # leases stopped (each with a `stopped` file saying why)
         self._lock = threading.Lock()
         self._records: dict[str, ServingLease] = {}
-        self._pools: dict[str, list[tuple[Any, Any]]] = {}  # lease → idle connections to its ingress
+        # lease → idle connections to its ingress
+        self._pools: dict[str, list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] = {}
 
     # ── the lease ────────────────────────────────────────────────────────────
     def deploy(self, buyer: str, body: bytes, now: float | None = None) -> dict[str, Any]:
         now = time.time() if now is None else now
         try:
             order = ServeOrder.read(body, now)
-        except InvalidJob as exc:
-            raise Refused(400, f"The serving order is refused: {exc}") from None
+        except InvalidJob as exc:  # the buyer's to fix: 400
+            raise InvalidJob(f"The serving order is refused: {exc}", exc.field) from None
         with self.site.lock:
             number = self.site.next_number()
             name = f"{NAME_PREFIX}{number}"
@@ -288,7 +294,7 @@ class ServingLeases:
 
     # ── a call ───────────────────────────────────────────────────────────────
     async def forward(self, lease: str, route: str, body: bytes,
-                      receipt: str | None) -> tuple[int, bytes, dict]:
+                      receipt: str | None) -> tuple[int, bytes, dict[str, str]]:
         """Takes the call's receipt, forwards the call to the lease and charges it; returns the lease's
         status and body, and the site's headers (Swarm-Charged: what the call cost)."""
         record = self.record(lease)
@@ -315,8 +321,8 @@ class ServingLeases:
             status, answer = await self._post(lease, route, body)
         except Exception as exc:  # noqa: BLE001 — the lease is not answering: nothing is charged
             self.book.charge(ticket, 0)
-            raise Refused(503, f"Serving lease {lease} is not answering now ({type(exc).__name__}); nothing "
-                               "was charged, call again shortly.") from None
+            raise Unavailable(f"Serving lease {lease} is not answering now ({type(exc).__name__}); nothing "
+                              "was charged, call again shortly.") from None
         cost = 0
         if status == 200:
             cost = order.price_per_request or order.price_per_token * _completion_tokens(answer)
@@ -326,8 +332,6 @@ class ServingLeases:
     async def _post(self, lease: str, route: str, body: bytes) -> tuple[int, bytes]:
         """One HTTP/1.1 POST to the lease's ingress on its Unix socket, on a kept-alive connection
         of this lease's pool (made again once if the ingress closed it)."""
-        import asyncio
-
         pool = self._pools.setdefault(lease, [])
         request = (f"POST /{route} HTTP/1.1\r\nhost: lease\r\ncontent-type: application/json\r\n"
                    f"content-length: {len(body)}\r\n\r\n").encode() + body
@@ -353,7 +357,7 @@ class ServingLeases:
         raise AssertionError("unreachable")
 
 
-async def _read_response(reader) -> tuple[int, bytes, bool]:
+async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bytes, bool]:
     """An HTTP/1.1 response with a content-length, as the lease's ingress (uvicorn) sends it: its
     status, its body, and whether the connection stays open."""
     head = await reader.readuntil(b"\r\n\r\n")
@@ -418,11 +422,11 @@ class Redeemer:
     `every_s` has passed since the buyer's last redemption, and at once when the buyer is thawing
     its deposit (whatever it signed stays redeemable only until it withdraws)."""
 
-    def __init__(self, book: ReceiptBook, redeem: Callable[[Any], Any], account: Callable[[str], Any],
-                 least: int = 0, every_s: float = 300.0) -> None:
+    def __init__(self, book: ReceiptBook, redeem: Callable[[Voucher], object],
+                 account: Callable[[str], Account], least: int = 0, every_s: float = 300.0) -> None:
         self.book = book
-        self._redeem = redeem  # a voucher → the transaction's receipt
-        self._account = account  # a buyer → ledger.serving.Account
+        self._redeem = redeem  # sends the voucher to the escrow (what it returns is not read)
+        self._account = account  # a buyer's account in the escrow, for this provider
         self.least = least
         self.every_s = every_s
         self._last: dict[str, float] = {}

@@ -1,10 +1,11 @@
 """A provider's site, put together (docs/architecture.md §4): the provider's own Ray cluster,
 the agent (`provider.agent`) serving it over HTTPS (`provider.api`), the chain's authorization
-(`provider.auth`, `provider.authority`), the planning of a lease from a job's posted spec
-(`provider.lease.plan`, which reads it as `compute.order` does) and the signing of results
-with the provider's key (`ledger.results`), under the job's provider and price read from the
-chain right before (`provider.authority.terms_to_sign`). A lease assigned under the provider's
-declared asking price is not started.
+(`ChainAuthorizer`: `provider.auth`, `provider.authority`), the planning of a lease from a
+job's posted spec (`ChainPlanner`: `provider.lease.plan`, which reads it as `compute.order`
+does) and the signing of results with the provider's key (`ChainSigner`: `ledger.results`),
+under the job's provider and price read from the chain right before
+(`provider.authority.terms_to_sign`). A lease assigned under the provider's declared asking
+price is not started.
 
 `swarm provider serve` runs `run_site` in the foreground. The site's Ray cluster is started in
 the provider's SWARM_HOME with a token of its own that never leaves the provider (its other
@@ -18,11 +19,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compute import cluster
+from compute.errors import InvalidJob
 from compute.node import RayHome, ensure_token
 from compute.order import job_namespace
-from core.errors import Refused
+from core.errors import Refused, UserError
 from ledger import stake
 from ledger.client import Swarm
 from ledger.errors import SwarmError
@@ -30,8 +33,8 @@ from ledger.results import failure_typed_data, result_typed_data
 from ledger.specs import load_spec
 from ledger.tx import Sender
 from provider.agent import Site
-from provider.api import listen, make_app, serve
-from provider.auth import JobView, NonceBook, authorize
+from provider.api import SiteParts, listen, make_app, serve
+from provider.auth import Authority, JobView, NonceBook, authorize
 from provider.authority import ChainAuthority, terms_to_sign
 from provider.identity import SiteIdentity, make_identity
 from provider.lease.plan import LeasePlan, plan_lease, prior_result, read_order
@@ -40,6 +43,9 @@ from provider.mesh import NETWORK, HeadMesh
 from provider.receipts import ReceiptBook
 from provider.serving import Redeemer, ServingLeases
 from wire.request import LEASE_ACTIONS, SiteRequest
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
 
 DRIVER_SHUTDOWN_S = 5.0  # how long a stopping site waits for its own Ray driver to let go
 
@@ -78,7 +84,7 @@ class RunningSite:
     redeemer: Redeemer | None = None
 
 
-def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> tuple[RunningSite, object]:
+def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> tuple[RunningSite, ASGIApp]:
     """Starts (or attaches to) the provider's Ray cluster and builds the agent; returns it and its app."""
     provider = sender.address
     root = home / "site"
@@ -94,63 +100,94 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
                      config.mesh_network) if config.mesh_endpoint else None)
     state = cluster.running(ray_home)
     started = state is None
-    if started:
+    if state is None:
         state = cluster.start(ray_home, cluster.ClusterSpec(
             providers=(provider,), node_cpus=config.node_cpus, node_gpus=config.node_gpus,
             object_store_bytes=config.object_store_bytes, nodes_per_provider=config.nodes,
             node_ip=mesh.coordinator.head.address if mesh else None))
-    assert state is not None
     if not state.dashboard:
-        raise Refused(500, f"The site's Ray cluster in {ray_home.root} has no dashboard, which leases need; "
-                           "stop it with `swarm cluster down` and serve again.")
+        raise UserError(f"The site's Ray cluster in {ray_home.root} has no dashboard, which leases need; "
+                        "stop it with `swarm cluster down` and serve again.")
     cluster.connect(ray_home, state.address)
     chain_id, market = swarm.chain.chain_id, swarm.market.address
-    namespace = job_namespace(chain_id, market)
-
     authority = ChainAuthority(swarm)
+    planner = ChainPlanner(swarm, home, provider, authority, job_namespace(chain_id, market))
+    signer = ChainSigner(swarm, sender)
+    site = Site(root, provider, state.dashboard, planner, signer.result, hidden=(str(home),),
+                failure_signer=signer.failure, shared=config.shared_dir)
+    authorize = ChainAuthorizer(provider, chain_id, market, authority, NonceBook(root / "nonces.db"))
+    serving, redeemer = _serving(swarm, sender, home, site, config)
+    url = f"https://{config.host}:{config.port}"
+    running = RunningSite(site, identity, url, started, ray_home, mesh, serving, redeemer)
+    return running, make_app(SiteParts(provider, chain_id, market, site, authorize, mesh, serving))
 
-    def planner(job: JobView, job_id: int, spec: bytes, number: int, prior_spec: bytes | None) -> LeasePlan:
-        asking = asking_price(swarm, home, provider)
+
+@dataclass(frozen=True)
+class ChainPlanner:
+    """A lease's plan from its job's posted spec (`provider.agent.Planner`), under what the chain
+    shows: a job assigned under the provider's asking price is refused (409); a spec, or a job it
+    builds on, that cannot be run is the buyer's `InvalidJob` (400)."""
+
+    swarm: Swarm
+    home: Path
+    provider: str
+    authority: ChainAuthority
+    namespace: str
+
+    def __call__(self, job: JobView, job_id: int, spec: bytes, number: int,
+                 prior_spec: bytes | None) -> LeasePlan:
+        asking = asking_price(self.swarm, self.home, self.provider)
         if asking is not None and job.price_per_unit < asking:
             raise Refused(409, f"Job {job_id} is assigned at {job.price_per_unit} wei per unit, under this "
                                f"provider's asking price of {asking} wei; the site does not run it.")
         try:
             order = read_order(spec, "the job's spec")
-            prior = prior_result(order, job.buyer, prior_spec, authority, namespace)
-            return plan_lease(order, job_id, number, provider, namespace, prior)
+            prior = prior_result(order, job.buyer, prior_spec, self.authority, self.namespace)
+            return plan_lease(order, job_id, number, self.provider, self.namespace, prior)
         except ValueError as exc:
-            raise Refused(400, f"Job {job_id}: {exc}") from None
+            raise InvalidJob(f"Job {job_id}: {exc}") from None
 
-    def signer(job_id: int, agreed_price: int, result_hash: bytes, units: int) -> bytes:
-        terms = terms_to_sign(swarm, provider, job_id, agreed_price)
-        return sender.sign_typed_data(result_typed_data(chain_id, market, terms, result_hash, units))
 
-    def failure_signer(job_id: int, agreed_price: int, units: int) -> bytes:
-        terms = terms_to_sign(swarm, provider, job_id, agreed_price)
-        return sender.sign_typed_data(failure_typed_data(chain_id, market, terms, units))
+@dataclass(frozen=True)
+class ChainSigner:
+    """The provider's word on a lease's outcome, signed with its key under the job's provider and
+    price as the chain holds them right before (`provider.authority.terms_to_sign`, which raises
+    WontSign for an assignment the site did not agree to)."""
 
-    site = Site(root, provider, state.dashboard, planner, signer, hidden=(str(home),),
-                failure_signer=failure_signer, shared=config.shared_dir)
-    nonces = NonceBook(root / "nonces.db")
+    swarm: Swarm
+    sender: Sender
 
-    def authorizer(request: SiteRequest, signature: bytes, spec_hash: bytes | None):
-        signer = authorize(
-            request,
-            signature,
-            site=provider,
-            chain_id=chain_id,
-            market=market,
-            authority=authority,
-            nonces=nonces,
-            now=int(time.time()),
-            spec_hash=spec_hash,
-        )
-        return signer, authority.job(request.job_id) if request.action in LEASE_ACTIONS else None
+    def result(self, job_id: int, agreed_price: int, result_hash: bytes, units: int) -> bytes:
+        """A `provider.agent.ResultSigner`: the lease succeeded with `result_hash` after `units`."""
+        chain_id, market = self.swarm.chain.chain_id, self.swarm.market.address
+        terms = terms_to_sign(self.swarm, self.sender.address, job_id, agreed_price)
+        return self.sender.sign_typed_data(result_typed_data(chain_id, market, terms, result_hash, units))
 
-    serving, redeemer = _serving(swarm, sender, home, site, config)
-    url = f"https://{config.host}:{config.port}"
-    running = RunningSite(site, identity, url, started, ray_home, mesh, serving, redeemer)
-    return running, make_app(site, authorizer, chain_id, market, mesh, serving)
+    def failure(self, job_id: int, agreed_price: int, units: int) -> bytes:
+        """A `provider.agent.FailureSigner`: the lease failed by its job's fault after `units`."""
+        chain_id, market = self.swarm.chain.chain_id, self.swarm.market.address
+        terms = terms_to_sign(self.swarm, self.sender.address, job_id, agreed_price)
+        return self.sender.sign_typed_data(failure_typed_data(chain_id, market, terms, units))
+
+
+@dataclass(frozen=True)
+class ChainAuthorizer:
+    """The site's `provider.api.Authorizer`: the signer of a request this site may serve now, as
+    the chain says (`provider.auth.authorize`, each nonce served once), and what the chain says of
+    a lease's job; `Refused` otherwise."""
+
+    provider: str
+    chain_id: int
+    market: str
+    authority: Authority
+    nonces: NonceBook
+
+    def __call__(self, request: SiteRequest, signature: bytes,
+                 spec_hash: bytes | None) -> tuple[str, JobView | None]:
+        signer = authorize(request, signature, site=self.provider, chain_id=self.chain_id, market=self.market,
+                           authority=self.authority, nonces=self.nonces, now=int(time.time()),
+                           spec_hash=spec_hash)
+        return signer, self.authority.job(request.job_id) if request.action in LEASE_ACTIONS else None
 
 
 def _serving(swarm: Swarm, sender: Sender, home: Path, site: Site,

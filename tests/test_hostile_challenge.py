@@ -41,12 +41,12 @@ from oracle.epoch import MIN_CHALLENGES, EpochRunner
 from oracle.migrations import ORACLE
 from oracle.records import ChallengeRecord, ProbeSample
 from provider.agent import Site
-from provider.api import listen, make_app
-from provider.auth import NonceBook, authorize
+from provider.api import SiteParts, listen, make_app
+from provider.auth import NonceBook
 from provider.authority import ChainAuthority
 from provider.identity import make_identity
+from provider.site import ChainAuthorizer
 from wire.client import SiteAddress, SiteClient
-from wire.request import LEASE_ACTIONS
 
 TIMEOUT_S = 30.0  # the collector's challenge timeout: generous, the machine may be busy
 LATE_TIMEOUT_S = 2.0  # the collector's for a late node, which sleeps a second past it
@@ -156,18 +156,14 @@ def serve_hostile(swarm: Swarm, tmp_path: Path) -> Iterator:
 
     def serve(provider: str) -> Served:
         site = HostileSite(provider)
-        nonces = NonceBook(tmp_path / provider / "nonces.db")
-
-        def authorizer(request, signature, spec_hash):
-            signer = authorize(request, signature, site=provider, chain_id=chain_id, market=market,
-                               authority=authority, nonces=nonces, now=int(time.time()), spec_hash=spec_hash)
-            return signer, authority.job(request.job_id) if request.action in LEASE_ACTIONS else None
-
+        authorizer = ChainAuthorizer(provider, chain_id, market, authority,
+                                     NonceBook(tmp_path / provider / "nonces.db"))
+        app = make_app(SiteParts(provider, chain_id, market, site, authorizer))
         identity = make_identity(tmp_path / provider, "127.0.0.1")
         listener = listen("127.0.0.1", 0)
         port = listener.getsockname()[1]
-        server = uvicorn.Server(uvicorn.Config(make_app(site, authorizer, chain_id, market), host="127.0.0.1",
-                                               port=port, ssl_certfile=str(identity.certificate),
+        server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
+                                               ssl_certfile=str(identity.certificate),
                                                ssl_keyfile=str(identity.key), log_level="warning",
                                                access_log=False, lifespan="off"))
         thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)

@@ -196,7 +196,7 @@ HEAD_SERVER = """
 import sys
 from pathlib import Path
 
-from provider.api import listen, make_app, serve
+from provider.api import SiteParts, listen, make_app, serve
 from provider.mesh import HeadMesh, Interface
 from provider.identity import make_identity
 
@@ -206,7 +206,8 @@ identity = make_identity(home / "site", host)
 listener = listen(host, 8443)
 print(identity.fingerprint, flush=True)
 # The site's API with its mesh; this test asks it nothing of leases, which need the chain and Ray.
-serve(make_app(None, None, 31337, "0x" + "00" * 20, mesh=head), listener, identity.certificate, identity.key)
+nobody = "0x" + "00" * 20
+serve(make_app(SiteParts(nobody, 31337, nobody, mesh=head)), listener, identity.certificate, identity.key)
 """
 
 

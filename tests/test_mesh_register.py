@@ -69,7 +69,8 @@ def test_a_request_with_a_bad_name_key_or_endpoint_is_refused_in_one_sentence(tm
     key = base64.b64encode(b"\x02" * 32).decode()
     for args, says in ((("Bad_Name", key, None), "lowercase letters"), ((HEAD, key, None), "not 'head'"),
                        (("gpu-1", "not a key", None), "32 bytes in base64"),
-                       (("gpu-1", key, "nowhere"), "HOST:PORT")):
+                       (("gpu-1", key, "nowhere"), "HOST:PORT"),
+                       (("gpu-1", key, "nowhere.invalid:51820"), "'nowhere.invalid' does not resolve")):
         with pytest.raises(Refused, match=says) as refused:
             register.join(SECRET, *args)
         assert refused.value.status == 400 and "\n" not in str(refused.value)

@@ -35,6 +35,7 @@ from market.storage import verify
 from tests.programs import program_spec
 from tests.sites import served, stop_served
 from wire.client import SiteAddress, SiteClient
+from wire.tls import WrongCertificate
 
 MATCHER, PROVIDER, OTHER_PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 2, 4, 6))
 PRICE = 10**12  # wei per unit: the market's floor
@@ -247,8 +248,6 @@ def test_the_site_serves_only_what_the_chain_authorizes(site) -> None:
     with pytest.raises(urllib.error.HTTPError) as unsigned:
         urllib.request.urlopen(request, context=pinned_context())
     assert unsigned.value.code == 401
-
-    from wire.tls import WrongCertificate
 
     with pytest.raises(WrongCertificate, match="not the one registered on chain"):
         _client(site, fingerprint="00" * 32).info()
