@@ -44,6 +44,6 @@ class BusyTimer:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        assert self._started is not None
-        self.seconds += time.perf_counter() - self._started
-        self._started = None
+        started, self._started = self._started, None
+        if started is not None:  # always, after __enter__
+            self.seconds += time.perf_counter() - started

@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from compute.errors import InvalidJob
 from compute.runners.params import (
@@ -32,6 +32,7 @@ from compute.runners.params import (
     TuneParams,
 )
 
+P = TypeVar("P")
 FORMAT = 1  # the contract's version: a reader refuses any other
 Params = TrainParams | FinetuneParams | InferParams | TuneParams | ServeParams | ProgramParams
 PARAMS: dict[str, type[Params]] = {c.KIND: c for c in (TrainParams, FinetuneParams, InferParams, TuneParams,
@@ -69,6 +70,13 @@ class ComputeJob:
     @property
     def kind(self) -> str:
         return self.params.KIND
+
+    def params_of(self, kind: type[P]) -> P:
+        """This job's parameters as `kind`'s, which its runner reads; InvalidJob for a job of
+        another kind (a runner handed a job it does not run)."""
+        if not isinstance(self.params, kind):
+            raise InvalidJob(f"job {self.job_id} is a {self.kind} job, not the kind this runner runs.")
+        return self.params
 
     @classmethod
     def of(cls, job_id: str, kind: str, provider: str, params: Mapping[str, Any] | None = None,

@@ -146,6 +146,10 @@ class Order:
             return self.params.unpinned()
         return [name for name, value in self.brought.items() if isinstance(value, str)]
 
+    def pinned(self) -> dict[str, Pinned]:
+        """What the buyer brings that is pinned by its sha256, by spec field (`unpinned` names the rest)."""
+        return {name: value for name, value in self.brought.items() if isinstance(value, Pinned)}
+
     def result_location(self, namespace: str, job_id: int) -> str | None:
         """Where the result of this order's job `job_id` goes: `<output>/<compute job id>`."""
         return join(self.output, namespace + str(job_id)) if self.output else None

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from compute.errors import ProviderFault
-from core.errors import Refused, Unavailable
+from core.errors import Fault, Refused, Unavailable
 from provider.auth import JobView, WontSign
 from provider.lease import PLAN
 from provider.lease.launch import ray_job
@@ -326,12 +326,11 @@ class Site:
             agreed = int((directory / PRICE).read_text()) if (directory / PRICE).is_file() else 0
             try:
                 if outcome.state == "succeeded":
-                    assert outcome.result_hash is not None  # a lease that succeeded has one
-                    result_hash = bytes.fromhex(outcome.result_hash[2:])
-                    signature = self.signer(job_id, agreed, result_hash, outcome.units)
-                else:
-                    assert self.failure_signer is not None
+                    signature = self.signer(job_id, agreed, _result_hash(job_id, outcome), outcome.units)
+                elif self.failure_signer is not None:  # a charged failure, as `charged` says
                     signature = self.failure_signer(job_id, agreed, outcome.units)
+                else:
+                    return status
             except WontSign as exc:
                 return LeaseStatus(job_id, "failed", outcome.attempt, error=str(exc), units=outcome.units,
                                    unit=outcome.unit, fault="market", compute_id=plan.job.job_id)
@@ -516,6 +515,14 @@ class Site:
             expired = [t for t, (_, _, until) in self._challenges.items() if until < now]
         for ticket in expired:
             self._end_challenge(ticket)
+
+
+def _result_hash(job_id: int, outcome: Outcome) -> bytes:
+    """The result hash a lease that succeeded recorded; a Fault if its verdict names none."""
+    if outcome.result_hash is None:
+        raise Fault(f"Job {job_id}'s lease succeeded but its verdict records no result hash; the site "
+                    "cannot sign it.")
+    return bytes.fromhex(outcome.result_hash[2:])
 
 
 def tail(log: str, lines: int = TAIL_LINES, size: int = TAIL_BYTES) -> str:

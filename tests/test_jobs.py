@@ -302,3 +302,15 @@ def test_a_job_that_failed_by_its_own_fault_is_charged_the_units_its_provider_si
     assert swarm.balance_of(provider.address) == provider0 + payment - fee
     assert swarm.balance_of(treasury) == treasury0 + fee
     assert swarm.balance_of(buyer.address) == buyer0 - payment, "the rest of the escrow refunded"
+
+
+def test_a_runner_reads_only_its_own_kinds_parameters() -> None:
+    """A job handed to another kind's runner is refused in a sentence, never run with the wrong fields."""
+    from compute.errors import InvalidJob
+    from compute.jobs import ComputeJob
+    from compute.runners.params import TrainParams, TuneParams
+
+    job = ComputeJob.of("job-9", "train", "0x" + "11" * 20)
+    assert isinstance(job.params_of(TrainParams), TrainParams)
+    with pytest.raises(InvalidJob, match="job job-9 is a train job, not the kind this runner runs"):
+        job.params_of(TuneParams)

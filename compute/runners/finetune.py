@@ -256,8 +256,7 @@ def run_text(job: ComputeJob, params: FinetuneParams) -> JobResult:
 
 def run(job: ComputeJob) -> JobResult:
     """Fine-tunes LoRA adapters on the provider's nodes; the base checkpoint stays as it was."""
-    params = job.params
-    assert isinstance(params, FinetuneParams)
+    params = job.params_of(FinetuneParams)
     if hf.is_checkpoint(params.base_checkpoint):
         return run_text(job, params)
     base_dir = find_checkpoint(params.base_checkpoint)

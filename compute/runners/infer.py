@@ -200,8 +200,7 @@ def _infer_text(directory: str, values: list[str], params: InferParams, seed: in
 
 def run(job: ComputeJob) -> JobResult:
     """Runs the checkpoint's model over every input row on the provider's nodes."""
-    params = job.params
-    assert isinstance(params, InferParams)
+    params = job.params_of(InferParams)
     if hf.is_checkpoint(params.checkpoint):  # a transformers classifier over a table's texts
         directory, model_type = hf.check(params.checkpoint)
         inputs, labels = hf.texts(params.dataset_path)

@@ -132,8 +132,7 @@ def run(job: ComputeJob) -> JobResult:
     """Serves the job's model through its socket until `ends_at`; returns what was served."""
     import uvicorn
 
-    params = job.params
-    assert isinstance(params, ServeParams)
+    params = job.params_of(ServeParams)
     started = time.monotonic()
     serve.start(http_options={"location": "NoServer"})
     fields = dataclasses.asdict(params)

@@ -297,20 +297,18 @@ def train_loop(config: dict[str, Any]) -> None:
         require_cuda()
 
     table = config.get("table")  # a table's {"features", "classes"}; None for a built-in dataset
-    tensors: Tensors | None
     if params.brought:  # a transformers classifier, from its packed checkpoint, on a table of texts
         model, tokenizer = hf.classifier(config["checkpoint"])
         tensors = text_tensors(tokenizer)
     else:
         model = build_model(params.model, **model_config(table))
-        tensors = table_tensors(table["features"]) if table else None
+        tensors = table_tensors(table["features"] if table else [])  # read only with a table
     model = model.to(device)
     if table is None:
         train_set, val_set = split(*load_dataset(params.dataset, seed, n=params.samples))
         sampler = DistributedSampler(train_set, num_replicas=world, rank=rank, shuffle=True, seed=seed)
         loader = DataLoader(train_set, batch_size=params.batch_size, sampler=sampler)
     else:
-        assert tensors is not None  # a table's, or its texts'
         whole = config.get("rows")  # a small table, read whole by the driver
         held_out = whole["validation"] if whole else ray.train.get_dataset_shard("validation")
         val_set = table_validation(held_out, tensors)
@@ -336,7 +334,6 @@ def train_loop(config: dict[str, Any]) -> None:
         if table is None:
             sampler.set_epoch(epoch)
         else:
-            assert tensors is not None
             epoch_seed = seed * 1_000 + epoch
             loader = (row_batches(shard, tensors, params.batch_size, epoch_seed) if isinstance(shard, dict)
                       else table_batches(shard, tensors, params.batch_size, seed=epoch_seed))
@@ -519,8 +516,7 @@ def one_process(job: ComputeJob) -> bool:
     if any, is read whole: in a lease (`compute.context.in_place`) it then runs in the lease's own
     process, as the worker, and starts no Ray. Ray Train's controller, its worker actor and the
     lease's Ray cost a small job about 15 CPU-seconds and as many seconds before its first step."""
-    params = job.params
-    assert isinstance(params, TrainParams)
+    params = job.params_of(TrainParams)
     return job.workers == 1 and "://" not in job.storage and dataset_read(params) != "streamed"
 
 
@@ -543,7 +539,9 @@ def fit(job: ComputeJob, params: TrainParams) -> ray.train.Result:
     elif read == "streamed":
         datasets, table = table_datasets(params, job.seed)
     if params.brought:
-        assert table is not None  # a transformers checkpoint trains on a table (TrainParams)
+        if table is None:  # TrainParams holds a brought checkpoint to a table: a job read otherwise
+            raise InvalidJob(f"job {job.job_id}: a transformers checkpoint trains on a table of texts; name "
+                             "one as its dataset.", "dataset")
         hf.check_classes(directory, table["classes"], params.dataset)
     if in_place_provider() == job.provider:
         return train_in_place(train_loop, loop_config(job, params, table, checkpoint, rows),
@@ -614,8 +612,7 @@ def write_outputs(
 
 def run(job: ComputeJob) -> JobResult:
     """Trains on the provider's nodes and returns the result with its hash and units."""
-    params = job.params
-    assert isinstance(params, TrainParams)
+    params = job.params_of(TrainParams)
     started = time.time()
     result = fit(job, params)
     with result.checkpoint.as_directory() as directory:

@@ -243,8 +243,7 @@ def _trial_rows(grid, dims: dict) -> list[tuple[dict[str, Any], Any]]:
 
 
 def run(job: ComputeJob) -> JobResult:
-    params = job.params
-    assert isinstance(params, TuneParams)
+    params = job.params_of(TuneParams)
     dims = params.space()
     dataset = params.dataset or DATASET_FOR[params.model]
     table = {} if tabular.is_named(dataset) else table_setup(dataset, params.samples)

@@ -37,6 +37,7 @@ from compute.manifest import (
     record_hash,
     result_record,
 )
+from compute.runners.params import Located, Pinned, ProgramParams
 from compute.runners.program import CODE, INPUTS, INTERNAL, OUTPUTS, PACKAGES, RESERVED_NAMES
 from provider.lease import FETCHED, LOG, STAGED, untrusted
 from provider.lease.plan import LeasePlan
@@ -47,6 +48,15 @@ PIP_TIMEOUT_S = 600.0
 
 class InputError(ComputeError):
     """What a job names cannot be staged, read or written as its spec says: the buyer's to fix."""
+
+
+def pinned(located: Located, what: str) -> Pinned:
+    """`located` pinned by its sha256; InputError for a path or URI alone, which a site never
+    fetches (`swarm job post` pins what a buyer names)."""
+    if isinstance(located, str):
+        raise InputError(f"{what} {located} is not pinned by its sha256; post the job with `swarm job post`, "
+                         "which pins it")
+    return located
 
 
 def fetch_inputs(plan: LeasePlan, work: Path, site_dir: Path) -> None:
@@ -105,8 +115,7 @@ def stage_program(plan: LeasePlan, work: Path, site_dir: Path) -> None:
     """Fetches, checks and unpacks a program's code and inputs and installs its requirements,
     once per lease directory: into a work directory no lease has run in yet (the mark that it
     is done is the site's, in `site_dir`), so nothing is written through what a lease left."""
-    program = plan.program
-    assert program is not None
+    program = plan.job.params_of(ProgramParams)
     if (site_dir / STAGED).exists():
         return
     for name in os.listdir(work):  # what a staging cut short left
@@ -114,8 +123,7 @@ def stage_program(plan: LeasePlan, work: Path, site_dir: Path) -> None:
     internal = work / INTERNAL
     internal.mkdir()
     try:
-        code = program.code
-        assert not isinstance(code, str)  # a site plans only pinned programs
+        code = pinned(program.code, "code")
         readable(code.uri, plan.hidden, "code")
         archive = dataplane.stage(code.uri, code.sha256, internal / CODE, what="code")
         if archive.is_dir():
@@ -124,10 +132,10 @@ def stage_program(plan: LeasePlan, work: Path, site_dir: Path) -> None:
                 "tar, as `swarm job post` packs it"
             )
         _unpack(archive, work)
-        for name, pinned in sorted(program.inputs.items()):
-            assert not isinstance(pinned, str)
-            readable(pinned.uri, plan.hidden, f"input {name}")
-            dataplane.stage(pinned.uri, pinned.sha256, work / INPUTS / name, what=f"input {name}")
+        for name, located in sorted(program.inputs.items()):
+            given = pinned(located, f"input {name}")
+            readable(given.uri, plan.hidden, f"input {name}")
+            dataplane.stage(given.uri, given.sha256, work / INPUTS / name, what=f"input {name}")
     except dataplane.DataPlaneError as exc:
         raise InputError(str(exc)) from None
     if program.requirements:

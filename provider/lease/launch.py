@@ -29,6 +29,7 @@ from compute.dataplane import shown
 from compute.errors import ComputeError
 from compute.node import DATA_FOOTER_READERS, REPORTS_ENV, TRAIN_HELPERS_OFF, TRAIN_POLL, TRAIN_REPORTS
 from compute.reports import scalars
+from compute.runners.params import ProgramParams
 from provider.lease import (
     FETCHED,
     HEAD_ADDRESS_ENV,
@@ -329,10 +330,10 @@ def _program_run(plan: LeasePlan, work: Path, returncode: int, reserved: float) 
     its work directory's `outputs/`, stored in the buyer's output."""
     if returncode != 0:
         return None
-    assert plan.program is not None
+    params = plan.job.params_of(ProgramParams)
     root = plan.outputs.parent if plan.outputs is not None else work  # across nodes: what they share
     return {"result": (root, "", plan.result), "units": reserved,
-            "metrics": program_metrics(root, plan.program.metrics)}
+            "metrics": program_metrics(root, params.metrics)}
 
 
 METRICS_BYTES = 64 << 10  # what the site reads of a program's metrics file

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from compute.errors import InvalidJob
 from compute.jobs import ComputeJob
 from compute.order import DATASET_PARAM, MODEL_PARAM, Order, prior_refused
-from compute.runners.params import Pinned, ProgramParams
+from compute.runners.params import ProgramParams
 from provider.lease import PLAN
 from provider.lease.outcome import write_json
 from provider.lease.sandbox import Limits
@@ -207,8 +207,7 @@ def plan_lease(order: Order, job_id: int, number: int, provider: str, namespace:
     # What the buyer brings is copied into the lease and checked against its pin: the lease sees
     # nothing else of the host, and the runner reads the copy.
     fetch = []
-    for field, pinned in order.brought.items():
-        assert isinstance(pinned, Pinned)  # unpinned() is empty
+    for field, pinned in order.pinned().items():  # all it brings: what is not pinned was refused above
         param = MODEL_PARAM[order.kind] if field == "model" else DATASET_PARAM[order.kind]
         target = f"inputs/{param}"
         # A file keeps its name in the lease (its suffix says its format); a directory is the target.

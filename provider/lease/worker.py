@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from compute.node import WORKER_NICENESS, RayStart
+from compute.runners.params import ProgramParams
 from provider.lease import HEAD_ADDRESS_ENV, NODE_ADDRESS_ENV, PLAN_ENV, RUN
 from provider.lease.outcome import write_json
 from provider.lease.plan import LeasePlan
@@ -168,10 +169,10 @@ def run_built_in(plan: LeasePlan, work: Path) -> None:
 def run_program(plan: LeasePlan, work: Path) -> int:
     from compute.runners import program
 
-    assert plan.program is not None
+    params = plan.job.params_of(ProgramParams)
     if plan.nodes > 1:
-        return program.run(plan.program, work, lambda: start_gang_head(plan), outputs=plan.outputs)
-    return program.run(plan.program, work, lambda: start_ray(plan).address_info["gcs_address"])
+        return program.run(params, work, lambda: start_gang_head(plan), outputs=plan.outputs)
+    return program.run(params, work, lambda: start_ray(plan).address_info["gcs_address"])
 
 
 def _jsonable(value: Any) -> Any:
