@@ -16,7 +16,7 @@ from ledger.errors import ErrorDecoder, NotDeployed, RpcError, TransactionFailed
 if TYPE_CHECKING:
     from web3.contract import Contract
 
-    from ledger.tx import Receipt, Sender
+    from ledger.tx import Sender, TxReceipt
 
 
 @dataclass(frozen=True)
@@ -138,7 +138,7 @@ class Swarm:
                     table[(address.lower(), abi.keccak256(abi.signature(item).encode()))] = (name, item)
         return table
 
-    def events(self, receipt: Receipt, name: str | None = None) -> list[Event]:
+    def events(self, receipt: TxReceipt, name: str | None = None) -> list[Event]:
         """The Swarm events a transaction emitted, decoded, optionally only those named `name`."""
         from web3._utils.events import get_event_data
 

@@ -28,7 +28,7 @@ from ledger.errors import InvalidInput, RpcError, SwarmError, TransactionFailed
 from ledger.units import parse_address, when
 
 if TYPE_CHECKING:
-    from ledger.tx import Receipt, Sender
+    from ledger.tx import Sender, TxReceipt
 
 TIMELOCK = "TimelockController"
 NO_PREDECESSOR = bytes(32)
@@ -228,7 +228,7 @@ def schedule(swarm: Swarm, sender: Sender, call: AdminCall, delay: int | None = 
     return operation(swarm, call.operation_id)
 
 
-def execute(swarm: Swarm, sender: Sender, call: AdminCall) -> Receipt:
+def execute(swarm: Swarm, sender: Sender, call: AdminCall) -> TxReceipt:
     """Executes a scheduled `call` whose delay has passed; anyone may."""
     current = operation(swarm, call.operation_id)
     _require_ready(swarm, current)
@@ -236,7 +236,7 @@ def execute(swarm: Swarm, sender: Sender, call: AdminCall) -> Receipt:
     return sender.send(timelock.execute(call.target, 0, call.data, NO_PREDECESSOR, call.salt))
 
 
-def execute_id(swarm: Swarm, sender: Sender, operation_id: bytes) -> tuple[Operation, Receipt]:
+def execute_id(swarm: Swarm, sender: Sender, operation_id: bytes) -> tuple[Operation, TxReceipt]:
     """Executes the operation `operation_id`, its call read back from the chain."""
     current = operation(swarm, operation_id)
     _require_ready(swarm, current)
@@ -246,7 +246,7 @@ def execute_id(swarm: Swarm, sender: Sender, operation_id: bytes) -> tuple[Opera
     return current, execute(swarm, sender, current.call)
 
 
-def cancel(swarm: Swarm, sender: Sender, operation_id: bytes) -> Receipt:
+def cancel(swarm: Swarm, sender: Sender, operation_id: bytes) -> TxReceipt:
     """Cancels a scheduled operation that has not been executed; `sender` must be a proposer."""
     current = operation(swarm, operation_id)
     if current.state not in (OperationState.WAITING, OperationState.READY):
@@ -255,7 +255,7 @@ def cancel(swarm: Swarm, sender: Sender, operation_id: bytes) -> Receipt:
     return sender.send(swarm.contract(TIMELOCK).functions.cancel(operation_id))
 
 
-def enact(swarm: Swarm, sender: Sender, call: AdminCall) -> Receipt:
+def enact(swarm: Swarm, sender: Sender, call: AdminCall) -> TxReceipt:
     """Schedules and executes `call` at once, on a timelock with no delay (a devnet's)."""
     delay = min_delay(swarm)
     if delay:

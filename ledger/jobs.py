@@ -15,7 +15,7 @@ from ledger.results import JobTerms
 from ledger.units import format_amount, parse_address
 
 if TYPE_CHECKING:
-    from ledger.tx import Receipt, Sender
+    from ledger.tx import Sender, TxReceipt
 
 MAX_UINT64 = 2**64 - 1
 MAX_UINT128 = 2**128 - 1
@@ -88,7 +88,7 @@ def post_job(
     max_units: int,
     deadline: int,
     allowance: Allowance = Allowance.PERMIT,
-) -> tuple[int, Receipt]:
+) -> tuple[int, TxReceipt]:
     """Escrows `max_price_per_unit × max_units` and posts the job; returns its id."""
     if len(spec_hash) != 32:
         raise InvalidInput("spec hash must be 32 bytes (a keccak256 of the job spec).")
@@ -129,11 +129,11 @@ def post_job(
     return int(posted.args["jobId"]), receipt
 
 
-def cancel_job(swarm: Swarm, sender: Sender, job_id: int) -> Receipt:
+def cancel_job(swarm: Swarm, sender: Sender, job_id: int) -> TxReceipt:
     return sender.send(swarm.market.functions.cancelJob(job_id))
 
 
-def reclaim_expired(swarm: Swarm, sender: Sender, job_id: int) -> Receipt:
+def reclaim_expired(swarm: Swarm, sender: Sender, job_id: int) -> TxReceipt:
     return sender.send(swarm.market.functions.reclaimExpired(job_id))
 
 
@@ -144,7 +144,7 @@ def dispute_bond(swarm: Swarm, disputer: str, job_id: int) -> int:
     return int(swarm.read("JobMarket", "bondFor", job_id))
 
 
-def dispute_job(swarm: Swarm, sender: Sender, job_id: int) -> Receipt:
+def dispute_job(swarm: Swarm, sender: Sender, job_id: int) -> TxReceipt:
     """Disputes a completed job; a buyer first approves the market to take its dispute bond."""
     bond = dispute_bond(swarm, sender.address, job_id)
     if bond > 0:
@@ -166,7 +166,7 @@ def _approve_bond(swarm: Swarm, sender: Sender, bond: int) -> None:
         sender.send(swarm.token.functions.approve(market, bond))
 
 
-def assign_job(swarm: Swarm, sender: Sender, job_id: int, provider: str, price_per_unit: int) -> Receipt:
+def assign_job(swarm: Swarm, sender: Sender, job_id: int, provider: str, price_per_unit: int) -> TxReceipt:
     provider = parse_address(provider, "provider address")
     return sender.send(swarm.market.functions.assignJob(job_id, provider, price_per_unit))
 
@@ -179,7 +179,7 @@ def reassign_job(
     price_per_unit: int,
     reason: str,
     slash_bps: int = 0,
-) -> Receipt:
+) -> TxReceipt:
     """Moves an assigned job to `provider`, escrow in place; slashes the previous one by `slash_bps`."""
     provider = parse_address(provider, "provider address")
     return sender.send(
@@ -189,27 +189,27 @@ def reassign_job(
 
 def complete_job(
     swarm: Swarm, sender: Sender, job_id: int, result_hash: bytes, units_used: int, signature: bytes
-) -> Receipt:
+) -> TxReceipt:
     """Records the job's result and units with its provider's `signature` over them (see ledger.results)."""
     return sender.send(swarm.market.functions.completeJob(job_id, result_hash, units_used, signature))
 
 
 def charge_job(
     swarm: Swarm, sender: Sender, job_id: int, reason: str, units: int, signature: bytes
-) -> Receipt:
+) -> TxReceipt:
     """A job that failed by its own fault, charged the `units` its provider signed its lease held."""
     return sender.send(swarm.market.functions.chargeJob(job_id, reason_bytes(reason), units, signature))
 
 
-def fail_job(swarm: Swarm, sender: Sender, job_id: int, reason: str, slash_bps: int = 0) -> Receipt:
+def fail_job(swarm: Swarm, sender: Sender, job_id: int, reason: str, slash_bps: int = 0) -> TxReceipt:
     return sender.send(swarm.market.functions.failJob(job_id, reason_bytes(reason), slash_bps))
 
 
-def settle_job(swarm: Swarm, sender: Sender, job_id: int) -> Receipt:
+def settle_job(swarm: Swarm, sender: Sender, job_id: int) -> TxReceipt:
     return sender.send(swarm.market.functions.settleJob(job_id))
 
 
 def resolve_dispute(
     swarm: Swarm, sender: Sender, job_id: int, buyer_upheld: bool, slash_bps: int = 0
-) -> Receipt:
+) -> TxReceipt:
     return sender.send(swarm.market.functions.resolveDispute(job_id, buyer_upheld, slash_bps))

@@ -33,7 +33,7 @@ from ledger.stake import HardwareSpec, ProviderInfo
 from ledger.units import duration, format_amount, parse_address, when
 
 if TYPE_CHECKING:
-    from ledger.tx import Receipt, Sender
+    from ledger.tx import Sender, TxReceipt
 
 
 @dataclass(frozen=True)
@@ -365,7 +365,7 @@ class Provider:
             )
         return info
 
-    def _sent(self, kind: type[S], receipt: Receipt, **outcome: Any) -> S:
+    def _sent(self, kind: type[S], receipt: TxReceipt, **outcome: Any) -> S:
         """`kind` of what `receipt` did, with the provider's stake as the chain holds it now."""
         info = stake.provider_info(self.swarm, self.address)
         return kind(self.address, receipt.tx_hash, receipt.block_number, info.stake, info.unbonding,

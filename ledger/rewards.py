@@ -13,7 +13,7 @@ from ledger.reports import EpochReport, Slash, deferred_hash, order_signatures, 
 from ledger.units import parse_address
 
 if TYPE_CHECKING:
-    from ledger.tx import Receipt, Sender
+    from ledger.tx import Sender, TxReceipt
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ def pending_report(swarm: Swarm) -> PendingReport | None:
                                                 bytes(p[7]))
 
 
-def fund(swarm: Swarm, sender: Sender, amount: int) -> Receipt:
+def fund(swarm: Swarm, sender: Sender, amount: int) -> TxReceipt:
     """Adds `amount` wei from `sender` to the reward pool (approve, then fund)."""
     if amount <= 0:
         raise InvalidInput(f"funding amount must be greater than zero, got {amount}.")
@@ -63,7 +63,7 @@ def sign(swarm: Swarm, report: EpochReport, keys: Sequence[bytes]) -> list[bytes
 def submit_epoch(
     swarm: Swarm, sender: Sender, report: EpochReport, slashes: Sequence[Slash], signatures: Sequence[bytes],
     deferred: Sequence[str] = (),
-) -> Receipt:
+) -> TxReceipt:
     """Submits `report` with the slashes and the deferred providers it was signed with."""
     fn = swarm.distributor.functions.submitEpoch(
         report.as_tuple(), [s.as_tuple() for s in slashes], list(deferred), list(signatures)
@@ -71,20 +71,20 @@ def submit_epoch(
     return sender.send(fn)
 
 
-def veto_epoch(swarm: Swarm, sender: Sender, epoch: int) -> Receipt:
+def veto_epoch(swarm: Swarm, sender: Sender, epoch: int) -> TxReceipt:
     """Vetoes the pending report during its challenge window; `sender` must be the guardian."""
     return sender.send(swarm.distributor.functions.vetoEpoch(epoch))
 
 
-def discard_epoch(swarm: Swarm, sender: Sender, epoch: int) -> Receipt:
+def discard_epoch(swarm: Swarm, sender: Sender, epoch: int) -> TxReceipt:
     """Clears a pending report left unfinalized past its window and the recovery delay."""
     return sender.send(swarm.distributor.functions.discardEpoch(epoch))
 
 
-def finalize_epoch(swarm: Swarm, sender: Sender, slashes: Sequence[Slash]) -> Receipt:
+def finalize_epoch(swarm: Swarm, sender: Sender, slashes: Sequence[Slash]) -> TxReceipt:
     return sender.send(swarm.distributor.functions.finalizeEpoch([s.as_tuple() for s in slashes]))
 
 
-def claim(swarm: Swarm, sender: Sender, provider: str, cumulative: int, proof: Sequence[bytes]) -> Receipt:
+def claim(swarm: Swarm, sender: Sender, provider: str, cumulative: int, proof: Sequence[bytes]) -> TxReceipt:
     provider = parse_address(provider, "provider address")
     return sender.send(swarm.distributor.functions.claim(provider, cumulative, list(proof)))

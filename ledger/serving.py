@@ -27,8 +27,7 @@ from ledger.units import parse_address
 
 if TYPE_CHECKING:
     from ledger.client import Swarm
-    from ledger.tx import Receipt as TxReceipt
-    from ledger.tx import Sender
+    from ledger.tx import Sender, TxReceipt
 
 CONTRACT = "ServingEscrow"
 DOMAIN_NAME = "SwarmServing"

@@ -13,7 +13,7 @@ from ledger.reports import reason_bytes
 from ledger.units import parse_address
 
 if TYPE_CHECKING:
-    from ledger.tx import Receipt, Sender
+    from ledger.tx import Sender, TxReceipt
 
 MAX_GPUS = 2**32 - 1
 MAX_GPUS_PER_NODE = 1_024
@@ -130,7 +130,7 @@ def provider_info(swarm: Swarm, address: str) -> ProviderInfo:
     )
 
 
-def register(swarm: Swarm, sender: Sender, spec_hash: bytes, gpus: int) -> Receipt:
+def register(swarm: Swarm, sender: Sender, spec_hash: bytes, gpus: int) -> TxReceipt:
     """Registers `sender` as a provider of `gpus` GPUs whose spec hashes to `spec_hash`."""
     if not 0 < gpus <= MAX_GPUS:
         raise InvalidInput(f"gpus must be a whole number from 1 to {MAX_GPUS}, got {gpus}.")
@@ -139,14 +139,14 @@ def register(swarm: Swarm, sender: Sender, spec_hash: bytes, gpus: int) -> Recei
     return sender.send(swarm.vault.functions.register(spec_hash, gpus))
 
 
-def update_spec(swarm: Swarm, sender: Sender, spec_hash: bytes, gpus: int) -> Receipt:
+def update_spec(swarm: Swarm, sender: Sender, spec_hash: bytes, gpus: int) -> TxReceipt:
     """Declares new hardware for a registered provider; the minimum stake follows `gpus`."""
     if not 0 < gpus <= MAX_GPUS:
         raise InvalidInput(f"gpus must be a whole number from 1 to {MAX_GPUS}, got {gpus}.")
     return sender.send(swarm.vault.functions.updateSpec(spec_hash, gpus))
 
 
-def stake(swarm: Swarm, sender: Sender, amount: int, allowance: Allowance = Allowance.PERMIT) -> Receipt:
+def stake(swarm: Swarm, sender: Sender, amount: int, allowance: Allowance = Allowance.PERMIT) -> TxReceipt:
     """Adds `amount` wei to `sender`'s stake in one transaction."""
     _positive(amount, "stake amount")
     permit = prepare_spend(swarm, sender, swarm.vault.address, amount, "stake", allowance)
@@ -156,24 +156,24 @@ def stake(swarm: Swarm, sender: Sender, amount: int, allowance: Allowance = Allo
     return sender.send(fn)
 
 
-def request_unstake(swarm: Swarm, sender: Sender, amount: int) -> Receipt:
+def request_unstake(swarm: Swarm, sender: Sender, amount: int) -> TxReceipt:
     """Starts unbonding `amount` wei of `sender`'s active stake."""
     _positive(amount, "unstake amount")
     return sender.send(swarm.vault.functions.requestUnstake(amount))
 
 
-def withdraw(swarm: Swarm, sender: Sender) -> Receipt:
+def withdraw(swarm: Swarm, sender: Sender) -> TxReceipt:
     """Withdraws `sender`'s unbonded stake once its release time has passed."""
     return sender.send(swarm.vault.functions.withdraw())
 
 
-def unjail(swarm: Swarm, sender: Sender) -> Receipt:
+def unjail(swarm: Swarm, sender: Sender) -> TxReceipt:
     return sender.send(swarm.vault.functions.unjail())
 
 
 def slash(
     swarm: Swarm, sender: Sender, provider: str, bps: int, reason: str, evidence_hash: bytes
-) -> Receipt:
+) -> TxReceipt:
     """Slashes `provider` by `bps` basis points; `sender` needs SLASHER_ROLE."""
     provider = parse_address(provider, "provider address")
     if not 0 < bps <= 10_000:

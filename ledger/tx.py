@@ -27,7 +27,7 @@ LOST_CHECK_S = 2.0  # how often a pending transaction is looked up to see that t
 
 
 @dataclass(frozen=True)
-class Receipt:
+class TxReceipt:
     tx_hash: str
     block_number: int
     gas_used: int
@@ -75,7 +75,7 @@ class Sender:
         except ContractLogicError as exc:
             raise self._failure(fn, exc) from None
 
-    def send(self, fn: ContractFunction | ContractConstructor, value: int = 0) -> Receipt:
+    def send(self, fn: ContractFunction | ContractConstructor, value: int = 0) -> TxReceipt:
         """Estimates, signs and sends `fn`, then waits for its receipt.
 
         A call that would revert is refused before anything is sent.
@@ -141,7 +141,7 @@ class Sender:
         tip = 1_000_000_000
         return {"maxFeePerGas": 2 * base + tip, "maxPriorityFeePerGas": tip}
 
-    def _wait(self, fn: ContractFunction | ContractConstructor, signed: _Signed) -> Receipt:
+    def _wait(self, fn: ContractFunction | ContractConstructor, signed: _Signed) -> TxReceipt:
         """Waits for the receipt. A transaction the node no longer has (a node restarted, a pool
         that evicted it) is sent again as signed, the same hash; one whose nonce the chain has
         used meanwhile, or that earlier transactions the node lost must precede, fails at once
@@ -169,7 +169,7 @@ class Sender:
             poll = min(RECEIPT_POLL_MAX_S, poll * 1.5)
         if receipt["status"] != 1:
             raise self._replay_failure(fn, receipt)
-        return Receipt(
+        return TxReceipt(
             tx_hash=signed.hash.to_0x_hex(),
             block_number=int(receipt["blockNumber"]),
             gas_used=int(receipt["gasUsed"]),

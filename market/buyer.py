@@ -45,7 +45,7 @@ from market.storage import DEFAULT_OUTPUT, clause, failed_log, fetch_result, kep
 if TYPE_CHECKING:  # the ORM loads in the operations that use it
     from sqlmodel import Session
 
-    from ledger.tx import Receipt, Sender
+    from ledger.tx import Sender, TxReceipt
     from market.records import MarketJob, MarketTransition
     from wire.client import SiteClient
 
@@ -251,12 +251,12 @@ class Buyer:
         if why:
             raise SpecError(f"spec field {why}.", "model")
 
-    def _post_replicas(self, sender: Sender, spec: JobSpec, digest: bytes) -> list[tuple[int, Receipt]]:
+    def _post_replicas(self, sender: Sender, spec: JobSpec, digest: bytes) -> list[tuple[int, TxReceipt]]:
         """One job per replica; if one fails, those already posted are cancelled, so nothing is left half
         done."""
         from ledger.jobs import post_job
 
-        posted: list[tuple[int, Receipt]] = []
+        posted: list[tuple[int, TxReceipt]] = []
         for replica in range(1, spec.replicas + 1):
             try:
                 posted.append(post_job(self.swarm, sender, digest, spec.max_price_per_unit, spec.max_units,

@@ -52,7 +52,7 @@ from ledger.client import Swarm
 from ledger.errors import SwarmError, TransactionFailed
 from ledger.indexer import Indexer
 from ledger.specs import canonical, load_spec
-from ledger.tx import Receipt, Sender
+from ledger.tx import Sender, TxReceipt
 from market import assign, leases, observe, settle
 from market.leases import LeaseRun
 from market.offers import Newcomer
@@ -192,7 +192,7 @@ class MarketService:
         """A spec as posted: the bytes whose keccak is the spec hash on chain."""
         return canonical(load_spec(self.home, bytes.fromhex(spec_hash.removeprefix("0x"))))
 
-    def send(self, call: Callable[..., Receipt], *args: Any) -> Receipt | None:
+    def send(self, call: Callable[..., TxReceipt], *args: Any) -> TxReceipt | None:
         """Sends one transaction; a refusal (the chain moved on) is logged and read back next tick."""
         try:
             return call(self.swarm, self.sender, *args)

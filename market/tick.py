@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from sqlmodel import Session
 
 from ledger.indexer.models import Job
-from ledger.tx import Receipt
+from ledger.tx import TxReceipt
 from market.records import MarketJob, MarketState, move
 
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ class Tick:
     now: int  # the chain's time as the pass began
     report: TickReport
 
-    def move(self, record: MarketJob, state: MarketState, detail: str, receipt: Receipt | None = None,
+    def move(self, record: MarketJob, state: MarketState, detail: str, receipt: TxReceipt | None = None,
              provider: str | None = None) -> None:
         """Moves a record, as `market.records.MARKET_MOVES` allows, and logs the transition."""
         before = record.state

@@ -2,7 +2,7 @@
 that owns the provider's Ray cluster; `provider.api` serves it over HTTPS to those the chain
 allows.
 
-`Site` keeps the leases: each is a Ray job of the site's cluster, submitted through Ray's
+`Agent` keeps the leases: each is a Ray job of the site's cluster, submitted through Ray's
 job submission API (`provider.lease.launch` is its entrypoint, the plan travels in the job), whose
 work runs in a sandbox on whichever machine of the site Ray places it. The site reads a
 lease's log and its launcher's verdict back through Ray's job API. A lease is started once
@@ -143,7 +143,7 @@ class LeaseStatus:
         return asdict(self)
 
 
-class Site:
+class Agent:
     """The leases of one provider's site, run on its Ray cluster."""
 
     def __init__(self, root: Path, provider: str, dashboard_url: str, planner: Planner, signer: ResultSigner,

@@ -104,7 +104,7 @@ class ServingLease:
 
 
 class LeaseHost(Protocol):
-    """What serving leases need of the site they run on (`provider.agent.Site`)."""
+    """What serving leases need of the site they run on (`provider.agent.Agent`)."""
 
     provider: str
     leases: Path  # the directory of every lease, a serving lease's beside the jobs'

@@ -32,7 +32,7 @@ from ledger.errors import SwarmError
 from ledger.results import failure_typed_data, result_typed_data
 from ledger.specs import load_spec
 from ledger.tx import Sender
-from provider.agent import Site
+from provider.agent import Agent
 from provider.api import SiteParts, listen, make_app, serve
 from provider.auth import Authority, JobView, NonceBook, authorize
 from provider.authority import ChainAuthority, terms_to_sign
@@ -74,7 +74,7 @@ class SiteConfig:
 
 @dataclass
 class RunningSite:
-    site: Site
+    agent: Agent
     identity: SiteIdentity
     url: str
     started_cluster: bool
@@ -113,7 +113,7 @@ def open_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig) -> t
     authority = ChainAuthority(swarm)
     planner = ChainPlanner(swarm, home, provider, authority, job_namespace(chain_id, market))
     signer = ChainSigner(swarm, sender)
-    site = Site(root, provider, state.dashboard, planner, signer.result, hidden=(str(home),),
+    site = Agent(root, provider, state.dashboard, planner, signer.result, hidden=(str(home),),
                 failure_signer=signer.failure, shared=config.shared_dir)
     authorize = ChainAuthorizer(provider, chain_id, market, authority, NonceBook(root / "nonces.db"))
     serving, redeemer = _serving(swarm, sender, home, site, config)
@@ -190,7 +190,7 @@ class ChainAuthorizer:
         return signer, self.authority.job(request.job_id) if request.action in LEASE_ACTIONS else None
 
 
-def _serving(swarm: Swarm, sender: Sender, home: Path, site: Site,
+def _serving(swarm: Swarm, sender: Sender, home: Path, site: Agent,
              config: SiteConfig) -> tuple[ServingLeases | None, Redeemer | None]:
     """The site's serving leases, their receipt book and its redeemer; none on a deployment made
     before the serving escrow."""
@@ -234,7 +234,7 @@ def run_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig,
         # A worker on each node before the oracle's first probe, which would otherwise wait for one
         # to start: on a busy machine longer than a probe's timeout, and the site's first epoch
         # would count it down. What it answers is not kept.
-        running.site.probe()
+        running.agent.probe()
         if running.redeemer is not None:
             import threading
 

@@ -40,7 +40,7 @@ from oracle.config import load_config
 from oracle.epoch import MIN_CHALLENGES, EpochRunner
 from oracle.migrations import ORACLE
 from oracle.records import ChallengeRecord, ProbeSample
-from provider.agent import Site
+from provider.agent import Agent
 from provider.api import SiteParts, listen, make_app
 from provider.auth import NonceBook
 from provider.authority import ChainAuthority
@@ -54,7 +54,7 @@ SIZE, ROUNDS = 128, 8
 GPU_SECONDS = 1e-6  # a GPU's challenge at SIZE: 8 rounds of an H100's fp32 reference, 120 of its bf16
 
 
-class HostileSite(Site):
+class HostileSite(Agent):
     """A site whose node answers the challenge as `mode` says; the HTTP face is the real one."""
 
     def __init__(self, provider: str) -> None:  # no Ray: the node is this process

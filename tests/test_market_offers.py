@@ -64,7 +64,7 @@ BOX = {"cpus": 16.0, "gpus": 2.0, "memory_gb": 64.0}  # holds one node of SPEC: 
 
 
 def info(count: int, **changes) -> dict:
-    """A site's `/v1/info` capacity as provider.agent.Site.capacity reports it."""
+    """A site's `/v1/info` capacity as provider.agent.Agent.capacity reports it."""
     return {"nodes": count, "cpus": 16.0 * count, "gpus": 2.0 * count, "memory_gb": 64.0 * count,
             "node_cpus": 16.0, "node_gpus": 2.0, "machines": [BOX] * count, "across_nodes": True} | changes
 

@@ -4,7 +4,7 @@ answer 503, a node that broke its promise 500, and a bug 500 with a sentence tha
 of it, its traceback in the site's log; the routes and a model's calls in front of them alike.
 
 The site is the real app over pinned TLS, authorized and planned on the session's anvil, with
-a real `Site` whose Ray is not up: its dashboard's address answers nothing, which is how each
+a real `Agent` whose Ray is not up: its dashboard's address answers nothing, which is how each
 503 comes. Only a challenge's commit is staged (`LateNode`): computing one takes a Ray worker.
 """
 
@@ -35,7 +35,7 @@ from ledger.serving import DigestSigner
 from ledger.specs import canonical
 from ledger.units import ONE
 from market.spec import validate_spec
-from provider.agent import Site
+from provider.agent import Agent
 from provider.api import SiteParts, listen, make_app
 from provider.auth import NonceBook
 from provider.authority import ChainAuthority
@@ -54,7 +54,7 @@ PRICE = 10**12  # wei per unit, and per call: the market's floor
 NOT_UP = "The site's Ray cluster does not answer now; ask again shortly."
 
 
-class LateNode(Site):
+class LateNode(Agent):
     """The real site, whose node does not compute a challenge's commit in time: what the agent
     raises when Ray's worker misses the oracle's timeout, staged without Ray."""
 

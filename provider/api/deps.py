@@ -21,7 +21,7 @@ from fastapi import Depends, Request
 from starlette.types import Receive
 
 from core.errors import Refused
-from provider.agent import Site
+from provider.agent import Agent
 from provider.auth import JobView
 from provider.mesh import HeadMesh
 from provider.serving import MAX_BODY_BYTES, ServingLeases
@@ -46,7 +46,7 @@ class SiteParts:
     provider: str
     chain_id: int
     market: str
-    site: Site | None = None  # its leases and the oracle's measurements, served to whom `authorize` lets
+    agent: Agent | None = None  # its leases and the oracle's measurements, served to whom `authorize` lets
     authorize: Authorizer | None = None
     mesh: HeadMesh | None = None
     serving: ServingLeases | None = None
@@ -73,8 +73,8 @@ def site_parts(request: Request) -> SiteParts:
     return parts
 
 
-def lease_site(request: Request) -> Site:
-    site = site_parts(request).site
+def lease_site(request: Request) -> Agent:
+    site = site_parts(request).agent
     if site is None:
         raise Refused(404, "This site runs no leases; it serves its mesh alone.")
     return site
@@ -115,7 +115,7 @@ async def request_body(request: Request) -> bytes:
 
 
 Parts = Annotated[SiteParts, Depends(site_parts)]
-LeaseSite = Annotated[Site, Depends(lease_site)]
+LeaseSite = Annotated[Agent, Depends(lease_site)]
 Serving = Annotated[ServingLeases, Depends(serving_leases)]
 Mesh = Annotated[HeadMesh, Depends(head_mesh)]
 Body = Annotated[bytes, Depends(request_body)]

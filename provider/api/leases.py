@@ -67,7 +67,7 @@ def status(job_id: int, caller: Reader, site: LeaseSite) -> dict[str, Any]:
 def logs(job_id: int, caller: LogReader, site: LeaseSite,
          offset: int | None = None) -> dict[str, Any] | PlainTextResponse:
     """The last of what the lease printed, as text; with `?offset=N`, for a follower, what it
-    printed from byte N on, as JSON (`Site.log_since`)."""
+    printed from byte N on, as JSON (`Agent.log_since`)."""
     if offset is not None:
         return site.log_since(caller.job, job_id, offset)
     return PlainTextResponse(site.logs(caller.job, job_id))
