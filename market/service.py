@@ -48,6 +48,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError
 from sqlmodel import Session
 
+from core.states import IllegalMove
 from ledger.client import Swarm
 from ledger.errors import SwarmError, TransactionFailed
 from ledger.indexer import Indexer
@@ -127,6 +128,8 @@ class MarketService:
         while True:
             try:
                 report = self.tick()
+            except IllegalMove:
+                raise  # a bug in a phase, not the chain or the database away: passes would repeat it
             except (SwarmError, OSError, requests.RequestException, OperationalError) as exc:
                 # The chain or the database stopped answering: the next pass starts over from them.
                 self.log(f"pass failed, retrying: {type(exc).__name__}: {exc}")
