@@ -66,8 +66,8 @@ def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, def
     else:
         sender = signer(swarm, account, key_ref)
     engine = open_ledger(database_url(s.home), MARKET, ORACLE)  # its offers read the oracle's scores
-    log = (lambda line: None) if as_json else (lambda line: console.print(line, highlight=False))
-    service = waiting_for_chain(lambda: MarketService(swarm, sender, engine, s.home, config, log), log)
+    say = (lambda line: None) if as_json else (lambda line: console.print(line, highlight=False))
+    service = waiting_for_chain(lambda: MarketService(swarm, sender, engine, s.home, config), say)
     stop = threading.Event()
     def halt(*_: object) -> None:
         stop.set()
