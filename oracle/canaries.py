@@ -16,6 +16,7 @@ key is public once it deposits) and answers only the oracle honestly. docs/THREA
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 import threading
 import time
@@ -37,6 +38,8 @@ from oracle.records import CanaryRecord
 
 MAX_LEASES = 64  # serving leases checked per site an epoch; a site's further ones wait for the next
 MAX_ANSWER_CHARS = 65_536  # of each answer kept as evidence (a tiny transformer's logits: ~20 KB)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -76,14 +79,13 @@ class Canaries:
     for its calls from a deposit it tops up with `config.deposit` when it runs low."""
 
     def __init__(self, engine: Engine, swarm: Swarm, sender: Sender, home: Path, config: CanaryConfig,
-                 site_of: Callable[[str], Any], log: Callable[[str], None] | None = None) -> None:
+                 site_of: Callable[[str], Any]) -> None:
         self.engine = engine
         self.swarm = swarm
         self.sender = sender
         self.home = home
         self.config = config
         self.site_of = site_of
-        self.log = log or (lambda line: None)
         self._models: dict[tuple, Any] = {}  # the oracle's own run of each model, loaded once
         self._lock = threading.Lock()
 
@@ -146,7 +148,7 @@ class Canaries:
             self._fund(client, len(bodies) * served.price)
         except (SwarmError, ComputeError) as exc:
             record.reason = f"the oracle could not pay for its calls: {exc}"[:500]
-            self.log(f"canaries for {provider}: {record.reason}")
+            log.warning("canaries for %s: %s", provider, record.reason)
             return record
         answers, reasons = [], []
         for body, want in zip(bodies, expected, strict=True):
@@ -171,7 +173,7 @@ class Canaries:
             record.outcome = "matched" if not reasons else "mismatched"
             record.reason = "; ".join(reasons)[:500] if reasons else \
                 f"{record.matched} of {record.requests} answers were the model's"
-        self.log(f"canaries for {provider}'s lease {served.lease}: {record.outcome} ({record.reason})")
+        log.info("canaries for %s's lease %s: %s (%s)", provider, served.lease, record.outcome, record.reason)
         return record
 
     def _fund(self, client, needed: int) -> None:

@@ -99,7 +99,7 @@ def run(config_path, account, key_ref, signer_keys, epoch_length) -> None:
         console.print(line, highlight=False)
 
     service = waiting_for_chain(
-        lambda: OracleService(swarm, engine, s.home, config, sender, keys, schedule, log=say), say
+        lambda: OracleService(swarm, engine, s.home, config, sender, keys, schedule), say
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -130,16 +130,7 @@ def close(wait, probes, config_path, account, key_ref, signer_keys, epoch_length
 
     config, s, swarm, sender, keys, schedule, engine = _setup(config_path, account, key_ref, signer_keys,
                                                                epoch_length)
-    service = OracleService(
-        swarm,
-        engine,
-        s.home,
-        config,
-        sender,
-        keys,
-        schedule,
-        log=(lambda line: None) if as_json else (lambda line: console.print(line, highlight=False)),
-    )
+    service = OracleService(swarm, engine, s.home, config, sender, keys, schedule)
     try:
         service.close_epoch(probes, wait)
         payload = _latest_payload(engine, swarm.chain.chain_id)
