@@ -21,6 +21,7 @@ devnet afresh: the old chain, its ledger rows and the demo's results are replace
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from anvil import AnvilNode, dev_account
+from core import logs
 from ledger.config import Settings
 from ledger.errors import SwarmError
 from ledger.stake import HardwareSpec
@@ -101,6 +103,34 @@ class Silent:
         pass
 
 
+class ServicesLog:
+    """What the market and the oracle log as they run the story (INFO and above), written to the
+    demo's services log rather than to the console, where the story's progress is shown; closed,
+    and the loggers as they were, when the demo ends."""
+
+    SERVICES = ("market", "oracle")
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+        self.handler.setFormatter(logging.Formatter(logs.FORMAT, datefmt="%H:%M:%S"))
+        self.kept: dict[str, tuple[int, bool]] = {}
+        for name in self.SERVICES:
+            logger = logging.getLogger(name)
+            self.kept[name] = (logger.level, logger.propagate)
+            logger.setLevel(min(logger.getEffectiveLevel(), logging.INFO))
+            logger.propagate = False
+            logger.addHandler(self.handler)
+
+    def close(self) -> None:
+        for name, (level, propagate) in self.kept.items():
+            logger = logging.getLogger(name)
+            logger.removeHandler(self.handler)
+            logger.setLevel(level)
+            logger.propagate = propagate
+        self.handler.close()
+
+
 class Demo:
     """The demo's story on a fresh devnet in `settings.home`, its chain served by `node`; `progress`
     hears of each step (rich's Progress is one)."""
@@ -141,7 +171,7 @@ class Demo:
                 if thread.ident is not None:
                     thread.join(timeout=60)
             self.market.close(wait=False)
-            self.log_file.close()
+            self.services_log.close()
             self._shutdown_sites()
         summary = self._summary()
         summary["seconds"] = round(time.monotonic() - started, 1)
@@ -214,18 +244,9 @@ class Demo:
         from oracle.service import OracleService, schedule
 
         self.storage = self.home / "results"  # the buyers' output: a directory the devnet's sites write
-        log_file = self.home / "demo" / "services.log"
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        self.log_file = open(log_file, "w", encoding="utf-8")  # noqa: SIM115 -- closed when the demo ends
-        lock = threading.Lock()
-
-        def log(line: str) -> None:
-            with lock:
-                self.log_file.write(f"{time.strftime('%H:%M:%S')} {line}\n")
-                self.log_file.flush()
-
+        self.services_log = ServicesLog(self.home / "demo" / "services.log")
         self.market = MarketService(self.swarm, self.swarm.sender(dev_account(0).key), self.engine, self.home,
-                                    MarketConfig(interval_s=0.5), log=log)
+                                    MarketConfig(interval_s=0.5))
         config = load_config()
         self.oracle = OracleService(
             self.swarm,
@@ -235,7 +256,6 @@ class Demo:
             self.swarm.sender(dev_account(0).key),
             devnet_committee_keys(),
             schedule(config, devnet=True, epoch_length_s=EPOCH_S),
-            log=log,
         )
         self.threads = [
             threading.Thread(target=self.market.run, args=(self.stop,), daemon=True, name="demo-market"),
