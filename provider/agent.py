@@ -198,6 +198,8 @@ class Agent:
                 except Unavailable:  # not submitted: the next start plans it again
                     (directory / PLAN).unlink()
                     raise
+                log.info("lease %s of job %s started: %s node(s) of %g CPUs and %g GPUs", directory.name,
+                         job_id, plan.nodes, plan.cpus, plan.gpus)
         return self.status(job, job_id)  # outside the lock, which status takes
 
     def status(self, job: JobView, job_id: int) -> LeaseStatus:
@@ -235,6 +237,8 @@ class Agent:
             except Unavailable:  # not submitted: the next status finds the attempt lost again
                 plan.write(directory)
                 raise
+        log.warning("lease %s of job %s lost the node running attempt %s; attempt %s started", directory.name,
+                    job_id, plan.attempt, again.attempt)
         return LeaseStatus(job_id, "pending", again.attempt)
 
     def logs(self, job: JobView, job_id: int) -> str:
@@ -292,6 +296,7 @@ class Agent:
             self.jobs.stop_job(_submission(directory, plan.attempt))
         except RuntimeError:
             pass  # it had ended already
+        log.info("lease %s of job %s stopped at the market's request", directory.name, job_id)
         return self.status(job, job_id)
 
     def _finished(self, job_id: int, directory: Path, outcome: Outcome) -> LeaseStatus:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import math
 import threading
 import time
@@ -53,6 +54,8 @@ START_GRACE_S = 120.0  # the lease's wall clock: until ends_at, and this for Ray
 IDLE_S = 1800.0  # a serving lease nobody calls for this long is stopped (`--serving-idle`)
 START_AGAIN_S = 30.0  # a lease the site finds dead when it starts is started again with more than this left
 NAME_PREFIX = "serve-"
+
+log = logging.getLogger(__name__)
 
 
 def plan_serving(order: ServeOrder, number: int, provider: str, now: float) -> LeasePlan:
@@ -147,6 +150,7 @@ class ServingLeases:
             record = ServingLease(name, buyer, order, now)
             (directory / SERVING).write_text(json.dumps(record.as_dict()))
             self._submit(directory, plan)
+        log.info("serving lease %s started for %s: %s until %.0f", name, buyer, order.model, order.ends_at)
         with self._lock:
             self._records[name] = record
         return self.info(name)
@@ -194,6 +198,8 @@ class ServingLeases:
                 untrusted.clear(directory / "work", ServeParams.socket)  # the last attempt's, dead
                 plan.write(directory)
                 self._submit(directory, plan)
+            log.info("serving lease %s started again (attempt %s): its cluster no longer ran it",
+                     directory.name, plan.attempt)
             resumed.append(directory.name)
         return resumed
 
@@ -266,6 +272,7 @@ class ServingLeases:
             self.site.jobs.stop_job(_submission(directory, LeasePlan.read(directory).attempt))
         except RuntimeError:
             pass  # it had ended
+        log.info("serving lease %s stopped: %s", lease, why)
 
     def stop_idle(self, now: float | None = None) -> list[str]:
         """Stops every serving lease nobody has called for `idle_s`, counted from its last accepted
@@ -458,14 +465,11 @@ class Redeemer:
 
     def run(self, period_s: float = 5.0) -> None:
         """Rounds every `period_s` until `stop`; a failed round is logged and tried again."""
-        import sys
-
         while not self._stop.wait(period_s):
             try:
                 self.once()
             except Exception as exc:  # noqa: BLE001 — the chain may be down; the next round tries again
-                print(f"serving: redemption failed ({exc}); trying again in {period_s:.0f} s",
-                      file=sys.stderr)
+                log.warning("serving: redemption failed (%s); trying again in %.0f s", exc, period_s)
 
     def stop(self) -> None:
         self._stop.set()

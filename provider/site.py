@@ -14,6 +14,7 @@ machines join with `swarm provider join`); an already running one is attached to
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
 DRIVER_SHUTDOWN_S = 5.0  # how long a stopping site waits for its own Ray driver to let go
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -256,29 +259,24 @@ def run_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig,
 
 
 def _stop_idle_leases(serving: ServingLeases, period_s: float = 10.0) -> None:
-    """Stops the serving leases nobody calls, every `period_s`, while the site runs."""
-    import sys
-
+    """Stops the serving leases nobody calls, every `period_s`, while the site runs (each one
+    stopped is logged as it stops)."""
     while True:
         time.sleep(min(period_s, serving.idle_s / 4))
         try:
-            for lease in serving.stop_idle():
-                print(f"serving: stopped {lease}, which no one had called for {serving.idle_s:.0f} s",
-                      file=sys.stderr)
+            serving.stop_idle()
         except Exception as exc:  # noqa: BLE001 -- tried again next round
-            print(f"serving: could not stop idle leases ({exc})", file=sys.stderr)
+            log.warning("serving: could not stop idle leases (%s); trying again in %.0f s", exc, period_s)
 
 
 def _redeem_before_leaving(redeemer: Redeemer) -> None:
     """A stopping site redeems every voucher it holds, so what buyers signed is paid now; if the
     chain is away it says so, and the next start redeems them."""
-    import sys
-
     try:
         redeemer.once(force=True)
     except Exception as exc:  # noqa: BLE001 — the chain may be down; the vouchers stay in the book
-        print(f"serving: the vouchers could not be redeemed before stopping ({exc}); the next start "
-              "redeems them.", file=sys.stderr)
+        log.warning("serving: the vouchers could not be redeemed before stopping (%s); the next start "
+                    "redeems them.", exc)
 
 
 def _let_go_of_ray() -> None:

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core import logs
 from provider.lease import PLAN_ENV, PROJECT, WORK
 from provider.lease.outcome import Outcome
 from provider.lease.plan import LeasePlan
@@ -126,7 +127,7 @@ def coordinate(name: str, plan: LeasePlan) -> int:
     shared = Path(plan.shared)
     _make_shared(shared, plan)
     node = ray.remote(LeaseNode)
-    env = {"env_vars": {"PYTHONPATH": str(PROJECT), PLAN_ENV: os.environ[PLAN_ENV]}}
+    env = {"env_vars": {"PYTHONPATH": str(PROJECT), PLAN_ENV: os.environ[PLAN_ENV], **logs.child_env()}}
     actors = [node.options(num_cpus=plan.cpus, num_gpus=plan.gpus or None, max_restarts=0, runtime_env=env,
                            scheduling_strategy=PlacementGroupSchedulingStrategy(group, i)).remote(name, i)
               for i in range(plan.nodes)]
@@ -240,6 +241,7 @@ def _make_shared(shared: Path, plan: LeasePlan) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    logs.configure(libraries=False)  # the site's verbosity; what the lease prints stays the lease's
     if len(argv) != 1:
         print("usage: python -m provider.lease.gang NAME", file=sys.stderr)
         return 2

@@ -30,6 +30,7 @@ from compute.errors import ComputeError
 from compute.node import DATA_FOOTER_READERS, REPORTS_ENV, TRAIN_HELPERS_OFF, TRAIN_POLL, TRAIN_REPORTS
 from compute.reports import scalars
 from compute.runners.params import ProgramParams
+from core import logs
 from provider.lease import (
     FETCHED,
     HEAD_ADDRESS_ENV,
@@ -66,7 +67,7 @@ def ray_job(plan: LeasePlan, name: str) -> dict[str, Any]:
     across nodes, the gang's coordinator (`provider.lease.gang`), which reserves nothing itself
     and places the nodes' launchers all at once. Every machine of a site runs Swarm from the
     same path, as Ray runs its own."""
-    env = {"env_vars": {"PYTHONPATH": str(PROJECT), PLAN_ENV: plan.encode()}}
+    env = {"env_vars": {"PYTHONPATH": str(PROJECT), PLAN_ENV: plan.encode(), **logs.child_env()}}
     if plan.nodes > 1:
         return {"entrypoint": f"exec {sys.executable} -m provider.lease.gang {name}", "runtime_env": env}
     return {"entrypoint": f"exec {sys.executable} -m provider.lease.launch {name}",
@@ -130,6 +131,7 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
         **DATA_FOOTER_READERS,  # a lease's Parquet reads start one footer reader, not 32 processes
         # The sandbox's copy of the plan, without the verdict's key.
         PLAN_ENV: plan.but(verdict_key="").encode(),
+        **logs.child_env(),  # the site's verbosity, for the worker's own logging
         **gpus.env,
         **(node.env if node is not None else {}),
         **across,
@@ -509,6 +511,7 @@ def _refuse_to_launch(name: str, reason: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    logs.configure(libraries=False)  # the site's verbosity; what the lease prints stays the lease's
     if len(argv) == 7 and argv[1] == "--node" and argv[3] == "--netns" and argv[5] == "--at":
         return _node_main(argv[0], Node(int(argv[2]), Path(argv[4]), Path(argv[6])))
     if len(argv) != 1:

@@ -23,6 +23,7 @@ from typing import Any
 
 from compute.node import WORKER_NICENESS, RayStart
 from compute.runners.params import ProgramParams
+from core import logs
 from provider.lease import HEAD_ADDRESS_ENV, NODE_ADDRESS_ENV, PLAN_ENV, RUN
 from provider.lease.outcome import write_json
 from provider.lease.plan import LeasePlan
@@ -190,6 +191,7 @@ def _jsonable(value: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    logs.configure(libraries=False)  # the site's verbosity; what the lease prints stays the lease's
     if len(argv) not in (1, 2) or argv[1:] not in ([], ["--join"]):
         print("usage: python -m provider.lease.worker WORK [--join]", file=sys.stderr)
         return 2
