@@ -29,12 +29,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from anvil import AnvilNode, dev_account
+from anvil import AnvilNode, RpcClient, dev_account
 from core import logs
+from devnet.network import kill_site, start_sites, stop_sites
+from ledger import stake
+from ledger.chain import connect
+from ledger.client import Swarm
 from ledger.config import Settings
+from ledger.deploy import deploy, devnet_committee_keys, error_decoder
 from ledger.errors import SwarmError
+from ledger.indexer.rewards import reward_leaf
+from ledger.jobs import job_info, post_job
+from ledger.operator import Provider
+from ledger.specs import store_spec
 from ledger.stake import HardwareSpec
 from ledger.units import parse_amount
+
+# The story loads what is slow to load as it reaches it — the ledger's database and web3 as it
+# deploys, the services and torch in a thread while the sites start (`_prepare`), pydantic's specs
+# as it posts, the ORM's models as it reads the ledger — so its first step shows at once: the
+# imports inside its steps are those.
 
 BUYERS = (5, 6)
 CLOCK_SPEEDUP = 10  # devnet seconds per wall second
@@ -178,8 +192,6 @@ class Demo:
         return summary
 
     def _chain(self) -> None:
-        from anvil import RpcClient
-
         node = self.node
         node.stop()
         node.state_file.unlink(missing_ok=True)  # a fresh devnet every run
@@ -187,10 +199,8 @@ class Demo:
         self.rpc = RpcClient(self.url)
 
     def _deploy(self) -> None:
-        from ledger.chain import connect
-        from ledger.client import Swarm
+        # SQLAlchemy and web3
         from ledger.db import database_url, forget_chain, open_ledger
-        from ledger.deploy import deploy, error_decoder
         from ledger.tx import Sender
         from market.migrations import MARKET
         from oracle.migrations import ORACLE
@@ -205,6 +215,7 @@ class Demo:
     def _prepare(self) -> None:
         """What the services and the buyers load before they start: the market's and the
         oracle's modules, torch, and the buyers' table, written where the sites can read it."""
+        # in a thread while the sites start (see the module's imports)
         import market.service  # noqa: F401
         import oracle.service  # noqa: F401
         from compute.checkpoints import registered_checkpoint  # noqa: F401  (torch)
@@ -215,21 +226,15 @@ class Demo:
 
     def _sites(self) -> None:
         """A site per provider, as `swarm cluster up` starts them: each its own Ray cluster and agent."""
-        from devnet.network import start_sites, stop_sites
-
         stop_sites(self.home)  # an earlier demo's, if it was interrupted
         self.sites = {dev_account(s.account).address: s
                       for s in start_sites(self.home, {p.account: p.nodes for p in PROVIDERS}, self.url)}
 
     def _shutdown_sites(self) -> None:
-        from devnet.network import stop_sites
-
         stop_sites(self.home)
 
     def _stake(self, p: DemoProvider) -> None:
         """What `swarm provider register` and `stake` do, through the provider's API."""
-        from ledger.operator import Provider
-
         provider = Provider(self.swarm, self.swarm.sender(dev_account(p.account).key), self.settings)
         site = self.sites[provider.address]
         registered = provider.declare(
@@ -238,7 +243,7 @@ class Demo:
         provider.stake(registered.min_stake_wei * STAKE_HEADROOM // 2)
 
     def _services(self) -> None:
-        from ledger.deploy import devnet_committee_keys
+        # loaded by `_prepare` while the sites started
         from market.service import MarketConfig, MarketService
         from oracle.config import load_config
         from oracle.service import OracleService, schedule
@@ -281,7 +286,7 @@ class Demo:
             self.rpc.mine()
 
     def _jobs(self) -> None:
-        from compute.checkpoints import registered_checkpoint
+        from compute.checkpoints import registered_checkpoint  # torch, loaded by `_prepare` already
 
         inputs = self.inputs
         steps = ("posted", "assigned", "running", "completed", "settled")
@@ -292,8 +297,6 @@ class Demo:
         self._follow(train_id, train_task, steps, until="running")
         flaky = dev_account(PROVIDERS[2].account).address
         if self._provider_of(train_id) == flaky:
-            from devnet.network import kill_site
-
             run_dir = self.storage / f"{self.market.namespace}{train_id}"
             self._wait(lambda: self._still_open(train_id) and registered_checkpoint(run_dir) is not None,
                        every=0.05)
@@ -333,11 +336,11 @@ class Demo:
 
     def _claim(self, p: DemoProvider) -> None:
         """What `swarm provider claim` does: one proof from the ledger for every epoch so far."""
+        # the ORM and the reward proofs (numpy)
         from sqlmodel import Session
 
         from ledger import rewards
         from ledger.indexer import Indexer
-        from ledger.indexer.rewards import reward_leaf
 
         Indexer(self.swarm, self.engine, confirmations=0).sync()
         address = dev_account(p.account).address
@@ -348,8 +351,7 @@ class Demo:
                           list(leaf.proof))
 
     def _post(self, buyer: int, spec: dict) -> list[int]:
-        from ledger.jobs import post_job
-        from ledger.specs import store_spec
+        # pydantic's spec models
         from market.spec import validate_spec
         from market.storage import pin
 
@@ -395,7 +397,7 @@ class Demo:
     def _record(self, job_id: int):
         from sqlmodel import Session
 
-        from market.records import MarketJob
+        from market.records import MarketJob  # SQLModel
 
         with Session(self.engine) as session:
             return session.get(MarketJob, (self.swarm.chain.chain_id, job_id))
@@ -412,18 +414,15 @@ class Demo:
         return int(self.swarm.distributor.functions.lastFinalizedEpoch().call())
 
     def _flaky_slashed(self) -> bool:
-        from ledger import stake
-
         return stake.provider_info(self.swarm, dev_account(PROVIDERS[2].account).address).jailed_until > 0
 
     # ── the summary ──────────────────────────────────────────────────────────
     def _summary(self) -> dict:
+        # the ORM
         from sqlmodel import Session, col, select
 
-        from ledger import stake
         from ledger.indexer import Indexer
         from ledger.indexer.models import Job, SlashRow
-        from ledger.jobs import job_info
         from oracle.records import OracleEpoch, ProviderScore
 
         Indexer(self.swarm, self.engine, confirmations=0).sync()

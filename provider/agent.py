@@ -39,6 +39,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from compute.challenge import Challenge
+from compute.challenge_node import ready_worker
 from compute.errors import ProviderFault
 from core.errors import Fault, Refused, Unavailable
 from provider.auth import JobView, WontSign
@@ -395,6 +397,7 @@ class Agent:
     # ── the oracle's measurements ────────────────────────────────────────────
     def probe(self, timeout_s: float = PROBE_TIMEOUT_S) -> list[dict[str, Any]]:
         """One probe per live node of the site: its clock and its GPUs, or why it did not answer."""
+        # Ray, which the agent loads as it first reaches its cluster
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -437,9 +440,6 @@ class Agent:
     def challenge_ready(
         self, params: dict[str, Any], timeout_s: float, vram_mb: float = 0.0
     ) -> dict[str, Any]:
-        from compute.challenge import Challenge
-        from compute.challenge_node import ready_worker
-
         Challenge(seed=0, **params)  # the size, rounds and stride are valid (else ComputeError)
         self._expire_challenges()
         with self.lock:

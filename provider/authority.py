@@ -10,6 +10,7 @@ import threading
 import time
 from functools import cached_property
 
+from ledger import serving
 from ledger.client import Swarm
 from ledger.jobs import job_info
 from ledger.results import JobTerms
@@ -50,8 +51,6 @@ class ChainAuthority:
 
     def serving_spendable(self, buyer: str, provider: str) -> int:
         """What `buyer`'s deposit for `provider` in the serving escrow may still spend, read afresh."""
-        from ledger import serving
-
         return serving.account(self.swarm, buyer, provider).spendable
 
     def job(self, job_id: int) -> JobView | None:

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from compute.errors import ComputeError, InvalidJob
 from compute.jobs import ComputeJob
@@ -36,11 +36,11 @@ from compute.runners.params import ServeParams
 from compute.serve_order import STAGED_CHECKPOINT, ServeOrder
 from core.errors import Refused, Unavailable
 from ledger.serving import Account, Voucher
+from provider.agent import RayJobs, _submission
+from provider.lease import untrusted
+from provider.lease.launch import ray_job
 from provider.lease.plan import LEASE_RAY_OVERHEAD_BYTES, Fetch, LeasePlan
 from provider.receipts import ReceiptBook, VoucherDue
-
-if TYPE_CHECKING:
-    from provider.agent import RayJobs
 
 SERVING = "serving.json"  # the site's record of a serving lease, beside its plan
 ROUTES = {"predict": "predict", "generate": "v1/completions"}
@@ -160,8 +160,6 @@ class ServingLeases:
         reaches."""
         import ray
 
-        from provider.agent import _submission
-        from provider.lease.launch import ray_job
 
         job = ray_job(plan, directory.name)
         job["entrypoint_resources"] = {f"node:{ray.util.get_node_ip_address()}": 0.001}
@@ -172,9 +170,6 @@ class ServingLeases:
         """Starts again every serving lease this site's Ray no longer runs (the site and its
         cluster died, or the machine restarted) that its buyer has not stopped and that has more
         than START_AGAIN_S to serve: a new attempt, its limits counted from now. Returns their names."""
-        from provider.agent import _submission
-        from provider.lease import untrusted
-
         now = time.time() if now is None else now
         resumed = []
         for path in sorted(self.site.leases.glob(f"{NAME_PREFIX}*/{SERVING}")):
@@ -221,7 +216,6 @@ class ServingLeases:
         """pending, serving, ended or failed."""
         from ray.job_submission import JobStatus
 
-        from provider.agent import _submission
 
         directory = self.site.leases / lease
         plan = LeasePlan.read(directory)
@@ -262,8 +256,6 @@ class ServingLeases:
         return self.info(lease)
 
     def _stop(self, lease: str, why: str) -> None:
-        from provider.agent import _submission
-
         directory = self.site.leases / lease
         (directory / "stopped").write_text(why)
         with self._lock:

@@ -27,6 +27,7 @@ from compute.errors import InvalidJob
 from compute.node import RayHome, ensure_token
 from compute.order import job_namespace
 from core.errors import Refused, UserError
+from ledger import serving as chain_serving
 from ledger import stake
 from ledger.client import Swarm
 from ledger.errors import SwarmError
@@ -197,15 +198,13 @@ def _serving(swarm: Swarm, sender: Sender, home: Path, site: Agent,
              config: SiteConfig) -> tuple[ServingLeases | None, Redeemer | None]:
     """The site's serving leases, their receipt book and its redeemer; none on a deployment made
     before the serving escrow."""
-    from ledger import serving
-
-    if serving.CONTRACT not in swarm.deployment.addresses:
+    if chain_serving.CONTRACT not in swarm.deployment.addresses:
         return None, None
     provider = sender.address
-    book = ReceiptBook(home / "site" / "serving" / "receipts.db", serving.domain_of(swarm), provider,
-                       config.serving_cap, lambda buyer: serving.account(swarm, buyer, provider))
-    redeemer = Redeemer(book, lambda voucher: serving.redeem(swarm, sender, voucher),
-                        lambda buyer: serving.account(swarm, buyer, provider), config.redeem_least,
+    book = ReceiptBook(home / "site" / "serving" / "receipts.db", chain_serving.domain_of(swarm), provider,
+                       config.serving_cap, lambda buyer: chain_serving.account(swarm, buyer, provider))
+    redeemer = Redeemer(book, lambda voucher: chain_serving.redeem(swarm, sender, voucher),
+                        lambda buyer: chain_serving.account(swarm, buyer, provider), config.redeem_least,
                         config.redeem_every_s)
     leases = ServingLeases(site, book, home, config.serving_idle_s)
     leases.resume()  # what a site that died was serving, served again

@@ -28,10 +28,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from compute.cluster import running
+from compute.node import RayHome
+from compute.placement import PIN, provider_resource
 from core import logs
-from provider.lease import PLAN_ENV, PROJECT, WORK
-from provider.lease.outcome import Outcome
+from provider.lease import FETCHED, PLAN_ENV, PROJECT, STAGED, WORK, untrusted
+from provider.lease.launch import leases_root, machine_home, node_directory
+from provider.lease.network import LeaseLink, host_of
+from provider.lease.outcome import VERDICT, Outcome, verdict, verdict_line
 from provider.lease.plan import LeasePlan
+from provider.lease.sandbox import lease_uid
 
 RELAY_S = 0.2  # how often the coordinator reads what the nodes printed
 OPEN_TIMEOUT_S = 60.0
@@ -43,8 +49,6 @@ class LeaseNode:
     its launcher as a child process whose output it keeps for the coordinator."""
 
     def __init__(self, name: str, index: int) -> None:
-        from provider.lease.launch import leases_root, node_directory
-
         self.name, self.index = name, index
         self.directory = leases_root() / node_directory(name, index)
         self.link: Any = None
@@ -57,8 +61,6 @@ class LeaseNode:
         import ray
         from ray.util import get_node_ip_address
 
-        from provider.lease.launch import machine_home
-        from provider.lease.network import LeaseLink, host_of
 
         host, ports = host_of(machine_home(), get_node_ip_address())
         self.link, described = LeaseLink.open(self.directory, self.index, host, ports)
@@ -86,8 +88,6 @@ class LeaseNode:
     def stop(self) -> None:
         """Ends the launcher (its sandbox ends with it) and the link; a node other than the first
         leaves nothing on its machine (what it staged is staged again by a later attempt)."""
-        from provider.lease import FETCHED, STAGED, untrusted
-
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
@@ -107,9 +107,6 @@ def coordinate(name: str, plan: LeasePlan) -> int:
     from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from compute.placement import PIN, provider_resource
-    from provider.lease import untrusted
-    from provider.lease.outcome import Outcome, verdict_line
 
     ray.init(address=site_address(), log_to_driver=False)
     bundle = {"CPU": float(plan.cpus), **({"GPU": float(plan.gpus)} if plan.gpus else {}),
@@ -161,7 +158,6 @@ def _relay(actors: list[Any], plan: LeasePlan) -> tuple[int, Outcome | None]:
     Returns node 0's exit status and the verdict given (None: none, a node was lost)."""
     import ray
 
-    from provider.lease.outcome import VERDICT, verdict
 
     mark = f"{VERDICT}{plan.verdict_key} ".encode()
     offsets, partial = [0] * len(actors), [b""] * len(actors)
@@ -219,9 +215,6 @@ def site_address() -> str | None:
     """The site's own cluster: the one its SWARM_HOME records (the coordinator runs on the head,
     whose Ray processes carry it), not whichever cluster on the machine started last, which is what
     Ray's job supervisor names in RAY_ADDRESS; RAY_ADDRESS where the home records none."""
-    from compute.cluster import running
-    from compute.node import RayHome
-
     home = os.environ.get("SWARM_HOME")
     state = running(RayHome.of(Path(home))) if home else None
     return state.address if state is not None else os.environ.get("RAY_ADDRESS")
@@ -229,9 +222,6 @@ def site_address() -> str | None:
 
 def _make_shared(shared: Path, plan: LeasePlan) -> None:
     """The directory the lease's nodes share, its own user's (kept across attempts: its checkpoints)."""
-    from provider.lease import untrusted
-    from provider.lease.sandbox import lease_uid
-
     shared.mkdir(parents=True, exist_ok=True)
     for part in ("outputs", "storage", "home"):
         (shared / part).mkdir(exist_ok=True)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from compute.accounting import unit_name
 from compute.dataplane import shown
 from compute.errors import ComputeError
 from compute.node import DATA_FOOTER_READERS, REPORTS_ENV, TRAIN_HELPERS_OFF, TRAIN_POLL, TRAIN_REPORTS
@@ -56,9 +57,10 @@ from provider.lease.inputs import (
     store_log,
     store_result,
 )
+from provider.lease.network import SOCKET_ENV, node_address
 from provider.lease.outcome import Outcome, report_line, verdict_line
 from provider.lease.plan import LeasePlan
-from provider.lease.sandbox import Sandbox, lease_uid
+from provider.lease.sandbox import Sandbox, lease_root, lease_uid
 
 
 def ray_job(plan: LeasePlan, name: str) -> dict[str, Any]:
@@ -86,8 +88,6 @@ class Node:
 
     @property
     def env(self) -> dict[str, str]:
-        from provider.lease.network import SOCKET_ENV, node_address
-
         return {NODE_ENV: str(self.index), NODE_ADDRESS_ENV: node_address(self.index),
                 HEAD_ADDRESS_ENV: node_address(0), **SOCKET_ENV}
 
@@ -258,8 +258,6 @@ def _meter(plan: LeasePlan, directory: Path, done: Any, gpus: LeaseGpus) -> Outc
     result stored in the buyer's output. Everything the lease left is read as a stranger's
     (`untrusted`): a link, a FIFO or too much of it fails the job as the buyer's fault. A GPU
     lease is billed for the GPUs it was given (never more than it bought), a CPU lease for its CPUs."""
-    from compute.accounting import unit_name
-
     work = directory / WORK
     use_gpu = plan.gpus > 0
     rate = min(plan.gpus, len(gpus.devices)) if use_gpu else plan.unit_rate
@@ -519,8 +517,6 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     if os.geteuid() != 0:  # a site run by an ordinary user: root of a namespace of its leases' users
-        from provider.lease.sandbox import lease_root
-
         try:
             command, env = lease_root([sys.executable, "-m", "provider.lease.launch", argv[0]])
         except ComputeError as exc:

@@ -21,8 +21,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from compute.context import in_place
+from compute.dispatch import run_job, runs_in_place
 from compute.node import WORKER_NICENESS, RayStart
+from compute.placement import node_labels, node_resources
+from compute.runners import program
 from compute.runners.params import ProgramParams
+from compute.runners.program import INTERNAL, PACKAGES
 from core import logs
 from provider.lease import HEAD_ADDRESS_ENV, NODE_ADDRESS_ENV, PLAN_ENV, RUN
 from provider.lease.outcome import write_json
@@ -44,8 +49,7 @@ def start_ray(plan: LeasePlan) -> Any:
     sandbox's loopback; its processes end with the sandbox."""
     import ray
 
-    from compute.placement import node_labels, node_resources
-    from compute.ray_private import init_local_node
+    from compute.ray_private import init_local_node  # Ray: a job run in this process never loads it
 
     provider = plan.job.provider
     for attempt in range(1, RAY_START_ATTEMPTS + 1):
@@ -75,7 +79,6 @@ def _ray_node_command(plan: LeasePlan, *where: str) -> list[str]:
     and pinned to the provider as the site's own nodes are, with the lease's Ray settings."""
     import json
 
-    from compute.placement import node_labels, node_resources
 
     provider = plan.job.provider
     command = [str(Path(sys.executable).with_name("ray")), "start", *where,
@@ -142,9 +145,6 @@ def object_store_bytes(plan: LeasePlan) -> int:
 
 
 def run_built_in(plan: LeasePlan, work: Path) -> None:
-    from compute.context import in_place
-    from compute.dispatch import run_job, runs_in_place
-
     job = plan.in_lease(work)
     if runs_in_place(job):
         # As Ray sets it for a task or a Train worker: torch's threads are the lease's CPUs.
@@ -168,8 +168,6 @@ def run_built_in(plan: LeasePlan, work: Path) -> None:
 
 
 def run_program(plan: LeasePlan, work: Path) -> int:
-    from compute.runners import program
-
     params = plan.job.params_of(ProgramParams)
     if plan.nodes > 1:
         return program.run(params, work, lambda: start_gang_head(plan), outputs=plan.outputs)
@@ -199,8 +197,6 @@ def main(argv: list[str] | None = None) -> int:
     plan = LeasePlan.decode(os.environ[PLAN_ENV])
     if argv[1:] == ["--join"]:
         if plan.program is not None:  # its workers here import its code and packages as the first node's do
-            from compute.runners.program import INTERNAL, PACKAGES
-
             paths = (str(work / INTERNAL / PACKAGES), str(work), os.environ.get("PYTHONPATH", ""))
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
             os.environ.update(plan.program.env)
