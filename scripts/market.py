@@ -23,6 +23,10 @@ from scripts.common import (
     waiting_for_chain,
 )
 
+# The command line loads what a command needs as it runs: `swarm --help` imports this module, so what only
+# some of its commands need — the market service (web3, the ORM, numpy) and the ledger database — loads
+# inside them (tests/test_startup.py, bench/startup.py).
+
 if TYPE_CHECKING:  # the service (Ray, torch) loads when it runs
     from market.service import MarketConfig, TickReport
 

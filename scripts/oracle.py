@@ -32,6 +32,10 @@ from scripts.common import (
     waiting_for_chain,
 )
 
+# The command line loads what a command needs as it runs: `swarm --help` imports this module, so what only
+# some of its commands need — the oracle's service, its scoring (scipy) and its records (the ORM) — loads
+# inside them (tests/test_startup.py, bench/startup.py).
+
 if TYPE_CHECKING:  # the ORM, the scoring (scipy) and Ray load in the commands that use them
     from sqlmodel import Session
 
