@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from functools import cached_property
 
 from ledger import serving
@@ -26,7 +27,7 @@ class ChainAuthority:
     def __init__(self, swarm: Swarm, ttl_s: float = 1.0) -> None:
         self.swarm = swarm
         self.ttl_s = ttl_s
-        self._cache: dict[tuple, tuple[float, object]] = {}
+        self._cache: dict[tuple[str, str], tuple[float, bool]] = {}  # (question, address): (when, answer)
         self._lock = threading.Lock()
         from eth_utils import event_abi_to_log_topic
 
@@ -64,7 +65,8 @@ class ChainAuthority:
             info.price_per_unit,
         )
 
-    def _cached(self, key: tuple, read):
+    def _cached(self, key: tuple[str, str], read: Callable[[], bool]) -> bool:
+        """A role's answer read at most every `ttl_s`."""
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(key)

@@ -160,7 +160,6 @@ class ServingLeases:
         reaches."""
         import ray
 
-
         job = ray_job(plan, directory.name)
         job["entrypoint_resources"] = {f"node:{ray.util.get_node_ip_address()}": 0.001}
         self.site.jobs.submit_job(submission_id=_submission(directory, plan.attempt),
@@ -215,7 +214,6 @@ class ServingLeases:
     def state(self, lease: str) -> str:
         """pending, serving, ended or failed."""
         from ray.job_submission import JobStatus
-
 
         directory = self.site.leases / lease
         plan = LeasePlan.read(directory)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compute.cluster import running
 from compute.node import RayHome
@@ -38,6 +38,9 @@ from provider.lease.network import LeaseLink, host_of
 from provider.lease.outcome import VERDICT, Outcome, verdict, verdict_line
 from provider.lease.plan import LeasePlan
 from provider.lease.sandbox import lease_uid
+
+if TYPE_CHECKING:  # Ray loads as the coordinator connects to the site's cluster
+    from ray.actor import ActorHandle
 
 RELAY_S = 0.2  # how often the coordinator reads what the nodes printed
 OPEN_TIMEOUT_S = 60.0
@@ -51,7 +54,7 @@ class LeaseNode:
     def __init__(self, name: str, index: int) -> None:
         self.name, self.index = name, index
         self.directory = leases_root() / node_directory(name, index)
-        self.link: Any = None
+        self.link: LeaseLink | None = None
         self.process: subprocess.Popen | None = None
         self.out = self.directory.parent / f"{self.directory.name}.out"
 
@@ -61,7 +64,6 @@ class LeaseNode:
         import ray
         from ray.util import get_node_ip_address
 
-
         host, ports = host_of(machine_home(), get_node_ip_address())
         self.link, described = LeaseLink.open(self.directory, self.index, host, ports)
         return described | {"work": str(self.directory / WORK),
@@ -69,6 +71,8 @@ class LeaseNode:
 
     def start(self, nodes: list[dict[str, Any]], at: str) -> None:
         """Joins the lease's network and starts this node's launcher, its work directory seen at `at`."""
+        if self.link is None:
+            raise RuntimeError("a lease node's link is opened (`open`) before it starts")
         self.link.connect(nodes)
         self.out.parent.mkdir(parents=True, exist_ok=True)
         with open(self.out, "wb") as out:
@@ -106,7 +110,6 @@ def coordinate(name: str, plan: LeasePlan) -> int:
     import ray
     from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
 
     ray.init(address=site_address(), log_to_driver=False)
     bundle = {"CPU": float(plan.cpus), **({"GPU": float(plan.gpus)} if plan.gpus else {}),
@@ -153,11 +156,10 @@ def coordinate(name: str, plan: LeasePlan) -> int:
                       flush=True)
 
 
-def _relay(actors: list[Any], plan: LeasePlan) -> tuple[int, Outcome | None]:
+def _relay(actors: list[ActorHandle], plan: LeasePlan) -> tuple[int, Outcome | None]:
     """Relays the nodes' output until node 0 ends; its verdict is given only if no node was lost.
     Returns node 0's exit status and the verdict given (None: none, a node was lost)."""
     import ray
-
 
     mark = f"{VERDICT}{plan.verdict_key} ".encode()
     offsets, partial = [0] * len(actors), [b""] * len(actors)
@@ -197,7 +199,7 @@ def _relay(actors: list[Any], plan: LeasePlan) -> tuple[int, Outcome | None]:
         time.sleep(RELAY_S)
 
 
-def _lost(actors: list[Any]) -> int | None:
+def _lost(actors: list[ActorHandle]) -> int | None:
     """The first of the other nodes whose actor no longer answers (its machine is gone), if any:
     asked after node 0 ended, so a node lost under the job is never taken for the job's fault."""
     import ray

@@ -60,7 +60,7 @@ from provider.lease.inputs import (
 from provider.lease.network import SOCKET_ENV, node_address
 from provider.lease.outcome import Outcome, report_line, verdict_line
 from provider.lease.plan import LeasePlan
-from provider.lease.sandbox import Sandbox, lease_root, lease_uid
+from provider.lease.sandbox import Sandbox, SandboxResult, lease_root, lease_uid
 
 
 def ray_job(plan: LeasePlan, name: str) -> dict[str, Any]:
@@ -253,7 +253,7 @@ def _device_fault(directory: Path, plan: LeasePlan, exc: DeviceError) -> Outcome
     return outcome
 
 
-def _meter(plan: LeasePlan, directory: Path, done: Any, gpus: LeaseGpus) -> Outcome:
+def _meter(plan: LeasePlan, directory: Path, done: SandboxResult, gpus: LeaseGpus) -> Outcome:
     """The attempt's verdict: what broke, or the result's hash and the units it used, and the
     result stored in the buyer's output. Everything the lease left is read as a stranger's
     (`untrusted`): a link, a FIFO or too much of it fails the job as the buyer's fault. A GPU

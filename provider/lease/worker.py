@@ -19,7 +19,7 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from compute.context import in_place
 from compute.dispatch import run_job, runs_in_place
@@ -33,6 +33,9 @@ from provider.lease import HEAD_ADDRESS_ENV, NODE_ADDRESS_ENV, PLAN_ENV, RUN
 from provider.lease.outcome import write_json
 from provider.lease.plan import LeasePlan
 
+if TYPE_CHECKING:  # Ray loads only for a job that runs on the lease's own Ray
+    from ray._private.worker import RayContext
+
 LEASE_OBJECT_STORE_BYTES = 80 * 2**20  # Ray's smallest is 75 MiB
 # Of the memory a lease holds, the share its Ray's object store may use: Ray Data streams a
 # dataset through it, and a store much smaller than the batches in flight spills to disk.
@@ -44,7 +47,7 @@ RAY_START_ATTEMPTS = 2  # the lease's own Ray, started again once if a loaded ma
 LEASE_RAY_CONFIG = {"enable_metrics_collection": False, "worker_niceness": WORKER_NICENESS}
 
 
-def start_ray(plan: LeasePlan) -> Any:
+def start_ray(plan: LeasePlan) -> RayContext:
     """The lease's own Ray instance: one node with exactly the lease's CPUs and GPUs, on the
     sandbox's loopback; its processes end with the sandbox."""
     import ray
@@ -78,7 +81,6 @@ def _ray_node_command(plan: LeasePlan, *where: str) -> list[str]:
     """`ray start` for a node of a lease across nodes: exactly the lease's share of a node, labelled
     and pinned to the provider as the site's own nodes are, with the lease's Ray settings."""
     import json
-
 
     provider = plan.job.provider
     command = [str(Path(sys.executable).with_name("ray")), "start", *where,
