@@ -160,3 +160,26 @@ def test_swarm_minus_v_shows_the_services_lines_on_stderr_and_without_it_none(
     assert f"INFO market.observe: job {job_id}: queued: seen posted on chain" in verbose.stderr
     assert f"INFO market.assign: Job {job_id} matched no provider" in verbose.stderr
     assert " INFO " not in quiet.stderr and f"ob {job_id}" not in quiet.stderr, quiet.stderr
+
+
+def test_the_demos_services_log_holds_the_market_and_the_oracle_and_leaves_the_loggers_as_they_were(
+    tmp_path: Path,
+) -> None:
+    from devnet.demo import ServicesLog
+
+    market, oracle = logging.getLogger("market"), logging.getLogger("oracle")
+    before = [(logger.level, logger.propagate, list(logger.handlers)) for logger in (market, oracle)]
+    with configured(0) as console:
+        services = ServicesLog(tmp_path / "demo" / "services.log")
+        logging.getLogger("market.tick").info("job 1: queued → assigned: matched")
+        logging.getLogger("oracle.epoch").warning("epoch 2: submit refused")
+        logging.getLogger("ledger.indexer").warning("not one of the services")
+        services.close()
+        logging.getLogger("market.tick").info("after the story")
+    kept = (tmp_path / "demo" / "services.log").read_text()
+    assert "INFO market.tick: job 1: queued → assigned: matched" in kept
+    assert "WARNING oracle.epoch: epoch 2: submit refused" in kept
+    assert "not one of the services" not in kept and "after the story" not in kept
+    # on the console, where the story's progress is: neither service's lines, the rest as ever
+    assert "epoch 2" not in console.getvalue() and "not one of the services" in console.getvalue()
+    assert [(logger.level, logger.propagate, list(logger.handlers)) for logger in (market, oracle)] == before
