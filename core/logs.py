@@ -55,7 +55,7 @@ def configure(verbosity: int | None = None, stream: TextIO | None = None, librar
     chatty libraries at WARNING until 2. None reads SWARM_VERBOSE; the verbosity chosen is
     exported there for child processes. Returns it.
 
-    `libraries=False` leaves the libraries' loggers and Python's warnings as they are: inside a
+    `libraries=False` leaves the libraries' levels and Python's warnings as they are: inside a
     lease, what Ray or a warning prints is the lease's own log, which the buyer reads."""
     verbosity = verbosity_from_env() if verbosity is None else max(0, verbosity)
     os.environ[VERBOSE_ENV] = str(verbosity)
