@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -197,10 +197,8 @@ def idle_memory(sites) -> dict:
                 if p.pid in seen:
                     continue
                 seen.add(p.pid)
-                try:
+                with suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                     total += p.memory_full_info().pss
-                except (psutil.NoSuchProcess, psutil.AccessDenied):
-                    pass
         figures.append(total / 2**20)
     return {"sites": len(figures), "pss_mib_median": round(statistics.median(figures)),
             "pss_mib_all": [round(x) for x in figures]}

@@ -9,6 +9,7 @@ no Ray connection and no secret of any provider.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -266,7 +267,5 @@ def follow_lease(client: SiteClient, job_id: int, spec: bytes, prior: bytes | No
 def _stop_quietly(client: SiteClient, job_id: int) -> None:
     """Asks the site to stop a lease the market gives up on; a site that does not answer has
     lost it anyway."""
-    try:
+    with contextlib.suppress(SiteUnreachable, Refused, ValueError):
         client.stop(job_id)
-    except (SiteUnreachable, Refused, ValueError):
-        pass

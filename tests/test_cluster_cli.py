@@ -66,10 +66,8 @@ def _stop_leftovers(home: Path) -> None:
     """Last resort if `down` failed: end the supervisor's session (only ever this home's)."""
     state = home / "ray" / "cluster.json"
     if state.exists():
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(json.loads(state.read_text())["pid"], 9)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.fixture
