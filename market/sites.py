@@ -99,7 +99,8 @@ class Sites:
             if address is not None:
                 wanted[provider] = address
         stale = [p for p in wanted if now - self._capacity.get(p, (-1e9, None))[0] > CAPACITY_TTL_S]
-        for provider, capacity in zip(stale, self._pool.map(lambda p: self._ask(wanted[p]), stale)):
+        answers = self._pool.map(lambda p: self._ask(wanted[p]), stale)
+        for provider, capacity in zip(stale, answers, strict=True):
             self._capacity[provider] = (now, capacity)
         return {p: c for p in wanted if (c := self._capacity.get(p, (0, None))[1]) is not None}
 

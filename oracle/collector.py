@@ -210,7 +210,7 @@ class Collector:
         with ThreadPoolExecutor(max_workers=min(16, len(providers))) as pool:
             answers = list(pool.map(self._probe_site, providers))
         rows, devices = [], 0.0
-        for provider, nodes in zip(providers, answers):
+        for provider, nodes in zip(providers, answers, strict=True):
             if not nodes:
                 rows.append(ProbeSample(chain_id=self.chain_id, provider=provider, at=at, ok=False,
                                         latency_s=self.probe_timeout_s))

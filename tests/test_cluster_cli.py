@@ -361,13 +361,13 @@ def test_up_registers_each_site_and_down_stops_every_site_and_its_cluster(
         assert len({x["url"] for x in sites}) == 2 and len({x["fingerprint"] for x in sites}) == 2
         tokens = {(Path(x["home"]) / "ray" / "auth_token").read_text() for x in sites}
         assert len(tokens) == 2, "no token is shared between sites"
-        for site, state in zip(sites, states):
+        for state in states:
             assert len(_session(state["pid"])) > 3  # supervisor, GCS, raylets, …
     finally:
         down = cli("cluster", "down", "--json", env=env)
     assert down.code == 0, down.stderr
     assert json.loads(down.stdout) == {"stopped": [x["provider"] for x in sites]}
-    for site, state in zip(sites, states):
+    for site, state in zip(sites, states, strict=True):
         assert _gone(site["pid"]) and _session(state["pid"]) == []
         assert not (Path(site["home"]) / "ray" / "cluster.json").exists()
         host, port = site["url"].removeprefix("https://").rsplit(":", 1)

@@ -62,7 +62,7 @@ def test_probe_of_each_live_provider_answers_from_its_own_node(ray_cluster) -> N
     before = time.time()
     results = probe_all([PROVIDER_A, PROVIDER_B, PROVIDER_C], timeout_s=60)
     after = time.time()
-    for provider, result in zip((PROVIDER_A, PROVIDER_B, PROVIDER_C), results):
+    for provider, result in zip((PROVIDER_A, PROVIDER_B, PROVIDER_C), results, strict=True):
         assert result.provider == provider
         assert result.alive, result.error
         assert result.node_id in {n["NodeID"] for n in provider_nodes(provider)}
