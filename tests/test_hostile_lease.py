@@ -351,7 +351,7 @@ def test_a_report_the_site_reads_is_refused_unless_it_is_a_small_regular_file(
         os.mkfifo(report)
     else:
         report.write_bytes(b" " * (2 << 20))
-    with pytest.raises(Unreadable, match="run.json"):
+    with pytest.raises(Unreadable, match=r"run\.json"):
         read_small(tmp_path, "run.json")
 
 

@@ -124,7 +124,7 @@ def test_the_job_contract_is_versioned_json_read_as_a_strangers() -> None:
     assert raw["format"] == FORMAT and raw["kind"] == "ray"
     with pytest.raises(InvalidJob, match=f"format 0; this reader reads format {FORMAT}"):
         ComputeJob.from_dict(raw | {"format": 0})
-    with pytest.raises(InvalidJob, match="params.env cannot set 'PATH'"):
+    with pytest.raises(InvalidJob, match=r"params\.env cannot set 'PATH'"):
         ComputeJob.from_dict(raw | {"params": raw["params"] | {"env": {"PATH": "/evil"}}})
     with pytest.raises(InvalidJob, match="unknown job kind 'mine'"):
         ComputeJob.from_dict(raw | {"kind": "mine"})

@@ -342,7 +342,7 @@ def test_a_journal_of_an_earlier_version_still_checks_a_claim_against_the_receip
             journal.check_claim(provider, previous, [(paid, 1)])
     if unpaid:
         nonce, amount = unpaid[0]
-        with pytest.raises(ClaimRefused, match="signed for .* wei at most"):
+        with pytest.raises(ClaimRefused, match=r"signed for .* wei at most"):
             journal.check_claim(provider, previous, [(nonce, amount + 1)])
     assert user_version(path) == Journal.SCHEMA.latest
 

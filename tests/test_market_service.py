@@ -289,7 +289,7 @@ def test_a_buyer_follows_its_jobs_log_as_it_runs_and_reads_it_from_its_result_af
     assert kept.verified and "step 5" in kept.text and kept.text == buyer.logs(job_id)
     assert "swarm-lease-outcome" not in kept.text and "swarm-lease-outcome" not in streamed
     stranger = Buyer(swarm, swarm.sender(dev_account(BUYER + 1).key), swarm_home, db_url)
-    with pytest.raises(SwarmError, match="refused .*neither the matcher nor the buyer"):
+    with pytest.raises(SwarmError, match=r"refused .*neither the matcher nor the buyer"):
         list(stranger.logs(job_id, follow=True, poll_s=0.3))
 
 

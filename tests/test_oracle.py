@@ -180,7 +180,7 @@ def test_a_provider_down_for_most_of_an_epoch_is_slashed_jailed_and_can_unjail_a
     assert info.jailed_until > swarm.chain.timestamp()
 
     sender = swarm.sender(dev_account(3).key)
-    with pytest.raises(TransactionFailed, match="ProviderJailed|JailNotOver|jail"):
+    with pytest.raises(TransactionFailed, match=r"ProviderJailed|JailNotOver|jail"):
         stake.unjail(swarm, sender)
     rpc.increase_time(slash["jail_seconds"] + 1)
     rpc.mine()

@@ -360,7 +360,7 @@ def test_a_leases_log_is_kept_beside_its_result_and_the_result_hash_covers_it(tm
     (stored / "log").unlink()
     with pytest.raises(SwarmError, match=r"\(it is missing\)"):
         verify(1, stored, second.result_hash)
-    with pytest.raises(SwarmError, match="its result.json hashes to"):
+    with pytest.raises(SwarmError, match=r"its result\.json hashes to"):
         verify(1, tmp_path / "first-result", second.result_hash)
 
 

@@ -485,5 +485,5 @@ def test_a_site_reading_a_posted_spec_refuses_several_nodes_for_a_kind_of_one_ma
         Order.read(json.dumps(posted).encode())
     assert caught.value.field == "resources.nodes"
     for nodes in (0, 1.5, "2", True):
-        with pytest.raises(InvalidJob, match="resources.nodes must be an integer of at least 1"):
+        with pytest.raises(InvalidJob, match=r"resources\.nodes must be an integer of at least 1"):
             Order.from_spec(spec | {"resources": {**spec["resources"], "nodes": nodes}})

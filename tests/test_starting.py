@@ -113,7 +113,7 @@ def test_an_exit_is_seen_at_once_while_a_child_still_holds_the_pipe(tmp_path: Pa
     """)
     started.append(site.process)
     began = time.monotonic()
-    with pytest.raises(ExitedWhileStarting, match="exit status 1.*could not bind its port"):
+    with pytest.raises(ExitedWhileStarting, match=r"exit status 1.*could not bind its port"):
         first_line(site, ceiling_s=GENEROUS_S)
     assert time.monotonic() - began < 30
 
