@@ -157,7 +157,7 @@ class Agent:
         self.planner = planner
         self.signer = signer
         self.failure_signer = failure_signer
-        self.hidden = tuple(hidden) + (str(self.leases),)
+        self.hidden = (*hidden, str(self.leases))
         self.shared = shared.resolve() if shared is not None else None
         self.jobs = RayJobs(dashboard_url)
         self.lock = threading.Lock()  # held while a lease is numbered, planned and submitted

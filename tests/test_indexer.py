@@ -782,4 +782,4 @@ def test_a_ledger_at_the_newest_schema_opens_without_alembic_and_an_older_one_is
 
 
 def test_the_readers_schema_head_is_the_newest_migration() -> None:
-    assert SCHEMA_HEAD == ScriptDirectory.from_config(alembic_config(LEDGER)).get_current_head()
+    assert ScriptDirectory.from_config(alembic_config(LEDGER)).get_current_head() == SCHEMA_HEAD

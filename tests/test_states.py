@@ -69,7 +69,7 @@ def _epoch(session: Session, state: EpochState) -> OracleEpoch:
 def test_the_market_stores_the_same_state_strings_as_before_so_no_migration_is_needed() -> None:
     assert MARKET_STATES == ("queued", "assigned", "running", "ran", "completed", "disputed",
                              "settled", "failed", "cancelled", "expired", "reclaimed")
-    assert FINAL_STATES == {"settled", "failed", "cancelled", "expired", "reclaimed"}
+    assert {"settled", "failed", "cancelled", "expired", "reclaimed"} == FINAL_STATES
 
 
 @settings(max_examples=200, deadline=None)
