@@ -134,6 +134,7 @@ def _stream(state: dict, address: SiteAddress, lease: str, calls: Path, stop: Pa
         [sys.executable, "-c", STREAM, address.url, address.fingerprint, PROVIDER.address, lease, str(calls),
          str(stop), str(THREADS), BUYER.key.hex(), str(state["homes"]["buyer"])],
         env=env, stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=PROJECT)
+    assert process.stdout is not None
     assert process.stdout.readline().strip() == "streaming"
     return process
 
