@@ -410,7 +410,7 @@ def test_status_lists_a_site_that_answers_with_no_json_as_not_answering_with_the
     server = subprocess.Popen([sys.executable, "-c", BAD_SITE, str(identity.certificate), str(identity.key),
                                str(port), "provider"], stdout=subprocess.PIPE, text=True)
     try:
-        assert server.stdout.readline().strip() == "ready"
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
         url = f"https://127.0.0.1:{port}"
         (tmp_path / "sites.json").write_text(json.dumps([{
             "provider": SIMULATED, "account": 1, "url": url, "fingerprint": identity.fingerprint,

@@ -83,7 +83,7 @@ UNVERSIONED = {
 SCHEMAS = {"nonces": NonceBook.SCHEMA, "receipts": ReceiptBook.SCHEMA, "journal": Journal.SCHEMA}
 
 
-def at_version(path: Path, store: str, version: int, rows: Callable[[sqlite3.Connection], None]) -> None:
+def at_version(path: Path, store: str, version: int, rows: Callable[[sqlite3.Connection], object]) -> None:
     """`store`'s file at `version` (0: as Swarm wrote it before versions), with `rows` written in it."""
     if version == 0:
         db = sqlite3.connect(path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings, target
@@ -35,7 +36,7 @@ def providers_of(result, job_id: int) -> list[str]:
 
 
 # Each case: a change to the best-ranked provider that breaks exactly one hard constraint.
-BROKEN = {
+BROKEN: dict[str, dict[str, Any]] = {
     "stake": {"stake_ok": False},
     "jailed": {"jailed": True},
     "gpu_model": {"gpu_model": "T4"},
