@@ -93,8 +93,9 @@ def test_slash_without_the_role_is_refused_with_the_role_named(swarm: Swarm) -> 
     slasher_role = swarm.vault.functions.SLASHER_ROLE().call()
     with pytest.raises(TransactionFailed) as failure:
         stake.slash(swarm, outsider, p.address, 100, "fraud", b"\0" * 32)
-    assert failure.value.revert.name == "AccessControlUnauthorizedAccount"
-    assert failure.value.revert.args == {"account": outsider.address, "neededRole": slasher_role}
+    revert = failure.value.revert
+    assert revert is not None and revert.name == "AccessControlUnauthorizedAccount"
+    assert revert.args == {"account": outsider.address, "neededRole": slasher_role}
     assert "AccessControlUnauthorizedAccount(account=" in str(failure.value)
 
 

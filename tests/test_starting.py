@@ -221,7 +221,7 @@ def test_wait_exit_sees_an_end_and_a_process_that_goes_on(tmp_path: Path, starte
 
 
 @settings(max_examples=50, deadline=None)
-@given(lines=st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40), max_size=40),
+@given(lines=st.lists(st.text(st.characters(exclude_categories=["Cs"]), max_size=40), max_size=40),
        count=st.integers(1, 25))
 def test_last_lines_are_the_logs_last_lines_that_say_something(tmp_path_factory: pytest.TempPathFactory,
                                                                lines: list[str], count: int) -> None:
