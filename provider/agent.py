@@ -30,6 +30,7 @@ what it was given in time a `ProviderFault` (500).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
@@ -156,7 +157,7 @@ class Agent:
         self.planner = planner
         self.signer = signer
         self.failure_signer = failure_signer
-        self.hidden = tuple(hidden) + (str(self.leases),)
+        self.hidden = (*hidden, str(self.leases))
         self.shared = shared.resolve() if shared is not None else None
         self.jobs = RayJobs(dashboard_url)
         self.lock = threading.Lock()  # held while a lease is numbered, planned and submitted
@@ -288,10 +289,8 @@ class Agent:
         directory = self._existing(job, job_id)
         plan = LeasePlan.read(directory)
         (directory / "stopped").touch()
-        try:
+        with contextlib.suppress(RuntimeError):  # it had ended already
             self.jobs.stop_job(_submission(directory, plan.attempt))
-        except RuntimeError:
-            pass  # it had ended already
         return self.status(job, job_id)
 
     def _finished(self, job_id: int, directory: Path, outcome: Outcome) -> LeaseStatus:

@@ -20,6 +20,7 @@ the escrow from time to time, and at once when the buyer starts to thaw its depo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import threading
@@ -262,10 +263,8 @@ class ServingLeases:
         (directory / "stopped").write_text(why)
         with self._lock:
             self._stopped.add(lease)
-        try:
+        with contextlib.suppress(RuntimeError):  # it had ended
             self.site.jobs.stop_job(_submission(directory, LeasePlan.read(directory).attempt))
-        except RuntimeError:
-            pass  # it had ended
 
     def stop_idle(self, now: float | None = None) -> list[str]:
         """Stops every serving lease nobody has called for `idle_s`, counted from its last accepted

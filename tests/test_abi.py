@@ -33,9 +33,10 @@ def _types() -> st.SearchStrategy[str]:
 
 
 def _value(t: abi.AbiType) -> st.SearchStrategy:
-    if t.item is not None:
+    item = t.item
+    if item is not None:
         size = st.just(t.length) if t.length is not None else st.integers(0, 3)
-        return size.flatmap(lambda n: st.lists(_value(t.item), min_size=n, max_size=n).map(tuple))
+        return size.flatmap(lambda n: st.lists(_value(item), min_size=n, max_size=n).map(tuple))
     if t.components:
         return st.tuples(*(_value(c) for c in t.components))
     base = t.base
