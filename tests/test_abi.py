@@ -104,6 +104,17 @@ def test_truncated_or_dirty_data_is_refused_or_read_as_eth_abi_reads_it(case, da
     assert ours == eth_abi_decode(types, bytes(encoded), strict=False)
 
 
+def test_a_pointer_into_its_containers_offsets_is_refused_as_eth_abi_refuses_it() -> None:
+    """A dynamic value's offset turned to 0 points back at its tuple's own head words."""
+    types = ["bytes1", "(bytes1,bytes,uint8,bytes1)"]
+    encoded = bytearray(abi.encode(types, (b"\x00", (b"\x00", b"ab", 0, b"\x00"))))
+    encoded[64 + 32 + 31] = 0  # the inner tuple's pointer to its bytes, 0x80, now 0
+    with pytest.raises(abi.AbiError, match="inside its container's offsets"):
+        abi.decode(types, bytes(encoded))
+    with pytest.raises(eth_abi.exceptions.InvalidPointer):
+        eth_abi_decode(types, bytes(encoded))
+
+
 @pytest.mark.parametrize(("types", "values"), [
     (["uint8"], [256]),
     (["int8"], [-129]),
