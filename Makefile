@@ -120,8 +120,10 @@ test:
 	$(MAKE) --no-print-directory --output-sync=target -j2 system-packages $(NPM_STAMP) $(VENV_STAMP)
 	$(MAKE) --no-print-directory test-python BESIDE="compile lint slither test-contracts"
 
-# Style that is checked: ruff (pyproject's [tool.ruff]: the pinned ruff's default rules, lines of
-# at most 110 characters) over the whole tree, and mypy (pyproject's [tool.mypy]) over the packages.
+# Style that is checked: ruff (pyproject's [tool.ruff]: the pinned ruff's default rules and all of
+# bugbear, pyupgrade, isort, simplify, ruff's own and blind-except; lines of at most 110 characters)
+# over the whole tree, and mypy (pyproject's [tool.mypy]: untyped functions' bodies too, numpy typed)
+# over the packages, the tests and the benchmarks.
 lint: $(VENV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -262,10 +263,8 @@ def _wait_exit(pid: int, timeout: float) -> bool:
     while time.monotonic() < deadline:
         if not _alive(pid):
             return True
-        try:  # reap it if it is our own child
+        with contextlib.suppress(ChildProcessError):  # reap it if it is our own child
             os.waitpid(pid, os.WNOHANG)
-        except ChildProcessError:
-            pass
         time.sleep(0.05)
     return not _alive(pid)
 

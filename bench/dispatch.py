@@ -77,7 +77,8 @@ def main() -> None:
                      object_store_memory=80 * 1024 * 1024)
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False)
-    direct_s, runner_s = [], []
+    direct_s: list[float] = []
+    runner_s: list[float] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             storage = Path(tmp)

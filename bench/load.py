@@ -173,6 +173,7 @@ def main() -> None:
             ray.shutdown()
             cluster.shutdown()
             node.stop()
+    assert completed_s is not None  # every job settled, so every job completed first
     figures = {
         "jobs": args.jobs,
         "provider_nodes": len(PROVIDERS),

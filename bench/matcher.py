@@ -53,7 +53,7 @@ def make_providers(n: int, rng: random.Random) -> list[ProviderOffer]:
     models = list(GPU_MIX)
     weights = [GPU_MIX[m][0] for m in models]
     providers = []
-    for i in range(n):
+    for _ in range(n):
         model = rng.choices(models, weights)[0]
         _, vram, price = GPU_MIX[model]
         gpus = 0 if model == "cpu" else rng.choice((2, 4, 8, 8, 16, 32, 64))

@@ -72,6 +72,7 @@ def one_run(swarm: Swarm, home: Path, engine, seed: int) -> dict[str, float]:
             if record is not None and record.metrics.get("first_step_at"):
                 running = session.exec(select(MarketTransition).where(
                     MarketTransition.job_id == job_id, MarketTransition.to_state == "running")).first()
+                assert running is not None, f"job {job_id} has a first step but never ran"
                 break
             if record is not None and record.state == "failed":
                 raise RuntimeError(f"job {job_id} failed: {record.error}")

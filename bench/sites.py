@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -125,7 +125,7 @@ def bench_start(swarm, home: Path, site, runs: int) -> dict:
 
 def bench_drain(swarm, home: Path, sites, leases: int) -> dict:
     """N jobs posted at once, run by the market across the sites."""
-    from sqlmodel import Session, select
+    from sqlmodel import Session, col, select
 
     from ledger.db import open_ledger
     from ledger.jobs import JobStatus, job_info
@@ -148,7 +148,7 @@ def bench_drain(swarm, home: Path, sites, leases: int) -> dict:
 
     def drained() -> bool:
         with Session(engine) as session:
-            states = [r.state for r in session.exec(select(MarketJob).where(MarketJob.job_id.in_(ids)))]
+            states = [r.state for r in session.exec(select(MarketJob).where(col(MarketJob.job_id).in_(ids)))]
         return len(states) == leases and all(s in ("completed", "settled", "failed") for s in states)
 
     try:
@@ -160,7 +160,7 @@ def bench_drain(swarm, home: Path, sites, leases: int) -> dict:
         loop.join(timeout=60)
         market.close()
     completed = [j for j in ids if job_info(swarm, j).status in (JobStatus.COMPLETED, JobStatus.SETTLED)]
-    ran = {}
+    ran: dict[int, list[tuple[str, int]]] = {}
     for site in sites:
         for lease in (Path(site.home) / "site" / "leases").glob("[0-9]*-*"):
             job_id = int(lease.name.split("-")[0])
@@ -197,10 +197,8 @@ def idle_memory(sites) -> dict:
                 if p.pid in seen:
                     continue
                 seen.add(p.pid)
-                try:
+                with suppress(psutil.NoSuchProcess, psutil.AccessDenied):
                     total += p.memory_full_info().pss
-                except (psutil.NoSuchProcess, psutil.AccessDenied):
-                    pass
         figures.append(total / 2**20)
     return {"sites": len(figures), "pss_mib_median": round(statistics.median(figures)),
             "pss_mib_all": [round(x) for x in figures]}

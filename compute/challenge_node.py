@@ -109,7 +109,7 @@ class DeviceProver:
         inside = [index for index in wanted if 0 <= index < self.challenge.checkpoints * n]
         at = torch.tensor(inside, dtype=torch.long, device=self.checkpoints.device)
         rows = self.checkpoints.reshape(-1, n)[at].cpu().numpy()  # only the rows opened leave the device
-        data = {index: row.tobytes() for index, row in zip(inside, rows)}
+        data = {index: row.tobytes() for index, row in zip(inside, rows, strict=True)}
         paths = _device_paths(self.levels, inside)
         return open_cells(self.challenge, cells, data.__getitem__, paths.__getitem__)
 
@@ -159,7 +159,7 @@ def _device_paths(levels: list[Any], indices: list[int]) -> dict[int, list[bytes
         if not present:
             continue
         at = torch.tensor(present, dtype=torch.long, device=level.device)
-        found = dict(zip(present, sha256.to_host(level[:, at])))
+        found = dict(zip(present, sha256.to_host(level[:, at]), strict=True))
         for index, sibling in siblings.items():
             if sibling < width:
                 paths[index].append(found[sibling])

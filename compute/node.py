@@ -11,6 +11,7 @@ Ray at module level: `use_auth` runs first, then Ray is imported where it is nee
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -444,10 +445,8 @@ class RayStart:
 
         started = self._started()
         for process in started:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 process.kill()
-            except psutil.NoSuchProcess:
-                pass
         _wait_ended(started, LEAVE_TIMEOUT_S)
 
     def _started(self) -> list:
@@ -495,10 +494,8 @@ def stop_session(pid: int, timeout: float) -> None:
         _wait_ended([proc], timeout)
     except psutil.NoSuchProcess:
         pass
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     left = []
     for proc in psutil.process_iter():
         try:
@@ -533,10 +530,8 @@ def _wait_ended(procs: list, timeout: float, poll_s: float = 0.02) -> None:
     while (left := [p for p in left if running(p)]) and time.monotonic() < deadline:
         time.sleep(poll_s)
     for proc in procs:  # a child of this process is reaped here, or it stays a zombie while this one runs
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess, psutil.TimeoutExpired):
             proc.wait(timeout=0)
-        except (psutil.NoSuchProcess, psutil.TimeoutExpired):
-            pass
 
 
 def _is_ray_start(pid: int) -> bool:

@@ -23,6 +23,7 @@ stopped, and the error that ended the start is the one raised.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -174,10 +175,8 @@ def _served(account: int, address: str, site_home: Path, starting: Starting, lin
 
 
 def _signal(pid: int, signum: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signum)
-    except ProcessLookupError:
-        pass
 
 
 def _stop(pid: int, site_home: Path) -> None:

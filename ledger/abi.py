@@ -254,16 +254,25 @@ def _decode(t: AbiType, data: bytes, start: int) -> Any:
             count = _word(data, start)
             if count > len(data):  # each item takes at least a byte: a bound against huge counts
                 raise AbiError(f"an array claims {count} items in {len(data)} bytes")
-            return _decode_sequence([t.item] * count, data, start + WORD)
-        return _decode_sequence([t.item] * t.length, data, start)
-    return _decode_sequence(list(t.components), data, start)
+            return _decode_sequence([t.item] * count, data, start + WORD, count)
+        return _decode_sequence([t.item] * t.length, data, start, t.length)
+    offsets = sum(c.length if c.item is not None and c.length is not None and not c.is_dynamic else 1
+                  for c in t.components)
+    return _decode_sequence(list(t.components), data, start, offsets)
 
 
-def _decode_sequence(types: list[AbiType], data: bytes, start: int) -> tuple:
+def _decode_sequence(types: list[AbiType], data: bytes, start: int, offsets: int) -> tuple:
+    """The values of `types` encoded from `start`. A dynamic value's pointer must lead past the
+    sequence's first `offsets` words and into the data, as eth_abi, the reference decoder, holds
+    it (a static tuple among them counting one word, a static array one a value)."""
     values, head = [], start
     for t in types:
         if t.is_dynamic:
-            values.append(_decode(t, data, start + _word(data, head)))
+            at = start + _word(data, head)
+            if not start + offsets * WORD <= at < len(data):
+                raise AbiError(f"the pointer at byte {head} leads to byte {at}, inside its container's "
+                               f"offsets or past the data's {len(data)} bytes")
+            values.append(_decode(t, data, at))
         else:
             values.append(_decode(t, data, head))
         head += t.head_size

@@ -44,7 +44,7 @@ def assign(t: Tick) -> None:
     for a in result.assignments:
         by_group.setdefault(a.job_id, []).append(a)
     for group_id, assignments in by_group.items():
-        for job_id, a in zip(sorted(groups[group_id]), assignments):
+        for job_id, a in zip(sorted(groups[group_id]), assignments, strict=True):
             _assign_one(t, job_id, a)
     for group_id, explanation in result.unmatched.items():
         _explain(t, groups[group_id], explanation.text)

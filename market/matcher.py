@@ -326,7 +326,7 @@ class _Explainer:
 
     def __init__(self, providers: Sequence[ProviderOffer], book: _Book) -> None:
         self.n = len(providers)
-        after = zip(book.address, book.free_gpus, book.free_cpus, book.free_memory)
+        after = zip(book.address, book.free_gpus, book.free_cpus, book.free_memory, strict=True)
         left = {a: (g, c, m) for a, g, c, m in after}
         free = [left.get(o.address, (o.gpus, o.cpus, o.memory_gb)) for o in providers]
         self.free_gpus = np.array([f[0] for f in free], dtype=np.int64)

@@ -43,7 +43,7 @@ WRITTEN_OUT = ("checkpoint", "price_per_request", "price_per_token")  # what the
 
 def spec_fields() -> tuple[str, ...]:
     """The fields of a serving spec: the order's, in the buyer's notation."""
-    return tuple(f for f in ServeOrder.fields() if f not in WRITTEN_OUT) + ("price", "duration")
+    return (*(f for f in ServeOrder.fields() if f not in WRITTEN_OUT), "price", "duration")
 
 
 def order_from_spec(spec: Any, now: float | None = None) -> ServeOrder:

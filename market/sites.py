@@ -9,6 +9,7 @@ no Ray connection and no secret of any provider.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import threading
@@ -101,7 +102,8 @@ class Sites:
             if address is not None:
                 wanted[provider] = address
         stale = [p for p in wanted if now - self._capacity.get(p, (-1e9, None))[0] > CAPACITY_TTL_S]
-        for provider, capacity in zip(stale, self._pool.map(lambda p: self._ask(wanted[p]), stale)):
+        answers = self._pool.map(lambda p: self._ask(wanted[p]), stale)
+        for provider, capacity in zip(stale, answers, strict=True):
             self._capacity[provider] = (now, capacity)
         return {p: c for p in wanted if (c := self._capacity.get(p, (0, None))[1]) is not None}
 
@@ -270,7 +272,5 @@ def follow_lease(client: SiteClient, job_id: int, spec: bytes, prior: bytes | No
 def _stop_quietly(client: SiteClient, job_id: int) -> None:
     """Asks the site to stop a lease the market gives up on; a site that does not answer has
     lost it anyway."""
-    try:
+    with contextlib.suppress(SiteUnreachable, Refused, ValueError):
         client.stop(job_id)
-    except (SiteUnreachable, Refused, ValueError):
-        pass

@@ -15,6 +15,7 @@ key is public once it deposits) and answers only the oracle honestly. docs/THREA
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import secrets
@@ -119,10 +120,10 @@ class Canaries:
                 continue  # not a lease the oracle can read; a buyer could not call it either
             rows.append(self._lease(client, provider, served))
         if any(row.paid_wei for row in rows):
-            try:
-                client.aggregate()  # signs what the site claims for them now: it may redeem at once
-            except (SwarmError, ComputeError, OSError):
-                pass  # signed with the next round's claim
+            # Signs what the site claims for them now, so that it may redeem at once; a claim this
+            # fails to sign is signed with the next round's.
+            with contextlib.suppress(SwarmError, ComputeError, OSError):
+                client.aggregate()
         return rows
 
     def _lease(self, client, provider: str, served: Served) -> CanaryRecord:

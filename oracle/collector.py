@@ -15,6 +15,7 @@ that comes too late a challenge measured at 0 GFLOPS: never an error of the orac
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -209,7 +210,7 @@ class Collector:
         with ThreadPoolExecutor(max_workers=min(16, len(providers))) as pool:
             answers = list(pool.map(self._probe_site, providers))
         rows, devices = [], 0.0
-        for provider, nodes in zip(providers, answers):
+        for provider, nodes in zip(providers, answers, strict=True):
             if not nodes:
                 rows.append(ProbeSample(chain_id=self.chain_id, provider=provider, at=at, ok=False,
                                         latency_s=self.probe_timeout_s))
@@ -305,10 +306,8 @@ class Collector:
             # The worker's own account contradicts the spec: judged 0 whatever it computes, so no
             # seed is sent (a CPU claiming an H100 would otherwise grind at the H100's challenge),
             # and the worker is let go at once, opened for nothing.
-            try:
+            with contextlib.suppress(SwarmError, ValueError):  # it ends by itself soon after anyway
                 client.challenge_open(ticket, [], self.challenge_timeout_s)
-            except (SwarmError, ValueError):
-                pass  # it ends by itself soon after anyway
             return record(proof_ok=True, outcome="misidentified", seconds=0.0, measured_gflops=0.0,
                           reference_gflops=0.0, ratio=0.0, reason=f"{problem}; no seed sent: judged 0"[:500])
         answer, seconds = None, self.challenge_timeout_s

@@ -68,8 +68,8 @@ class EpochInputs:
         n = len(self.providers)
         per_provider = ("stake_wei", "declared_model", "measured_gflops", "challenge_ok", "job_successes",
                         "job_failures", "abandoned", "replication_mismatch", "epochs_staked", "jailed")
-        for name in per_provider + ("previous_performance", "tombstoned", "recorded_ratio",
-                                    "recorded_reference_gflops", "canary_mismatch"):
+        for name in (*per_provider, "previous_performance", "tombstoned", "recorded_ratio",
+                     "recorded_reference_gflops", "canary_mismatch"):
             value = getattr(self, name)
             if value is not None and len(value) != n:
                 raise InvalidInput(f"epoch input {name} has {len(value):,} entries for {n:,} providers; "

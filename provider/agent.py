@@ -30,6 +30,7 @@ what it was given in time a `ProviderFault` (500).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import secrets
 import threading
@@ -158,7 +159,7 @@ class Agent:
         self.planner = planner
         self.signer = signer
         self.failure_signer = failure_signer
-        self.hidden = tuple(hidden) + (str(self.leases),)
+        self.hidden = (*hidden, str(self.leases))
         self.shared = shared.resolve() if shared is not None else None
         self.jobs = RayJobs(dashboard_url)
         self.lock = threading.Lock()  # held while a lease is numbered, planned and submitted
@@ -294,10 +295,8 @@ class Agent:
         directory = self._existing(job, job_id)
         plan = LeasePlan.read(directory)
         (directory / "stopped").touch()
-        try:
+        with contextlib.suppress(RuntimeError):  # it had ended already
             self.jobs.stop_job(_submission(directory, plan.attempt))
-        except RuntimeError:
-            pass  # it had ended already
         log.info("lease %s of job %s stopped at the market's request", directory.name, job_id)
         return self.status(job, job_id)
 

@@ -23,6 +23,7 @@ machine a network of its own).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hmac
 import ipaddress
 import json
@@ -93,10 +94,8 @@ def _write_key(path: Path, replace: bool) -> None:
         if replace:
             os.replace(staged, path)
         else:
-            try:
+            with contextlib.suppress(FileExistsError):
                 os.link(staged, path)
-            except FileExistsError:
-                pass
     finally:
         staged.unlink(missing_ok=True)
 

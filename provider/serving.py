@@ -20,6 +20,7 @@ the escrow from time to time, and at once when the buyer starts to thaw its depo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -258,10 +259,8 @@ class ServingLeases:
         (directory / "stopped").write_text(why)
         with self._lock:
             self._stopped.add(lease)
-        try:
+        with contextlib.suppress(RuntimeError):  # it had ended
             self.site.jobs.stop_job(_submission(directory, LeasePlan.read(directory).attempt))
-        except RuntimeError:
-            pass  # it had ended
         log.info("serving lease %s stopped: %s", lease, why)
 
     def stop_idle(self, now: float | None = None) -> list[str]:

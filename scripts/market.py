@@ -100,7 +100,7 @@ def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, def
 def _summary(totals: dict[str, int], last: TickReport, config: MarketConfig) -> None:
     done = ", ".join(f"{n} {what}" for what, n in sorted(totals.items())) or "nothing to do"
     console.print(f"Market pass done: {done}.")
-    for job_id, why in sorted(last.unmatched.items()):
+    for _job_id, why in sorted(last.unmatched.items()):
         console.print(f"  {why}")
     if last.unpriced:
         console.print(f"{last.unpriced} provider(s) declared no price and ask the market's default, "

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -235,6 +236,7 @@ LIGHT = {
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
+    assert isinstance(item, pytest.Function)  # every test here is a function, in its module
     if item.module.__name__ in LIGHT:
         item.add_marker(pytest.mark.light)
 
@@ -327,19 +329,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    def group(item: pytest.Item) -> int:
+    def group(item: pytest.Function) -> int:
         module = item.module.__name__
         if module in END_TO_END:
             return len(HEAVY) + 1
         used = {name for i in by_module[module] for name in i.fixturenames}
         return next((rank for rank, name in enumerate(HEAVY) if name in used), len(HEAVY))
 
-    by_module: dict[str, list[pytest.Item]] = {}
-    for item in items:
+    functions = cast("list[pytest.Function]", items)  # each one checked by pytest_itemcollected
+    by_module: dict[str, list[pytest.Function]] = {}
+    for item in functions:
         by_module.setdefault(item.module.__name__, []).append(item)
-    items.sort(key=group)  # stable: the order within each group is kept
+    functions.sort(key=group)  # stable: the order within each group is kept
     for name in HEAVY:
-        users = [item for item in items if name in item.fixturenames]
+        users = [item for item in functions if name in item.fixturenames]
         if users:
             users[-1].stash.setdefault(_LAST_USER, []).append(name)
 

@@ -125,6 +125,7 @@ class TempObjectStore:
     def _wait_until_serving(self) -> None:
         import pyarrow.fs as pafs
 
+        assert self.process is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -18,7 +18,7 @@ os.environ.setdefault("RAY_AUTH_TOKEN", secrets.token_hex(32))
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import pytest
 
@@ -30,6 +30,9 @@ from compute.node import (  # a site's settings, ahead of the light lane
 )
 from compute.placement import node_labels, node_resources
 
+if TYPE_CHECKING:
+    from ray.cluster_utils import Cluster
+
 PROVIDER_A, PROVIDER_B, PROVIDER_C = (dev_account(i).address for i in (1, 2, 3))
 OBJECT_STORE = 80 * 1024 * 1024
 RAY_START_ATTEMPTS = 2
@@ -38,7 +41,7 @@ T = TypeVar("T")
 
 @dataclass
 class RayCluster:
-    cluster: object  # ray.cluster_utils.Cluster
+    cluster: Cluster
     address: str
     nodes: dict[str, list] = field(default_factory=dict)  # provider → its Node objects
 

@@ -33,9 +33,10 @@ def _types() -> st.SearchStrategy[str]:
 
 
 def _value(t: abi.AbiType) -> st.SearchStrategy:
-    if t.item is not None:
+    item = t.item
+    if item is not None:
         size = st.just(t.length) if t.length is not None else st.integers(0, 3)
-        return size.flatmap(lambda n: st.lists(_value(t.item), min_size=n, max_size=n).map(tuple))
+        return size.flatmap(lambda n: st.lists(_value(item), min_size=n, max_size=n).map(tuple))
     if t.components:
         return st.tuples(*(_value(c) for c in t.components))
     base = t.base
@@ -101,6 +102,17 @@ def test_truncated_or_dirty_data_is_refused_or_read_as_eth_abi_reads_it(case, da
             eth_abi_decode(types, bytes(encoded))
         return
     assert ours == eth_abi_decode(types, bytes(encoded), strict=False)
+
+
+def test_a_pointer_into_its_containers_offsets_is_refused_as_eth_abi_refuses_it() -> None:
+    """A dynamic value's offset turned to 0 points back at its tuple's own head words."""
+    types = ["bytes1", "(bytes1,bytes,uint8,bytes1)"]
+    encoded = bytearray(abi.encode(types, (b"\x00", (b"\x00", b"ab", 0, b"\x00"))))
+    encoded[64 + 32 + 31] = 0  # the inner tuple's pointer to its bytes, 0x80, now 0
+    with pytest.raises(abi.AbiError, match="inside its container's offsets"):
+        abi.decode(types, bytes(encoded))
+    with pytest.raises(eth_abi.exceptions.InvalidPointer):
+        eth_abi_decode(types, bytes(encoded))
 
 
 @pytest.mark.parametrize(("types", "values"), [

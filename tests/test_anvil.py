@@ -217,6 +217,7 @@ def test_a_process_whose_first_thread_ended_runs_on_while_another_thread_holds_i
         waited = time.monotonic()  # a site's stop (compute.node.stop_session) waits for it too
         _wait_ended([psutil.Process(process.pid)], timeout=0.2)
         assert time.monotonic() - waited >= 0.2 and _port_in_use("127.0.0.1", port)
+        assert process.stdin is not None
         process.stdin.close()  # the other thread's read ends, and with it the process
         assert process.wait(timeout=10) == 0
         assert not _alive(process.pid) and not _group_alive(process.pid)

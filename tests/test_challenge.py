@@ -5,6 +5,8 @@ answers through the oracle's collector, tests/test_hostile_challenge.py."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -96,7 +98,7 @@ def test_a_measured_gpus_reference_is_what_its_recorded_run_measured_times_the_m
 
     run = json.loads((Path(__file__).resolve().parents[1] / "bench" / "results" / "gpu.json").read_text())
     assert run["ran"] and normalize_model(run["gpu"]["name"]) == run["model"] == "H200"
-    oracle_shapes = {}
+    oracle_shapes: dict[str, dict[str, Any]] = {}
     for shape in run["shapes"]:  # the oracle's shape comes first in each precision
         oracle_shapes.setdefault(shape["precision"], shape)
     assert {p: s["node_tflops"] for p, s in oracle_shapes.items()} == MEASURED_TFLOPS["H200"]
@@ -107,9 +109,11 @@ def test_a_measured_gpus_reference_is_what_its_recorded_run_measured_times_the_m
 
 
 H100 = Declared("H100", vram_gb=80, gpu_uuids=("GPU-1111",))
-HONEST_READY = {"device": "cuda", "identity": {"name": "NVIDIA H100 80GB HBM3", "memory_total_mb": 81559.0,
-                                               "uuid": "GPU-1111"},
-                "vram_touched_mb": 80e9 / (1 << 20) * VRAM_SHARE}
+HONEST_READY: dict[str, Any] = {
+    "device": "cuda",
+    "identity": {"name": "NVIDIA H100 80GB HBM3", "memory_total_mb": 81559.0, "uuid": "GPU-1111"},
+    "vram_touched_mb": 80e9 / (1 << 20) * VRAM_SHARE,
+}
 
 
 @pytest.mark.parametrize(
@@ -139,7 +143,8 @@ HONEST_READY = {"device": "cuda", "identity": {"name": "NVIDIA H100 80GB HBM3", 
 )
 def test_a_gpu_that_is_not_the_declared_one_is_named(change: dict, says: str) -> None:
     assert identity_problem(H100, HONEST_READY) is None
-    assert says in identity_problem(H100, HONEST_READY | change)
+    problem = identity_problem(H100, HONEST_READY | change)
+    assert problem is not None and says in problem
 
 
 @settings(max_examples=200, deadline=None)

@@ -66,10 +66,8 @@ def _stop_leftovers(home: Path) -> None:
     """Last resort if `down` failed: end the supervisor's session (only ever this home's)."""
     state = home / "ray" / "cluster.json"
     if state.exists():
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(json.loads(state.read_text())["pid"], 9)
-        except ProcessLookupError:
-            pass
 
 
 @pytest.fixture
@@ -363,13 +361,13 @@ def test_up_registers_each_site_and_down_stops_every_site_and_its_cluster(
         assert len({x["url"] for x in sites}) == 2 and len({x["fingerprint"] for x in sites}) == 2
         tokens = {(Path(x["home"]) / "ray" / "auth_token").read_text() for x in sites}
         assert len(tokens) == 2, "no token is shared between sites"
-        for site, state in zip(sites, states):
+        for state in states:
             assert len(_session(state["pid"])) > 3  # supervisor, GCS, raylets, …
     finally:
         down = cli("cluster", "down", "--json", env=env)
     assert down.code == 0, down.stderr
     assert json.loads(down.stdout) == {"stopped": [x["provider"] for x in sites]}
-    for site, state in zip(sites, states):
+    for site, state in zip(sites, states, strict=True):
         assert _gone(site["pid"]) and _session(state["pid"]) == []
         assert not (Path(site["home"]) / "ray" / "cluster.json").exists()
         host, port = site["url"].removeprefix("https://").rsplit(":", 1)
@@ -412,7 +410,7 @@ def test_status_lists_a_site_that_answers_with_no_json_as_not_answering_with_the
     server = subprocess.Popen([sys.executable, "-c", BAD_SITE, str(identity.certificate), str(identity.key),
                                str(port), "provider"], stdout=subprocess.PIPE, text=True)
     try:
-        assert server.stdout.readline().strip() == "ready"
+        assert server.stdout is not None and server.stdout.readline().strip() == "ready"
         url = f"https://127.0.0.1:{port}"
         (tmp_path / "sites.json").write_text(json.dumps([{
             "provider": SIMULATED, "account": 1, "url": url, "fingerprint": identity.fingerprint,

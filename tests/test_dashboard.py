@@ -68,8 +68,9 @@ def _now(swarm: Swarm) -> int:
 def ledger(swarm: Swarm, swarm_home: Path, tmp_path: Path) -> Ledger:
     for index, gpu, amount in ((1, "H100", STAKE_A), (2, "A100", STAKE_B)):
         provider = swarm.sender(dev_account(index).key)
-        spec = stake.HardwareSpec(gpu_model=gpu, gpus=1, vram_gb=80, region="eu-west", price_per_unit=PRICE)
-        stake.register(swarm, provider, store_spec(swarm_home, spec.as_dict()), 1)
+        hardware = stake.HardwareSpec(gpu_model=gpu, gpus=1, vram_gb=80, region="eu-west",
+                                      price_per_unit=PRICE)
+        stake.register(swarm, provider, store_spec(swarm_home, hardware.as_dict()), 1)
         stake.stake(swarm, provider, amount)
 
     storage = tmp_path / "results"  # the buyer's output, a directory on this devnet

@@ -243,6 +243,7 @@ def test_the_page_charts_new_reports_while_the_program_runs(page, programs: Prog
     engine = open_ledger(programs.db_url, MARKET, ORACLE)
     with Session(engine) as session:  # what market.service does every few seconds while the lease runs
         record = session.get(MarketJob, (programs.chain_id, programs.running))
+        assert record is not None
         more = RUNNING_REPORTS + 3
         record.progress = _reports(_running_metrics, more, time.time())
         session.add(record)

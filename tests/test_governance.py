@@ -56,8 +56,9 @@ def test_the_deployers_key_cannot_change_a_parameter_itself(swarm: Swarm) -> Non
     deployer = swarm.sender(PROPOSER.key)
     with pytest.raises(TransactionFailed) as refused:
         deployer.send(swarm.vault.functions.setUnbondingPeriod(600))
-    assert refused.value.revert.name == "AccessControlUnauthorizedAccount"
-    assert refused.value.revert.args == {"account": deployer.address, "neededRole": bytes(32)}
+    revert = refused.value.revert
+    assert revert is not None and revert.name == "AccessControlUnauthorizedAccount"
+    assert revert.args == {"account": deployer.address, "neededRole": bytes(32)}
 
 
 def test_on_a_devnet_a_change_is_scheduled_and_executed_at_once(swarm: Swarm) -> None:

@@ -70,9 +70,10 @@ def test_nvml_telemetry_reads_every_field_of_the_gpu() -> None:
     snapshot = gpu_snapshot()
     assert snapshot.gpus >= 1 and snapshot.error is None
     reading = snapshot.devices[0]
-    assert 0 <= reading.utilization_pct <= 100
+    assert reading.utilization_pct is not None and 0 <= reading.utilization_pct <= 100
+    assert reading.memory_used_mb is not None and reading.memory_total_mb is not None
     assert 0 < reading.memory_used_mb <= reading.memory_total_mb
-    assert 0 < reading.temperature_c < 110
+    assert reading.temperature_c is not None and 0 < reading.temperature_c < 110
     assert reading.power_w is not None and reading.power_w > 0
 
 

@@ -56,6 +56,7 @@ def test_a_transformers_checkpoint_serves_a_table_of_texts_as_it_does_locally(
     # What the provider's node computed is what the same checkpoint computes here.
     model, tokenizer = hf.load(model_dir)
     texts, labels = hf.texts(reviews)
+    assert labels is not None
     with torch.no_grad():
         local = model(**hf.encode(tokenizer, texts[:40])).logits
     assert np.allclose(logits[:40], local.numpy(), atol=1e-5)

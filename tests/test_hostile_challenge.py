@@ -314,6 +314,7 @@ def test_the_epoch_tombstones_a_refuted_proof_and_slashes_a_late_or_misidentifie
     runner.indexer.sync()
     with Session(engine) as session:
         record = runner.aggregate(session, max(time.time(), started + 1.0))
+        assert record is not None
         slashes = {s["provider"]: s for s in record.slashes}
     assert slashes[forger]["row"] == "fraud" and slashes[forger]["tombstone"]
     assert slashes[forger]["reason"] == "fraud: challenge proof refuted"
@@ -324,7 +325,8 @@ def test_the_epoch_tombstones_a_refuted_proof_and_slashes_a_late_or_misidentifie
 # ── probes ─────────────────────────────────────────────────────────────────────────
 
 
-def h100_reading(index: int, utilization: float, used_mb: float, temperature: float, power: float) -> dict:
+def h100_reading(index: int, utilization: float, used_mb: float, temperature: float,
+                 power: float | None) -> dict:
     """A DeviceReading as compute.nvml makes it on an H100, as the site sends it."""
     return {
         "index": index,

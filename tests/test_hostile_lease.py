@@ -28,6 +28,7 @@ import pytest
 
 from compute import dataplane
 from compute.manifest import LOG, MANIFEST, RECORD, build_manifest, canonical, manifest_hash
+from compute.runners.params import Pinned
 from provider.lease import FETCHED, OUTCOME, PLAN_ENV, WORK
 from provider.lease.inputs import fetch_inputs
 from provider.lease.outcome import Outcome
@@ -151,6 +152,7 @@ def test_a_link_left_where_the_site_once_wrote_does_not_make_the_site_write_the_
     assert outcome.state == "succeeded", outcome.error  # nothing the site reads was touched
     result = stored(site, plan)
     assert (result / MANIFEST).read_bytes() == canonical(build_manifest(result)), "the site's own manifest"
+    assert outcome.result_record is not None
     assert manifest_hash(build_manifest(result)) == outcome.result_record["outputs"]
 
 
@@ -170,7 +172,7 @@ def test_a_fifo_left_behind_does_not_block_the_site(site: Site, where: str) -> N
         assert outcome.state == "succeeded", outcome.error
         assert (stored(site, plan) / MANIFEST).is_file()
     else:
-        assert outcome.state == "failed" and outcome.fault == "buyer"
+        assert outcome.state == "failed" and outcome.fault == "buyer" and outcome.error is not None
         assert "outputs/answer.fifo, a FIFO" in outcome.error
 
 
@@ -178,7 +180,7 @@ def test_outputs_deeper_than_the_site_walks_fail_the_job_as_the_buyers(site: Sit
     deep = "/".join(["d"] * (MAX_DEPTH + 2))
     code = f"os.makedirs('outputs/{deep}')\nopen('outputs/{deep}/x', 'w').close()\n"
     outcome = site.run(site.plan(leave(code)))
-    assert outcome.state == "failed" and outcome.fault == "buyer"
+    assert outcome.state == "failed" and outcome.fault == "buyer" and outcome.error is not None
     assert f"more than {MAX_DEPTH} directories deep" in outcome.error
 
 
@@ -236,9 +238,11 @@ def test_a_lease_sees_none_of_the_sites_secrets_nor_other_buyers_files(site: Sit
         aws.write_text("[default]\naws_secret_access_key = the-users-aws-secret\n")
         aws.chmod(0o644)  # readable by every user: still not by a lease
     other = site.plan("print('another buyer')\n")  # another buyer's code, in the store
+    assert other.program is not None and isinstance(other.program.code, Pinned)
+    other_code = other.program.code.uri
     try:
         targets = [str(aws), str(site.keystore), str(site.results / "job-0" / "outputs" / "weights.bin"),
-                   other.program.code.uri]
+                   other_code]
         plan = site.plan(SPY.format(paths=targets))
         outcome = site.run(plan)
     finally:
@@ -250,7 +254,7 @@ def test_a_lease_sees_none_of_the_sites_secrets_nor_other_buyers_files(site: Sit
     assert "SWARM_OUTPUT_DIR" in seen, "the spy ran and wrote what it saw"
     for secret in (*SECRETS.values(), "the-users-aws-secret", "the provider key", "another buyer's weights"):
         assert secret not in seen
-    assert f"{other.program.code.uri}: No such file or directory" in seen
+    assert f"{other_code}: No such file or directory" in seen
 
 
 def test_each_lease_runs_as_a_user_of_its_own_never_the_sites(site: Site) -> None:
@@ -272,7 +276,9 @@ def test_each_lease_runs_as_a_user_of_its_own_never_the_sites(site: Site) -> Non
     if site.user is not None:
         from provider.lease.sandbox import SUBUID, _subordinate
 
-        first, count = _subordinate(SUBUID, site.user.pw_name, site_uid)
+        subordinate = _subordinate(SUBUID, site.user.pw_name, site_uid)
+        assert subordinate is not None, "the site user has subordinate uids"
+        first, count = subordinate
         assert first <= left.st_uid < first + count, "one of the site user's subordinate uids"
     assert Path(plan.result).stat().st_uid == site_uid, "the site stored the result as itself"
 
@@ -351,7 +357,7 @@ def test_a_report_the_site_reads_is_refused_unless_it_is_a_small_regular_file(
         os.mkfifo(report)
     else:
         report.write_bytes(b" " * (2 << 20))
-    with pytest.raises(Unreadable, match="run.json"):
+    with pytest.raises(Unreadable, match=r"run\.json"):
         read_small(tmp_path, "run.json")
 
 

@@ -83,7 +83,7 @@ def dump(engine: Engine, chain_id: int = CHAIN_ID) -> dict[str, list[tuple]]:
     """
     out = {}
     with engine.connect() as conn:
-        for table in (model.__table__ for model in TABLES):
+        for table in (model.__table__ for model in TABLES):  # type: ignore[union-attr]  # SQLModel's own
             columns = [c for c in table.columns if c.name != "updated_at"]
             rows = conn.execute(select(*columns).where(table.c.chain_id == chain_id)).all()
             out[table.name] = sorted(
@@ -204,6 +204,7 @@ def wait_for(condition, what: str, timeout: float = 60.0, process: subprocess.Po
         if value:
             return value
         if process is not None and process.poll() is not None:
+            assert process.stderr is not None
             raise AssertionError(
                 f"the indexer exited ({process.returncode}) before {what}: {process.stderr.read()}"
             )
@@ -782,4 +783,4 @@ def test_a_ledger_at_the_newest_schema_opens_without_alembic_and_an_older_one_is
 
 
 def test_the_readers_schema_head_is_the_newest_migration() -> None:
-    assert SCHEMA_HEAD == ScriptDirectory.from_config(alembic_config(LEDGER)).get_current_head()
+    assert ScriptDirectory.from_config(alembic_config(LEDGER)).get_current_head() == SCHEMA_HEAD

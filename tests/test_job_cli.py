@@ -129,6 +129,7 @@ def test_the_ledger_holds_the_posted_spec_hash(job, swarm: Swarm, tmp_path: Path
     engine = open_engine(db["SWARM_DB_URL"])
     with Session(engine) as s:
         row = s.get(Job, (swarm.chain.chain_id, posted["job_ids"][0]))
+        assert row is not None
         assert (row.spec_hash, row.buyer, row.escrow) == (posted["spec_hash"], BUYER, ESCROW)
     engine.dispose()
 
@@ -516,6 +517,7 @@ def test_a_jobs_log_is_read_from_its_result_checked_against_the_chain_and_its_fa
     engine = open_engine(db["SWARM_DB_URL"])
     with session(engine) as s:
         row = s.get(MarketJob, (swarm.chain.chain_id, failed))
+        assert row is not None
         row.log_tail, row.progress = tail, [{"at": 1.0, "metrics": {"step": 3, "loss": 0.25}}]
         s.add(row)
     engine.dispose()
@@ -684,6 +686,7 @@ def test_the_python_api_posts_follows_and_cancels_a_job_in_a_few_lines(
     (job_id,) = posted.job_ids
     assert swarm.balance_of(BUYER) == before - ESCROW == before - posted.escrow_wei
     report = buyer.status(job_id)
+    assert report.spec is not None
     assert (
         report.status == "posted" and report.spec_hash == posted.spec_hash and report.spec["kind"] == "train"
     )
@@ -712,7 +715,7 @@ def test_a_program_posted_from_local_files_is_pinned_in_the_buyers_s3_and_its_re
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "main.py").write_text("print('hello')\n")
     (tmp_path / "table.csv").write_text("x,y\n1,2\n")
-    spec = {
+    spec: dict[str, Any] = {
         "kind": "ray",
         "code": "code",
         "inputs": {"table": "table.csv"},

@@ -228,7 +228,7 @@ print(json.dumps({"loaded_first": loaded_first, "refused_at_the_order": refused,
 
     from anvil.keyfile import BLS12_381_ORDER
 
-    assert BLS12_381_ORDER == curve_order
+    assert curve_order == BLS12_381_ORDER
 
 
 def test_reprs_hold_no_key(store: Keystore) -> None:

@@ -139,7 +139,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
                 state[path.pop()] = 2
                 stack.pop()
             elif state.get(child) == 1:
-                return path[path.index(child):] + [child]
+                return [*path[path.index(child):], child]
             elif child not in state:
                 state[child] = 1
                 path.append(child)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 
 from compute.errors import InvalidJob
 from compute.jobs import FORMAT, ComputeJob
-from compute.runners.params import MAX_RUN_BYTES
+from compute.runners.params import MAX_RUN_BYTES, InferParams
 from provider.lease import WORK
 from provider.lease.launch import PLAN_ENV, ray_job
 from provider.lease.outcome import VERDICT, Outcome, verdict, verdict_line
@@ -43,9 +44,10 @@ def program(entrypoint: str = "python main.py", env: dict[str, str] | None = Non
     )
 
 
-def program_plan(job: ComputeJob, **changes) -> LeasePlan:
-    return LeasePlan(**{"job_id": 1, "number": 2, "job": job, "cpus": 2, "gpus": 0, "memory_bytes": 2**30,
-                        "wall_seconds": 30, "max_units": 10, "result": "s3://results/ns-1"} | changes)
+def program_plan(job: ComputeJob, **changes: Any) -> LeasePlan:
+    fields: dict[str, Any] = {"job_id": 1, "number": 2, "job": job, "cpus": 2, "gpus": 0,
+                              "memory_bytes": 2**30, "wall_seconds": 30, "max_units": 10, "result": "s3://results/ns-1"}
+    return LeasePlan(**fields | changes)
 
 
 def job_plan() -> LeasePlan:
@@ -101,9 +103,10 @@ def test_a_plans_paths_become_those_of_the_machine_that_runs_it(tmp_path: Path) 
     here = tmp_path / "machine b" / "site" / "leases" / "7-00ff" / WORK
     job = LeasePlan.decode(plan.encode()).in_lease(here)
     assert job.storage == str(here / "storage")
-    assert job.params.dataset_path == str(here / "inputs/dataset_path/in.npy") and job.params.batch_size == 8
-    assert job.params.checkpoint == "s3://models/m", "only what the lease fetched is placed in it"
-    assert plan.job.params.dataset_path == "inputs/dataset_path/in.npy", (
+    params = job.params_of(InferParams)
+    assert params.dataset_path == str(here / "inputs/dataset_path/in.npy") and params.batch_size == 8
+    assert params.checkpoint == "s3://models/m", "only what the lease fetched is placed in it"
+    assert plan.job.params_of(InferParams).dataset_path == "inputs/dataset_path/in.npy", (
         "the plan itself names no machine's path"
     )
     assert str(tmp_path) not in json.dumps(plan.to_dict())
@@ -113,6 +116,7 @@ def test_a_buyers_program_is_carried_as_written_even_where_it_names_lease_paths(
     entrypoint = "python main.py --out inputs/x {lease}/work"
     plan = program_plan(program(entrypoint=entrypoint, env={"WHERE": "{lease}"}))
     carried = LeasePlan.decode(plan.encode())
+    assert carried.program is not None
     assert carried.program.entrypoint == entrypoint and carried.program.env == {"WHERE": "{lease}"}
     assert carried.in_lease(tmp_path).params == plan.job.params, "nothing of a program's params is rewritten"
 
@@ -124,7 +128,7 @@ def test_the_job_contract_is_versioned_json_read_as_a_strangers() -> None:
     assert raw["format"] == FORMAT and raw["kind"] == "ray"
     with pytest.raises(InvalidJob, match=f"format 0; this reader reads format {FORMAT}"):
         ComputeJob.from_dict(raw | {"format": 0})
-    with pytest.raises(InvalidJob, match="params.env cannot set 'PATH'"):
+    with pytest.raises(InvalidJob, match=r"params\.env cannot set 'PATH'"):
         ComputeJob.from_dict(raw | {"params": raw["params"] | {"env": {"PATH": "/evil"}}})
     with pytest.raises(InvalidJob, match="unknown job kind 'mine'"):
         ComputeJob.from_dict(raw | {"kind": "mine"})

@@ -115,6 +115,7 @@ def open_node(machine: Machine, directory: Path, index: int, host: str,
     """A node's end of a lease's network, opened on `machine` by a process that keeps it."""
     keeper = machine.popen_io(sys.executable, "-c", NODE, str(directory), str(index), host,
                               "-".join(map(str, ports)) if ports else "")
+    assert keeper.stdout is not None and keeper.stderr is not None
     line = keeper.stdout.readline()
     assert line, keeper.stderr.read()[-2000:]
     return json.loads(line) | {"keeper": keeper, "directory": directory, "index": index}

@@ -222,7 +222,7 @@ def test_a_database_of_todays_schema_reads_back_through_every_model_after_the_up
         with Session(upgraded) as session:
             for models in MODELS.values():
                 for model in models:
-                    assert len(session.exec(select(model)).all()) == ROWS, model.__tablename__
+                    assert len(session.scalars(select(model)).all()) == ROWS, model.__tablename__
     finally:
         upgraded.dispose()
 

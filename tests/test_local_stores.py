@@ -83,7 +83,7 @@ UNVERSIONED = {
 SCHEMAS = {"nonces": NonceBook.SCHEMA, "receipts": ReceiptBook.SCHEMA, "journal": Journal.SCHEMA}
 
 
-def at_version(path: Path, store: str, version: int, rows: Callable[[sqlite3.Connection], None]) -> None:
+def at_version(path: Path, store: str, version: int, rows: Callable[[sqlite3.Connection], object]) -> None:
     """`store`'s file at `version` (0: as Swarm wrote it before versions), with `rows` written in it."""
     if version == 0:
         db = sqlite3.connect(path)
@@ -342,7 +342,7 @@ def test_a_journal_of_an_earlier_version_still_checks_a_claim_against_the_receip
             journal.check_claim(provider, previous, [(paid, 1)])
     if unpaid:
         nonce, amount = unpaid[0]
-        with pytest.raises(ClaimRefused, match="signed for .* wei at most"):
+        with pytest.raises(ClaimRefused, match=r"signed for .* wei at most"):
             journal.check_claim(provider, previous, [(nonce, amount + 1)])
     assert user_version(path) == Journal.SCHEMA.latest
 

@@ -5,6 +5,7 @@ each site says of its machines, and what a job of several nodes holds and is mat
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from sqlmodel import Session
@@ -57,7 +58,7 @@ def test_a_provider_without_a_declared_price_is_offered_at_the_default_and_count
 # ── machines and nodes ─────────────────────────────────────────────────────────────────
 
 NOW = 1_800_000_000
-SPEC = {"kind": "train", "model": "mlp", "dataset": "synthetic-classification",
+SPEC: dict[str, Any] = {"kind": "train", "model": "mlp", "dataset": "synthetic-classification",
         "resources": {"nodes": 3, "workers": 2, "gpus_per_worker": 1, "cpus_per_worker": 4, "memory_gb": 8},
         "max_price_per_unit": "0.001", "max_units": 100, "deadline": "1h"}
 BOX = {"cpus": 16.0, "gpus": 2.0, "memory_gb": 64.0}  # holds one node of SPEC: 8 CPUs, 2 GPUs, 16 GB
@@ -67,6 +68,13 @@ def info(count: int, **changes) -> dict:
     """A site's `/v1/info` capacity as provider.agent.Agent.capacity reports it."""
     return {"nodes": count, "cpus": 16.0 * count, "gpus": 2.0 * count, "memory_gb": 64.0 * count,
             "node_cpus": 16.0, "node_gpus": 2.0, "machines": [BOX] * count, "across_nodes": True} | changes
+
+
+def readable(raw: Any) -> Capacity:
+    """The capacity a site's info reports, which must be readable."""
+    capacity = capacity_of(raw)
+    assert capacity is not None, raw
+    return capacity
 
 
 def test_a_job_of_several_nodes_holds_each_nodes_share_and_is_requested_so() -> None:
@@ -100,7 +108,7 @@ def test_a_site_listing_its_machines_malformed_is_taken_as_not_saying(changes: d
 def test_a_site_whose_totals_cannot_be_read_offers_nothing_and_across_nodes_must_be_true() -> None:
     assert capacity_of(info(3, cpus="lots")) is None and capacity_of(info(3, gpus=None)) is None
     assert capacity_of(["not", "a", "mapping"]) is None
-    assert capacity_of(info(3, across_nodes="yes")).across_nodes is False
+    assert readable(info(3, across_nodes="yes")).across_nodes is False
 
 
 def test_a_job_of_several_nodes_is_offered_only_the_site_with_a_machine_for_each_node(tmp_path: Path) -> None:
@@ -116,8 +124,8 @@ def test_a_job_of_several_nodes_is_offered_only_the_site_with_a_machine_for_each
                                  stake=2_000 * ONE, unbonding=0, release_time=0, jailed_until=0,
                                  slashed_total=0, registered_block=1, updated_block=1))
         session.commit()
-        capacity = {wide: capacity_of(info(4)), single: capacity_of(info(4, across_nodes=False)),
-                    old: capacity_of({k: v for k, v in info(4).items() if k != "machines"})}
+        capacity = {wide: readable(info(4)), single: readable(info(4, across_nodes=False)),
+                    old: readable({k: v for k, v in info(4).items() if k != "machines"})}
         spec = validate_spec(SPEC, now=NOW)
         offers = build_offers(session, 1, tmp_path, 1, capacity, {}, 10**15)
         busy = build_offers(session, 1, tmp_path, 1, capacity, {wide: job_needs(spec)}, 10**15)

@@ -19,9 +19,10 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlmodel import Session, select
+from sqlmodel import Session, col, select
 
 from anvil import RpcClient, dev_account
 from compute.checkpoints import registered_checkpoint
@@ -52,8 +53,8 @@ PRICES = {PROVIDER_A: MILLI // 2, PROVIDER_B: MILLI * 8 // 10, PROVIDER_C: MILLI
 KILLABLE = {"samples": 2048, "epochs": 6, "batch_size": 16}
 
 
-def train_spec(**over) -> dict:
-    spec = {
+def train_spec(**over: Any) -> dict:
+    spec: dict[str, Any] = {
         "kind": "train", "model": "mlp", "dataset": "synthetic-classification",
         "resources": {"workers": 1, "cpus_per_worker": 1},
         "max_price_per_unit": "0.001", "max_units": 600, "deadline": "1h", "seed": 3,
@@ -192,6 +193,7 @@ def test_posted_job_runs_completes_and_pays_provider_and_refunds_buyer(
     assert info.price_per_unit == PRICES[PROVIDER_A]
     assert "0x" + info.result_hash.hex() == rec.result_hash
     assert 1 <= info.units_used == min(600, math.ceil(rec.units)), "CPU-seconds, rounded up"
+    assert rec.result_dir is not None
     assert rec.metrics["epochs"] == 2 and (Path(rec.result_dir) / "outputs" / "metrics.json").is_file()
     # One worker: the lease trained in its own process, on its provider's node, and started no
     # Ray, no Ray Train controller and no worker actor for it.
@@ -232,6 +234,7 @@ def test_a_job_that_fails_by_its_own_fault_pays_for_what_its_lease_held_and_refu
     assert info.status == JobStatus.COMPLETED and info.result_hash == bytes(32), "charged: no result"
     assert info.provider == PROVIDER_A, "the cheapest provider"
     assert 2 <= info.units_used == rec.units <= 30, "the CPU-seconds its lease held, signed by its provider"
+    assert rec.error is not None and rec.log_tail is not None
     assert "ZeroDivisionError" in rec.error
     assert "Traceback (most recent call last)" in rec.log_tail and "ZeroDivisionError" in rec.log_tail, (
         "the market keeps its last lines for `swarm job status`")
@@ -289,7 +292,7 @@ def test_a_buyer_follows_its_jobs_log_as_it_runs_and_reads_it_from_its_result_af
     assert kept.verified and "step 5" in kept.text and kept.text == buyer.logs(job_id)
     assert "swarm-lease-outcome" not in kept.text and "swarm-lease-outcome" not in streamed
     stranger = Buyer(swarm, swarm.sender(dev_account(BUYER + 1).key), swarm_home, db_url)
-    with pytest.raises(SwarmError, match="refused .*neither the matcher nor the buyer"):
+    with pytest.raises(SwarmError, match=r"refused .*neither the matcher nor the buyer"):
         list(stranger.logs(job_id, follow=True, poll_s=0.3))
 
 
@@ -422,7 +425,7 @@ def test_replicas_that_disagree_are_disputed_with_the_evidence(
     first, second = post(swarm, swarm_home, program_spec(swarm_home, RANDOM, replicas=2))
     drive(service, lambda: all(in_state(ledger_engine, j, "disputed")() for j in (first, second)))
     evidence = record(ledger_engine, first).evidence
-    assert evidence == record(ledger_engine, second).evidence
+    assert evidence is not None and evidence == record(ledger_engine, second).evidence
     assert evidence[str(first)]["result_hash"] != evidence[str(second)]["result_hash"]
     for job_id in (first, second):
         info = job_info(swarm, job_id)
@@ -484,7 +487,9 @@ def test_the_service_killed_mid_job_and_restarted_assigns_and_settles_once(
 
 def lease_dir(swarm: Swarm, site_network: SiteNetwork, provider: str, job_id: int) -> Path:
     """Where the provider's site keeps the lease of job `job_id`."""
-    posted_in = ChainAuthority(swarm).job(job_id).posted_in.hex()[:16]
+    job = ChainAuthority(swarm).job(job_id)
+    assert job is not None
+    posted_in = job.posted_in.hex()[:16]
     return Path(site_network.sites[provider].home) / "site" / "leases" / f"{job_id}-{posted_in}"
 
 
@@ -500,4 +505,4 @@ def _wait(check: Callable[[], bool], timeout: float) -> None:
 def _transitions(engine, job_id: int) -> list[MarketTransition]:
     with Session(engine) as session:
         return list(session.exec(select(MarketTransition).where(MarketTransition.job_id == job_id)
-                                 .order_by(MarketTransition.id)))
+                                 .order_by(col(MarketTransition.id))))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings, target
@@ -35,7 +36,7 @@ def providers_of(result, job_id: int) -> list[str]:
 
 
 # Each case: a change to the best-ranked provider that breaks exactly one hard constraint.
-BROKEN = {
+BROKEN: dict[str, dict[str, Any]] = {
     "stake": {"stake_ok": False},
     "jailed": {"jailed": True},
     "gpu_model": {"gpu_model": "T4"},
@@ -96,7 +97,7 @@ def test_a_gang_is_placed_on_one_provider_never_split_across_two():
     gang = job(workers=2, gpus_per_worker=4)
     split = match([gang], halves)
     assert split.assignments == [] and split.unmatched[1].constraint == "capacity"
-    whole = match([gang], halves + [offer("0xwhole", gpus=8, price_per_unit=19 * WEI)])
+    whole = match([gang], [*halves, offer("0xwhole", gpus=8, price_per_unit=19 * WEI)])
     assert whole.assignments == [dataclasses.replace(whole.assignments[0], provider="0xwhole")]
 
 
@@ -250,7 +251,7 @@ jobs_st = st.lists(
         job_id=st.just(0),
         workers=st.integers(1, 3),
         gpus_per_worker=st.integers(0, 4),
-        gpu_model=st.sampled_from((None,) + MODELS),
+        gpu_model=st.sampled_from((None, *MODELS)),
         vram_gb_per_worker=st.sampled_from((0, 16, 60, 160)),
         cpus_per_worker=st.integers(1, 8),
         memory_gb=st.integers(0, 64),

@@ -245,6 +245,7 @@ def test_machines_join_with_the_command_line_over_the_sites_api_and_a_removal_re
                                    f"{head.underlay}:{LISTEN_PORT}", f"wg{wire.tag}h", head.underlay],
                                   stdout=subprocess.PIPE, stderr=(tmp_path / "head.err").open("w"), text=True)
         running.append(server)
+        assert server.stdout is not None
         fingerprint = server.stdout.readline().strip()
         assert len(fingerprint) == 64, (tmp_path / "head.err").read_text()
         url = f"https://{head.underlay}:8443"
@@ -257,6 +258,7 @@ def test_machines_join_with_the_command_line_over_the_sites_api_and_a_removal_re
                            fingerprint, "--name", name, "--interface", f"wg{wire.tag}m{i}", *endpoint,
                            "--json", errors=tmp_path / f"{name}.err")
             running.append(member)
+            assert member.stdout is not None
             printed = "".join(iter(member.stdout.readline, "}\n")) + "}"  # it stays, keeping its peers
             assert printed != "}", (tmp_path / f"{name}.err").read_text()
             joined[name] = json.loads(printed)

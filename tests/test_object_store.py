@@ -36,6 +36,7 @@ def test_a_leases_result_goes_to_the_store_whole_and_its_hash_covers_what_arrive
                     destination_filesystem=pafs.LocalFileSystem())
     assert (fetched / "outputs" / "answer.txt").read_text() == "45"
     arrived = build_manifest(fetched)  # what came back from the store, file by file
+    assert outcome.result_record is not None
     assert manifest_hash(arrived) == outcome.result_record["outputs"]
     assert (fetched / MANIFEST).read_bytes() == canonical(arrived)  # the site's manifest travelled with it
 
@@ -44,7 +45,7 @@ def test_a_store_that_refuses_the_keys_fails_the_lease_with_a_sentence_and_store
         s3_store: S3Store, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-" + s3_store.secret_key)
     outcome = launch(tmp_path / "lease", program_lease(tmp_path, 42, s3_store.uri(f"{bucket}/jobs")))
-    assert outcome.state == "failed"
+    assert outcome.state == "failed" and outcome.error is not None
     assert outcome.error.startswith(f"the site could not store the result in s3://{bucket}/jobs")
     assert s3_store.secret_key not in outcome.error
     stored = s3_store.filesystem().get_file_info(pafs.FileSelector(bucket, recursive=True))

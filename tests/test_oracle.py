@@ -85,9 +85,11 @@ def close_epoch(service: OracleService, rpc: RpcClient, probes: int = 3, challen
         rpc.increase_time(window + 1)
         rpc.mine()
         outcome = service.epoch()
-        assert outcome.state == "finalized", outcome
+        assert outcome is not None and outcome.state == "finalized", outcome
     with Session(service.engine) as session:
-        return session.get(OracleEpoch, (service.swarm.chain.chain_id, outcome.epoch))
+        record = session.get(OracleEpoch, (service.swarm.chain.chain_id, outcome.epoch))
+    assert record is not None
+    return record
 
 
 def scores(service: OracleService, epoch: int) -> dict[str, ProviderScore]:
@@ -117,6 +119,7 @@ def test_an_epoch_pays_exactly_its_emission_and_one_proof_claims_several_epochs(
     # One claim, with the latest proof, pays both epochs.
     with Session(oracle.engine) as session:
         leaf = reward_leaf(session, swarm.chain.chain_id, PROVIDER_B)
+    assert leaf is not None
     before = swarm.balance_of(PROVIDER_B)
     chain_rewards.claim(swarm, swarm.sender(dev_account(2).key), PROVIDER_B, leaf.cumulative,
                         list(leaf.proof))
@@ -180,7 +183,7 @@ def test_a_provider_down_for_most_of_an_epoch_is_slashed_jailed_and_can_unjail_a
     assert info.jailed_until > swarm.chain.timestamp()
 
     sender = swarm.sender(dev_account(3).key)
-    with pytest.raises(TransactionFailed, match="ProviderJailed|JailNotOver|jail"):
+    with pytest.raises(TransactionFailed, match=r"ProviderJailed|JailNotOver|jail"):
         stake.unjail(swarm, sender)
     rpc.increase_time(slash["jail_seconds"] + 1)
     rpc.mine()
@@ -258,6 +261,7 @@ def test_a_report_with_too_few_or_duplicate_signatures_is_refused(
     runner = oracle.runner
     with Session(oracle.engine) as session:
         record = runner.aggregate(session, time.time())
+        assert record is not None
         report, slashes, deferred = runner.report(record)
     signed = chain_rewards.sign(swarm, report, devnet_committee_keys())
     submitter = swarm.sender(dev_account(0).key)
@@ -268,7 +272,8 @@ def test_a_report_with_too_few_or_duplicate_signatures_is_refused(
                                    deferred)
     assert chain_rewards.pending_report(swarm) is None
     chain_rewards.submit_epoch(swarm, submitter, report, slashes, signed[:3], deferred)
-    assert chain_rewards.pending_report(swarm).epoch == record.epoch
+    pending = chain_rewards.pending_report(swarm)
+    assert pending is not None and pending.epoch == record.epoch
 
 
 # ── crash points: an oracle killed mid-epoch finishes it once on restart ─────────────
@@ -295,12 +300,14 @@ def test_killed_after_aggregating_the_restart_signs_the_stored_report(
     time.sleep(1.0)
     with Session(oracle.engine) as session:
         stored = oracle.runner.aggregate(session, time.time())
+        assert stored is not None
         root = stored.rewards_root
     oracle.probe()  # more samples arrive before the restart
     runner = _restarted(oracle)
     outcome = runner.run()
-    assert outcome.epoch == stored.epoch and outcome.state == "submitted"
-    assert chain_rewards.pending_report(swarm).rewards_root.hex() == root[2:], (
+    assert outcome is not None and outcome.epoch == stored.epoch and outcome.state == "submitted"
+    pending = chain_rewards.pending_report(swarm)
+    assert pending is not None and pending.rewards_root.hex() == root[2:], (
         "the stored report, not a new one"
     )
     _finalize(runner, rpc)
@@ -315,6 +322,7 @@ def test_killed_after_signing_the_restart_submits_once(
     time.sleep(1.0)
     with Session(oracle.engine) as session:
         record = oracle.runner.aggregate(session, time.time())
+        assert record is not None
         for key in devnet_committee_keys()[:3]:
             oracle.runner.sign_as(session, record, key)
         record.state = "signed"
@@ -322,10 +330,12 @@ def test_killed_after_signing_the_restart_submits_once(
         session.commit()
         epoch = record.epoch
     runner = _restarted(oracle)
-    assert runner.run().state == "submitted"
+    outcome = runner.run()
+    assert outcome is not None and outcome.state == "submitted"
     _finalize(runner, rpc)
     with Session(oracle.engine) as session:
-        assert len(session.get(OracleEpoch, (swarm.chain.chain_id, epoch)).signatures) == 3
+        stored = session.get(OracleEpoch, (swarm.chain.chain_id, epoch))
+        assert stored is not None and len(stored.signatures) == 3
 
 
 def test_killed_after_submitting_before_recording_the_restart_pays_once(
@@ -337,6 +347,7 @@ def test_killed_after_submitting_before_recording_the_restart_pays_once(
     runner = oracle.runner
     with Session(oracle.engine) as session:
         record = runner.aggregate(session, time.time())
+        assert record is not None
         for key in devnet_committee_keys()[:3]:
             runner.sign_as(session, record, key)
         report, slashes, deferred = runner.report(record)
@@ -346,13 +357,15 @@ def test_killed_after_submitting_before_recording_the_restart_pays_once(
         assert record.state == "aggregated"
         epoch, emission = record.epoch, record.emission_wei
     restarted = _restarted(oracle)
-    assert restarted.run().state == "submitted"
+    outcome = restarted.run()
+    assert outcome is not None and outcome.state == "submitted"
     _finalize(restarted, rpc)
     assert swarm.distributor.functions.lastFinalizedEpoch().call() == epoch
     before = swarm.balance_of(PROVIDER_A)
     with Session(oracle.engine) as session:
         leaf = reward_leaf(session, swarm.chain.chain_id, PROVIDER_A)
         epochs = session.exec(select(OracleEpoch).where(OracleEpoch.chain_id == swarm.chain.chain_id)).all()
+    assert leaf is not None
     assert [e.epoch for e in epochs] == [epoch], "no second report for the same epoch"
     chain_rewards.claim(swarm, swarm.sender(dev_account(1).key), PROVIDER_A, leaf.cumulative,
                         list(leaf.proof))

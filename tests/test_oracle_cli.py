@@ -143,7 +143,9 @@ def _sign_as_member(cli, env: dict[str, str], swarm_home: Path, swarm: Swarm, me
         time.sleep(0.01)
         runner.indexer.sync()
         with Session(engine) as session:
-            number = runner.aggregate(session, time.time()).epoch
+            record = runner.aggregate(session, time.time())
+            assert record is not None
+            number = record.epoch
     finally:
         engine.dispose()
     signed = cli("oracle", "sign", str(number), "--key", "member", "--json",

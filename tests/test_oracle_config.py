@@ -128,7 +128,7 @@ def test_a_missing_file_is_refused_naming_it(tmp_path: Path) -> None:
 def test_the_config_is_frozen() -> None:
     config = load_config()
     with pytest.raises(Exception, match="frozen"):
-        config.slashing.downtime.bps = 1  # type: ignore[misc]
+        config.slashing.downtime.bps = 1
 
 
 def test_the_correlation_multiplier_starts_above_the_threshold_and_is_capped() -> None:

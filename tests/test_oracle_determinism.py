@@ -121,6 +121,13 @@ def aggregate(runner: EpochRunner, now: float) -> OracleEpoch:
         return record
 
 
+def score(session: Session, chain_id: int, epoch: int, provider: str) -> ProviderScore:
+    """The provider's stored score of the epoch, which the epoch's aggregation must have written."""
+    row = session.get(ProviderScore, (chain_id, epoch, provider))
+    assert row is not None, f"no score of {provider} in epoch {epoch}"
+    return row
+
+
 def move_the_ledger_on(swarm: Swarm, swarm_home: Path, rpc: RpcClient) -> None:
     """Everything that may happen on chain between an epoch's end and a member's signature."""
     admin = swarm.sender(dev_account(0).key)
@@ -158,7 +165,8 @@ def test_a_member_recomputes_and_signs_the_same_root_after_the_ledger_moved_on(
         runner.verify(session, stored)  # raises on a different root, slashes or emission
         assert all(runner.sign_as(session, stored, key) for key in devnet_committee_keys()[:runner.threshold])
     assert runner.run().state == "submitted"
-    assert chain_rewards.pending_report(swarm).rewards_root.hex() == record.rewards_root[2:]
+    pending = chain_rewards.pending_report(swarm)
+    assert pending is not None and pending.rewards_root.hex() == record.rewards_root[2:]
 
 
 def test_members_on_different_cores_score_cpu_providers_alike_by_the_reference_recorded_with_each_challenge(
@@ -217,7 +225,7 @@ def test_members_on_different_cores_score_cpu_providers_alike_by_the_reference_r
     scored = []
     for runner in runners:
         with Session(runner.engine) as session:
-            rows = [session.get(ProviderScore, (chain_id, record.epoch, p)) for p in (A, B, C, d)]
+            rows = [score(session, chain_id, record.epoch, p) for p in (A, B, C, d)]
             scored.append([(r.performance, r.weight, r.reward_wei, r.eligible, r.note) for r in rows])
     assert scored[0] == scored[1]
     assert [performance for performance, *_ in scored[0]] == [0.55, 0.9, 1.0, 0.0]
@@ -238,6 +246,7 @@ def test_a_report_names_the_providers_whose_slashes_it_defers_and_the_next_one_s
                "decided_epoch": record.epoch, "deferred": True, "held": True}
     with Session(runner.engine) as session:
         stored = session.get(OracleEpoch, (chain_id, record.epoch))
+        assert stored is not None
         stored.slashes = [*stored.slashes, waiting]
         session.add(stored)
         session.commit()
@@ -246,7 +255,8 @@ def test_a_report_names_the_providers_whose_slashes_it_defers_and_the_next_one_s
     assert report.deferred_hash == deferred_hash([B])
 
     assert runner.run(now=end).state == "submitted"
-    assert chain_rewards.pending_report(swarm).deferred_hash == deferred_hash([B])
+    pending = chain_rewards.pending_report(swarm)
+    assert pending is not None and pending.deferred_hash == deferred_hash([B])
     held = stake.provider_info(swarm, B).report_held_until
     assert held > swarm.chain.timestamp(), "B cannot withdraw before its slash lands"
     rpc.increase_time(swarm.distributor.functions.challengeWindow().call() + 1)
@@ -303,7 +313,7 @@ def test_a_tombstoned_provider_is_not_slashed_again_nor_paid(
     record = aggregate(runner, end)
     assert record.epoch == 2 and record.slashes == []
     with Session(runner.engine) as session:
-        b = session.get(ProviderScore, (chain_id, 2, B))
+        b = score(session, chain_id, 2, B)
     assert b.reward_wei == 0 and not b.eligible and b.note.startswith("tombstoned")
 
 
@@ -475,7 +485,7 @@ def test_a_provider_challenged_while_busy_is_judged_by_its_best_challenge_of_two
     record = aggregate(runner, end)
     assert [(s["provider"], s["reason"]) for s in record.slashes] == [(B, "hardware misrepresentation")]
     with Session(runner.engine) as session:
-        a, b, c, new = (session.get(ProviderScore, (chain_id, record.epoch, p)) for p in (A, B, C, d))
+        a, b, c, new = (score(session, chain_id, record.epoch, p) for p in (A, B, C, d))
     assert a.performance == pytest.approx(1.0) and a.eligible
     assert c.performance == pytest.approx(1.0) and c.eligible
     assert new.performance == pytest.approx(1.0) and new.eligible  # not measured yet
@@ -518,7 +528,7 @@ def test_a_gpu_is_judged_by_its_weaker_precision_and_naming_a_strangers_gpu_harm
     slashed = {s["provider"]: s["reason"] for s in record.slashes}
     assert slashed == {B: "hardware misrepresentation"}
     with Session(runner.engine) as session:
-        scores = {p: session.get(ProviderScore, (chain_id, record.epoch, p)) for p in (A, B, C, d)}
+        scores = {p: score(session, chain_id, record.epoch, p) for p in (A, B, C, d)}
     assert scores[A].performance == pytest.approx(1.0) and scores[A].eligible
     assert scores[B].performance == pytest.approx(0.17)  # bf16's ratio, not fp32's 1.23 (capped at 1)
     assert scores[C].performance == pytest.approx(1.0) and scores[C].eligible

@@ -82,6 +82,6 @@ def test_the_market_does_not_run_a_job_posted_around_the_api_on_anothers_result(
     assert job_info(swarm, job_id).status == JobStatus.POSTED, "never assigned"
     with Session(engine) as session:
         record = session.get(MarketJob, (swarm.chain.chain_id, job_id))
-    assert record.state == "queued"
+    assert record is not None and record.state == "queued" and record.explanation is not None
     assert f"model job:{private} is another buyer's result" in record.explanation
     assert "cancel it for a full refund" in record.explanation

@@ -11,7 +11,9 @@ import io
 import json
 import os
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
@@ -22,7 +24,7 @@ from compute import dataplane
 from compute.manifest import build_manifest, manifest_hash, record_hash
 from compute.order import Order
 from ledger.errors import SwarmError
-from market.spec import SpecError, validate_spec
+from market.spec import Input, SpecError, validate_spec
 from market.storage import failed_log, pin, verify
 from provider.lease.launch import launch
 from provider.lease.outcome import reports
@@ -213,6 +215,7 @@ def test_posting_uploads_local_code_and_inputs_once_and_pins_them(tmp_path: Path
     pinned = pin(spec, tmp_path)
     assert pinned.unpinned() == [] and pinned.output == str(tmp_path / "results")
     code, table = pinned.code, pinned.inputs["table"]
+    assert isinstance(code, Input) and isinstance(table, Input)
     assert code.uri == str(tmp_path / "results" / "uploads" / "code" / f"{code.sha256}.tar")
     assert hashlib.sha256(Path(code.uri).read_bytes()).hexdigest() == code.sha256
     assert Path(table.uri).read_text() == "x,y\n1,2\n" and Path(table.uri).name == "data.csv"
@@ -225,7 +228,8 @@ def test_posting_uploads_local_code_and_inputs_once_and_pins_them(tmp_path: Path
 def test_a_local_input_with_nowhere_to_upload_is_refused_naming_it(tmp_path: Path) -> None:
     spec = validate_spec(unpinned_spec(tmp_path, "s3://results") | {"code": RAY["code"]}, now=NOW)
     pinned = pin(spec, tmp_path, upload_to=str(tmp_path / "store"))
-    assert Path(pinned.inputs["table"].uri).is_relative_to(tmp_path / "store")
+    table = pinned.inputs["table"]
+    assert isinstance(table, Input) and Path(table.uri).is_relative_to(tmp_path / "store")
     missing = validate_spec(RAY | {"inputs": {"table": "nowhere.csv"}}, now=NOW)
     with pytest.raises(
         SpecError,
@@ -264,6 +268,7 @@ def test_a_program_reads_its_checked_input_uses_its_requirements_on_its_ray_and_
     assert (stored / "outputs" / "six.txt").read_text().startswith("1."), (
         "its Ray workers see its requirements"
     )
+    assert outcome.result_record is not None
     assert manifest_hash(build_manifest(stored)) == outcome.result_record["outputs"], (
         "the hash covers what reached the buyer"
     )
@@ -285,11 +290,12 @@ def test_a_program_that_leaves_a_link_in_its_outputs_is_refused_and_nothing_is_s
     secret.write_text("the provider's key")
     main = f"import os\nos.symlink({str(secret)!r}, os.path.join(os.environ['SWARM_OUTPUT_DIR'], 'loot'))\n"
     outcome = launch(tmp_path / "lease", program_plan(tmp_path, main))
-    assert outcome.state == "failed" and "outputs/loot, a link" in outcome.error
+    assert outcome.state == "failed" and outcome.error is not None
+    assert "outputs/loot, a link" in outcome.error
     assert [p.name for p in (tmp_path / "results" / "job-1").iterdir()] == ["log"], "no output, its log only"
 
 
-BAD_INPUT = {
+BAD_INPUT: dict[str, tuple[Callable[..., dict[str, Any]], str]] = {
     "code that is not what the spec pins": (
         lambda p, plan: {"code": {"uri": plan.program.code.uri, "sha256": "0" * 64}}, "has sha256"),
     "an input that is not what the spec pins": (
@@ -315,7 +321,7 @@ def test_bad_input_fails_the_lease_with_one_sentence_as_the_buyers_fault(tmp_pat
     plan = program_plan(tmp_path, "print(1 / 0)\n")
     plan = with_program(plan, **change(tmp_path, plan))
     outcome = launch(tmp_path / "lease", plan)
-    assert outcome.state == "failed" and outcome.fault == "buyer"
+    assert outcome.state == "failed" and outcome.fault == "buyer" and outcome.error is not None
     assert says in outcome.error and "\n" not in outcome.error, outcome.error
     left = sorted(p.name for p in (tmp_path / "results" / "job-1").iterdir()) \
         if (tmp_path / "results").exists() else []
@@ -339,6 +345,7 @@ def test_a_leases_log_is_kept_beside_its_result_and_the_result_hash_covers_it(tm
     their outputs, as replicas must; a log changed or removed afterwards is refused."""
     first = launch(tmp_path / "a", program_plan(tmp_path, PRINTS))
     assert first.state == "succeeded", first.error
+    assert first.result_hash is not None and first.result_record is not None
     stored = tmp_path / "results" / "job-1"
     log = (stored / "log").read_text()
     assert "started at" in log and "a warning on stderr" in log
@@ -350,6 +357,7 @@ def test_a_leases_log_is_kept_beside_its_result_and_the_result_hash_covers_it(tm
     stored.rename(tmp_path / "first-result")
     second = launch(tmp_path / "b", program_plan(tmp_path, PRINTS))
     assert second.state == "succeeded", second.error
+    assert second.result_hash is not None and second.result_record is not None
     assert second.result_hash != first.result_hash, "each result hash covers its own log"
     assert second.result_record["outputs"] == first.result_record["outputs"], "the outputs agree"
 
@@ -360,7 +368,7 @@ def test_a_leases_log_is_kept_beside_its_result_and_the_result_hash_covers_it(tm
     (stored / "log").unlink()
     with pytest.raises(SwarmError, match=r"\(it is missing\)"):
         verify(1, stored, second.result_hash)
-    with pytest.raises(SwarmError, match="its result.json hashes to"):
+    with pytest.raises(SwarmError, match=r"its result\.json hashes to"):
         verify(1, tmp_path / "first-result", second.result_hash)
 
 
@@ -428,8 +436,10 @@ def test_the_ray_train_example_learns_the_digits_in_a_lease_from_and_to_s3(
         "output": s3_store.uri(f"{bucket}/runs"),
         "params": {"entrypoint": "python train.py --data inputs/digits --workers 1 --epochs 4"}}, now=NOW)
     pinned = pin(spec, tmp_path)  # what `swarm job post` does: both uploaded to the bucket
-    assert pinned.code.uri.startswith(f"s3://{bucket}/runs/uploads/code/")
-    assert pinned.inputs["digits"].uri.startswith(f"s3://{bucket}/runs/uploads/inputs/")
+    code, digits = pinned.code, pinned.inputs["digits"]
+    assert isinstance(code, Input) and code.uri.startswith(f"s3://{bucket}/runs/uploads/code/")
+    assert isinstance(digits, Input) and digits.uri.startswith(f"s3://{bucket}/runs/uploads/inputs/")
+    assert pinned.output is not None
 
     plan = LeasePlan(job_id=7, number=7, job=pinned.to_compute_job("job-7", ""), cpus=1, gpus=0,
                      memory_bytes=4 * 2**30, wall_seconds=600, max_units=1_000,
@@ -440,6 +450,7 @@ def test_the_ray_train_example_learns_the_digits_in_a_lease_from_and_to_s3(
     fetched = tmp_path / "fetched"
     pafs.copy_files(f"{bucket}/runs/job-7", str(fetched), source_filesystem=s3_store.filesystem(),
                     destination_filesystem=pafs.LocalFileSystem())
+    assert outcome.result_record is not None and outcome.result_hash is not None
     assert manifest_hash(build_manifest(fetched)) == outcome.result_record["outputs"]
     verify(7, fetched, outcome.result_hash)  # the buyer's check: its outputs and its log
     metrics = json.loads((fetched / "outputs" / "metrics.json").read_text())
@@ -525,12 +536,14 @@ def test_an_infer_job_on_a_model_and_table_pinned_in_s3_runs_in_a_lease_and_its_
                                   "dataset": str(tmp_path / "digits.parquet")}, now=NOW)
     assert spec.unpinned() == ["model", "dataset"]
     pinned = pin(spec, tmp_path, upload_to=s3_store.uri(f"{bucket}/brought"))
-    assert pinned.model.uri.startswith(f"s3://{bucket}/brought/inputs/") and pinned.unpinned() == []
+    model, dataset = pinned.model, pinned.dataset
+    assert isinstance(model, Input) and isinstance(dataset, Input)
+    assert model.uri.startswith(f"s3://{bucket}/brought/inputs/") and pinned.unpinned() == []
     output = s3_store.uri(f"{bucket}/results")
     plan = builtin_plan(pinned.canonical() | {"output": output}, tmp_path)
     assert [(f.uri, f.sha256, f.target) for f in plan.fetch] == [
-        (pinned.model.uri, pinned.model.sha256, "inputs/checkpoint"),
-        (pinned.dataset.uri, pinned.dataset.sha256, "inputs/dataset_path")]
+        (model.uri, model.sha256, "inputs/checkpoint"),
+        (dataset.uri, dataset.sha256, "inputs/dataset_path")]
     assert plan.result == dataplane.join(output, "t-9") and plan.local_result is None
 
     outcome = launch(tmp_path / "lease", plan)
@@ -539,6 +552,7 @@ def test_an_infer_job_on_a_model_and_table_pinned_in_s3_runs_in_a_lease_and_its_
     dataplane.download(plan.result, stored)
     predictions = np.load(stored / "outputs" / "predictions.npy")
     assert predictions.shape == (1797,) and 0 <= outcome.metrics["accuracy"] <= 1
+    assert outcome.result_record is not None
     assert manifest_hash(build_manifest(stored)) == outcome.result_record["outputs"]
     # One task: it ran in the lease's own process, which started no Ray (no Ray node to name).
     assert outcome.metrics["placement"] == {"node_id": None, "provider": plan.job.provider}
@@ -569,6 +583,6 @@ def test_a_bad_table_fails_a_built_in_lease_as_the_buyers_fault_in_one_sentence(
         location.write_bytes(content)
     pinned = {"uri": str(location), "sha256": sha or dataplane.digest(str(location))}
     outcome = launch(tmp_path / "lease", builtin_plan(TRAIN | {"dataset": pinned}, tmp_path))
-    assert outcome.state == "failed" and outcome.fault == "buyer"
+    assert outcome.state == "failed" and outcome.fault == "buyer" and outcome.error is not None
     assert says in outcome.error and "\n" not in outcome.error, outcome.error
     assert not (tmp_path / "output" / "t-9" / "outputs").exists(), "nothing was stored"

@@ -203,9 +203,9 @@ def test_openings_and_roots_travel_as_json_and_garbage_is_refused() -> None:
                     {**opening_as_json(sent[0]), "path": ["zz"]}):
         with pytest.raises(ProofError, match="is not an opening"):
             opening_from_json(garbage)
-    for garbage in (None, "", "00" * 31, "zz" * 32, ["00"], prover.root.hex() + "00"):
+    for not_a_root in (None, "", "00" * 31, "zz" * 32, ["00"], prover.root.hex() + "00"):
         with pytest.raises(ProofError, match="is not a 32-byte Merkle root"):
-            root_from_hex(garbage)
+            root_from_hex(not_a_root)
 
 
 @settings(max_examples=40, deadline=None)

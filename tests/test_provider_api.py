@@ -98,7 +98,8 @@ def test_register_again_is_refused_and_update_declares_new_hardware(
     info = stake.provider_info(swarm, ADDRESS)
     assert updated.updated and info.gpus == 4 and info.min_stake == updated.min_stake_wei == 4 * 1_000 * ONE
     assert "0x" + info.spec_hash.hex() == updated.spec_hash
-    assert provider.status().hardware["site_url"] == "https://203.0.113.7:8443"
+    hardware = provider.status().hardware
+    assert hardware is not None and hardware["site_url"] == "https://203.0.113.7:8443"
 
     newcomer = Provider.open(account=2, settings=settings)
     _sent_nothing(swarm, OTHER, lambda: newcomer.register("L4", gpus=1, vram_gb=24, update=True), SwarmError,

@@ -81,7 +81,7 @@ def test_init_local_node_passes_only_arguments_ray_init_names() -> None:
 
 def test_a_cluster_head_takes_the_system_config_and_knows_every_health_check_setting() -> None:
     from ray._private.parameter import RayParams
-    from ray._raylet import Config
+    from ray._raylet import Config  # type: ignore[attr-defined]  # a Cython module: no stub names it
 
     params = RayParams(**ray_private.system_config_args(SITE_RAY_CONFIG))
     assert params._system_config == SITE_RAY_CONFIG and LOCAL_HEALTH_CHECKS.items() <= SITE_RAY_CONFIG.items()
@@ -98,7 +98,7 @@ def test_a_cluster_head_takes_the_system_config_and_knows_every_health_check_set
 # ── authentication ───────────────────────────────────────────────────────────
 
 def test_a_loaded_ray_reads_a_new_token_file_once_its_auth_settings_are_reloaded(tmp_path: Path) -> None:
-    from ray._raylet import AuthenticationTokenLoader
+    from ray._raylet import AuthenticationTokenLoader  # type: ignore[attr-defined]  # as Config above
 
     token = tmp_path / "auth_token"
     token.write_text("ab" * 32)
@@ -123,7 +123,7 @@ def test_a_loaded_ray_reads_a_new_token_file_once_its_auth_settings_are_reloaded
 def test_the_gcs_client_still_lists_nodes_with_a_timeout() -> None:
     """Its constructor cannot be pinned here (it waits 40 s for a GCS that is not there);
     tests/test_cluster_cli.py reads a real cluster's nodes through it."""
-    from ray._raylet import GcsClient, InnerGcsClient
+    from ray._raylet import GcsClient, InnerGcsClient  # type: ignore[attr-defined]  # as Config above
 
     assert "__getattr__" in vars(GcsClient)  # it forwards every call to an InnerGcsClient
     listing = inspect.signature(InnerGcsClient.get_all_node_info)

@@ -19,7 +19,7 @@ from ledger import serving
 from ledger.client import Swarm
 from ledger.keys import DigestSigner
 from ledger.serving import Voucher
-from provider.receipts import RECEIPT_TTL_S, ReceiptBook
+from provider.receipts import RECEIPT_TTL_S, ReceiptBook, VoucherDue
 
 BUYER, PROVIDER, OTHER = dev_account(4), dev_account(1), dev_account(5)
 PRICE = 1_000
@@ -136,7 +136,7 @@ def test_past_the_cap_the_buyer_signs_a_voucher_first(swarm: Swarm, tmp_path: Pa
     for _ in range(4):
         book.charge(book.accept(_receipt(swarm), "lease-1", PRICE), PRICE)
     due = _refused(402, "cap of 4000", book.accept, _receipt(swarm), "lease-1", PRICE)
-    assert due.due
+    assert isinstance(due, VoucherDue) and due.due
     _aggregate(swarm, book)
     book.accept(_receipt(swarm), "lease-1", PRICE)
 
@@ -227,7 +227,8 @@ def test_a_buyer_killed_while_sending_a_voucher_signs_the_next_claim_and_pays_no
         call()
     voucher = aggregate()
     assert voucher.cumulative == 5 * PRICE, "each receipt paid once, whichever way the kill fell"
-    assert journal.last_voucher(PROVIDER.address).cumulative == 5 * PRICE
+    last = journal.last_voucher(PROVIDER.address)
+    assert last is not None and last.cumulative == 5 * PRICE
     assert book.vouchers() == [(voucher, 0)]
     serving.redeem(swarm, swarm.sender(PROVIDER.key), voucher)
     assert serving.account(swarm, BUYER.address, PROVIDER.address).redeemed == 5 * PRICE

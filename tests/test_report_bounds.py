@@ -136,6 +136,7 @@ def test_an_entry_that_orders_nothing_is_left_out() -> None:
 
 def test_the_oracle_bounds_are_the_distributors(swarm) -> None:
     d = swarm.distributor.functions
-    assert (MAX_SLASHES_PER_REPORT, MAX_TOMBSTONES_PER_REPORT, MAX_DEFERRED_PER_REPORT, MAX_JAIL_SECONDS) == (
-        d.MAX_SLASHES_PER_REPORT().call(), d.MAX_TOMBSTONES_PER_REPORT().call(),
-        d.MAX_DEFERRED_PER_REPORT().call(), d.MAX_JAIL_SECONDS().call())
+    on_chain = (d.MAX_SLASHES_PER_REPORT().call(), d.MAX_TOMBSTONES_PER_REPORT().call(),
+                d.MAX_DEFERRED_PER_REPORT().call(), d.MAX_JAIL_SECONDS().call())
+    assert on_chain == (MAX_SLASHES_PER_REPORT, MAX_TOMBSTONES_PER_REPORT, MAX_DEFERRED_PER_REPORT,
+                        MAX_JAIL_SECONDS)

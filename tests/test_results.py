@@ -82,7 +82,7 @@ def test_a_result_its_provider_did_not_sign_is_refused(swarm: Swarm, assigned: i
     with pytest.raises(TransactionFailed) as refused:
         jobs.complete_job(swarm, swarm.sender(MATCHER.key), assigned, RESULT, units, signature)
     revert = refused.value.revert
-    assert (revert.name, revert.args) == ("BadResultSignature", {"jobId": assigned})
+    assert revert is not None and (revert.name, revert.args) == ("BadResultSignature", {"jobId": assigned})
     assert f"the result of job {assigned} is not signed by its provider" in str(refused.value)
     assert jobs.job_info(swarm, assigned).status is JobStatus.ASSIGNED
 

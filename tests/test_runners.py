@@ -10,6 +10,7 @@ import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,13 +28,14 @@ from compute.jobs import ComputeJob, JobResult
 from compute.manifest import OUTPUT_DIR, file_sha256, result_hash
 from compute.placement import provider_capacity, provider_resource
 from compute.runners import finetune, infer, train
+from compute.runners.params import TrainParams
 from tests.ray_cluster import PROVIDER_A, PROVIDER_B, PROVIDER_C
 
 PROVIDER_D = dev_account(9).address
 SMALL = {"model": "tiny-transformer", "samples": 320, "epochs": 2, "batch_size": 32, "lr": 3e-3}
 # Ray Train registers a report each time its controller polls the workers (every 2 s), so
 # an epoch takes about 2 s: a node can be removed after the first checkpoint, well before the last.
-LONG = {"model": "mlp", "samples": 512, "epochs": 8}
+LONG: dict[str, Any] = {"model": "mlp", "samples": 512, "epochs": 8}
 WAIT_S = 240
 
 
@@ -66,7 +68,7 @@ def test_train_writes_a_checkpoint_every_epoch_that_restores_to_the_same_accurac
 
     model, meta = load_model(result_dir)
     assert meta["model"] == "tiny-transformer" and meta["seed"] == 7
-    params = job(result_dir.parent, "x", "train", PROVIDER_B, params=SMALL).params
+    params = job(result_dir.parent, "x", "train", PROVIDER_B, params=SMALL).params_of(TrainParams)
     restored = train.evaluate(model, train.validation_set(params, seed=7))
     assert round(restored["accuracy"], 6) == base.metrics["val_accuracy"]
     assert round(restored["loss"], 6) == base.metrics["val_loss"]

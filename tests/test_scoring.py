@@ -320,7 +320,7 @@ def test_inputs_of_the_wrong_length_are_refused_naming_the_field() -> None:
     inputs = epoch(3)
     with pytest.raises(InvalidInput, match="epoch input jailed has 2 entries for 3 providers"):
         EpochInputs(**{**inputs.__dict__, "jailed": np.array([False, False])})
-    with pytest.raises(InvalidInput, match="probe_provider holds indices outside 0..2"):
+    with pytest.raises(InvalidInput, match=r"probe_provider holds indices outside 0\.\.2"):
         EpochInputs(**{**inputs.__dict__, "probe_provider": inputs.probe_provider + 1})
     with pytest.raises(InvalidInput, match="abandoned holds a negative count"):
         EpochInputs(**{**inputs.__dict__, "abandoned": np.array([0, -1, 0])})

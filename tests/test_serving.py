@@ -295,7 +295,7 @@ def test_the_oracles_canaries_pass_an_honest_lease_and_tombstone_a_provider_that
                             text=True, cwd=Path(__file__).resolve().parents[1])
     engine = open_ledger(f"sqlite:///{tmp_path / 'ledger.db'}", ORACLE, MARKET)
     try:
-        assert swap.stdout.readline().strip() == "listening"
+        assert swap.stdout is not None and swap.stdout.readline().strip() == "listening"
         config = load_config()
         oracle_key = dev_account(0)
         timing = replace(make_schedule(config, devnet=True, epoch_length_s=1.0), probe_timeout_s=8.0)
@@ -320,9 +320,11 @@ def test_the_oracles_canaries_pass_an_honest_lease_and_tombstone_a_provider_that
         assert outcome is not None and outcome.state == "submitted", outcome
         rpc.increase_time(swarm.distributor.functions.challengeWindow().call() + 1)
         rpc.mine()
-        assert service.epoch().state == "finalized"
+        finalized = service.epoch()
+        assert finalized is not None and finalized.state == "finalized"
         with Session(engine) as session:
             epoch = session.get(OracleEpoch, (swarm.chain.chain_id, outcome.epoch))
+        assert epoch is not None
         [slash] = [s for s in epoch.slashes if s["provider"] == PROVIDER.address]
         assert slash["row"] == "fraud" and slash["tombstone"] and "canary" in slash["detail"], slash
         assert stake.provider_info(swarm, PROVIDER.address).tombstoned

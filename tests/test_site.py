@@ -583,6 +583,7 @@ def test_a_site_started_before_its_chain_answers_waits_for_it_then_serves(tmp_pa
     command = ["provider", "serve", "--port", "0", "--json", "--account", "1"]  # a free port it picks
     serve = subprocess.Popen([sys.executable, "-m", "scripts.cli", *command], env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, start_new_session=True)
+    assert serve.stdout is not None and serve.stderr is not None
     try:
         waiting, _, _ = select.select([serve.stderr], [], [], 60)
         assert waiting, "no word from the site while its chain is away"

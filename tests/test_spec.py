@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from compute.errors import ComputeError
 from compute.jobs import validate as validate_compute_job
 from compute.reference import normalize_model
+from compute.runners.params import FinetuneParams, TrainParams
 from ledger import specs
 from ledger.units import ONE
 from market.spec import JobSpec, Resources, SpecError, load_spec, parse_deadline, parse_spec, validate_spec
@@ -98,7 +99,7 @@ def test_the_examples_cover_every_kind_and_replication() -> None:
     assert {s.kind for s in specs_} == {"train", "finetune", "infer", "tune"}
     assert any(s.replicas == 2 for s in specs_)
     finetune = next(s for s in specs_ if s.kind == "finetune")
-    assert finetune.model.startswith("job:")
+    assert isinstance(finetune.model, str) and finetune.model.startswith("job:")
 
 
 def test_defaults_fill_the_optional_fields() -> None:
@@ -314,7 +315,9 @@ def test_a_table_the_buyer_brings_is_named_like_an_input_and_pinned() -> None:
     spec = validate_spec(mutated("dataset", "s3://bucket/digits.parquet"))
     assert spec.unpinned() == ["dataset"]
     pinned = validate_spec(mutated("dataset", {"uri": "s3://bucket/digits.parquet", "sha256": sha}))
-    assert pinned.unpinned() == [] and pinned.order(NOW).params.dataset == "s3://bucket/digits.parquet"
+    params = pinned.order(NOW).params
+    assert isinstance(params, TrainParams)
+    assert pinned.unpinned() == [] and params.dataset == "s3://bucket/digits.parquet"
     assert validate_spec(mutated("dataset", "synthetic-classification")).unpinned() == []
     tune = {**VALID, "kind": "tune", "model": {"uri": "s3://bucket/model", "sha256": sha}}
     assert "model's name" in refused(tune, "model")  # tune searches over a built-in model
@@ -326,7 +329,9 @@ def test_a_transformers_checkpoint_the_buyer_brings_trains_on_a_table_of_texts()
     assert spec.unpinned() == ["model", "dataset"] and set(spec.brought()) == {"model", "dataset"}
     pinned = validate_spec({**VALID, "model": {"uri": "s3://bucket/model", "sha256": sha},
                             "dataset": {"uri": "s3://bucket/reviews.parquet", "sha256": sha}}, now=NOW)
-    assert pinned.unpinned() == [] and pinned.order(NOW).params.model == "s3://bucket/model"
+    params = pinned.order(NOW).params
+    assert isinstance(params, TrainParams)
+    assert pinned.unpinned() == [] and params.model == "s3://bucket/model"
     assert "table of texts" in refused({**VALID, "model": "./model"}, "dataset")  # not a built-in dataset
     assert "./model" in refused(mutated("model", "model"), "model")  # a bare word is a model's name
 
@@ -396,7 +401,7 @@ def test_a_finetune_of_a_job_runs_on_that_jobs_result(tmp_path: Path) -> None:
     job = spec.to_compute_job(
         "5", "0x" + "cd" * 20, storage=str(tmp_path), now=NOW, prior_result=str(tmp_path / "4")
     )
-    assert job.params.base_checkpoint == str(tmp_path / "4")
+    assert job.params_of(FinetuneParams).base_checkpoint == str(tmp_path / "4")
     assert job.use_gpu and job.timeout_s == 7_200
 
 
@@ -485,5 +490,5 @@ def test_a_site_reading_a_posted_spec_refuses_several_nodes_for_a_kind_of_one_ma
         Order.read(json.dumps(posted).encode())
     assert caught.value.field == "resources.nodes"
     for nodes in (0, 1.5, "2", True):
-        with pytest.raises(InvalidJob, match="resources.nodes must be an integer of at least 1"):
+        with pytest.raises(InvalidJob, match=r"resources\.nodes must be an integer of at least 1"):
             Order.from_spec(spec | {"resources": {**spec["resources"], "nodes": nodes}})

@@ -113,7 +113,7 @@ def test_an_exit_is_seen_at_once_while_a_child_still_holds_the_pipe(tmp_path: Pa
     """)
     started.append(site.process)
     began = time.monotonic()
-    with pytest.raises(ExitedWhileStarting, match="exit status 1.*could not bind its port"):
+    with pytest.raises(ExitedWhileStarting, match=r"exit status 1.*could not bind its port"):
         first_line(site, ceiling_s=GENEROUS_S)
     assert time.monotonic() - began < 30
 
@@ -221,7 +221,7 @@ def test_wait_exit_sees_an_end_and_a_process_that_goes_on(tmp_path: Path, starte
 
 
 @settings(max_examples=50, deadline=None)
-@given(lines=st.lists(st.text(st.characters(blacklist_categories=("Cs",)), max_size=40), max_size=40),
+@given(lines=st.lists(st.text(st.characters(exclude_categories=["Cs"]), max_size=40), max_size=40),
        count=st.integers(1, 25))
 def test_last_lines_are_the_logs_last_lines_that_say_something(tmp_path_factory: pytest.TempPathFactory,
                                                                lines: list[str], count: int) -> None:

@@ -69,7 +69,7 @@ def _epoch(session: Session, state: EpochState) -> OracleEpoch:
 def test_the_market_stores_the_same_state_strings_as_before_so_no_migration_is_needed() -> None:
     assert MARKET_STATES == ("queued", "assigned", "running", "ran", "completed", "disputed",
                              "settled", "failed", "cancelled", "expired", "reclaimed")
-    assert FINAL_STATES == {"settled", "failed", "cancelled", "expired", "reclaimed"}
+    assert {"settled", "failed", "cancelled", "expired", "reclaimed"} == FINAL_STATES
 
 
 @settings(max_examples=200, deadline=None)
@@ -182,7 +182,8 @@ def test_an_illegal_epoch_move_is_refused_in_a_sentence_naming_the_epoch_and_bot
 def test_an_epoch_goes_forward_one_step_at_a_time_and_back_only_to_be_submitted_again() -> None:
     forward = [(None, "aggregated"), ("aggregated", "signed"), ("signed", "submitted"),
                ("submitted", "finalized"), ("signed", "finalized")]
-    back = [("submitted", "signed"), ("finalized", "signed"), ("finalized", "submitted")]
+    back: list[tuple[str | None, str]] = [("submitted", "signed"), ("finalized", "signed"),
+                                          ("finalized", "submitted")]
     assert EPOCH_MOVES.moves() == set(forward + back)
 
 

@@ -26,7 +26,7 @@ def params(path: Path, samples: int = 0) -> TrainParams:
 def test_every_worker_gets_an_equal_share_and_each_epoch_sees_its_share_once(
     rows: int, world: int, batch: int, seed: int
 ) -> None:
-    table = {"label": np.arange(rows), "x": np.arange(rows, dtype=np.float32) * 2}
+    table: dict[str, np.ndarray] = {"label": np.arange(rows), "x": np.arange(rows, dtype=np.float32) * 2}
     shares = [train.share_of(table, rank, world) for rank in range(world)]
     assert len({len(s["label"]) for s in shares}) == 1, "DDP's all-reduces pair up only on equal shares"
     taken = np.concatenate([s["label"] for s in shares])

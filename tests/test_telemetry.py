@@ -43,11 +43,11 @@ def test_gpu_snapshot_reports_this_machines_gpus_and_invents_none() -> None:
     assert len(snapshot.devices) == snapshot.gpus
     if snapshot.gpus == 0:  # a machine without GPUs: NVML cannot start, and the snapshot says why
         assert snapshot.devices == []
-        assert "NVML" in snapshot.error
+        assert snapshot.error is not None and "NVML" in snapshot.error
     else:
         assert snapshot.error is None
     for device in snapshot.devices:
-        assert device.name and device.memory_total_mb > 0
+        assert device.name and device.memory_total_mb is not None and device.memory_total_mb > 0
 
 
 def test_raw_nvml_units_become_mebibytes_and_watts() -> None:
@@ -62,12 +62,13 @@ def test_probe_of_each_live_provider_answers_from_its_own_node(ray_cluster) -> N
     before = time.time()
     results = probe_all([PROVIDER_A, PROVIDER_B, PROVIDER_C], timeout_s=60)
     after = time.time()
-    for provider, result in zip((PROVIDER_A, PROVIDER_B, PROVIDER_C), results):
+    for provider, result in zip((PROVIDER_A, PROVIDER_B, PROVIDER_C), results, strict=True):
         assert result.provider == provider
         assert result.alive, result.error
         assert result.node_id in {n["NodeID"] for n in provider_nodes(provider)}
-        assert before <= result.stamp <= after
+        assert result.stamp is not None and before <= result.stamp <= after
         assert 0 < result.latency_s <= after - before
+        assert result.gpu is not None
         assert (result.gpu.gpus, _identities(result.gpu)) == (host.gpus, _identities(host))
 
 

@@ -194,6 +194,7 @@ def test_a_search_on_a_table_sizes_the_mlp_to_it_and_its_best_model_reads_the_ta
     assert meta["features"] == [f"px_{i}" for i in range(64)]
     # The best model scores the whole table as infer reads it: its own columns, by name.
     x, y, _ = tabular.tensors(table, features=meta["features"])
+    assert y is not None
     accuracy = tune_runner._accuracy(model, x, y)
     assert accuracy > 0.5 and len(y) == 1797
 

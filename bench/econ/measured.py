@@ -112,15 +112,18 @@ def _positive(value: Any) -> bool:
 def _cpu_runs(data: dict[str, Any] | None) -> tuple[dict[tuple[str, str], Throughput], str]:
     """The CPU's fp32 runs from bench/challenge.py's results: the challenge's GFLOP over each
     round trip the oracle timed through a site."""
+    assumed = "holds no oracle-timed CPU runs: the CPU is assumed"
+    if data is None:
+        return {}, assumed
     try:
         gflop = data["workload"]["gflop"]
         trips = [t for t in data["provider"]["round_trip_all"] if _positive(t)]
         shape = f"{data['workload']['size']} × {data['workload']['rounds']}"
         cpu = str(data["node"].get("device_name") or "a CPU")
     except (TypeError, KeyError, AttributeError):
-        return {}, "holds no oracle-timed CPU runs: the CPU is assumed"
+        return {}, assumed
     if not _positive(gflop) or not trips:
-        return {}, "holds no oracle-timed CPU runs: the CPU is assumed"
+        return {}, assumed
     runs = tuple(gflop / t for t in trips)
     source = (f"measured: bench/results/challenge.json, {len(runs)} challenges of {shape} through a site on "
               f"one core of {cpu}, each timed by the oracle from the seed to the root")

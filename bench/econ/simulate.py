@@ -28,6 +28,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -162,7 +163,7 @@ def epoch_inputs(net: Network, t: int, online: np.ndarray, jobs, utilization: fl
 
 
 def apply_epoch(net: Network, t: int, inputs: EpochInputs, scores: EpochScores, books: Books,
-                epoch_length_s: int) -> None:
+                epoch_length_s: float) -> None:
     """The chain's consequences: slashes, jail (unjailed as soon as served), tombstones."""
     books.rewards[t] = np.array(scores.reward_wei, dtype=np.float64) / WEI
     for s in scores.slashes:
@@ -188,7 +189,8 @@ def simulate(params: Params, seed: int, config: OracleConfig,
     timing = config.epoch.timing()
     probes = int(timing.length_s // timing.probe_interval_s)
     books = Books.empty(params.epochs, net.n)
-    reward_sums, emissions, slashes = [], [], {}
+    reward_sums, emissions = [], []
+    slashes: dict[str, int] = {}
     lo, hi = _online_range(net)
     for t in range(params.epochs):
         online = np.where(net.tombstoned, 0.0, rng.uniform(lo, hi))
@@ -213,7 +215,7 @@ def _online_range(net: Network) -> tuple[np.ndarray, np.ndarray]:
 def summarize(runs: list[Run], params: Params) -> dict:
     """Per strategy: final return on stake (mean, min, max over seeds), components, and the curve."""
     names = [name for name, share in params.mix if share > 0]
-    strategies = {}
+    strategies: dict[str, dict[str, Any]] = {}
     for name in names:
         per_seed = [run.strategy_return(name) for run in runs]
         curves = np.array([r["cumulative"] for r in per_seed])

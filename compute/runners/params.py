@@ -69,7 +69,7 @@ def _check_type(scope: Scope, key: str, value: Any, default: Any) -> None:
     if default is None:  # an optional setting: the runner checks its values
         return
     expected: tuple[type, ...] = (int, float) if isinstance(default, float) else (type(default),)
-    if isinstance(value, bool) and bool not in expected or not isinstance(value, expected):
+    if (isinstance(value, bool) and bool not in expected) or not isinstance(value, expected):
         raise InvalidJob(
             f"job {scope.job_id}: {scope.kind} parameter {key} must be {KIND_OF[expected[-1]]}, got "
             f"{value!r}."
@@ -420,10 +420,10 @@ def parse_tune(raw: Mapping[str, Any], job: Scope) -> tuple[TuneParams, dict[str
     require(params.max_epochs_per_trial >= 1, job,
             f"max_epochs_per_trial must be at least 1, got {params.max_epochs_per_trial}.")
     budget = params.time_budget_s
-    require(budget is None or _is_number(budget) and 0 < budget <= job.timeout_s, job,
+    require(budget is None or (_is_number(budget) and 0 < budget <= job.timeout_s), job,
             f"time_budget_s must be a number in (0, {job.timeout_s:g}] (the job's timeout), got {budget!r}.")
     concurrent = params.max_concurrent_trials
-    require(concurrent is None or _is_int(concurrent) and concurrent >= 1, job,
+    require(concurrent is None or (_is_int(concurrent) and concurrent >= 1), job,
             f"max_concurrent_trials must be a whole number ≥ 1, got {concurrent!r}.")
     return params, parse_space(job, params)
 

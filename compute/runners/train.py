@@ -401,7 +401,7 @@ def table_layout(names: list[str], types: list[Any], path: str, brought: bool) -
     else:
         features = tabular.features_of(list(names), Path(path).name)
         kept = numeric = list(names)
-    odd = [n for n, t in zip(names, types) if n in numeric
+    odd = [n for n, t in zip(names, types, strict=True) if n in numeric
            and not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t))]
     if odd:
         raise InvalidJob(f"dataset {Path(path).name}: column(s) {', '.join(odd)} are not numbers; every "

@@ -13,6 +13,7 @@ line, `provider.lease.outcome`) are the Ray job's log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -319,10 +320,8 @@ def _keep_failed_log(directory: Path, plan: LeasePlan, outcome: Outcome) -> None
     there (an output the site may not write, say) stays with the site alone."""
     if outcome.state == "succeeded" or outcome.fault != "buyer":
         return
-    try:
+    with contextlib.suppress(InputError, untrusted.Unreadable, OSError):
         store_log(plan.result, plan.hidden, kept_log(directory / LOG))
-    except (InputError, untrusted.Unreadable, OSError):
-        pass
 
 
 def _program_run(plan: LeasePlan, work: Path, returncode: int, reserved: float) -> dict[str, Any] | None:

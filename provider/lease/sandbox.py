@@ -26,6 +26,7 @@ the site can fail it as the buyer's fault.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -455,10 +456,8 @@ def _apply_limits(limits: Limits) -> None:
 def _kill_group(proc: subprocess.Popen) -> None:
     """Kills bwrap's group; its namespace's first process dies with it, and every process
     in the lease's PID namespace with that."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def _tail(path: Path, size: int = 8192) -> str:

@@ -117,7 +117,8 @@ def _open_file(parent: int, name: str, shown: str) -> tuple[int, os.stat_result]
             raise Unreadable(f"the job left {shown}, a link; the site reads only regular files there") \
                 from None
         if exc.errno in (errno.ENXIO, errno.ENODEV):
-            raise Unreadable(f"the job left {shown}, a special file; the site reads only regular files")
+            raise Unreadable(f"the job left {shown}, a special file; the site reads only regular files") \
+                from None
         if exc.errno == errno.EACCES:
             raise Unreadable(f"the job left {shown} closed to the site; leave results readable") from None
         raise

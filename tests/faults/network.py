@@ -393,7 +393,7 @@ class Network:
             == distributor.totalFunded().call() - claimed
         )
         # Every job left escrow exactly once, and its buyer paid only for work delivered.
-        ends = Counter()
+        ends: Counter[int] = Counter()
         for name in ("JobSettled", "JobFailed", "JobCancelled", "JobReclaimed"):
             for e in logs[name]:
                 ends[e.args["jobId"]] += 1
@@ -416,7 +416,7 @@ class Network:
         assert finalized == list(range(1, len(finalized) + 1)), finalized
         allocated = sum(e.args["totalRewards"] for e in logs["EpochFinalized"])
         assert distributor.totalAllocated().call() == allocated >= claimed
-        per_buyer = defaultdict(int)
+        per_buyer: defaultdict[str, int] = defaultdict(int)
         for job_id in job_ids:
             info = jobs.job_info(self.swarm, job_id)
             per_buyer[info.buyer] += (

@@ -55,6 +55,7 @@ def _run(network: Network) -> None:
             network.settle(job_ids, timeout_s=240)
         finally:
             network.stop()
+        assert network.anvil is not None
         network.anvil.start()  # from its final state, for the audit
         try:
             network.audit(job_ids, supply)

@@ -134,6 +134,7 @@ def _stream(state: dict, address: SiteAddress, lease: str, calls: Path, stop: Pa
         [sys.executable, "-c", STREAM, address.url, address.fingerprint, PROVIDER.address, lease, str(calls),
          str(stop), str(THREADS), BUYER.key.hex(), str(state["homes"]["buyer"])],
         env=env, stdout=subprocess.PIPE, text=True, start_new_session=True, cwd=PROJECT)
+    assert process.stdout is not None
     assert process.stdout.readline().strip() == "streaming"
     return process
 
@@ -211,7 +212,7 @@ def test_killing_the_buyer_and_the_site_mid_stream_loses_nothing_and_pays_nothin
     paid = swarm.balance_of(PROVIDER.address) - start["provider"]
     assert final.balance == 0 and final.thawing == 0
     assert paid == final.redeemed == last.cumulative
-    assert DEPOSIT == paid + withdrawn, "every wei deposited was paid or taken back"
+    assert paid + withdrawn == DEPOSIT, "every wei deposited was paid or taken back"
     book = sqlite3.connect(next(network["homes"]["site"].rglob("serving/receipts.db")))
     charged = book.execute("SELECT nonce, amount, charge, aggregated FROM receipts WHERE buyer = ?",
                            (BUYER.address,)).fetchall()
