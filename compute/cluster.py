@@ -38,6 +38,7 @@ from compute.node import (
     use_auth,
 )
 from compute.placement import node_labels, node_resources
+from core import logs
 from core.starting import START_CEILING_S, NotStarted, Starting, StartTimedOut, first_line
 
 MAX_PROVIDERS = 9
@@ -191,6 +192,7 @@ def connect(home: RayHome, address: str | None = None) -> str:
         use_auth(home)
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False, configure_logging=False)
+        logs.adopt("ray")  # Ray's own lines as Swarm's are: its warnings, and its INFO at -vv
     return address
 
 

@@ -21,6 +21,7 @@ devnet afresh: the old chain, its ledger rows and the demo's results are replace
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -28,11 +29,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from anvil import AnvilNode, dev_account
+from anvil import AnvilNode, RpcClient, dev_account
+from core import logs
+from devnet.network import kill_site, start_sites, stop_sites
+from ledger import stake
+from ledger.chain import connect
+from ledger.client import Swarm
 from ledger.config import Settings
+from ledger.deploy import deploy, devnet_committee_keys, error_decoder
 from ledger.errors import SwarmError
+from ledger.indexer.rewards import reward_leaf
+from ledger.jobs import job_info, post_job
+from ledger.operator import Provider
+from ledger.specs import store_spec
 from ledger.stake import HardwareSpec
 from ledger.units import parse_amount
+
+# The story loads what is slow to load as it reaches it — the ledger's database and web3 as it
+# deploys, the services and torch in a thread while the sites start (`_prepare`), pydantic's specs
+# as it posts, the ORM's models as it reads the ledger — so its first step shows at once: the
+# imports inside its steps are those.
 
 BUYERS = (5, 6)
 CLOCK_SPEEDUP = 10  # devnet seconds per wall second
@@ -101,6 +117,34 @@ class Silent:
         pass
 
 
+class ServicesLog:
+    """What the market and the oracle log as they run the story (INFO and above), written to the
+    demo's services log rather than to the console, where the story's progress is shown; closed,
+    and the loggers as they were, when the demo ends."""
+
+    SERVICES = ("market", "oracle")
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.handler = logging.FileHandler(path, mode="w", encoding="utf-8")
+        self.handler.setFormatter(logging.Formatter(logs.FORMAT, datefmt="%H:%M:%S"))
+        self.kept: dict[str, tuple[int, bool]] = {}
+        for name in self.SERVICES:
+            logger = logging.getLogger(name)
+            self.kept[name] = (logger.level, logger.propagate)
+            logger.setLevel(min(logger.getEffectiveLevel(), logging.INFO))
+            logger.propagate = False
+            logger.addHandler(self.handler)
+
+    def close(self) -> None:
+        for name, (level, propagate) in self.kept.items():
+            logger = logging.getLogger(name)
+            logger.removeHandler(self.handler)
+            logger.setLevel(level)
+            logger.propagate = propagate
+        self.handler.close()
+
+
 class Demo:
     """The demo's story on a fresh devnet in `settings.home`, its chain served by `node`; `progress`
     hears of each step (rich's Progress is one)."""
@@ -141,15 +185,13 @@ class Demo:
                 if thread.ident is not None:
                     thread.join(timeout=60)
             self.market.close(wait=False)
-            self.log_file.close()
+            self.services_log.close()
             self._shutdown_sites()
         summary = self._summary()
         summary["seconds"] = round(time.monotonic() - started, 1)
         return summary
 
     def _chain(self) -> None:
-        from anvil import RpcClient
-
         node = self.node
         node.stop()
         node.state_file.unlink(missing_ok=True)  # a fresh devnet every run
@@ -157,10 +199,8 @@ class Demo:
         self.rpc = RpcClient(self.url)
 
     def _deploy(self) -> None:
-        from ledger.chain import connect
-        from ledger.client import Swarm
+        # SQLAlchemy and web3
         from ledger.db import database_url, forget_chain, open_ledger
-        from ledger.deploy import deploy, error_decoder
         from ledger.tx import Sender
         from market.migrations import MARKET
         from oracle.migrations import ORACLE
@@ -175,6 +215,7 @@ class Demo:
     def _prepare(self) -> None:
         """What the services and the buyers load before they start: the market's and the
         oracle's modules, torch, and the buyers' table, written where the sites can read it."""
+        # in a thread while the sites start (see the module's imports)
         import market.service  # noqa: F401
         import oracle.service  # noqa: F401
         from compute.checkpoints import registered_checkpoint  # noqa: F401  (torch)
@@ -185,21 +226,15 @@ class Demo:
 
     def _sites(self) -> None:
         """A site per provider, as `swarm cluster up` starts them: each its own Ray cluster and agent."""
-        from devnet.network import start_sites, stop_sites
-
         stop_sites(self.home)  # an earlier demo's, if it was interrupted
         self.sites = {dev_account(s.account).address: s
                       for s in start_sites(self.home, {p.account: p.nodes for p in PROVIDERS}, self.url)}
 
     def _shutdown_sites(self) -> None:
-        from devnet.network import stop_sites
-
         stop_sites(self.home)
 
     def _stake(self, p: DemoProvider) -> None:
         """What `swarm provider register` and `stake` do, through the provider's API."""
-        from ledger.operator import Provider
-
         provider = Provider(self.swarm, self.swarm.sender(dev_account(p.account).key), self.settings)
         site = self.sites[provider.address]
         registered = provider.declare(
@@ -208,24 +243,15 @@ class Demo:
         provider.stake(registered.min_stake_wei * STAKE_HEADROOM // 2)
 
     def _services(self) -> None:
-        from ledger.deploy import devnet_committee_keys
+        # loaded by `_prepare` while the sites started
         from market.service import MarketConfig, MarketService
         from oracle.config import load_config
         from oracle.service import OracleService, schedule
 
         self.storage = self.home / "results"  # the buyers' output: a directory the devnet's sites write
-        log_file = self.home / "demo" / "services.log"
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        self.log_file = open(log_file, "w", encoding="utf-8")  # noqa: SIM115 -- closed when the demo ends
-        lock = threading.Lock()
-
-        def log(line: str) -> None:
-            with lock:
-                self.log_file.write(f"{time.strftime('%H:%M:%S')} {line}\n")
-                self.log_file.flush()
-
+        self.services_log = ServicesLog(self.home / "demo" / "services.log")
         self.market = MarketService(self.swarm, self.swarm.sender(dev_account(0).key), self.engine, self.home,
-                                    MarketConfig(interval_s=0.5), log=log)
+                                    MarketConfig(interval_s=0.5))
         config = load_config()
         self.oracle = OracleService(
             self.swarm,
@@ -235,7 +261,6 @@ class Demo:
             self.swarm.sender(dev_account(0).key),
             devnet_committee_keys(),
             schedule(config, devnet=True, epoch_length_s=EPOCH_S),
-            log=log,
         )
         self.threads = [
             threading.Thread(target=self.market.run, args=(self.stop,), daemon=True, name="demo-market"),
@@ -261,7 +286,7 @@ class Demo:
             self.rpc.mine()
 
     def _jobs(self) -> None:
-        from compute.checkpoints import registered_checkpoint
+        from compute.checkpoints import registered_checkpoint  # torch, loaded by `_prepare` already
 
         inputs = self.inputs
         steps = ("posted", "assigned", "running", "completed", "settled")
@@ -272,8 +297,6 @@ class Demo:
         self._follow(train_id, train_task, steps, until="running")
         flaky = dev_account(PROVIDERS[2].account).address
         if self._provider_of(train_id) == flaky:
-            from devnet.network import kill_site
-
             run_dir = self.storage / f"{self.market.namespace}{train_id}"
             self._wait(lambda: self._still_open(train_id) and registered_checkpoint(run_dir) is not None,
                        every=0.05)
@@ -313,11 +336,11 @@ class Demo:
 
     def _claim(self, p: DemoProvider) -> None:
         """What `swarm provider claim` does: one proof from the ledger for every epoch so far."""
+        # the ORM and the reward proofs (numpy)
         from sqlmodel import Session
 
         from ledger import rewards
         from ledger.indexer import Indexer
-        from ledger.indexer.rewards import reward_leaf
 
         Indexer(self.swarm, self.engine, confirmations=0).sync()
         address = dev_account(p.account).address
@@ -328,8 +351,7 @@ class Demo:
                           list(leaf.proof))
 
     def _post(self, buyer: int, spec: dict) -> list[int]:
-        from ledger.jobs import post_job
-        from ledger.specs import store_spec
+        # pydantic's spec models
         from market.spec import validate_spec
         from market.storage import pin
 
@@ -375,7 +397,7 @@ class Demo:
     def _record(self, job_id: int):
         from sqlmodel import Session
 
-        from market.records import MarketJob
+        from market.records import MarketJob  # SQLModel
 
         with Session(self.engine) as session:
             return session.get(MarketJob, (self.swarm.chain.chain_id, job_id))
@@ -392,18 +414,15 @@ class Demo:
         return int(self.swarm.distributor.functions.lastFinalizedEpoch().call())
 
     def _flaky_slashed(self) -> bool:
-        from ledger import stake
-
         return stake.provider_info(self.swarm, dev_account(PROVIDERS[2].account).address).jailed_until > 0
 
     # ── the summary ──────────────────────────────────────────────────────────
     def _summary(self) -> dict:
+        # the ORM
         from sqlmodel import Session, col, select
 
-        from ledger import stake
         from ledger.indexer import Indexer
         from ledger.indexer.models import Job, SlashRow
-        from ledger.jobs import job_info
         from oracle.records import OracleEpoch, ProviderScore
 
         Indexer(self.swarm, self.engine, confirmations=0).sync()

@@ -34,6 +34,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from anvil import dev_account
+from anvil.node import free_port
 from compute import cluster
 from compute.errors import ComputeError
 from compute.node import RayHome
@@ -66,8 +68,6 @@ def start_sites(home: Path, accounts: dict[int, int], rpc_url: str, ceiling_s: f
     fixes an account's port (a site started again in its home keeps its URL and its
     certificate, so its registration still holds); others get a free one, drawn where the
     site's own Ray cluster, started before the site listens, does not take it."""
-    from anvil import dev_account
-
     ports = ports or {}
     if running_sites(home) and not ports:
         raise ComputeError(f"Local sites are already up (listed in {home / STATE}); stop them with "
@@ -104,8 +104,6 @@ def start_sites(home: Path, accounts: dict[int, int], rpc_url: str, ceiling_s: f
 def _serve(account: int, nodes: int, site_home: Path, deployments: Path, rpc_url: str,
            port: int | None) -> subprocess.Popen:
     """`swarm provider serve` for `account` in its own home, detached, its `--json` line on a pipe."""
-    from anvil.node import free_port
-
     site_home.mkdir(parents=True, exist_ok=True)
     (site_home / SHARED).mkdir(exist_ok=True)
     ray_tmp(site_home).mkdir(exist_ok=True)

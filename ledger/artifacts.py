@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -20,6 +21,8 @@ SOURCES_DIR = CONTRACTS_DIR / "src"
 SOLC_WRAPPER = CONTRACTS_DIR / "solc"
 NODE_MODULES = REPO_ROOT / "node_modules"
 BUILD_DIR = REPO_ROOT / "build" / "contracts"
+
+log = logging.getLogger(__name__)
 
 # The deployable contracts, by the source key the compiler gives them: Swarm's own, and the
 # admin of them all, OpenZeppelin's TimelockController as the library ships it (brought into the
@@ -90,6 +93,7 @@ def load_artifacts() -> Artifacts:
     if cached.exists():
         output = json.loads(cached.read_text())
     else:
+        log.info("compiling the contracts (none built yet for these sources) into %s", BUILD_DIR)
         output = _compile(sources)
         BUILD_DIR.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(".tmp")

@@ -6,6 +6,7 @@ match is assigned on chain, and a job nothing can take keeps the explanation why
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Set as AbstractSet
 from dataclasses import replace
@@ -20,6 +21,7 @@ from market.records import MarketState
 from market.spec import JobSpec, SpecError, borrowing_refused
 from market.tick import Tick
 
+log = logging.getLogger(__name__)
 
 def assign(t: Tick) -> None:
     """Matches every queued group whose members are all posted, and assigns the matches on chain."""
@@ -94,6 +96,7 @@ def _explain(t: Tick, members: list[int], text: str) -> None:
         t.report.unmatched[job_id] = text
         record = t.records[job_id]
         if record.explanation != text:
+            log.info("%s", text)  # it names the job
             record.explanation = text
             record.updated_at = time.time()
             t.session.add(record)

@@ -33,21 +33,33 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from compute import dataplane
 from compute.errors import ComputeError
 from compute.runners.params import METRICS
+from core.errors import Refused
 from ledger.client import Swarm
 from ledger.config import Settings, database_url
 from ledger.errors import SwarmError
-from ledger.jobs import JobInfo
+from ledger.jobs import (
+    JobInfo,
+    JobStatus,
+    cancel_job,
+    dispute_bond,
+    dispute_job,
+    job_info,
+    post_job,
+    reclaim_expired,
+)
 from ledger.signer import open_signer
+from ledger.specs import load_spec as load_stored_spec
+from ledger.specs import store_spec
 from ledger.units import duration, format_amount, when
-from market.spec import JobSpec, SpecError, borrowing_refused, validate_spec
+from market.spec import JobSpec, SpecError, borrowing_refused, job_namespace, load_spec, validate_spec
 from market.storage import DEFAULT_OUTPUT, clause, failed_log, fetch_result, kept_log, pin, result_location
+from wire.client import SiteClient, SiteUnreachable
 
 if TYPE_CHECKING:  # the ORM loads in the operations that use it
     from sqlmodel import Session
 
     from ledger.tx import Sender, TxReceipt
     from market.records import MarketJob, MarketTransition
-    from wire.client import SiteClient
 
 
 # ── the buyer's operations ───────────────────────────────────────────────────────────
@@ -112,8 +124,6 @@ FOLLOW_SETTLE_S = 60.0  # how long a follower waits, after a lease ended, for th
 
 
 def _site_refusal(provider: str | None, exc: Exception) -> str:
-    from core.errors import Refused
-
     if isinstance(exc, Refused):
         return f"the site of {provider} refused ({clause(exc)})"
     return clause(exc)[:1].lower() + clause(exc)[1:]
@@ -182,9 +192,6 @@ class Buyer:
         (or `base`). A built-in job whose spec names no output puts its results in this
         SWARM_HOME's results/, which a devnet's sites write; sites elsewhere need an output they
         can reach."""
-        from ledger.specs import store_spec
-        from market.spec import load_spec
-
         # A deadline given as a duration (1h) counts from the chain's clock, which judges it: a
         # devnet's runs ahead of the wall clock once its time has been moved on (`swarm demo`).
         if isinstance(spec, (str, Path)):
@@ -238,7 +245,7 @@ class Buyer:
 
     def _check_borrowing(self, buyer: str, spec: JobSpec) -> None:
         """Refuses, before anything is sent, a job built on a result the buyer may not use."""
-        from ledger.indexer.models import Job
+        from ledger.indexer.models import Job  # SQLModel: posting and following a job never load the ORM
 
         if spec.prior_job is None:
             return
@@ -254,8 +261,6 @@ class Buyer:
     def _post_replicas(self, sender: Sender, spec: JobSpec, digest: bytes) -> list[tuple[int, TxReceipt]]:
         """One job per replica; if one fails, those already posted are cancelled, so nothing is left half
         done."""
-        from ledger.jobs import post_job
-
         posted: list[tuple[int, TxReceipt]] = []
         for replica in range(1, spec.replicas + 1):
             try:
@@ -272,8 +277,6 @@ class Buyer:
 
     def _cancel_posted(self, sender: Sender, ids: list[int]) -> str:
         """Cancels `ids` and says what became of them, as a clause."""
-        from ledger.jobs import cancel_job
-
         cancelled, stuck = [], []
         for job_id in ids:
             try:
@@ -293,7 +296,7 @@ class Buyer:
     def status(self, job_id: int) -> JobReport:
         """The job on chain, its spec, and the market service's record and history (the ledger
         brought up to the chain's head first)."""
-        from ledger.indexer.models import Job
+        from ledger.indexer.models import Job  # SQLModel: posting and following a job never load the ORM
 
         info = self.existing(job_id)
         escrow_held = int(self.swarm.read("JobMarket", "escrowOf", job_id))
@@ -305,10 +308,6 @@ class Buyer:
 
     def wait(self, job_id: int, timeout_s: float = 3_600.0, poll_s: float = 2.0) -> JobInfo:
         """Returns once the job has a result on chain or never will (failed, cancelled, reclaimed)."""
-        import time
-
-        from ledger.jobs import job_info
-
         end = time.monotonic() + timeout_s
         while True:
             info = job_info(self.swarm, job_id)
@@ -352,8 +351,7 @@ class Buyer:
         """The market's record of the job, its spec, and where its result goes: the buyer's own
         storage its spec names (the spec the chain pins), else where the market recorded the site
         put it; None where this SWARM_HOME knows neither."""
-        from ledger.indexer.models import Job
-        from market.spec import job_namespace
+        from ledger.indexer.models import Job  # SQLModel: posting and following a job never load the ORM
 
         with self.synced_ledger() as session:
             market, _ = market_record(session, self.swarm.chain.chain_id, job_id)
@@ -393,9 +391,6 @@ class Buyer:
             text = kept_log(job_id, location, "0x" + info.result_hash.hex())
             if text is not None:
                 return JobLog(job_id, text, f"its result in {dataplane.shown(location)}", True)
-        from core.errors import Refused
-        from wire.client import SiteUnreachable
-
         try:
             text = self._site(info.provider).logs(job_id)
             return JobLog(job_id, text, f"the site of {info.provider}", False)
@@ -407,10 +402,6 @@ class Buyer:
             raise SwarmError(f"Job {job_id}'s log cannot be read: {why}.") from None
 
     def _follow(self, job_id: int, poll_s: float) -> Iterator[str]:
-        from core.errors import Refused
-        from ledger.jobs import JobStatus, job_info
-        from wire.client import SiteUnreachable
-
         self.existing(job_id)
         provider: str | None = None
         client: SiteClient | None = None
@@ -458,9 +449,8 @@ class Buyer:
 
     def _site(self, provider: str) -> SiteClient:
         """A client of `provider`'s site, as its chain registration names it, signing as this buyer."""
-        from ledger.indexer.models import Provider
-        from market.sites import site_address
-        from wire.client import SiteClient
+        from ledger.indexer.models import Provider  # SQLModel
+        from market.sites import site_address  # web3, to sign the site's requests: the logs' reader's alone
 
         sender = self._signer()
         with self.synced_ledger() as session:
@@ -476,8 +466,6 @@ class Buyer:
     # ── cancel ────────────────────────────────────────────────────────────────
     def cancel(self, job_id: int) -> Refund:
         """Cancels a job no provider has yet; the escrow comes back in full."""
-        from ledger.jobs import JobStatus, cancel_job
-
         sender = self._signer()
         info = self.existing(job_id)
         if sender.address != info.buyer:
@@ -499,8 +487,6 @@ class Buyer:
     def reclaim(self, job_id: int) -> Reclaimed:
         """Refunds a posted or assigned job after its deadline, or settles a dispute the arbiter
         left undecided past its arbitration period; anyone may send it."""
-        from ledger.jobs import JobStatus, reclaim_expired
-
         sender = self._signer()
         info = self.existing(job_id)
         now = self.next_block_time()
@@ -533,8 +519,6 @@ class Buyer:
     def dispute(self, job_id: int) -> Disputed:
         """Disputes a completed job's result in its dispute window, posting the bond (a share of the
         payment: back to the buyer if upheld or left undecided, to the provider if rejected)."""
-        from ledger.jobs import JobStatus, dispute_bond, dispute_job
-
         sender = self._signer()
         info = self.existing(job_id)
         matcher = self.swarm.read("JobMarket", "MATCHER_ROLE")
@@ -565,8 +549,6 @@ class Buyer:
 
     # ── shared ────────────────────────────────────────────────────────────────
     def existing(self, job_id: int) -> JobInfo:
-        from ledger.jobs import JobStatus, job_info
-
         info = job_info(self.swarm, job_id)
         if info.status is JobStatus.NONE:
             last = int(self.swarm.read("JobMarket", "nextJobId")) - 1
@@ -584,8 +566,6 @@ class Buyer:
         return max(pending, self.swarm.chain.timestamp())
 
     def stored_spec(self, spec_hash: str | None) -> dict[str, Any] | None:
-        from ledger.specs import load_spec as load_stored_spec
-
         if not spec_hash:
             return None
         try:
@@ -595,6 +575,7 @@ class Buyer:
 
     @contextmanager
     def ledger(self) -> Iterator[Session]:
+        # SQLAlchemy: only the operations that read the ledger load it
         from sqlmodel import Session
 
         from ledger.db import database_errors, open_ledger
@@ -610,6 +591,7 @@ class Buyer:
     @contextmanager
     def synced_ledger(self) -> Iterator[Session]:
         """The ledger, first brought up to the chain's head (incrementally, without output)."""
+        # SQLAlchemy: only the operations that read the ledger load it
         from sqlmodel import Session
 
         from ledger.db import database_errors, open_ledger
@@ -653,7 +635,7 @@ def market_record(
     """The market service's row for the job and its transitions, detached so they outlive the session."""
     from sqlmodel import col, select
 
-    from market.records import MarketJob, MarketTransition
+    from market.records import MarketJob, MarketTransition  # SQLModel
 
     market = session.get(MarketJob, (chain_id, job_id))
     transitions = list(session.exec(

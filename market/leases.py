@@ -15,6 +15,7 @@ where all transactions are sent:
 
 from __future__ import annotations
 
+import logging
 import threading
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -32,6 +33,8 @@ from market.sites import ChargedFailure, LeaseFailed, LeaseResult, follow_lease
 from market.spec import JobSpec, SpecError
 from market.tick import Tick
 from wire.client import SiteAddress
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -129,7 +132,8 @@ def _collect_one(t: Tick, job: Job, record: MarketJob, run: LeaseRun) -> None:
         fail(t, record, "invalid-job", 0, str(error))
     elif isinstance(error, JobTimedOut):
         fail(t, record, "deadline", 0, str(error))
-    else:
+    else:  # not the site's, the job's or the deadline's doing: the market's own, for its operator
+        log.warning("job %s: following its lease failed: %s: %s", job.job_id, type(error).__name__, error)
         fail(t, record, "run-error", 0, f"{type(error).__name__}: {error}")
 
 

@@ -5,6 +5,7 @@ the chain has already done, and what each lease's program reported since the las
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,8 @@ FINAL = {
     "reclaimed": MarketState.RECLAIMED,
 }
 PROGRESS_KEPT = 500  # reports a market job keeps: the latest
+
+log = logging.getLogger(__name__)
 
 
 def open_jobs(market: MarketService, session: Session) -> dict[int, Job]:
@@ -72,6 +75,7 @@ def load_records(market: MarketService, session: Session, jobs: dict[int, Job]) 
                 updated_at=now,
             )
             add_new(session, record, "seen posted on chain")
+            log.info("job %s: %s: seen posted on chain", job_id, record.state)
             held[job_id] = record
     session.commit()
     return held

@@ -36,6 +36,7 @@ decides and no one is paid for a result that another provider contradicts.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +63,7 @@ from market.sites import Sites
 from market.spec import JobSpec, SpecError, job_namespace, validate_spec
 from market.tick import Tick, TickReport
 
+log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class MarketConfig:
@@ -92,14 +94,12 @@ class MarketService:
         engine: Engine,
         home: Path,
         config: MarketConfig = MarketConfig(),
-        log: Callable[[str], None] | None = None,
     ) -> None:
         self.swarm = swarm
         self.sender = sender
         self.engine = engine
         self.home = home
         self.config = config
-        self.log = log or (lambda line: None)
         self.chain_id = swarm.chain.chain_id
         self.namespace = job_namespace(self.chain_id, swarm.market.address)
         self.indexer = Indexer(swarm, engine, confirmations=0)  # the market acts on the chain's head
@@ -132,7 +132,7 @@ class MarketService:
                 raise  # a bug in a phase, not the chain or the database away: passes would repeat it
             except (SwarmError, OSError, requests.RequestException, OperationalError) as exc:
                 # The chain or the database stopped answering: the next pass starts over from them.
-                self.log(f"pass failed, retrying: {type(exc).__name__}: {exc}")
+                log.warning("pass failed, retrying: %s: %s", type(exc).__name__, exc)
                 report = TickReport()
                 if stop.wait(self.config.interval_s):
                     return report
@@ -200,7 +200,7 @@ class MarketService:
         try:
             return call(self.swarm, self.sender, *args)
         except TransactionFailed as exc:
-            self.log(f"job {args[0]}: {call.__name__} refused: {exc}")
+            log.warning("job %s: %s refused: %s", args[0], call.__name__, exc)
             return None
 
     def arbitration_period(self) -> int:

@@ -8,8 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from compute import dataplane
 from compute.errors import InvalidJob
 from compute.serve_order import ServeOrder
+from ledger import stake
 from ledger.client import Swarm
 from ledger.errors import InvalidInput
 from ledger.units import parse_amount
@@ -19,8 +21,7 @@ from wire.client import SiteAddress
 
 def site_of(swarm: Swarm, home: Path, provider: str) -> SiteAddress:
     """Where `provider`'s site is, from its registered spec; InvalidInput when it has none."""
-    from ledger import stake
-    from market.sites import site_address
+    from market.sites import site_address  # web3 and SQLModel: `swarm serve` reads the chain alone until here
 
     info = stake.provider_info(swarm, provider)
     address = site_address(home, info.address, "0x" + info.spec_hash.hex()) if info.registered else None
@@ -73,8 +74,6 @@ def _model(model: Any) -> dict[str, Any]:
         raise InvalidInput(f"the serving spec's model must be {NOTATION['model']}, got {model!r}.")
     if "/" not in model:
         return {"model": model}
-    from compute import dataplane
-
     located = model if dataplane.is_uri(model) else str(Path(model).expanduser().resolve())
     return {"checkpoint": {"uri": located, "sha256": dataplane.digest(located, "checkpoint")}}
 

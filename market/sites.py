@@ -10,6 +10,7 @@ no Ray connection and no secret of any provider.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import threading
 import time
@@ -40,6 +41,8 @@ PENDING_LIMIT_S = 120.0
 # The most machines a site's answer may list; a longer list is not read (no job of several
 # nodes is offered to it).
 MAX_MACHINES = 4_096
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,8 @@ class Sites:
     def _ask(self, address: SiteAddress) -> Capacity | None:
         try:
             info = self.client(address, INFO_TIMEOUT_S).info()
-        except (SiteUnreachable, Refused, ValueError):
+        except (SiteUnreachable, Refused, ValueError) as exc:
+            log.debug("the site of %s did not say what it holds: %s", address.provider, exc)
             return None
         if str(info.get("provider", "")).lower() != address.provider.lower():
             return None  # another provider's site at this address

@@ -52,6 +52,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from compute.dataplane import join, normal_sha256, shown
 from compute.errors import ComputeError, InvalidJob
 from compute.jobs import KINDS, PARAMS, ComputeJob
 from compute.order import (  # noqa: F401  (job_namespace: the market's name for it too)
@@ -231,8 +232,6 @@ class Resources(BaseModel):
 
 
 def _sha256(value: Any) -> str:
-    from compute.dataplane import normal_sha256
-
     try:
         return normal_sha256(value) if isinstance(value, str) else normal_sha256("")
     except ValueError:
@@ -340,8 +339,6 @@ class JobSpec(BaseModel):
 
     def result_location(self, namespace: str, job_id: int) -> str | None:
         """Where the result of this spec's job `job_id` goes: `<output>/<compute job id>`."""
-        from compute.dataplane import join
-
         return join(self.output, namespace + str(job_id)) if self.output else None
 
     def to_compute_job(self, job_id: str, provider: str, storage: str = "",
@@ -357,8 +354,6 @@ class JobSpec(BaseModel):
 
 def named(value: Any) -> str:
     """A spec's model or dataset as a person reads it: its name, or where it is (a pinned input's URI)."""
-    from compute.dataplane import shown
-
     uri = value.uri if isinstance(value, Input) else value.get("uri") if isinstance(value, dict) else None
     return shown(uri) if uri else str(value)
 

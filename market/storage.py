@@ -30,6 +30,17 @@ from pathlib import Path
 from typing import Any
 
 from compute import dataplane
+from compute.manifest import (
+    LOG,
+    MANIFEST,
+    OUTPUT_DIR,
+    RECORD,
+    build_manifest,
+    file_sha256,
+    manifest_hash,
+    parse_record,
+    record_hash,
+)
 from ledger.errors import SwarmError
 from market.spec import JobSpec, SpecError, validate_spec
 
@@ -175,8 +186,6 @@ def verify(job_id: int, result_dir: Path, expected: str, where: str | None = Non
     """Refuses a result that does not hash to `expected` (the chain's resultHash), naming what
     differs (and `where` the result came from, when it is not `result_dir` itself): its outputs
     and, for a lease's result, its log, both named by its record (`compute.manifest`)."""
-    from compute.manifest import MANIFEST, RECORD, build_manifest, manifest_hash
-
     where = where or str(result_dir)
     if not result_dir.is_dir():
         raise SwarmError(f"The result directory of job {job_id}, {where}, is missing; it cannot be verified.")
@@ -202,8 +211,6 @@ def verify(job_id: int, result_dir: Path, expected: str, where: str | None = Non
 def _recorded(job_id: int, result_dir: Path, expected: str, where: str) -> tuple[str, str | None]:
     """The outputs' hash a lease's result record names, once the record hashes to `expected`,
     and why its log does not match the record, if it does not."""
-    from compute.manifest import LOG, RECORD, file_sha256, parse_record, record_hash
-
     raw = (result_dir / RECORD).read_bytes()
     try:
         if record_hash(raw) != expected:
@@ -273,8 +280,6 @@ KEPT_LOG_BYTES = 9 << 20  # a lease keeps at most 8 MiB of its log, and a line s
 def kept_log(job_id: int, location: str, expected: str) -> str | None:
     """The log a lease's result at `location` keeps, checked against `expected` (the chain's
     resultHash) through the result's record; None when the result has no record (no site ran it)."""
-    from compute.manifest import LOG, RECORD, parse_record, record_hash
-
     where = dataplane.shown(location)
     try:
         raw = _read(location, RECORD, 4096, f"the record of job {job_id}")
@@ -301,8 +306,6 @@ def kept_log(job_id: int, location: str, expected: str) -> str | None:
 def failed_log(job_id: int, location: str) -> str | None:
     """The log a site kept of job `job_id`'s failed lease in its directory of the buyer's output,
     if any; no hash on chain covers it."""
-    from compute.manifest import LOG
-
     try:
         log = _read(location, LOG, KEPT_LOG_BYTES, f"the log of job {job_id}")
     except dataplane.DataPlaneError:
@@ -320,8 +323,6 @@ def clause(exc: BaseException) -> str:
 
 def _holds(result_dir: Path, expected: str) -> bool:
     """Whether `result_dir` holds the result that hashes to `expected` already."""
-    from compute.manifest import OUTPUT_DIR
-
     if not (result_dir / OUTPUT_DIR).is_dir():
         return False
     try:

@@ -5,6 +5,7 @@ them, the chain's time and the pass's report — and the move each phase records
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -16,6 +17,8 @@ from market.records import MarketJob, MarketState, move
 
 if TYPE_CHECKING:
     from market.service import MarketService
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -49,4 +52,4 @@ class Tick:
         before = record.state
         move(self.session, record, state, detail, receipt.tx_hash if receipt else None,
              provider or record.provider)
-        self.market.log(f"job {record.job_id}: {before} → {state}: {detail}")
+        log.info("job %s: %s → %s: %s", record.job_id, before, state, detail)

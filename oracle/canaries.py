@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import secrets
 import threading
 import time
@@ -27,7 +28,10 @@ from typing import Any
 
 from sqlalchemy.engine import Engine
 
+from compute import dataplane
 from compute.errors import ComputeError
+from compute.runners.params import Scope, ServeParams
+from compute.serving import CANARY_MAX_TOKENS, canary_bodies, canary_matches, load_predictor
 from ledger import serving
 from ledger.client import Swarm
 from ledger.errors import SwarmError
@@ -35,9 +39,12 @@ from ledger.tx import Sender
 from oracle.collector import save
 from oracle.config import CanaryConfig
 from oracle.records import CanaryRecord
+from wire.serving import ServingClient
 
 MAX_LEASES = 64  # serving leases checked per site an epoch; a site's further ones wait for the next
 MAX_ANSWER_CHARS = 65_536  # of each answer kept as evidence (a tiny transformer's logits: ~20 KB)
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -65,8 +72,6 @@ class Served:
         if not (isinstance(lease, str) and task in ("predict", "generate") and isinstance(model, str)
                 and isinstance(sha256, str) and type(seed) is int and type(max_tokens) is int):
             raise ValueError("a listed lease's task, model, seed or max_tokens is not one")
-        from compute.serving import CANARY_MAX_TOKENS
-
         return cls(lease, task, model, sha256, seed, max_tokens, per_request or per_token * CANARY_MAX_TOKENS)
 
 
@@ -77,14 +82,13 @@ class Canaries:
     for its calls from a deposit it tops up with `config.deposit` when it runs low."""
 
     def __init__(self, engine: Engine, swarm: Swarm, sender: Sender, home: Path, config: CanaryConfig,
-                 site_of: Callable[[str], Any], log: Callable[[str], None] | None = None) -> None:
+                 site_of: Callable[[str], Any]) -> None:
         self.engine = engine
         self.swarm = swarm
         self.sender = sender
         self.home = home
         self.config = config
         self.site_of = site_of
-        self.log = log or (lambda line: None)
         self._models: dict[tuple, Any] = {}  # the oracle's own run of each model, loaded once
         self._lock = threading.Lock()
 
@@ -98,8 +102,6 @@ class Canaries:
             return rows
 
     def _provider(self, provider: str) -> list[CanaryRecord]:
-        from wire.serving import ServingClient
-
         address = self.site_of(provider)
         if address is None:
             return []  # no site: the probes count it as down
@@ -139,15 +141,13 @@ class Canaries:
         except Exception as exc:  # noqa: BLE001 -- a checkpoint the oracle cannot read or load: no verdict
             record.reason = f"the oracle could not run the model: {type(exc).__name__}: {exc}"[:500]
             return record
-        from compute.serving import canary_bodies, canary_matches
-
         bodies = canary_bodies(model, seed, self.config.requests)
         expected = model([model.check(body) for body in bodies])
         try:
             self._fund(client, len(bodies) * served.price)
         except (SwarmError, ComputeError) as exc:
             record.reason = f"the oracle could not pay for its calls: {exc}"[:500]
-            self.log(f"canaries for {provider}: {record.reason}")
+            log.warning("canaries for %s: %s", provider, record.reason)
             return record
         answers, reasons = [], []
         for body, want in zip(bodies, expected, strict=True):
@@ -172,7 +172,7 @@ class Canaries:
             record.outcome = "matched" if not reasons else "mismatched"
             record.reason = "; ".join(reasons)[:500] if reasons else \
                 f"{record.matched} of {record.requests} answers were the model's"
-        self.log(f"canaries for {provider}'s lease {served.lease}: {record.outcome} ({record.reason})")
+        log.info("canaries for %s's lease %s: %s (%s)", provider, served.lease, record.outcome, record.reason)
         return record
 
     def _fund(self, client, needed: int) -> None:
@@ -195,10 +195,6 @@ class Canaries:
 def load(served: Served, home: Path):
     """The oracle's own run of the model a lease names: a built-in model from its seed, or the
     checkpoint fetched into the oracle's home and checked against its sha256."""
-    from compute import dataplane
-    from compute.runners.params import Scope, ServeParams
-    from compute.serving import load_predictor
-
     checkpoint = ""
     if served.sha256:
         target = home / "canaries" / served.sha256
@@ -216,8 +212,6 @@ def recheck(record: CanaryRecord, home: Path) -> tuple[bool, str]:
     """A committee member's own check of a stored record: the bodies drawn again from its seed,
     the model run again, and the lease's recorded answers compared with it. (True, why) when
     every recorded answer is the model's."""
-    from compute.serving import canary_bodies, canary_matches
-
     model = load(Served(record.lease, record.task, record.model, record.sha256, record.model_seed,
                         record.max_tokens, 0), home)
     bodies = canary_bodies(model, record.seed, len(record.answers))

@@ -21,7 +21,12 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from threadpoolctl import threadpool_limits
+
+from compute.challenge import Challenge
+from compute.challenge_node import ChallengeWorker, device_name
 from compute.reference import CPU_MARGIN, CPU_MEASUREMENT
+from oracle.config import load_config
 
 RUNS = 3
 ROUNDS = 4
@@ -45,10 +50,6 @@ class CpuMeasurement:
 def measure(size: int, rounds: int = ROUNDS, runs: int = RUNS) -> CpuMeasurement:
     """`runs` challenges of `size` × `size` and `rounds` rounds, each timed from the seed to the
     root as the oracle times a node, on one BLAS thread."""
-    from threadpoolctl import threadpool_limits
-
-    from compute.challenge import Challenge
-    from compute.challenge_node import ChallengeWorker, device_name
 
     figures = []
     with threadpool_limits(limits=1):
@@ -71,8 +72,6 @@ def write(measurement: CpuMeasurement, path: Path = CPU_MEASUREMENT) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from oracle.config import load_config
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, help="an oracle config TOML (default: the packaged one)")
     parser.add_argument("--runs", type=int, default=RUNS)

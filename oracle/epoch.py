@@ -27,6 +27,7 @@ refused and an epoch can never pay twice.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -81,6 +82,8 @@ from oracle.slashing import schedule_slashes
 REPORT_VALID_S = 3 * 86_400
 MIN_CHALLENGES = 2  # challenges (this epoch's and the one before's) before speed is judged: see _inputs
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class Judged:
@@ -113,8 +116,7 @@ class EpochRunner:
 
     def __init__(self, swarm: Swarm, engine: Engine, home: Path, config: OracleConfig, sender: Sender,
                  signers: Sequence[bytes] = (), epoch_length_s: float | None = None,
-                 utilization: Callable[[], float] | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+                 utilization: Callable[[], float] | None = None) -> None:
         # The collector judges CPU nodes' challenges against this machine's measured core, and the
         # epoch needs it to know that "cpu" has a reference: without the measurement, no oracle.
         cpu_reference_gflops()
@@ -127,7 +129,6 @@ class EpochRunner:
         self.chain_id = swarm.chain.chain_id
         self.epoch_length_s = epoch_length_s or config.epoch.length_s
         self.capacity = utilization
-        self.log = log or (lambda line: None)
         self.indexer = Indexer(swarm, engine, confirmations=0)
         d = swarm.distributor.functions
         self.threshold = int(d.threshold().call())
@@ -213,8 +214,8 @@ class EpochRunner:
         session.add(record)
         session.add_all(rows)
         session.commit()
-        self.log(f"epoch {epoch}: aggregated {len(inputs.providers)} providers, "
-                 f"{int(scores.emission_wei)} wei to pay, {len(slashes)} slashes")
+        log.info("epoch %s: aggregated %s providers, %s wei to pay, %s slashes", epoch, len(inputs.providers),
+                 int(scores.emission_wei), len(slashes))
         return record
 
     def check_epoch_length(self) -> None:
@@ -511,7 +512,7 @@ class EpochRunner:
                 self.swarm, self.sender, report, slashes, signatures, deferred
             )
         except TransactionFailed as exc:
-            self.log(f"epoch {record.epoch}: submit refused: {exc}")
+            log.warning("epoch %s: submit refused: %s", record.epoch, exc)
             return
         record.submit_tx = receipt.tx_hash
         self._move(session, record, EpochState.SUBMITTED)
@@ -539,7 +540,7 @@ class EpochRunner:
             try:
                 receipt = chain_rewards.finalize_epoch(self.swarm, self.sender, slashes)
             except TransactionFailed as exc:
-                self.log(f"epoch {record.epoch}: finalize refused: {exc}")
+                log.warning("epoch %s: finalize refused: %s", record.epoch, exc)
                 return
             record.finalize_tx = receipt.tx_hash
             outcome.step("finalized")
@@ -552,7 +553,7 @@ class EpochRunner:
     def _drop(self, session: Session, record: OracleEpoch, why: str) -> None:
         """The report will not settle (vetoed, discarded, expired or lapsed): drop it; the
         epoch is aggregated again next time, its deferred slashes with it."""
-        self.log(f"epoch {record.epoch}: {why}; it will be aggregated again")
+        log.warning("epoch %s: %s; it will be aggregated again", record.epoch, why)
         session.exec(delete(ProviderScore).where(col(ProviderScore.chain_id) == self.chain_id,
                                                  col(ProviderScore.epoch) == record.epoch))
         session.delete(record)
@@ -561,7 +562,7 @@ class EpochRunner:
     def _move(self, session: Session, record: OracleEpoch, state: EpochState) -> None:
         """Moves the record as `oracle.records.EPOCH_MOVES` allows, and logs it."""
         move_epoch(session, record, state)
-        self.log(f"epoch {record.epoch}: {state}")
+        log.info("epoch %s: %s", record.epoch, state)
 
 
 def _finite(value: float) -> float | None:

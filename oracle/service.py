@@ -30,6 +30,8 @@ from oracle.config import EpochTiming, OracleConfig
 from oracle.epoch import MIN_CHALLENGES, EpochOutcome, EpochRunner
 from oracle.records import EpochState
 
+log = logging.getLogger(__name__)
+
 
 def schedule(config: OracleConfig, devnet: bool, epoch_length_s: float | None = None) -> EpochTiming:
     """The config's clock for this kind of chain (a devnet runs on seconds), its epoch length overridden."""
@@ -49,14 +51,12 @@ class OracleService:
         sender: Sender,
         signers: list[bytes],
         schedule: EpochTiming,
-        log: Callable[[str], None] | None = None,
     ) -> None:
         self.swarm = swarm
         self.engine = engine
         self.home = home
         self.config = config
         self.schedule = schedule
-        self.log = log or (lambda line: None)
         # Sites serve probes and challenges to committee members: sign with the first member's key held here.
         sign = _typed_signer(signers[0]) if signers else sender.sign_typed_data
         site_of = site_clients(engine, swarm.chain.chain_id, home, sign, swarm.market.address, timeout_s=5.0)
@@ -73,9 +73,9 @@ class OracleService:
         )
         # The oracle's canaries pay for their calls like any buyer, from the sender's deposits.
         self.canaries = Canaries(engine, swarm, sender, home, config.canary,
-                                 site_addresses(engine, swarm.chain.chain_id, home), log=self.log)
+                                 site_addresses(engine, swarm.chain.chain_id, home))
         self.runner = EpochRunner(swarm, engine, home, config, sender, signers, schedule.length_s,
-                                  utilization=lambda: self.collector.devices, log=self.log)
+                                  utilization=lambda: self.collector.devices)
         self.runner.check_epoch_length()
         self.outcomes: list[EpochOutcome] = []
         # Probes, challenges and epoch steps each run one at a time, beside one another: a long
@@ -102,7 +102,7 @@ class OracleService:
         with self._challenging:
             rows = self.collector.challenge(self.watched())
             for row in rows:
-                self.log(f"challenge {row.provider}: {row.reason}")
+                log.info("challenge %s: %s", row.provider, row.reason)
 
     def canary(self) -> None:
         self.canaries.run([w.address for w in self.watched()])
@@ -153,9 +153,8 @@ class OracleService:
             outcome = self.epoch(open_new=False)
 
     def run(self, stop: threading.Event) -> None:
-        """Runs the schedule until `stop` is set."""
-        # A step that waits for the previous one is skipped, by design: no need to say so each time.
-        logging.getLogger("apscheduler").setLevel(logging.ERROR)
+        """Runs the schedule until `stop` is set. A step still running when its next run is due
+        makes APScheduler skip that run, by design (core.logs keeps its warning of it quiet)."""
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1,
                                                       "misfire_grace_time": None})
         start = time.time()
@@ -181,7 +180,7 @@ class OracleService:
             try:
                 job()
             except Exception as exc:  # noqa: BLE001 -- the next run tries again; the error is reported
-                self.log(f"{job.__name__} failed: {type(exc).__name__}: {exc}")
+                log.warning("%s failed: %s: %s", job.__name__, type(exc).__name__, exc)
         return run
 
 

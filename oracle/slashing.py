@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 from eth_utils import keccak
 
-from ledger.reports import Slash, reason_bytes
+from ledger.reports import (
+    MAX_DEFERRED_PER_REPORT,
+    MAX_JAIL_SECONDS,
+    MAX_SLASHES_PER_REPORT,
+    MAX_TOMBSTONES_PER_REPORT,
+    Slash,
+    reason_bytes,
+)
 from oracle.config import OracleConfig, load_config
 
 if TYPE_CHECKING:
@@ -270,13 +277,6 @@ def schedule_slashes(carried: list[dict], decided: list[dict]) -> list[dict]:
     `carried` are the previous epoch's deferred entries, `decided` this epoch's decisions;
     each entry is the record's JSON form of a slash (provider, bps, reason, evidence_hash,
     jail_seconds, tombstone, row, detail, decided_epoch). An entry that orders nothing is left out."""
-    from ledger.reports import (
-        MAX_DEFERRED_PER_REPORT,
-        MAX_JAIL_SECONDS,
-        MAX_SLASHES_PER_REPORT,
-        MAX_TOMBSTONES_PER_REPORT,
-    )
-
     by_provider: dict[str, dict] = {}
     for entry in [*carried, *decided]:
         entry = {**entry, "jail_seconds": min(int(entry["jail_seconds"]), MAX_JAIL_SECONDS)}

@@ -40,6 +40,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from compute.challenge import Challenge
+from compute.challenge_node import ready_worker
 from compute.errors import ProviderFault
 from core.errors import Fault, Refused, Unavailable
 from provider.auth import JobView, WontSign
@@ -199,6 +201,8 @@ class Agent:
                 except Unavailable:  # not submitted: the next start plans it again
                     (directory / PLAN).unlink()
                     raise
+                log.info("lease %s of job %s started: %s node(s) of %g CPUs and %g GPUs", directory.name,
+                         job_id, plan.nodes, plan.cpus, plan.gpus)
         return self.status(job, job_id)  # outside the lock, which status takes
 
     def status(self, job: JobView, job_id: int) -> LeaseStatus:
@@ -236,6 +240,8 @@ class Agent:
             except Unavailable:  # not submitted: the next status finds the attempt lost again
                 plan.write(directory)
                 raise
+        log.warning("lease %s of job %s lost the node running attempt %s; attempt %s started", directory.name,
+                    job_id, plan.attempt, again.attempt)
         return LeaseStatus(job_id, "pending", again.attempt)
 
     def logs(self, job: JobView, job_id: int) -> str:
@@ -291,6 +297,7 @@ class Agent:
         (directory / "stopped").touch()
         with contextlib.suppress(RuntimeError):  # it had ended already
             self.jobs.stop_job(_submission(directory, plan.attempt))
+        log.info("lease %s of job %s stopped at the market's request", directory.name, job_id)
         return self.status(job, job_id)
 
     def _finished(self, job_id: int, directory: Path, outcome: Outcome) -> LeaseStatus:
@@ -389,6 +396,7 @@ class Agent:
     # ── the oracle's measurements ────────────────────────────────────────────
     def probe(self, timeout_s: float = PROBE_TIMEOUT_S) -> list[dict[str, Any]]:
         """One probe per live node of the site: its clock and its GPUs, or why it did not answer."""
+        # Ray, which the agent loads as it first reaches its cluster
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -431,9 +439,6 @@ class Agent:
     def challenge_ready(
         self, params: dict[str, Any], timeout_s: float, vram_mb: float = 0.0
     ) -> dict[str, Any]:
-        from compute.challenge import Challenge
-        from compute.challenge_node import ready_worker
-
         Challenge(seed=0, **params)  # the size, rounds and stride are valid (else ComputeError)
         self._expire_challenges()
         with self.lock:

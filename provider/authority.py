@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from functools import cached_property
 
+from ledger import serving
 from ledger.client import Swarm
 from ledger.jobs import job_info
 from ledger.results import JobTerms
@@ -25,7 +27,7 @@ class ChainAuthority:
     def __init__(self, swarm: Swarm, ttl_s: float = 1.0) -> None:
         self.swarm = swarm
         self.ttl_s = ttl_s
-        self._cache: dict[tuple, tuple[float, object]] = {}
+        self._cache: dict[tuple[str, str], tuple[float, bool]] = {}  # (question, address): (when, answer)
         self._lock = threading.Lock()
         from eth_utils import event_abi_to_log_topic
 
@@ -50,8 +52,6 @@ class ChainAuthority:
 
     def serving_spendable(self, buyer: str, provider: str) -> int:
         """What `buyer`'s deposit for `provider` in the serving escrow may still spend, read afresh."""
-        from ledger import serving
-
         return serving.account(self.swarm, buyer, provider).spendable
 
     def job(self, job_id: int) -> JobView | None:
@@ -65,7 +65,8 @@ class ChainAuthority:
             info.price_per_unit,
         )
 
-    def _cached(self, key: tuple, read):
+    def _cached(self, key: tuple[str, str], read: Callable[[], bool]) -> bool:
+        """A role's answer read at most every `ttl_s`."""
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(key)

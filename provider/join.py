@@ -20,11 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from compute import node
+from compute.node import MESH_GCS_PORT
 from core.errors import UserError
 from ledger import stake
 from ledger.client import Swarm
 from ledger.stake import ProviderInfo
 from ledger.units import format_amount, when
+from provider.mesh import HEAD, Interface, MeshMember, forget_address, mesh_address
 from wire.client import SiteAddress
 
 
@@ -59,8 +61,6 @@ def join_site(swarm: Swarm, home: Path, ray_address: str, spec: node.NodeSpec) -
     `ray_address` (HOST:PORT), with the token in `home`/ray/auth_token, once the chain says the
     provider may serve; returns once the node is alive. A machine that joined its site's mesh
     (`swarm provider mesh join`) binds the node to its mesh address, with pinned ports."""
-    from provider.mesh import mesh_address
-
     node.parse_address(ray_address)
     may_serve(swarm, spec.provider)
     on_mesh = mesh_address(home)  # a machine on its site's mesh binds its node there, its ports pinned
@@ -100,9 +100,6 @@ def join_mesh(home: Path, site: SiteAddress, secret: str, name: str, endpoint: s
     `home`), then leaves a process keeping its peers as the head lists them (`swarm provider mesh
     join`, detached; `leave_mesh` stops it). Returns the head's answer, with `ray_address`: the
     head's Ray on the mesh, where the machine's node joins."""
-    from compute.node import MESH_GCS_PORT
-    from provider.mesh import HEAD, Interface, MeshMember
-
     stop_keeper(home)  # one keeper a machine: a second `join` replaces the first's
     answer = MeshMember(home, site, secret, name, endpoint, Interface(interface)).join()
     head = next(p["address"] for p in answer["peers"] if p["name"] == HEAD)
@@ -149,8 +146,6 @@ def leave_mesh(home: Path) -> str | None:
     """Takes this machine's mesh down (its keeper stopped, its interface removed), if `join`
     brought one up; the interface's name, or None. The head still lists the machine until
     `swarm provider mesh remove` cuts its key off."""
-    from provider.mesh import Interface, forget_address
-
     kept = stop_keeper(home)
     if kept is None:
         return None

@@ -27,11 +27,11 @@ import contextlib
 import hmac
 import ipaddress
 import json
+import logging
 import os
 import re
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -54,6 +54,8 @@ HEAD = "head"  # the coordinating machine's name in its mesh
 FIREWALL_TABLE = "swarm_mesh"  # the nftables table that keeps Ray's ports to the mesh
 _NAME = re.compile(r"^[a-z0-9][a-z0-9-]{0,31}$")
 _ENDPOINT = re.compile(r"^(?P<host>[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:]+\]):(?P<port>\d{1,5})$")
+
+log = logging.getLogger(__name__)
 
 
 class MeshError(ComputeError):
@@ -556,12 +558,11 @@ class MeshMember:
             try:
                 self.refresh()
             except SiteUnreachable as exc:
-                print(f"the head did not answer ({exc}); asking again", file=sys.stderr, flush=True)
+                log.warning("the head did not answer (%s); asking again", exc)
                 continue
             except Refused as exc:
                 if exc.status == 403 and machine_key(self.home) != self.accepted:
-                    print("this machine's key was rotated; asking with the new key", file=sys.stderr,
-                          flush=True)
+                    log.info("this machine's key was rotated; asking with the new key")
                     continue
                 if exc.status == 403:  # out of the mesh: it keeps no path to any machine
                     self.interface.sync([])

@@ -22,13 +22,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import math
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from compute.errors import ComputeError, InvalidJob
 from compute.jobs import ComputeJob
@@ -36,11 +37,11 @@ from compute.runners.params import ServeParams
 from compute.serve_order import STAGED_CHECKPOINT, ServeOrder
 from core.errors import Refused, Unavailable
 from ledger.serving import Account, Voucher
+from provider.agent import RayJobs, _submission
+from provider.lease import untrusted
+from provider.lease.launch import ray_job
 from provider.lease.plan import LEASE_RAY_OVERHEAD_BYTES, Fetch, LeasePlan
 from provider.receipts import ReceiptBook, VoucherDue
-
-if TYPE_CHECKING:
-    from provider.agent import RayJobs
 
 SERVING = "serving.json"  # the site's record of a serving lease, beside its plan
 ROUTES = {"predict": "predict", "generate": "v1/completions"}
@@ -54,6 +55,8 @@ START_GRACE_S = 120.0  # the lease's wall clock: until ends_at, and this for Ray
 IDLE_S = 1800.0  # a serving lease nobody calls for this long is stopped (`--serving-idle`)
 START_AGAIN_S = 30.0  # a lease the site finds dead when it starts is started again with more than this left
 NAME_PREFIX = "serve-"
+
+log = logging.getLogger(__name__)
 
 
 def plan_serving(order: ServeOrder, number: int, provider: str, now: float) -> LeasePlan:
@@ -148,6 +151,7 @@ class ServingLeases:
             record = ServingLease(name, buyer, order, now)
             (directory / SERVING).write_text(json.dumps(record.as_dict()))
             self._submit(directory, plan)
+        log.info("serving lease %s started for %s: %s until %.0f", name, buyer, order.model, order.ends_at)
         with self._lock:
             self._records[name] = record
         return self.info(name)
@@ -156,9 +160,6 @@ class ServingLeases:
         """As the site submits any lease, held to a node of this machine, whose Unix sockets the site
         reaches."""
         import ray
-
-        from provider.agent import _submission
-        from provider.lease.launch import ray_job
 
         job = ray_job(plan, directory.name)
         job["entrypoint_resources"] = {f"node:{ray.util.get_node_ip_address()}": 0.001}
@@ -169,9 +170,6 @@ class ServingLeases:
         """Starts again every serving lease this site's Ray no longer runs (the site and its
         cluster died, or the machine restarted) that its buyer has not stopped and that has more
         than START_AGAIN_S to serve: a new attempt, its limits counted from now. Returns their names."""
-        from provider.agent import _submission
-        from provider.lease import untrusted
-
         now = time.time() if now is None else now
         resumed = []
         for path in sorted(self.site.leases.glob(f"{NAME_PREFIX}*/{SERVING}")):
@@ -195,6 +193,8 @@ class ServingLeases:
                 untrusted.clear(directory / "work", ServeParams.socket)  # the last attempt's, dead
                 plan.write(directory)
                 self._submit(directory, plan)
+            log.info("serving lease %s started again (attempt %s): its cluster no longer ran it",
+                     directory.name, plan.attempt)
             resumed.append(directory.name)
         return resumed
 
@@ -215,8 +215,6 @@ class ServingLeases:
     def state(self, lease: str) -> str:
         """pending, serving, ended or failed."""
         from ray.job_submission import JobStatus
-
-        from provider.agent import _submission
 
         directory = self.site.leases / lease
         plan = LeasePlan.read(directory)
@@ -257,14 +255,13 @@ class ServingLeases:
         return self.info(lease)
 
     def _stop(self, lease: str, why: str) -> None:
-        from provider.agent import _submission
-
         directory = self.site.leases / lease
         (directory / "stopped").write_text(why)
         with self._lock:
             self._stopped.add(lease)
         with contextlib.suppress(RuntimeError):  # it had ended
             self.site.jobs.stop_job(_submission(directory, LeasePlan.read(directory).attempt))
+        log.info("serving lease %s stopped: %s", lease, why)
 
     def stop_idle(self, now: float | None = None) -> list[str]:
         """Stops every serving lease nobody has called for `idle_s`, counted from its last accepted
@@ -457,14 +454,11 @@ class Redeemer:
 
     def run(self, period_s: float = 5.0) -> None:
         """Rounds every `period_s` until `stop`; a failed round is logged and tried again."""
-        import sys
-
         while not self._stop.wait(period_s):
             try:
                 self.once()
             except Exception as exc:  # noqa: BLE001 — the chain may be down; the next round tries again
-                print(f"serving: redemption failed ({exc}); trying again in {period_s:.0f} s",
-                      file=sys.stderr)
+                log.warning("serving: redemption failed (%s); trying again in %.0f s", exc, period_s)
 
     def stop(self) -> None:
         self._stop.set()

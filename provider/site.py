@@ -14,6 +14,7 @@ machines join with `swarm provider join`); an already running one is attached to
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ from compute.errors import InvalidJob
 from compute.node import RayHome, ensure_token
 from compute.order import job_namespace
 from core.errors import Refused, UserError
+from ledger import serving as chain_serving
 from ledger import stake
 from ledger.client import Swarm
 from ledger.errors import SwarmError
@@ -48,6 +50,8 @@ if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
 DRIVER_SHUTDOWN_S = 5.0  # how long a stopping site waits for its own Ray driver to let go
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -194,15 +198,13 @@ def _serving(swarm: Swarm, sender: Sender, home: Path, site: Agent,
              config: SiteConfig) -> tuple[ServingLeases | None, Redeemer | None]:
     """The site's serving leases, their receipt book and its redeemer; none on a deployment made
     before the serving escrow."""
-    from ledger import serving
-
-    if serving.CONTRACT not in swarm.deployment.addresses:
+    if chain_serving.CONTRACT not in swarm.deployment.addresses:
         return None, None
     provider = sender.address
-    book = ReceiptBook(home / "site" / "serving" / "receipts.db", serving.domain_of(swarm), provider,
-                       config.serving_cap, lambda buyer: serving.account(swarm, buyer, provider))
-    redeemer = Redeemer(book, lambda voucher: serving.redeem(swarm, sender, voucher),
-                        lambda buyer: serving.account(swarm, buyer, provider), config.redeem_least,
+    book = ReceiptBook(home / "site" / "serving" / "receipts.db", chain_serving.domain_of(swarm), provider,
+                       config.serving_cap, lambda buyer: chain_serving.account(swarm, buyer, provider))
+    redeemer = Redeemer(book, lambda voucher: chain_serving.redeem(swarm, sender, voucher),
+                        lambda buyer: chain_serving.account(swarm, buyer, provider), config.redeem_least,
                         config.redeem_every_s)
     leases = ServingLeases(site, book, home, config.serving_idle_s)
     leases.resume()  # what a site that died was serving, served again
@@ -256,29 +258,24 @@ def run_site(swarm: Swarm, sender: Sender, home: Path, config: SiteConfig,
 
 
 def _stop_idle_leases(serving: ServingLeases, period_s: float = 10.0) -> None:
-    """Stops the serving leases nobody calls, every `period_s`, while the site runs."""
-    import sys
-
+    """Stops the serving leases nobody calls, every `period_s`, while the site runs (each one
+    stopped is logged as it stops)."""
     while True:
         time.sleep(min(period_s, serving.idle_s / 4))
         try:
-            for lease in serving.stop_idle():
-                print(f"serving: stopped {lease}, which no one had called for {serving.idle_s:.0f} s",
-                      file=sys.stderr)
+            serving.stop_idle()
         except Exception as exc:  # noqa: BLE001 -- tried again next round
-            print(f"serving: could not stop idle leases ({exc})", file=sys.stderr)
+            log.warning("serving: could not stop idle leases (%s); trying again in %.0f s", exc, period_s)
 
 
 def _redeem_before_leaving(redeemer: Redeemer) -> None:
     """A stopping site redeems every voucher it holds, so what buyers signed is paid now; if the
     chain is away it says so, and the next start redeems them."""
-    import sys
-
     try:
         redeemer.once(force=True)
     except Exception as exc:  # noqa: BLE001 — the chain may be down; the vouchers stay in the book
-        print(f"serving: the vouchers could not be redeemed before stopping ({exc}); the next start "
-              "redeems them.", file=sys.stderr)
+        log.warning("serving: the vouchers could not be redeemed before stopping (%s); the next start "
+                    "redeems them.", exc)
 
 
 def _let_go_of_ray() -> None:

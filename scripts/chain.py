@@ -32,6 +32,10 @@ from scripts.common import (
     when,
 )
 
+# The command line loads what a command needs as it runs: `swarm --help` imports this module, so what only
+# some of its commands need — the timelock's operations (`ledger.governance`) and web3's signing
+# (`ledger.tx`) — loads inside them (tests/test_startup.py, bench/startup.py).
+
 if TYPE_CHECKING:
     from ledger.client import Swarm
     from ledger.governance import Operation

@@ -7,7 +7,12 @@ from __future__ import annotations
 import click
 
 from compute import cluster as local
+from ledger.errors import SwarmError
 from scripts.common import console, emit, json_option, open_swarm, settings, table
+
+# The command line loads what a command needs as it runs: `swarm --help` imports this module, so what only
+# some of its commands need — the devnet's sites (`devnet`) and the site client (`wire`) — loads inside them
+# (tests/test_startup.py, bench/startup.py).
 
 
 @click.group()
@@ -68,7 +73,6 @@ def down(as_json: bool) -> None:
 def status(as_json: bool) -> None:
     """The local sites: provider, URL, and what each reports it has."""
     from devnet.network import running_sites
-    from ledger.errors import SwarmError
     from wire.client import SiteAddress, SiteClient
 
     sites = running_sites(settings().home)

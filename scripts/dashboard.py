@@ -10,6 +10,10 @@ from ledger.config import database_url
 from ledger.errors import SwarmError
 from scripts.common import settings
 
+# The command line loads what a command needs as it runs: `swarm --help` imports this module, so what only
+# some of its commands need — the dashboard's server (FastAPI, uvicorn, the ORM) — loads inside them
+# (tests/test_startup.py, bench/startup.py).
+
 DEFAULT_PORT = 8600
 
 

@@ -11,6 +11,10 @@ from ledger.units import format_amount
 from scripts.chain import CLOCK_AHEAD_SHOWN_S, clock_ahead_line
 from scripts.common import console, emit, json_option, local_node, settings, table
 
+# The command line loads what a command needs as it runs: `swarm --help` imports this module, so what only
+# some of its commands need — the demo's story (`devnet.demo`) — loads inside them (tests/test_startup.py,
+# bench/startup.py).
+
 
 @click.command()
 @json_option

@@ -38,6 +38,11 @@ from scripts.common import (
     when,
 )
 
+# The command line loads what a command needs as it runs: `swarm --help` imports this module, so what only
+# some of its commands need — the buyer's API with its spec schema (pydantic) and the ORM's models
+# (`market.buyer`, `market.records`, `ledger.indexer.models`) — loads inside them (tests/test_startup.py,
+# bench/startup.py).
+
 if TYPE_CHECKING:  # the ORM, the spec schema and web3 load in the commands that use them
     from ledger.indexer.models import Job
     from market.buyer import Buyer

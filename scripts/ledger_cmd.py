@@ -17,6 +17,10 @@ from ledger.indexer import DEFAULT_BATCH_BLOCKS, KINDS
 from ledger.units import format_amount
 from scripts.common import console, emit, json_option, open_swarm, settings, table
 
+# The command line loads what a command needs as it runs: `swarm --help` imports this module, so what only
+# some of its commands need — the ledger database (SQLAlchemy), its indexer (web3) and its models — loads
+# inside them (tests/test_startup.py, bench/startup.py).
+
 if TYPE_CHECKING:  # the indexer (web3) and the ORM load in the command that uses them
     from ledger.indexer import Indexer, RangeDone, SyncReport
     from ledger.indexer.models import Epoch, Job, LedgerModel, Provider, SlashRow

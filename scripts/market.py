@@ -23,6 +23,10 @@ from scripts.common import (
     waiting_for_chain,
 )
 
+# The command line loads what a command needs as it runs: `swarm --help` imports this module, so what only
+# some of its commands need — the market service (web3, the ORM, numpy) and the ledger database — loads
+# inside them (tests/test_startup.py, bench/startup.py).
+
 if TYPE_CHECKING:  # the service (Ray, torch) loads when it runs
     from market.service import MarketConfig, TickReport
 
@@ -66,8 +70,8 @@ def run(once: bool, interval: float, max_running: int, fault_slash_bps: int, def
     else:
         sender = signer(swarm, account, key_ref)
     engine = open_ledger(database_url(s.home), MARKET, ORACLE)  # its offers read the oracle's scores
-    log = (lambda line: None) if as_json else (lambda line: console.print(line, highlight=False))
-    service = waiting_for_chain(lambda: MarketService(swarm, sender, engine, s.home, config, log), log)
+    say = (lambda line: None) if as_json else (lambda line: console.print(line, highlight=False))
+    service = waiting_for_chain(lambda: MarketService(swarm, sender, engine, s.home, config), say)
     stop = threading.Event()
     def halt(*_: object) -> None:
         stop.set()

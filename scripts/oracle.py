@@ -32,6 +32,10 @@ from scripts.common import (
     waiting_for_chain,
 )
 
+# The command line loads what a command needs as it runs: `swarm --help` imports this module, so what only
+# some of its commands need — the oracle's service, its scoring (scipy) and its records (the ORM) — loads
+# inside them (tests/test_startup.py, bench/startup.py).
+
 if TYPE_CHECKING:  # the ORM, the scoring (scipy) and Ray load in the commands that use them
     from sqlmodel import Session
 
@@ -99,7 +103,7 @@ def run(config_path, account, key_ref, signer_keys, epoch_length) -> None:
         console.print(line, highlight=False)
 
     service = waiting_for_chain(
-        lambda: OracleService(swarm, engine, s.home, config, sender, keys, schedule, log=say), say
+        lambda: OracleService(swarm, engine, s.home, config, sender, keys, schedule), say
     )
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -130,16 +134,7 @@ def close(wait, probes, config_path, account, key_ref, signer_keys, epoch_length
 
     config, s, swarm, sender, keys, schedule, engine = _setup(config_path, account, key_ref, signer_keys,
                                                                epoch_length)
-    service = OracleService(
-        swarm,
-        engine,
-        s.home,
-        config,
-        sender,
-        keys,
-        schedule,
-        log=(lambda line: None) if as_json else (lambda line: console.print(line, highlight=False)),
-    )
+    service = OracleService(swarm, engine, s.home, config, sender, keys, schedule)
     try:
         service.close_epoch(probes, wait)
         payload = _latest_payload(engine, swarm.chain.chain_id)

@@ -14,9 +14,15 @@ from typing import TYPE_CHECKING
 
 import click
 
+from compute import cluster as local
+from compute.node import NodeSpec, RayHome
+from compute.node import parse_address as parse_ray_address
+from ledger import stake
 from ledger.client import Swarm
+from ledger.errors import InvalidInput, SwarmError
 from ledger.keys import Keystore
 from ledger.operator import Provider, ProviderStatus, Sent, declarable
+from ledger.specs import load_spec
 from ledger.stake import HardwareSpec
 from ledger.units import format_amount, parse_address, parse_amount
 from scripts.common import (
@@ -34,6 +40,10 @@ from scripts.common import (
     waiting_for_chain,
     when,
 )
+
+# The command line loads what a command needs as it runs: `swarm --help` imports this module, so what only
+# some of its commands need — the site (FastAPI, web3), its receipts and serving, joining a mesh
+# (`provider`) and the site client (`wire`) — loads inside them (tests/test_startup.py, bench/startup.py).
 
 if TYPE_CHECKING:
     from ledger.tx import Sender
@@ -275,8 +285,6 @@ def join(ray_address: str | None, num_cpus: int, num_gpus: int, site_url: str | 
     secret), keeps its peers up to date from a process of its own, and binds its node to its
     mesh address; `swarm provider leave` takes both down.
     """
-    from compute.node import NodeSpec, parse_address
-    from ledger.errors import SwarmError
     from provider.join import join_site, join_site_mesh
 
     if site_url is None and ray_address is None:
@@ -286,7 +294,7 @@ def join(ray_address: str | None, num_cpus: int, num_gpus: int, site_url: str | 
         raise SwarmError("--site needs --fingerprint (as `serve` printed it) and --mesh-name (this machine's "
                          "name in the mesh).")
     if ray_address is not None:
-        parse_address(ray_address)  # a malformed address is refused before the chain is asked
+        parse_ray_address(ray_address)  # a malformed address is refused before the chain is asked
     swarm = open_swarm()
     who = _own_address(swarm, account, key_ref)
     spec = NodeSpec(who, num_cpus, num_gpus)
@@ -392,9 +400,6 @@ def serve(host: str, port: int, num_cpus: int, num_gpus: int, nodes: int, mesh_e
 @json_option
 def nodes(as_json: bool) -> None:
     """Your site's Ray nodes: its head, the nodes it started, and the machines that joined."""
-    from compute import cluster as local
-    from compute.node import RayHome
-
     home = RayHome.of(settings().home)
     state = local.running(home)
     if state is None:
@@ -456,7 +461,6 @@ def redeem(account: int | None, key_ref: str | None, as_json: bool) -> None:
     """Redeem every buyer's latest voucher your site holds, now (the site redeems on its own while it
     serves; this is for a site that is down, or a voucher you want paid at once)."""
     from ledger import serving
-    from ledger.errors import InvalidInput
     from provider.receipts import ReceiptBook
     from provider.serving import Redeemer
 
@@ -496,8 +500,6 @@ def _site_option(fn: Callable) -> Callable:
 
 def _mesh_site(site_url: str, fingerprint: str) -> tuple[SiteAddress, str]:
     """The site to ask, and the join secret: the site's cluster token, copied to this machine."""
-    from compute.node import RayHome
-    from ledger.errors import SwarmError
     from wire.client import SiteAddress
 
     token = RayHome.of(settings().home).token
@@ -580,11 +582,6 @@ def register_command(swarm: Swarm, address: str, url: str, fingerprint: str) -> 
     """The command that registers a site's URL and fingerprint: for a provider registered
     already, `--update` with the hardware it declared (read from its stored spec, where this
     home has it); for one not yet registered, a first registration, its hardware to fill in."""
-    from ledger import stake
-    from ledger.errors import SwarmError
-    from ledger.specs import load_spec
-    from ledger.units import format_amount
-
     site = f"--site-url {url} --site-fingerprint {fingerprint}"
     info = stake.provider_info(swarm, address)
     if not info.registered:

@@ -23,6 +23,10 @@ from scripts.common import (
     signer,
 )
 
+# The command line loads what a command needs as it runs: `swarm --help` imports this module, so what only
+# some of its commands need — the serving escrow (`ledger.serving`), the buyer's serving client (web3) and
+# its spec (pydantic) — loads inside them (tests/test_startup.py, bench/startup.py).
+
 
 @click.group()
 def serve() -> None:

@@ -196,6 +196,7 @@ LIGHT = {
         "test_lease_network",
         "test_ledger_schema",
         "test_local_stores",
+        "test_logs",
         "test_market_offers",
         "test_matcher",
         "test_merkle",

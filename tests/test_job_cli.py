@@ -183,6 +183,7 @@ def test_a_failed_replica_cancels_those_already_posted(
     """The buyer's tokens leave between the replicas (really, on chain): replica 2 fails, replica 1 is
     refunded."""
     import ledger.jobs
+    import market.buyer
 
     real_post, calls = ledger.jobs.post_job, []
 
@@ -195,7 +196,7 @@ def test_a_failed_replica_cancels_those_already_posted(
         return real_post(sw, sender, *args)
 
     # as market.buyer sends each replica
-    monkeypatch.setattr(ledger.jobs, "post_job", drained_after_the_first)
+    monkeypatch.setattr(market.buyer, "post_job", drained_after_the_first)
     first = int(swarm.market.functions.nextJobId().call())
     buyer0, other0 = swarm.balance_of(BUYER), swarm.balance_of(dev_account(OTHER).address)
     done = _in_process(["job", "post", str(_spec_file(tmp_path, swarm, replicas=3)), "--account", str(B)],

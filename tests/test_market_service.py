@@ -10,6 +10,7 @@ them, and the test checks every balance to the wei.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import signal
@@ -120,12 +121,11 @@ def ledger_engine(tmp_path: Path):
 
 @pytest.fixture
 def service(
-    swarm: Swarm, swarm_home: Path, ledger_engine, providers, tmp_path: Path
+    swarm: Swarm, swarm_home: Path, ledger_engine, providers, caplog: pytest.LogCaptureFixture,
 ) -> Iterator[MarketService]:
+    caplog.set_level(logging.INFO, logger="market")  # each job's moves, in the report of a test that fails
     config = MarketConfig(interval_s=0.2, fault_slash_bps=100)
-    market = MarketService(
-        swarm, swarm.sender(dev_account(0).key), ledger_engine, swarm_home, config, log=print
-    )
+    market = MarketService(swarm, swarm.sender(dev_account(0).key), ledger_engine, swarm_home, config)
     yield market
     market.close(wait=True)
 
@@ -445,7 +445,7 @@ def test_the_service_killed_mid_job_and_restarted_assigns_and_settles_once(
         "SWARM_HOME": str(swarm_home), "SWARM_RPC_URL": anvil_node.config.url,
         "SWARM_DB_URL": str(ledger_engine.url),
     }
-    command = [sys.executable, "-m", "scripts.cli", "market", "run", "--interval", "0.3"]
+    command = [sys.executable, "-m", "scripts.cli", "-v", "market", "run", "--interval", "0.3"]
     log = open(tmp_path / "market.log", "w")  # noqa: SIM115 -- closed in the finally below
     first = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:

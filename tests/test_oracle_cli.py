@@ -81,8 +81,11 @@ def test_the_scheduled_oracle_closes_and_finalizes_epochs_until_stopped(
 ) -> None:
     full = os.environ | env | {"SWARM_HOME": str(swarm_home), "SWARM_RPC_URL": anvil_node.config.url}
     log = open(tmp_path / "oracle.log", "w")  # noqa: SIM115 -- closed in the finally below
-    process = subprocess.Popen([sys.executable, "-m", "scripts.cli", "oracle", "run", "--epoch-length", "3"],
-                               env=full, stdout=log, stderr=subprocess.STDOUT)
+    # -v: the epoch's steps in its log, for the message of a wait that fails
+    process = subprocess.Popen(
+        [sys.executable, "-m", "scripts.cli", "-v", "oracle", "run", "--epoch-length", "3"],
+        env=full, stdout=log, stderr=subprocess.STDOUT,
+    )
     engine = open_ledger(env["SWARM_DB_URL"], MARKET, ORACLE)
     try:
         _wait(lambda: _state(engine, 1) == "submitted", 90, process, tmp_path)

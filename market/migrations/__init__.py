@@ -15,7 +15,7 @@ from ledger.db import Schema
 
 
 def _models() -> MetaData:
-    from market.records import metadata
+    from market.records import metadata  # SQLModel: only a comparison with the database needs the models
 
     return metadata
 

@@ -16,7 +16,7 @@ from ledger.db import Schema
 
 
 def _models() -> MetaData:
-    from oracle.records import metadata
+    from oracle.records import metadata  # SQLModel: only a comparison with the database needs the models
 
     return metadata
 

@@ -10,6 +10,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
 
+from compute.challenge import Challenge
 from compute.errors import ComputeError
 from core.errors import Refused
 from provider.agent import MAX_CELLS, PROBE_TIMEOUT_S
@@ -61,8 +62,6 @@ def readying(body: Body) -> Readying:
             or not all(type(params[k]) is int for k in ("size", "rounds", "stride")) \
             or type(vram_mb) not in (int, float) or not 0 <= vram_mb <= 1 << 24:
         raise Refused(400, f"A challenge request's body is {READY}.")
-    from compute.challenge import Challenge
-
     try:
         Challenge(seed=0, **params)
     except ComputeError as exc:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from compute.errors import ComputeError
-from compute.nvml import GpuDevice, gpu_devices
+from compute.nvml import GpuDevice, gpu_devices, visible_uuids
 from provider.lease import PROJECT
 from provider.lease.sandbox import Limits, Sandbox
 
@@ -147,8 +147,6 @@ def _count(gpus: int) -> str:
 
 def main() -> int:
     """In the lease's sandbox: the GPUs NVML and CUDA show it, as one line of JSON."""
-    from compute.nvml import visible_uuids
-
     seen: dict[str, object] = {"nvml": visible_uuids(), "cuda": 0, "names": [],
                                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
     try:

@@ -26,11 +26,21 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from provider.lease import PLAN_ENV, PROJECT, WORK
-from provider.lease.outcome import Outcome
+from compute.cluster import running
+from compute.node import RayHome
+from compute.placement import PIN, provider_resource
+from core import logs
+from provider.lease import FETCHED, PLAN_ENV, PROJECT, STAGED, WORK, untrusted
+from provider.lease.launch import leases_root, machine_home, node_directory
+from provider.lease.network import LeaseLink, host_of
+from provider.lease.outcome import VERDICT, Outcome, verdict, verdict_line
 from provider.lease.plan import LeasePlan
+from provider.lease.sandbox import lease_uid
+
+if TYPE_CHECKING:  # Ray loads as the coordinator connects to the site's cluster
+    from ray.actor import ActorHandle
 
 RELAY_S = 0.2  # how often the coordinator reads what the nodes printed
 OPEN_TIMEOUT_S = 60.0
@@ -42,11 +52,9 @@ class LeaseNode:
     its launcher as a child process whose output it keeps for the coordinator."""
 
     def __init__(self, name: str, index: int) -> None:
-        from provider.lease.launch import leases_root, node_directory
-
         self.name, self.index = name, index
         self.directory = leases_root() / node_directory(name, index)
-        self.link: Any = None
+        self.link: LeaseLink | None = None
         self.process: subprocess.Popen | None = None
         self.out = self.directory.parent / f"{self.directory.name}.out"
 
@@ -56,9 +64,6 @@ class LeaseNode:
         import ray
         from ray.util import get_node_ip_address
 
-        from provider.lease.launch import machine_home
-        from provider.lease.network import LeaseLink, host_of
-
         host, ports = host_of(machine_home(), get_node_ip_address())
         self.link, described = LeaseLink.open(self.directory, self.index, host, ports)
         return described | {"work": str(self.directory / WORK),
@@ -66,6 +71,8 @@ class LeaseNode:
 
     def start(self, nodes: list[dict[str, Any]], at: str) -> None:
         """Joins the lease's network and starts this node's launcher, its work directory seen at `at`."""
+        if self.link is None:
+            raise RuntimeError("a lease node's link is opened (`open`) before it starts")
         self.link.connect(nodes)
         self.out.parent.mkdir(parents=True, exist_ok=True)
         with open(self.out, "wb") as out:
@@ -85,8 +92,6 @@ class LeaseNode:
     def stop(self) -> None:
         """Ends the launcher (its sandbox ends with it) and the link; a node other than the first
         leaves nothing on its machine (what it staged is staged again by a later attempt)."""
-        from provider.lease import FETCHED, STAGED, untrusted
-
         if self.process is not None and self.process.poll() is None:
             self.process.kill()
             self.process.wait()
@@ -106,10 +111,6 @@ def coordinate(name: str, plan: LeasePlan) -> int:
     from ray.util.placement_group import placement_group
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-    from compute.placement import PIN, provider_resource
-    from provider.lease import untrusted
-    from provider.lease.outcome import Outcome, verdict_line
-
     ray.init(address=site_address(), log_to_driver=False)
     bundle = {"CPU": float(plan.cpus), **({"GPU": float(plan.gpus)} if plan.gpus else {}),
               **({provider_resource(plan.job.provider): PIN} if plan.job.provider else {})}
@@ -126,7 +127,7 @@ def coordinate(name: str, plan: LeasePlan) -> int:
     shared = Path(plan.shared)
     _make_shared(shared, plan)
     node = ray.remote(LeaseNode)
-    env = {"env_vars": {"PYTHONPATH": str(PROJECT), PLAN_ENV: os.environ[PLAN_ENV]}}
+    env = {"env_vars": {"PYTHONPATH": str(PROJECT), PLAN_ENV: os.environ[PLAN_ENV], **logs.child_env()}}
     actors = [node.options(num_cpus=plan.cpus, num_gpus=plan.gpus or None, max_restarts=0, runtime_env=env,
                            scheduling_strategy=PlacementGroupSchedulingStrategy(group, i)).remote(name, i)
               for i in range(plan.nodes)]
@@ -155,12 +156,10 @@ def coordinate(name: str, plan: LeasePlan) -> int:
                       flush=True)
 
 
-def _relay(actors: list[Any], plan: LeasePlan) -> tuple[int, Outcome | None]:
+def _relay(actors: list[ActorHandle], plan: LeasePlan) -> tuple[int, Outcome | None]:
     """Relays the nodes' output until node 0 ends; its verdict is given only if no node was lost.
     Returns node 0's exit status and the verdict given (None: none, a node was lost)."""
     import ray
-
-    from provider.lease.outcome import VERDICT, verdict
 
     mark = f"{VERDICT}{plan.verdict_key} ".encode()
     offsets, partial = [0] * len(actors), [b""] * len(actors)
@@ -200,7 +199,7 @@ def _relay(actors: list[Any], plan: LeasePlan) -> tuple[int, Outcome | None]:
         time.sleep(RELAY_S)
 
 
-def _lost(actors: list[Any]) -> int | None:
+def _lost(actors: list[ActorHandle]) -> int | None:
     """The first of the other nodes whose actor no longer answers (its machine is gone), if any:
     asked after node 0 ended, so a node lost under the job is never taken for the job's fault."""
     import ray
@@ -218,9 +217,6 @@ def site_address() -> str | None:
     """The site's own cluster: the one its SWARM_HOME records (the coordinator runs on the head,
     whose Ray processes carry it), not whichever cluster on the machine started last, which is what
     Ray's job supervisor names in RAY_ADDRESS; RAY_ADDRESS where the home records none."""
-    from compute.cluster import running
-    from compute.node import RayHome
-
     home = os.environ.get("SWARM_HOME")
     state = running(RayHome.of(Path(home))) if home else None
     return state.address if state is not None else os.environ.get("RAY_ADDRESS")
@@ -228,9 +224,6 @@ def site_address() -> str | None:
 
 def _make_shared(shared: Path, plan: LeasePlan) -> None:
     """The directory the lease's nodes share, its own user's (kept across attempts: its checkpoints)."""
-    from provider.lease import untrusted
-    from provider.lease.sandbox import lease_uid
-
     shared.mkdir(parents=True, exist_ok=True)
     for part in ("outputs", "storage", "home"):
         (shared / part).mkdir(exist_ok=True)
@@ -240,6 +233,7 @@ def _make_shared(shared: Path, plan: LeasePlan) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    logs.configure(libraries=False)  # the site's verbosity; what the lease prints stays the lease's
     if len(argv) != 1:
         print("usage: python -m provider.lease.gang NAME", file=sys.stderr)
         return 2

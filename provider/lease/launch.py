@@ -26,11 +26,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from compute.accounting import unit_name
 from compute.dataplane import shown
 from compute.errors import ComputeError
 from compute.node import DATA_FOOTER_READERS, REPORTS_ENV, TRAIN_HELPERS_OFF, TRAIN_POLL, TRAIN_REPORTS
 from compute.reports import scalars
 from compute.runners.params import ProgramParams
+from core import logs
 from provider.lease import (
     FETCHED,
     HEAD_ADDRESS_ENV,
@@ -56,9 +58,10 @@ from provider.lease.inputs import (
     store_log,
     store_result,
 )
+from provider.lease.network import SOCKET_ENV, node_address
 from provider.lease.outcome import Outcome, report_line, verdict_line
 from provider.lease.plan import LeasePlan
-from provider.lease.sandbox import Sandbox, lease_uid
+from provider.lease.sandbox import Sandbox, SandboxResult, lease_root, lease_uid
 
 
 def ray_job(plan: LeasePlan, name: str) -> dict[str, Any]:
@@ -67,7 +70,7 @@ def ray_job(plan: LeasePlan, name: str) -> dict[str, Any]:
     across nodes, the gang's coordinator (`provider.lease.gang`), which reserves nothing itself
     and places the nodes' launchers all at once. Every machine of a site runs Swarm from the
     same path, as Ray runs its own."""
-    env = {"env_vars": {"PYTHONPATH": str(PROJECT), PLAN_ENV: plan.encode()}}
+    env = {"env_vars": {"PYTHONPATH": str(PROJECT), PLAN_ENV: plan.encode(), **logs.child_env()}}
     if plan.nodes > 1:
         return {"entrypoint": f"exec {sys.executable} -m provider.lease.gang {name}", "runtime_env": env}
     return {"entrypoint": f"exec {sys.executable} -m provider.lease.launch {name}",
@@ -86,8 +89,6 @@ class Node:
 
     @property
     def env(self) -> dict[str, str]:
-        from provider.lease.network import SOCKET_ENV, node_address
-
         return {NODE_ENV: str(self.index), NODE_ADDRESS_ENV: node_address(self.index),
                 HEAD_ADDRESS_ENV: node_address(0), **SOCKET_ENV}
 
@@ -131,6 +132,7 @@ def lease_sandbox(directory: Path, plan: LeasePlan, binds: tuple[tuple[Path, boo
         **DATA_FOOTER_READERS,  # a lease's Parquet reads start one footer reader, not 32 processes
         # The sandbox's copy of the plan, without the verdict's key.
         PLAN_ENV: plan.but(verdict_key="").encode(),
+        **logs.child_env(),  # the site's verbosity, for the worker's own logging
         **gpus.env,
         **(node.env if node is not None else {}),
         **across,
@@ -252,13 +254,11 @@ def _device_fault(directory: Path, plan: LeasePlan, exc: DeviceError) -> Outcome
     return outcome
 
 
-def _meter(plan: LeasePlan, directory: Path, done: Any, gpus: LeaseGpus) -> Outcome:
+def _meter(plan: LeasePlan, directory: Path, done: SandboxResult, gpus: LeaseGpus) -> Outcome:
     """The attempt's verdict: what broke, or the result's hash and the units it used, and the
     result stored in the buyer's output. Everything the lease left is read as a stranger's
     (`untrusted`): a link, a FIFO or too much of it fails the job as the buyer's fault. A GPU
     lease is billed for the GPUs it was given (never more than it bought), a CPU lease for its CPUs."""
-    from compute.accounting import unit_name
-
     work = directory / WORK
     use_gpu = plan.gpus > 0
     rate = min(plan.gpus, len(gpus.devices)) if use_gpu else plan.unit_rate
@@ -508,6 +508,7 @@ def _refuse_to_launch(name: str, reason: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    logs.configure(libraries=False)  # the site's verbosity; what the lease prints stays the lease's
     if len(argv) == 7 and argv[1] == "--node" and argv[3] == "--netns" and argv[5] == "--at":
         return _node_main(argv[0], Node(int(argv[2]), Path(argv[4]), Path(argv[6])))
     if len(argv) != 1:
@@ -515,8 +516,6 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     if os.geteuid() != 0:  # a site run by an ordinary user: root of a namespace of its leases' users
-        from provider.lease.sandbox import lease_root
-
         try:
             command, env = lease_root([sys.executable, "-m", "provider.lease.launch", argv[0]])
         except ComputeError as exc:

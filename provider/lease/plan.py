@@ -27,6 +27,7 @@ from compute.runners.params import ProgramParams
 from provider.lease import PLAN
 from provider.lease.outcome import write_json
 from provider.lease.sandbox import Limits
+from wire.request import body_hash
 
 if TYPE_CHECKING:
     from provider.authority import ChainAuthority
@@ -226,8 +227,6 @@ def prior_result(order: Order, buyer: str, prior_spec: bytes | None, authority: 
     """The result the job builds on, checked by the site itself against the chain: the job has
     one, the spec the market sent for it is the one the chain pins, and the buyer may use it
     (its own, or one its buyer published). ValueError says why not."""
-    from wire.request import body_hash
-
     prior_id = order.prior_job
     if prior_id is None:
         return None

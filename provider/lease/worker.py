@@ -19,13 +19,22 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from compute.context import in_place
+from compute.dispatch import run_job, runs_in_place
 from compute.node import WORKER_NICENESS, RayStart
+from compute.placement import node_labels, node_resources
+from compute.runners import program
 from compute.runners.params import ProgramParams
+from compute.runners.program import INTERNAL, PACKAGES
+from core import logs
 from provider.lease import HEAD_ADDRESS_ENV, NODE_ADDRESS_ENV, PLAN_ENV, RUN
 from provider.lease.outcome import write_json
 from provider.lease.plan import LeasePlan
+
+if TYPE_CHECKING:  # Ray loads only for a job that runs on the lease's own Ray
+    from ray._private.worker import RayContext
 
 LEASE_OBJECT_STORE_BYTES = 80 * 2**20  # Ray's smallest is 75 MiB
 # Of the memory a lease holds, the share its Ray's object store may use: Ray Data streams a
@@ -38,13 +47,12 @@ RAY_START_ATTEMPTS = 2  # the lease's own Ray, started again once if a loaded ma
 LEASE_RAY_CONFIG = {"enable_metrics_collection": False, "worker_niceness": WORKER_NICENESS}
 
 
-def start_ray(plan: LeasePlan) -> Any:
+def start_ray(plan: LeasePlan) -> RayContext:
     """The lease's own Ray instance: one node with exactly the lease's CPUs and GPUs, on the
     sandbox's loopback; its processes end with the sandbox."""
     import ray
 
-    from compute.placement import node_labels, node_resources
-    from compute.ray_private import init_local_node
+    from compute.ray_private import init_local_node  # Ray: a job run in this process never loads it
 
     provider = plan.job.provider
     for attempt in range(1, RAY_START_ATTEMPTS + 1):
@@ -73,8 +81,6 @@ def _ray_node_command(plan: LeasePlan, *where: str) -> list[str]:
     """`ray start` for a node of a lease across nodes: exactly the lease's share of a node, labelled
     and pinned to the provider as the site's own nodes are, with the lease's Ray settings."""
     import json
-
-    from compute.placement import node_labels, node_resources
 
     provider = plan.job.provider
     command = [str(Path(sys.executable).with_name("ray")), "start", *where,
@@ -141,9 +147,6 @@ def object_store_bytes(plan: LeasePlan) -> int:
 
 
 def run_built_in(plan: LeasePlan, work: Path) -> None:
-    from compute.context import in_place
-    from compute.dispatch import run_job, runs_in_place
-
     job = plan.in_lease(work)
     if runs_in_place(job):
         # As Ray sets it for a task or a Train worker: torch's threads are the lease's CPUs.
@@ -167,8 +170,6 @@ def run_built_in(plan: LeasePlan, work: Path) -> None:
 
 
 def run_program(plan: LeasePlan, work: Path) -> int:
-    from compute.runners import program
-
     params = plan.job.params_of(ProgramParams)
     if plan.nodes > 1:
         return program.run(params, work, lambda: start_gang_head(plan), outputs=plan.outputs)
@@ -190,6 +191,7 @@ def _jsonable(value: Any) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    logs.configure(libraries=False)  # the site's verbosity; what the lease prints stays the lease's
     if len(argv) not in (1, 2) or argv[1:] not in ([], ["--join"]):
         print("usage: python -m provider.lease.worker WORK [--join]", file=sys.stderr)
         return 2
@@ -197,8 +199,6 @@ def main(argv: list[str] | None = None) -> int:
     plan = LeasePlan.decode(os.environ[PLAN_ENV])
     if argv[1:] == ["--join"]:
         if plan.program is not None:  # its workers here import its code and packages as the first node's do
-            from compute.runners.program import INTERNAL, PACKAGES
-
             paths = (str(work / INTERNAL / PACKAGES), str(work), os.environ.get("PYTHONPATH", ""))
             os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
             os.environ.update(plan.program.env)

@@ -175,8 +175,9 @@ class Network:
 
     def _spawn(self, name: str, args: list[str]) -> None:
         log = open(self.root / f"{name}.log", "a")  # noqa: SIM115 -- the child holds it
-        self.processes[name] = subprocess.Popen([sys.executable, "-m", "scripts.cli", *args], env=self.env,
-                                                stdout=log, stderr=subprocess.STDOUT)
+        # -v: each job's moves and each epoch's steps in the service's log, for a seed that fails
+        self.processes[name] = subprocess.Popen([sys.executable, "-m", "scripts.cli", "-v", *args],
+                                                env=self.env, stdout=log, stderr=subprocess.STDOUT)
         log.close()
 
     def _tick_clock(self) -> None:
