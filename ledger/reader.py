@@ -39,12 +39,10 @@ class SqliteReader:
         return self.connection.execute(sql, params).fetchone()
 
     def schema_revision(self) -> str | None:
-        try:
-            row = self.one(f"SELECT version_num FROM {VERSION_TABLE}")
-        except sqlite3.OperationalError as exc:
-            if "no such table" in str(exc):
-                return None  # nothing was ever migrated here
-            raise
+        if self.one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = :name",
+                    name=VERSION_TABLE) is None:
+            return None  # nothing was ever migrated here
+        row = self.one(f"SELECT version_num FROM {VERSION_TABLE}")
         return None if row is None else row[0]
 
 
