@@ -71,10 +71,18 @@ def configure(verbosity: int | None = None, stream: TextIO | None = None, librar
         return verbosity
     for name in CHATTY:
         logging.getLogger(name).setLevel(library_level())
+        for child in _descendants(name):  # one level for the library: a level a module set is let go
+            child.setLevel(logging.NOTSET)
     for name in BY_DESIGN:
         logging.getLogger(name).setLevel(logging.ERROR if verbosity < 2 else logging.NOTSET)
     logging.captureWarnings(True)
     return verbosity
+
+
+def _descendants(name: str) -> list[logging.Logger]:
+    """The loggers made so far below `name` (uvicorn's "uvicorn.error", Ray's "ray.data", …)."""
+    return [logger for key, logger in logging.Logger.manager.loggerDict.items()
+            if key.startswith(name + ".") and isinstance(logger, logging.Logger)]
 
 
 def child_env() -> dict[str, str]:

@@ -39,7 +39,7 @@ def dashboard(port: int, host: str, chain_id: int | None) -> None:
         f"Swarm dashboard on http://{shown}:{port} (chain {source.chain_id}, ledger {source.database}); "
         "Ctrl-C stops it."
     )
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False))
     try:
         server.run(sockets=[sock])
     except KeyboardInterrupt:  # uvicorn shut down cleanly first, then re-raised the Ctrl-C

@@ -164,7 +164,7 @@ def serve_hostile(swarm: Swarm, tmp_path: Path) -> Iterator:
         port = listener.getsockname()[1]
         server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                                ssl_certfile=str(identity.certificate),
-                                               ssl_keyfile=str(identity.key), log_level="warning",
+                                               ssl_keyfile=str(identity.key), log_config=None,
                                                access_log=False, lifespan="off"))
         thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
         thread.start()

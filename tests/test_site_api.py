@@ -103,7 +103,7 @@ def served(swarm: Swarm, tmp_path: Path) -> Iterator[Served]:
     identity = make_identity(home / "site", "127.0.0.1")
     listener = listen("127.0.0.1", 0)
     server = uvicorn.Server(uvicorn.Config(app, ssl_certfile=str(identity.certificate),
-                                           ssl_keyfile=str(identity.key), log_level="warning",
+                                           ssl_keyfile=str(identity.key), log_config=None,
                                            access_log=False, lifespan="off"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()

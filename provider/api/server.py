@@ -28,9 +28,10 @@ def serve(app: ASGIApp, listener: socket.socket, certificate: Path, key: Path,
 
     host, port = listener.getsockname()[:2]
     # A stopping site gives requests in flight 10 s, and no longer waits on a kept-alive client's TLS
-    # goodbye (30 s each, a client that keeps its connection and does not read).
+    # goodbye (30 s each, a client that keeps its connection and does not read). Its logging is the
+    # process's one configuration (core.logs), not uvicorn's own handlers.
     config = uvicorn.Config(app, host=host, port=port, ssl_certfile=str(certificate), ssl_keyfile=str(key),
-                            log_level="warning", access_log=False, lifespan="off",
+                            log_config=None, access_log=False, lifespan="off",
                             timeout_graceful_shutdown=10)
 
     class Server(uvicorn.Server):
