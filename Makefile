@@ -248,7 +248,7 @@ bench-load: install
 	$(PY) bench/load.py --jobs 1000
 
 # The demo's wall time, median of three runs (goal ≤ 3 minutes).
-bench-demo: install $(CPU_REFERENCE)
+bench-demo: install bytecode sandbox $(CPU_REFERENCE)
 	$(PY) bench/demo.py --runs 3
 
 # Wall time of `swarm --help`, `swarm provider status` and `swarm token balance` (≤ 0.5 s), median of ten.

@@ -21,7 +21,8 @@ timed as its caller sees it, until it is ready:
 quiet, then beside N busy processes (a Python loop each, at nice 0, as the other lane's tests
 and whatever else the machine runs), for each N of --load; each figure is the median of --runs
 after one unmeasured run of each start (the file cache). Printed as a table with each figure's
-ratio to the quiet one; all runs in bench/results/startup_under_load.json.
+ratio to the quiet one; all runs in bench/results/startup_under_load.json (with `--sessions
+shared`, startup_under_load_shared.json).
 
 Where the kernel groups its scheduling by session (`/proc/sys/kernel/sched_autogroup_enabled`),
 a process's share of the CPU depends on the sessions around it: a site and its Ray run in
@@ -193,11 +194,12 @@ def main() -> None:
         "runs_s": {str(load): {name: [round(v, 3) for v in values] for name, values in figures.items()}
                    for load, figures in runs.items()},
     }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(report, indent=2) + "\n")
+    results = RESULTS if args.sessions == "own" else RESULTS.with_name(f"{RESULTS.stem}_shared.json")
+    results.parent.mkdir(parents=True, exist_ok=True)
+    results.write_text(json.dumps(report, indent=2) + "\n")
     print(table(medians, loads))
     print(f"({os.cpu_count()} CPUs; busy processes in {args.sessions} sessions; {args.runs} runs each; "
-          f"{report['took_s']:.0f} s in all; {RESULTS})")
+          f"{report['took_s']:.0f} s in all; {results})")
 
 
 if __name__ == "__main__":
