@@ -30,7 +30,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    demo_s, wall_s, checks = [], [], []
+    demo_s: list[float] = []
+    wall_s: list[float] = []
+    checks: list[bool] = []
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_", "SWARM_"))}
         env |= {"SWARM_HOME": str(Path(tmp) / "swarm"), "SWARM_ANVIL_PORT": str(free_port())}
