@@ -24,16 +24,16 @@ BUILD_DIR = REPO_ROOT / "build" / "contracts"
 
 log = logging.getLogger(__name__)
 
-# The deployable contracts, by the source key the compiler gives them: Swarm's own, and the
-# admin of them all, OpenZeppelin's TimelockController as the library ships it (brought into the
-# build by contracts/src/SwarmTimelock.sol).
+# The deployable contracts, by the source key the compiler gives them: Swarm's own, the admin
+# of them all among them (SwarmTimelock: OpenZeppelin's TimelockController, bound to the vault's
+# exit bound).
 CONTRACTS = {
     "SwarmToken": "contracts/src/SwarmToken.sol",
     "StakingVault": "contracts/src/StakingVault.sol",
     "RewardDistributor": "contracts/src/RewardDistributor.sol",
     "JobMarket": "contracts/src/JobMarket.sol",
     "ServingEscrow": "contracts/src/ServingEscrow.sol",
-    "TimelockController": "node_modules/@openzeppelin/contracts/governance/TimelockController.sol",
+    "SwarmTimelock": "contracts/src/SwarmTimelock.sol",
 }
 
 # Must match contracts/foundry.toml, so the gas measured by forge is the gas deployed.

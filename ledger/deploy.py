@@ -1,8 +1,8 @@
 """Deploy the contracts to any chain, once: addresses go to
 $SWARM_HOME/deployments/<chainId>.json and a second deploy reuses them.
 
-Every contract's admin is an OpenZeppelin TimelockController deployed first: the deployer's key
-is its one proposer, anyone executes an operation once its delay has passed, and the timelock
+Every contract's admin is a SwarmTimelock (OpenZeppelin's TimelockController) deployed first: the
+deployer's key is its one proposer, anyone executes an operation once its delay has passed, and the timelock
 administers itself. The deployer's key therefore changes nothing directly after deployment
 (ledger/governance.py schedules and executes through the timelock); the guardian pauses and
 vetoes at once. Every role the contracts need is granted by their constructors, so a deploy
@@ -71,7 +71,9 @@ class DeployParams:
     # Every admin change waits this long in public: longer than the unbonding period plus the
     # challenge window plus the report lag, so a provider can leave before a change it refuses.
     timelock_delay: int = 21 * 86_400
-    guardian: str | None = None  # pauses and vetoes at once; default: the deployer
+    guardian: str | None = None  # pauses and vetoes at once; default: the deployer (on a devnet)
+    matcher: str | None = None  # the market service's key (MATCHER_ROLE); default: the deployer (on a devnet)
+    arbiter: str | None = None  # rules on disputes (ARBITER_ROLE); default: the deployer (on a devnet)
     treasury: str | None = None  # receives fees and slash shares; required off devnets, never the deployer
 
     @classmethod
@@ -86,7 +88,7 @@ class DeployParams:
             challenge_window=30,
             min_challenge_window=10,
             max_report_lag=240,
-            serving_thaw_period=300,
+            serving_thaw_period=3_600,  # the escrow's floor
             dispute_window=60,
             min_dispute_window=30,
             timelock_delay=0,
@@ -185,13 +187,31 @@ def deploy(
 
 
 def _resolve(params: DeployParams, chain: Chain, deployer: str) -> DeployParams:
-    """The parameters with their defaults filled in: the deployer as guardian and, on a devnet,
-    the devnet's treasury."""
-    guardian = params.guardian or deployer
+    """The parameters with their defaults filled in: the deployer as guardian, matcher and
+    arbiter (refused off a devnet, see `_check_roles`) and, on a devnet, the devnet's treasury."""
     treasury = params.treasury
     if treasury is None and chain.is_devnet:
         treasury = dev_account(DEVNET_TREASURY_INDEX).address
-    return replace(params, guardian=guardian, treasury=treasury)
+    return replace(params, guardian=params.guardian or deployer, matcher=params.matcher or deployer,
+                   arbiter=params.arbiter or deployer, treasury=treasury)
+
+
+def _check_roles(params: DeployParams, deployer: str) -> None:
+    """Off a devnet no key holds two of the roles that could otherwise act together: the
+    timelock's proposer (the deployer), the matcher, the arbiter and the guardian."""
+    roles = {"the timelock's proposer (the deployer)": deployer, "the matcher": params.matcher,
+             "the arbiter": params.arbiter, "the guardian": params.guardian}
+    holders: dict[str, list[str]] = {}
+    for role, key in roles.items():
+        holders.setdefault(str(key).lower(), []).append(role)
+    shared = [(key, names) for key, names in holders.items() if len(names) > 1]
+    if shared:
+        key, names = shared[0]
+        raise SwarmError(
+            f"One key ({key}) would be {' and '.join(names)}; off a devnet each of the proposer, matcher, "
+            "arbiter and guardian needs a key of its own: pass --matcher, --arbiter and --guardian with "
+            "addresses other than the deployer's and each other's (docs/operations.md, the key ceremony)."
+        )
 
 
 def _check_params(params: DeployParams, chain: Chain, deployer: str) -> None:
@@ -218,10 +238,11 @@ def _check_params(params: DeployParams, chain: Chain, deployer: str) -> None:
             f"The treasury {params.treasury} is the deployer, whose key proposes every admin change; pass "
             "--treasury with another address."
         )
-    if not 0 < params.serving_thaw_period <= 30 * 86_400:
+    if not 3_600 <= params.serving_thaw_period <= 30 * 86_400:
         raise SwarmError(
-            f"A serving thaw period of {params.serving_thaw_period} s is outside 1 s to 30 days; providers "
-            "need it to redeem what buyers signed before taking their deposit back."
+            f"A serving thaw period of {params.serving_thaw_period} s is outside 1 hour to 30 days (the "
+            "escrow's bounds); providers need it to redeem what buyers signed before taking their deposit "
+            "back."
         )
     needed = params.unbonding_period + params.reporting_s
     if not chain.is_devnet and params.timelock_delay <= needed:
@@ -231,6 +252,8 @@ def _check_params(params: DeployParams, chain: Chain, deployer: str) -> None:
             "could not leave before an admin change takes effect; pass --timelock-delay of more than "
             f"{needed} s."
         )
+    if not chain.is_devnet:
+        _check_roles(params, deployer)
 
 
 def create_address(sender: str, nonce: int) -> str:
@@ -262,7 +285,7 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
 
     start_block = w3.eth.block_number
     # The deployer proposes, anyone executes a ready operation, and the timelock is its own admin.
-    timelock = create("TimelockController", params.timelock_delay, [deployer], [ZERO_ADDRESS], ZERO_ADDRESS)
+    timelock = create("SwarmTimelock", params.timelock_delay, [deployer], [ZERO_ADDRESS], ZERO_ADDRESS)
     token = create("SwarmToken", timelock, deployer, params.initial_supply)
     # The vault names the distributor and the market, created by the next two transactions: the
     # distributor as the only contract that records reward claims (it checks so at construction),
@@ -299,8 +322,8 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
         params.min_challenge_window,
         params.max_report_lag,
     )
-    # The deployer runs the market service and arbitrates on a fresh deployment; the timelock
-    # hands these roles on later.
+    # On a devnet the deployer runs the market service and arbitrates; elsewhere each role has a
+    # key of its own (`_check_roles`).
     market = create(
         "JobMarket",
         token,
@@ -308,8 +331,8 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
         timelock,
         (
             params.guardian,
-            deployer,
-            deployer,
+            params.matcher,
+            params.arbiter,
             params.treasury,
             params.fee_bps,
             params.dispute_window,
@@ -328,11 +351,16 @@ def _deploy_contracts(chain: Chain, sender: Sender, artifacts: Artifacts, params
             "addresses the vault was given; another transaction of the deployer came between. Deploy again "
             "with --force."
         )
+    if not chain.is_devnet:
+        # From here on the timelock refuses any change that would bring its delay within the time
+        # a provider waits to leave (a devnet's timelock, with no delay, stays unbound).
+        bound = w3.eth.contract(address=timelock, abi=artifacts["SwarmTimelock"].abi).functions
+        sender.send(bound.bindVault(vault))
 
     return Deployment(
         chain_id=chain.chain_id,
         addresses={
-            "TimelockController": timelock,
+            "SwarmTimelock": timelock,
             "SwarmToken": token,
             "StakingVault": vault,
             "RewardDistributor": distributor,

@@ -1,7 +1,7 @@
 """Admin changes through the deployment's timelock (docs/operations.md, "Changing a parameter").
 
-Every Swarm contract's admin is an OpenZeppelin TimelockController: a proposer (the deployer's
-key) schedules a call, anyone executes it once the timelock's delay has passed, and a proposer
+Every Swarm contract's admin is a SwarmTimelock (OpenZeppelin's TimelockController): a proposer (the
+deployer's key) schedules a call, anyone executes it once the timelock's delay has passed, and a proposer
 may cancel it while it waits. An operation is named by its id, the timelock's
 `hashOperation(target, 0, data, 0, salt)`; the chain keeps what was scheduled (its
 CallScheduled and CallSalt events), so an operation can be executed from its id alone.
@@ -30,7 +30,7 @@ from ledger.units import parse_address, when
 if TYPE_CHECKING:
     from ledger.tx import Sender, TxReceipt
 
-TIMELOCK = "TimelockController"
+TIMELOCK = "SwarmTimelock"
 NO_PREDECESSOR = bytes(32)
 CALL_SCHEDULED = abi.keccak256(b"CallScheduled(bytes32,uint256,address,uint256,bytes,bytes32,uint256)")
 CALL_SALT = abi.keccak256(b"CallSalt(bytes32,bytes32)")
@@ -223,6 +223,7 @@ def schedule(swarm: Swarm, sender: Sender, call: AdminCall, delay: int | None = 
             "with another salt to make it again."
         )
     _try_as_admin(swarm, call)
+    _check_exit_bound(swarm, call)
     timelock = swarm.contract(TIMELOCK).functions
     sender.send(timelock.schedule(call.target, 0, call.data, NO_PREDECESSOR, call.salt, delay))
     return operation(swarm, call.operation_id)
@@ -298,6 +299,42 @@ def _try_as_admin(swarm: Swarm, call: AdminCall) -> None:
         reason = decoded.sentence() if decoded else f"reverted: {exc.message}."
         what = call.description or "The call"
         raise TransactionFailed(f"{what} would fail as the admin now: {reason}", decoded) from None
+
+
+# The changes that move the vault's exit bound or the timelock's delay, by selector: which term
+# each sets. The timelock reverts such a change when it executes if the delay would no longer
+# exceed the bound (SwarmTimelock); it is refused here before it is scheduled.
+_BOUND_TERMS = {
+    abi.keccak256(b"setUnbondingPeriod(uint64)")[:4]: ("StakingVault", "unbonding"),
+    abi.keccak256(b"setChallengeWindow(uint64)")[:4]: ("RewardDistributor", "challenge"),
+    abi.keccak256(b"setMaxReportLag(uint64)")[:4]: ("RewardDistributor", "lag"),
+    abi.keccak256(b"updateDelay(uint256)")[:4]: (TIMELOCK, "delay"),
+}
+
+
+def _check_exit_bound(swarm: Swarm, call: AdminCall) -> None:
+    """Refuses a change after which the timelock's delay would not exceed the vault's exit bound
+    (the unbonding period plus the challenge window plus the report lag), on a timelock bound to
+    its vault."""
+    term = _BOUND_TERMS.get(call.data[:4])
+    if term is None or call.target.lower() != swarm.deployment.addresses[term[0]].lower():
+        return
+    if int(str(swarm.read(TIMELOCK, "vault")), 16) == 0:
+        return  # a devnet's timelock, unbound
+    (value,) = abi.decode(["uint256"], call.data[4:])
+    terms = {"unbonding": int(swarm.read("StakingVault", "unbondingPeriod")),
+             "challenge": int(swarm.read("RewardDistributor", "challengeWindow")),
+             "lag": int(swarm.read("RewardDistributor", "maxReportLag")),
+             "delay": int(swarm.read(TIMELOCK, "getMinDelay"))}
+    terms[term[1]] = int(value)
+    bound = terms["unbonding"] + terms["challenge"] + terms["lag"]
+    if terms["delay"] <= bound:
+        what = call.description or "The call"
+        raise TransactionFailed(
+            f"{what} would leave the timelock's delay ({terms['delay']} s) within the time a provider waits "
+            f"to leave (unbonding + challenge window + report lag = {bound} s), so the timelock would refuse "
+            "it when it runs; raise the delay first (SwarmTimelock.updateDelay) or choose a smaller value."
+        )
 
 
 def _scheduled_call(swarm: Swarm, operation_id: bytes) -> AdminCall | None:

@@ -149,7 +149,12 @@ def clock_ahead_line(clock: str, seconds: int) -> str:
 )
 @click.option("--treasury", default=None,
               help="Who receives fees and slash shares (required off devnets; never the deployer).")
-@click.option("--guardian", default=None, help="Who pauses and vetoes at once (default: the deployer).")
+@click.option("--guardian", default=None,
+              help="Who pauses and vetoes at once (default on a devnet: the deployer; elsewhere required).")
+@click.option("--matcher", default=None,
+              help="The market service's key (default on a devnet: the deployer; elsewhere required).")
+@click.option("--arbiter", default=None,
+              help="Who rules on disputes (default on a devnet: the deployer; elsewhere required).")
 @click.option("--timelock-delay", type=click.IntRange(min=0), default=None,
               help="Seconds every admin change waits (off devnets: more than unbonding + challenge window + "
                    "report lag; default 21 days).")
@@ -169,6 +174,8 @@ def deploy_cmd(
     threshold: int | None,
     treasury: str | None,
     guardian: str | None,
+    matcher: str | None,
+    arbiter: str | None,
     timelock_delay: int | None,
     max_report_lag: int | None,
     min_dispute_bond: str | None,
@@ -191,6 +198,8 @@ def deploy_cmd(
     overrides: dict[str, Any] = {
         "treasury": treasury and parse_address(treasury, "--treasury"),
         "guardian": guardian and parse_address(guardian, "--guardian"),
+        "matcher": matcher and parse_address(matcher, "--matcher"),
+        "arbiter": arbiter and parse_address(arbiter, "--arbiter"),
         "timelock_delay": timelock_delay,
         "max_report_lag": max_report_lag,
         "min_dispute_bond": min_dispute_bond and parse_amount(min_dispute_bond, "--min-dispute-bond"),

@@ -1,4 +1,4 @@
-"""Deploy: four live contracts administered by a timelock, roles granted by their constructors,
+"""Deploy: five live contracts administered by a timelock, roles granted by their constructors,
 funded dev accounts, and a second deploy that changes nothing."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from anvil import dev_account, dev_accounts
+from anvil import AnvilConfig, AnvilNode, dev_account, dev_accounts
+from anvil.node import free_port
 from ledger.chain import Chain
 from ledger.client import Swarm
 from ledger.deploy import (
@@ -18,8 +19,10 @@ from ledger.deploy import (
     Deployment,
     DeployParams,
     deploy,
+    error_decoder,
 )
-from ledger.errors import SwarmError
+from ledger.errors import SwarmError, TransactionFailed
+from ledger.governance import NO_PREDECESSOR, admin_call, schedule
 from ledger.tx import Sender
 
 ZERO = "0x" + "00" * 20
@@ -30,7 +33,7 @@ def test_deploy_writes_live_addresses_for_the_chain(swarm: Swarm, swarm_home) ->
     saved = json.loads(path.read_text())
     assert path.name == "31337.json"
     assert set(saved["addresses"]) == {
-        "TimelockController", "SwarmToken", "StakingVault", "RewardDistributor", "JobMarket", "ServingEscrow"
+        "SwarmTimelock", "SwarmToken", "StakingVault", "RewardDistributor", "JobMarket", "ServingEscrow"
     }
     for address in saved["addresses"].values():
         assert len(swarm.chain.w3.eth.get_code(address)) > 0
@@ -53,8 +56,8 @@ def test_deploy_wires_roles_between_contracts(swarm: Swarm) -> None:
 
 def test_the_timelock_administers_every_contract_and_the_deployer_only_proposes(swarm: Swarm) -> None:
     deployer = swarm.deployment.deployer
-    timelock = swarm.contract("TimelockController").functions
-    timelock_address = swarm.deployment.addresses["TimelockController"]
+    timelock = swarm.contract("SwarmTimelock").functions
+    timelock_address = swarm.deployment.addresses["SwarmTimelock"]
     for name in ("SwarmToken", "StakingVault", "RewardDistributor", "JobMarket"):
         contract = swarm.contract(name).functions
         assert contract.defaultAdmin().call() == timelock_address, name
@@ -98,7 +101,12 @@ def test_the_market_and_distributor_limits_are_the_deployments(swarm: Swarm) -> 
     ({"treasury": dev_account(0).address}, "is the deployer"),
     ({"timelock_delay": 14 * 86_400}, "pass --timelock-delay of more than 1468800 s"),
     ({"max_report_lag": 14 * 86_400}, "lower max_report_lag to at most 1123200 s"),
-], ids=["no-treasury", "deployer-as-treasury", "delay-within-unbonding", "reporting-beyond-unbonding"])
+    ({}, "needs a key of its own"),
+    ({"matcher": dev_account(5).address, "arbiter": dev_account(5).address,
+      "guardian": dev_account(6).address},
+     r"One key \(0x[0-9a-fA-F]+\) would be the matcher and the arbiter"),
+], ids=["no-treasury", "deployer-as-treasury", "delay-within-unbonding", "reporting-beyond-unbonding",
+        "deployer-holds-every-role", "matcher-as-arbiter"])
 def test_a_production_deployment_with_unsafe_parameters_is_refused_before_anything_is_sent(
         swarm: Swarm, tmp_path, change, refusal) -> None:
     """Off a devnet the timelock must outlast an unbonding and a report's way to the chain, and the
@@ -151,3 +159,47 @@ def test_forced_deploy_makes_new_contracts_and_records_them(swarm: Swarm, swarm_
         assert json.loads(path.read_text())["addresses"] == fresh.deployment.addresses
     finally:
         path.write_text(saved)  # the chain snapshot is reverted; so is the file
+
+
+def test_a_production_deployment_gives_each_role_its_key_and_binds_the_timelock_to_the_exit_bound(
+        tmp_path) -> None:
+    """Off a devnet (an anvil with chain id 1): the matcher, the arbiter and the guardian are keys
+    of their own, and the timelock refuses, when it runs, a change that brings its delay within
+    the time a provider waits to leave, as `swarm chain admin` refuses it before it is sent."""
+    node = AnvilNode(AnvilConfig(home=tmp_path / "chain", port=free_port(), chain_id=1))
+    node.start()
+    try:
+        chain = Chain(node.config.url, 1)
+        guardian, matcher, arbiter = (dev_account(i).address for i in (6, 7, 8))
+        params = DeployParams(committee=tuple(a.address for a in dev_accounts()[1:4]), threshold=2,
+                              treasury=dev_account(9).address, guardian=guardian, matcher=matcher,
+                              arbiter=arbiter)
+        deployer = Sender(chain, dev_account(0).key, error_decoder())
+        swarm = Swarm(chain, deploy(chain, deployer, tmp_path / "home", params).deployment)
+        market = swarm.contract("JobMarket").functions
+        roles = {"matcher": market.MATCHER_ROLE().call(), "arbiter": market.ARBITER_ROLE().call()}
+        assert market.hasRole(roles["matcher"], matcher).call()
+        assert market.hasRole(roles["arbiter"], arbiter).call()
+        assert not any(market.hasRole(role, deployer.address).call() for role in roles.values())
+        timelock = swarm.contract("SwarmTimelock").functions
+        assert timelock.vault().call() == swarm.deployment.addresses["StakingVault"]
+        bound = params.unbonding_period + params.challenge_window + params.max_report_lag
+        assert swarm.read("StakingVault", "exitBound") == bound < params.timelock_delay
+
+        longer = admin_call(swarm, "StakingVault", "setUnbondingPeriod", params.timelock_delay)
+        nonce = chain.w3.eth.get_transaction_count(deployer.address)
+        with pytest.raises(TransactionFailed, match="within the time a provider waits to leave") as refused:
+            schedule(swarm, deployer, longer)
+        assert "\n" not in str(refused.value)
+        assert chain.w3.eth.get_transaction_count(deployer.address) == nonce, "nothing was sent"
+
+        # Scheduled anyway, straight through the contract: the chain refuses it when it runs.
+        deployer.send(timelock.schedule(longer.target, 0, longer.data, NO_PREDECESSOR, longer.salt,
+                                        params.timelock_delay))
+        node.rpc.increase_time(params.timelock_delay + 1)
+        node.rpc.mine()
+        with pytest.raises(TransactionFailed, match="DelayWithinExitBound"):
+            deployer.send(timelock.execute(longer.target, 0, longer.data, NO_PREDECESSOR, longer.salt))
+        assert swarm.read("StakingVault", "unbondingPeriod") == params.unbonding_period
+    finally:
+        node.stop()

@@ -157,6 +157,7 @@ def stage(tmp_path: Path, real_chain: AnvilNode, postgres_server) -> Iterator[St
         "RPC_URL": real_chain.config.url,
         "DEPLOYER_KEY": "0x" + dev_account(0).key.hex(),
         "PROVIDER_KEY": "0x" + dev_account(5).key.hex(),
+        "MATCHER_KEY": "0x" + dev_account(7).key.hex(),
         "DB_URL": postgres_server.create_database("operations_guide"),
         "PASSWORD": PASSWORD,
     }
@@ -212,7 +213,8 @@ def test_the_operations_guide_runs_block_by_block(stage: Stage) -> None:
     assert len(tokens) == 2 and not (stage.home / "ray" / "auth_token").exists()  # no token outside the sites
     assert not any(t.read_text() in everything for t in tokens)  # no token is ever printed
     assert PASSWORD not in everything
-    assert stage.env["DEPLOYER_KEY"][2:] not in everything and stage.env["PROVIDER_KEY"][2:] not in everything
+    private_keys = ("DEPLOYER_KEY", "PROVIDER_KEY", "MATCHER_KEY")
+    assert all(stage.env[name][2:] not in everything for name in private_keys)  # no private key is printed
     assert f"https://127.0.0.1:{stage.env['SITE_PORT']}" in everything  # the site printed where it serves
     # the provider's second machine joined, and left
     assert "Joined" in everything and "has left" in everything
@@ -225,7 +227,7 @@ def test_the_operations_guide_runs_block_by_block(stage: Stage) -> None:
     assert deployment["params"]["threshold"] == 2
     assert sorted(deployment["params"]["committee"]) == sorted(keys[f"oracle-{i}"] for i in (1, 2, 3))
     assert deployment["params"]["treasury"] == keys["treasury"] != deployment["deployer"]
-    assert "TimelockController" in deployment["addresses"]
+    assert "SwarmTimelock" in deployment["addresses"]
     assert "Cancelled operation" in everything and "Executed JobMarket.setDisputeWindow(120)" in everything
 
     engine = open_ledger(stage.env["DB_URL"])

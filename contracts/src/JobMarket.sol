@@ -88,6 +88,12 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     /// @notice The largest dispute bond the admin may set: the whole payment, so a buyer
     /// never risks more than it would pay for the job.
     uint16 public constant MAX_DISPUTE_BOND_BPS = 10_000;
+    /// @notice The highest floor the admin may set under a dispute bond: 10 tokens, so no
+    /// change makes a dispute of a small job unaffordable.
+    uint128 public constant MAX_MIN_DISPUTE_BOND = 10 ether;
+    /// @notice The highest price floor the admin may set: 0.001 token a unit (a device-second,
+    /// 3.6 tokens a device-hour), so no change of the floor prices every buyer out.
+    uint128 public constant MAX_MIN_PRICE_PER_UNIT = 1e15;
 
     enum Status {
         None,
@@ -198,6 +204,8 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
     error MinDisputeWindowOutOfRange(uint64 minWindow, uint64 max);
     error DisputeBondOutOfRange(uint16 bondBps, uint16 min, uint16 max);
     error JobDurationOutOfRange(uint64 duration, uint64 min, uint64 max);
+    error MinDisputeBondTooHigh(uint256 minBond, uint256 max);
+    error PriceFloorTooHigh(uint256 floor, uint256 max);
     error PriceBelowFloor(uint256 price, uint256 floor);
     error SameProvider(uint256 jobId, address provider);
     error AlreadySlashed(uint256 jobId);
@@ -559,14 +567,15 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
 
     /// @notice Sets the bond a buyer posts to dispute a job, in basis points of the job's
     /// payment, from MIN_DISPUTE_BOND_BPS (1%) to MAX_DISPUTE_BOND_BPS (100%), and its floor
-    /// in tokens, for disputes raised later. Only the admin. Emits {DisputeBondSet}.
+    /// in tokens, from 1 wei to MAX_MIN_DISPUTE_BOND, for disputes raised later. Only the admin.
+    /// Emits {DisputeBondSet}.
     function setDisputeBond(uint16 bondBps, uint128 minBond) external onlyRole(DEFAULT_ADMIN_ROLE) {
         _setDisputeBond(bondBps, minBond);
     }
 
     /// @notice Sets the longest a job may run from its posting to its deadline
-    /// (MIN_JOB_DURATION to MAX_JOB_DURATION) and the lowest price per unit (at least 1 wei),
-    /// for jobs posted and assignments made later. Only the admin. Emits {JobLimitsSet}.
+    /// (MIN_JOB_DURATION to MAX_JOB_DURATION) and the lowest price per unit (1 wei to
+    /// MAX_MIN_PRICE_PER_UNIT), for jobs posted and assignments made later. Only the admin. Emits {JobLimitsSet}.
     function setJobLimits(uint64 maxJobDuration_, uint128 minPricePerUnit_) external onlyRole(DEFAULT_ADMIN_ROLE) {
         _setJobLimits(maxJobDuration_, minPricePerUnit_);
     }
@@ -716,6 +725,7 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
             revert DisputeBondOutOfRange(bondBps, MIN_DISPUTE_BOND_BPS, MAX_DISPUTE_BOND_BPS);
         }
         if (minBond == 0) revert ZeroAmount();
+        if (minBond > MAX_MIN_DISPUTE_BOND) revert MinDisputeBondTooHigh(minBond, MAX_MIN_DISPUTE_BOND);
         disputeBondBps = bondBps;
         minDisputeBond = minBond;
         emit DisputeBondSet(bondBps, minBond);
@@ -726,6 +736,9 @@ contract JobMarket is EIP712, SwarmAccess, ReentrancyGuardTransient {
             revert JobDurationOutOfRange(maxJobDuration_, MIN_JOB_DURATION, MAX_JOB_DURATION);
         }
         if (minPricePerUnit_ == 0) revert ZeroAmount();
+        if (minPricePerUnit_ > MAX_MIN_PRICE_PER_UNIT) {
+            revert PriceFloorTooHigh(minPricePerUnit_, MAX_MIN_PRICE_PER_UNIT);
+        }
         maxJobDuration = maxJobDuration_;
         minPricePerUnit = minPricePerUnit_;
         emit JobLimitsSet(maxJobDuration_, minPricePerUnit_);

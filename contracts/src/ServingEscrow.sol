@@ -5,6 +5,7 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IERC20Permit} from "@openzeppelin/contracts/token/ERC20/extensions/IERC20Permit.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {EIP712} from "@openzeppelin/contracts/utils/cryptography/EIP712.sol";
+import {ECDSA} from "@openzeppelin/contracts/utils/cryptography/ECDSA.sol";
 import {SignatureChecker} from "@openzeppelin/contracts/utils/cryptography/SignatureChecker.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 
@@ -20,6 +21,11 @@ import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/Reentrancy
 /// A buyer takes back an unspent deposit in two steps: {thaw} names an amount, and
 /// {withdraw} takes it once `thawPeriod` has passed. Until then the whole deposit stays
 /// redeemable, so every voucher the buyer signed before the thaw ends can still be paid.
+///
+/// A voucher cannot be revoked. A buyer's signature is checked by ECDSA against its address
+/// first, whatever code the address carries later (an EIP-7702 delegation included); a
+/// contract wallet's ERC-1271 answer is asked only of a buyer that deposited as a contract
+/// wallet, recorded at its deposit.
 ///
 /// The contract has no admin, no fee and no pause: its token and thaw period are fixed at
 /// construction, and no key but a buyer's signature moves a buyer's deposit.
@@ -44,6 +50,9 @@ contract ServingEscrow is EIP712, ReentrancyGuardTransient {
         keccak256("Voucher(address buyer,address provider,uint128 cumulative)");
     /// @notice The longest thaw period a deployment may choose.
     uint64 public constant MAX_THAW_PERIOD = 30 days;
+    /// @notice The shortest thaw period a deployment may choose: the time a provider's site
+    /// has to see a thaw and redeem what the buyer signed before the buyer can withdraw it.
+    uint64 public constant MIN_THAW_PERIOD = 1 hours;
 
     /// @dev One slot: what the pair holds now, and the cumulative value paid out of it.
     struct Account {
@@ -65,6 +74,9 @@ contract ServingEscrow is EIP712, ReentrancyGuardTransient {
     uint256 public totalHeld;
     mapping(address buyer => mapping(address provider => Account)) internal _accounts;
     mapping(address buyer => mapping(address provider => Thaw)) internal _thaws;
+    /// @notice Whether `buyer` deposited as a contract wallet (an account with code that is
+    /// not an EIP-7702 delegation): only such a buyer's vouchers are checked by ERC-1271.
+    mapping(address buyer => bool) public depositedAsContract;
 
     event Deposited(address indexed buyer, address indexed provider, uint256 amount);
     event ThawStarted(address indexed buyer, address indexed provider, uint256 amount, uint64 endsAt);
@@ -78,6 +90,7 @@ contract ServingEscrow is EIP712, ReentrancyGuardTransient {
     error ZeroAddress();
     error ZeroAmount();
     error ThawPeriodTooLong(uint64 period, uint64 max);
+    error ThawPeriodTooShort(uint64 period, uint64 min);
     /// @notice The deposit holds less than the amount asked to thaw.
     error ThawExceedsBalance(uint256 amount, uint256 balance);
     error NothingThawing();
@@ -93,6 +106,7 @@ contract ServingEscrow is EIP712, ReentrancyGuardTransient {
     constructor(IERC20 token_, uint64 thawPeriod_) EIP712("SwarmServing", "1") {
         if (address(token_) == address(0)) revert ZeroAddress();
         if (thawPeriod_ > MAX_THAW_PERIOD) revert ThawPeriodTooLong(thawPeriod_, MAX_THAW_PERIOD);
+        if (thawPeriod_ < MIN_THAW_PERIOD) revert ThawPeriodTooShort(thawPeriod_, MIN_THAW_PERIOD);
         token = token_;
         thawPeriod = thawPeriod_;
     }
@@ -145,8 +159,9 @@ contract ServingEscrow is EIP712, ReentrancyGuardTransient {
     /// @notice Pays `provider` what `buyer`'s voucher adds to what was redeemed before:
     /// `cumulative − redeemed`, or the whole deposit if it holds less (the rest stays
     /// redeemable with the same voucher). Anyone may send it; the provider is paid.
-    /// `signature` is the buyer's over `Voucher(buyer, provider, cumulative)`, from its key or,
-    /// for a contract wallet, its ERC-1271 answer. Emits {Redeemed}.
+    /// `signature` is the buyer's over `Voucher(buyer, provider, cumulative)`: from its key
+    /// (ECDSA, checked first and whatever code the buyer's address carries now) or, for a
+    /// buyer that deposited as a contract wallet, its ERC-1271 answer. Emits {Redeemed}.
     function redeem(address buyer, address provider, uint128 cumulative, bytes calldata signature)
         external
         nonReentrant
@@ -156,7 +171,7 @@ contract ServingEscrow is EIP712, ReentrancyGuardTransient {
         if (cumulative <= account.redeemed) revert VoucherNotAbove(cumulative, account.redeemed);
         if (account.balance == 0) revert DepositEmpty();
         bytes32 digest = _hashTypedDataV4(keccak256(abi.encode(VOUCHER_TYPEHASH, buyer, provider, cumulative)));
-        if (!SignatureChecker.isValidSignatureNow(buyer, digest, signature)) revert InvalidVoucherSignature();
+        if (!_signedBy(buyer, digest, signature)) revert InvalidVoucherSignature();
         paid = cumulative - account.redeemed;
         if (paid > account.balance) paid = account.balance;
         unchecked {
@@ -206,9 +221,30 @@ contract ServingEscrow is EIP712, ReentrancyGuardTransient {
 
     // ─── Internal ────────────────────────────────────────────────────────────
 
+    /// @dev The buyer's key signed `digest`, or the buyer deposited as a contract wallet and
+    /// its wallet accepts the signature now. An EOA's voucher is never asked of its code, so
+    /// no delegation it attaches later can disown it.
+    function _signedBy(address buyer, bytes32 digest, bytes calldata signature) private view returns (bool) {
+        (address recovered, ECDSA.RecoverError err,) = ECDSA.tryRecover(digest, signature);
+        if (err == ECDSA.RecoverError.NoError && recovered == buyer) return true;
+        return depositedAsContract[buyer] && SignatureChecker.isValidERC1271SignatureNow(buyer, digest, signature);
+    }
+
+    /// @dev Code that is not an EIP-7702 delegation designator (0xef0100 ‖ address): a
+    /// delegated EOA keeps its key and is checked as one.
+    function _isContractWallet(address account) private view returns (bool) {
+        uint256 size = account.code.length;
+        if (size == 0) return false;
+        if (size != 23) return true;
+        bytes memory code = account.code;
+        return !(code[0] == 0xef && code[1] == 0x01 && code[2] == 0x00);
+    }
+
     function _deposit(address provider, uint256 amount) private {
         if (provider == address(0)) revert ZeroAddress();
         if (amount == 0) revert ZeroAmount();
+        // An account with a key (no code, or a delegation) reads and writes nothing here.
+        if (_isContractWallet(msg.sender) && !depositedAsContract[msg.sender]) depositedAsContract[msg.sender] = true;
         Account storage account = _accounts[msg.sender][provider];
         // A pair's deposits, summed, stay within a uint128 (far above the token's supply).
         if (amount > type(uint128).max - account.balance - account.redeemed) revert AmountTooLarge(amount);

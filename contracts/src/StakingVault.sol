@@ -31,6 +31,9 @@ import {IStakingVault, IReportHolds} from "./interfaces/IStakingVault.sol";
 ///    maxSlashBps of it net of the provider's slash debt, nor more than the bucket holds;
 ///  - a provider's slash debt never exceeds its stake + unbonding;
 ///  - a hold reaches at most MAX_HOLD past the moment it is placed;
+///  - whatever holds stand, a provider withdraws its unbonding stake by its release plus the
+///    distributor's challenge window plus its report lag ({exitBound} after the request), and
+///    a deferred slash holds it at most one report lag past its release;
 ///  - one slasher takes at most maxSlashBpsPerPeriod (summed) from one provider within any
 ///    SLASH_PERIOD, however the slashes fall in time;
 ///  - unbondingPeriod >= the distributor's challengeWindow + maxReportLag;
@@ -58,6 +61,9 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     uint128 public constant MAX_MIN_STAKE_PER_GPU = 10_000_000 ether;
     /// @notice The bucket may not be set smaller than this, so slashing cannot be switched off.
     uint128 public constant MIN_BUCKET_CAPACITY = 1 ether;
+    /// @notice The largest slash bucket the admin may set: a tenth of the token's hard cap on
+    /// supply, so no change of the rate limit lets slashes take everything at once.
+    uint128 public constant MAX_BUCKET_CAPACITY = 100_000_000 ether;
     /// @notice The furthest from now a slasher may hold a provider's stake.
     uint64 public constant MAX_HOLD = 120 days;
     /// @notice The per-period cap is checked over buckets of this length; the buckets summed
@@ -459,9 +465,25 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         info.tombstoned = p.tombstoned;
         info.specHash = p.specHash;
         info.heldUntil = p.heldUntil;
-        info.reportHeldUntil = _reportHeldUntil(provider);
+        info.reportHeldUntil = _reportHeldUntil(provider, p, IReportHolds(rewardsDistributor).maxReportLag());
         info.claimedRewards = p.claimedRewards;
         info.slashDebt = _owed[provider].debt;
+    }
+
+    /// @notice When `provider` may withdraw its unbonding stake: its release, or the end of its
+    /// holds if later, which never passes the release plus the challenge window and the report
+    /// lag. 0 when nothing is unbonding.
+    function withdrawableAt(address provider) external view returns (uint64) {
+        Provider storage p = _providers[provider];
+        if (p.unbonding == 0) return 0;
+        uint64 held = _heldUntil(provider, p);
+        return held > p.unbondingEnd ? held : p.unbondingEnd;
+    }
+
+    /// @inheritdoc IStakingVault
+    function exitBound() external view returns (uint64) {
+        IReportHolds reports = IReportHolds(rewardsDistributor);
+        return unbondingPeriod + reports.challengeWindow() + reports.maxReportLag();
     }
 
     /// @notice Slashed amounts the network-wide bucket deferred for `provider`: collected as it refills.
@@ -541,8 +563,9 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         _setSlashPolicy(maxSlashBps_, maxSlashBpsPerPeriod_, treasuryShareBps_, treasury_);
     }
 
-    /// @notice Sets the network-wide slash bucket: a capacity of at least MIN_BUCKET_CAPACITY
-    /// and a refill from 1 wei a second up to the capacity. Emits {SlashRateLimitSet}.
+    /// @notice Sets the network-wide slash bucket: a capacity from MIN_BUCKET_CAPACITY to
+    /// MAX_BUCKET_CAPACITY and a refill from 1 wei a second up to the capacity.
+    /// Emits {SlashRateLimitSet}.
     function setSlashRateLimit(uint128 capacity, uint128 refillPerSecond) external onlyRole(DEFAULT_ADMIN_ROLE) {
         _bucketLevel = uint128(_bucketAt(block.timestamp));
         _bucketUpdatedAt = uint64(block.timestamp);
@@ -603,18 +626,30 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
         return uint40(until > longest ? longest : until);
     }
 
-    /// @dev The end of `provider`'s hold: the slashers', or the distributor's if later.
+    /// @dev The end of `provider`'s hold on its unbonding stake: the slashers', or the
+    /// distributor's if later, and never past its release plus the challenge window and the
+    /// report lag: no job, dispute or report keeps a provider that asked to leave longer.
     function _heldUntil(address provider, Provider storage p) private view returns (uint64) {
-        uint64 report = _reportHeldUntil(provider);
-        return report > p.heldUntil ? report : p.heldUntil;
+        IReportHolds reports = IReportHolds(rewardsDistributor);
+        uint64 lag = reports.maxReportLag();
+        uint64 report = _reportHeldUntil(provider, p, lag);
+        uint64 held = report > p.heldUntil ? report : p.heldUntil;
+        uint64 bound = p.unbondingEnd + reports.challengeWindow() + lag;
+        return held > bound ? bound : held;
     }
 
-    /// @dev The distributor's hold of `provider` while it lasts and its report's holds stand; else 0.
-    function _reportHeldUntil(address provider) private view returns (uint64) {
+    /// @dev The distributor's hold of `provider` while it lasts and its report's holds stand;
+    /// else 0. A deferred slash holds the provider at most one report lag past its release:
+    /// the next report slashes it by then, or it leaves.
+    function _reportHeldUntil(address provider, Provider storage p, uint64 lag) private view returns (uint64) {
         Owed storage o = _owed[provider];
         uint64 until = o.holdUntil;
         if (until <= block.timestamp) return 0;
         if (!IReportHolds(rewardsDistributor).isHoldLive(o.reportId, o.deferred)) return 0;
+        if (o.deferred && p.unbondingEnd > 0) {
+            uint64 bound = p.unbondingEnd + lag;
+            if (until > bound) return bound;
+        }
         return until;
     }
 
@@ -798,7 +833,9 @@ contract StakingVault is IStakingVault, SwarmAccess, ReentrancyGuardTransient {
     }
 
     function _setSlashRateLimit(uint128 capacity, uint128 refillPerSecond) private {
-        if (capacity < MIN_BUCKET_CAPACITY) revert OutOfRange("slashBucketCapacity", capacity, MIN_BUCKET_CAPACITY, type(uint128).max);
+        if (capacity < MIN_BUCKET_CAPACITY || capacity > MAX_BUCKET_CAPACITY) {
+            revert OutOfRange("slashBucketCapacity", capacity, MIN_BUCKET_CAPACITY, MAX_BUCKET_CAPACITY);
+        }
         if (refillPerSecond == 0 || refillPerSecond > capacity) {
             revert OutOfRange("slashRefillPerSecond", refillPerSecond, 1, capacity);
         }

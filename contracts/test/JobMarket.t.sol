@@ -1671,8 +1671,8 @@ contract JobMarketTest is SwarmTestBase {
     }
 
     function test_ProviderWhoUnstakesAfterTakingAJobCannotWithdrawUntilItsDeadlinePassed() public {
-        uint64 jobDeadline = uint64(block.timestamp) + 10 days;
-        _assignedThenUnstaked(10 days);
+        uint64 jobDeadline = uint64(block.timestamp) + UNBONDING_PERIOD + 12 hours; // within the exit bound
+        _assignedThenUnstaked(UNBONDING_PERIOD + 12 hours);
         vm.warp(block.timestamp + UNBONDING_PERIOD); // unbonding is over, the job is not
         _expectOnHold(jobDeadline + 1);
         vm.warp(jobDeadline);
@@ -1684,9 +1684,31 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(token.balanceOf(alice), ACTOR_FUNDS);
     }
 
+    /// @dev A job whose deadline lies past its provider's exit bound holds it only to the bound:
+    /// then it leaves with everything, and a slash for the job finds nothing.
+    function test_AJobPastTheExitBoundHoldsItsProviderOnlyToTheBound() public {
+        uint64 jobDeadline = uint64(block.timestamp) + 20 days;
+        uint256 jobId = _assignedThenUnstaked(20 days);
+        uint64 exitBy = vault.providerInfo(alice).unbondingEnd + CHALLENGE_WINDOW + MAX_REPORT_LAG;
+        assertEq(vault.providerInfo(alice).heldUntil, jobDeadline + 1);
+        assertEq(vault.withdrawableAt(alice), exitBy);
+        vm.warp(exitBy - 1);
+        _expectOnHold(exitBy);
+        vm.warp(exitBy);
+        vm.prank(alice);
+        vault.withdraw();
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS);
+
+        vm.warp(jobDeadline);
+        vm.prank(matcher);
+        market.failJob(jobId, REASON, 2_500);
+        assertEq(token.balanceOf(alice), ACTOR_FUNDS, "the slash found nothing");
+        assertEq(vault.providerInfo(alice).unbonding, 0);
+    }
+
     function test_FailJobSlashStillFindsTheStakeOfAProviderThatTriedToLeave() public {
-        uint64 jobDeadline = uint64(block.timestamp) + 10 days;
-        uint256 jobId = _assignedThenUnstaked(10 days);
+        uint64 jobDeadline = uint64(block.timestamp) + UNBONDING_PERIOD + 12 hours; // within the exit bound
+        uint256 jobId = _assignedThenUnstaked(UNBONDING_PERIOD + 12 hours);
         vm.warp(block.timestamp + UNBONDING_PERIOD);
         _expectOnHold(jobDeadline + 1); // the escape fails
 
@@ -1698,14 +1720,15 @@ contract JobMarketTest is SwarmTestBase {
 
     function test_CompleteJob_HoldsTheProviderUntilTheDisputeWindowCloses() public {
         vm.prank(admin);
-        market.setDisputeWindow(7 days);
-        uint256 jobId = _assignedThenUnstaked(2 days);
-        vm.warp(block.timestamp + 1 days); // completed a day after the unstake: the window ends after the release
+        market.setDisputeWindow(1 days + 6 hours);
+        uint256 jobId = _assignedThenUnstaked(7 days);
+        vm.warp(block.timestamp + 6 days); // the window ends after the release, within the exit bound
         _complete(jobId, USED);
         uint64 disputeEnd = market.getJob(jobId).disputeEnd;
         assertEq(vault.providerInfo(alice).heldUntil, disputeEnd);
+        assertLt(disputeEnd, vault.providerInfo(alice).unbondingEnd + CHALLENGE_WINDOW + MAX_REPORT_LAG);
 
-        vm.warp(block.timestamp + UNBONDING_PERIOD - 1 days); // the unbonding is over
+        vm.warp(block.timestamp + UNBONDING_PERIOD - 6 days); // the unbonding is over
         _expectOnHold(disputeEnd);
         vm.warp(disputeEnd - 1);
         _expectOnHold(disputeEnd);
@@ -1715,23 +1738,28 @@ contract JobMarketTest is SwarmTestBase {
         assertEq(vault.providerInfo(alice).unbonding, 0);
     }
 
-    function test_DisputeSlashStillFindsTheStakeOfAProviderThatTriedToLeave() public {
+    /// @dev A dispute holds the provider that asked to leave until its exit bound (its release
+    /// plus the challenge window and the report lag), never through the whole arbitration: a
+    /// ruling within the bound still finds the stake.
+    function test_DisputeSlashFindsTheStakeOfAProviderThatTriedToLeaveUntilItsExitBound() public {
         uint256 jobId = _assignedThenUnstaked(2 days);
         _complete(jobId, USED);
         vm.prank(carol);
         market.disputeJob(jobId);
         uint64 arbitrationEnd = market.getJob(jobId).disputeEnd + market.ARBITRATION_PERIOD();
         assertEq(vault.providerInfo(alice).heldUntil, arbitrationEnd + 1);
+        uint64 exitBy = vault.providerInfo(alice).unbondingEnd + CHALLENGE_WINDOW + MAX_REPORT_LAG;
+        assertLt(exitBy, arbitrationEnd + 1, "the arbitration alone would hold her past her exit bound");
 
         vm.warp(block.timestamp + UNBONDING_PERIOD);
-        _expectOnHold(arbitrationEnd + 1); // the escape fails
-        vm.warp(arbitrationEnd);
-        _expectOnHold(arbitrationEnd + 1);
+        _expectOnHold(exitBy); // the escape fails
+        vm.warp(exitBy - 1);
+        _expectOnHold(exitBy);
         vm.prank(arbiter);
         market.resolveDispute(jobId, true, 1_000);
         assertEq(vault.providerInfo(alice).unbonding, ALICE_STAKE - ALICE_STAKE / 10);
 
-        vm.warp(arbitrationEnd + 1);
+        vm.warp(exitBy);
         vm.prank(alice);
         vault.withdraw();
         assertEq(token.balanceOf(alice), ACTOR_FUNDS - ALICE_STAKE / 10);
@@ -2367,8 +2395,8 @@ contract JobMarketTest is SwarmTestBase {
     /// @dev A random timeline: alice takes a job, requests her whole stake back, and the
     /// job stays assigned (path 0), completes (1), or completes and is disputed by the
     /// buyer (2) or the matcher (3). At any moment up to the last second a slash for it
-    /// can land, alice cannot withdraw, and that slash still finds her stake; from the
-    /// first second after it (and the end of unbonding) she can.
+    /// can land, or her exit bound if that comes first, alice cannot withdraw, and that slash
+    /// still finds her stake; from the first second after it (and the end of unbonding) she can.
     function testFuzz_NoWithdrawalWhileASlashForAnOpenJobCanStillCome(
         uint64 lifetime,
         uint64 assignGap,
@@ -2415,27 +2443,37 @@ contract JobMarketTest is SwarmTestBase {
             }
         }
 
-        // Anywhere in the window, the withdrawal fails and the slash lands.
-        t += uint64(bound(tryGap, 0, lastSlash - t));
-        vm.warp(t);
-        assertFalse(_canWithdraw(), "withdrew while a slash could still come");
-        if (path == 0) {
-            vm.prank(matcher);
-            market.failJob(jobId, REASON, 1_000);
-        } else {
-            if (path == 1) {
-                vm.prank(carol);
-                market.disputeJob(jobId);
-            }
-            vm.prank(arbiter);
-            market.resolveDispute(jobId, true, 1_000);
-        }
-        assertEq(vault.providerInfo(alice).unbonding, ALICE_STAKE - ALICE_STAKE / 10, "the slash found the stake");
+        // The exit bound: past it no hold keeps her, whatever the job.
+        uint64 unbondingEnd = vault.providerInfo(alice).unbondingEnd;
+        uint64 exitBy = unbondingEnd + CHALLENGE_WINDOW + MAX_REPORT_LAG;
+        if (lastSlash >= exitBy) lastSlash = exitBy - 1;
 
-        // Free from the first second no slash can come (nor unbonding holds it), not before.
+        // Anywhere in the window, the withdrawal fails and the slash lands.
+        if (t <= lastSlash) {
+            t += uint64(bound(tryGap, 0, lastSlash - t));
+            vm.warp(t);
+            assertFalse(_canWithdraw(), "withdrew while a slash could still come");
+            if (path == 0) {
+                vm.prank(matcher);
+                market.failJob(jobId, REASON, 1_000);
+            } else {
+                if (path == 1) {
+                    vm.prank(carol);
+                    market.disputeJob(jobId);
+                }
+                vm.prank(arbiter);
+                market.resolveDispute(jobId, true, 1_000);
+            }
+            assertEq(
+                vault.providerInfo(alice).unbonding, ALICE_STAKE - ALICE_STAKE / 10, "the slash found the stake"
+            );
+        }
+
+        // Free from the first second no slash can come (nor unbonding holds it) or from the
+        // exit bound, whichever is first, not before.
         uint64 free = path == 0 ? jobDeadline + 1 : disputeEnd + market.ARBITRATION_PERIOD() + 1;
         if (free < jobDeadline + 1) free = jobDeadline + 1;
-        uint64 unbondingEnd = vault.providerInfo(alice).unbondingEnd;
+        if (free > exitBy) free = exitBy;
         if (free < unbondingEnd) free = unbondingEnd;
         if (free - 1 > t) {
             vm.warp(free - 1);

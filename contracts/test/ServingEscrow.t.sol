@@ -90,9 +90,12 @@ contract ServingEscrowTest is SwarmTestBase {
         vm.stopPrank();
     }
 
-    function test_ConstructorRefusesALongThawAndNoToken() public {
+    function test_ConstructorRefusesALongThawAShortOneAndNoToken() public {
         vm.expectRevert(abi.encodeWithSelector(ServingEscrow.ThawPeriodTooLong.selector, 31 days, 30 days));
         new ServingEscrow(token, 31 days);
+        vm.expectRevert(abi.encodeWithSelector(ServingEscrow.ThawPeriodTooShort.selector, 1 hours - 1, 1 hours));
+        new ServingEscrow(token, 1 hours - 1);
+        assertEq(new ServingEscrow(token, 1 hours).thawPeriod(), 1 hours, "the floor itself is allowed");
         vm.expectRevert(ServingEscrow.ZeroAddress.selector);
         new ServingEscrow(IERC20(address(0)), THAW);
     }
@@ -179,11 +182,34 @@ contract ServingEscrowTest is SwarmTestBase {
         token.approve(address(escrow), DEPOSIT);
         escrow.deposit(alice, DEPOSIT);
         vm.stopPrank();
+        assertTrue(escrow.depositedAsContract(address(wallet)), "recorded at its deposit");
         bytes memory voucher = _voucher(carolKey, address(wallet), alice, 5 ether);
         assertEq(escrow.redeem(address(wallet), alice, 5 ether, voucher), 5 ether);
         bytes memory forged = _voucher(daveKey, address(wallet), alice, 6 ether);
         vm.expectRevert(ServingEscrow.InvalidVoucherSignature.selector);
         escrow.redeem(address(wallet), alice, 6 ether, forged);
+    }
+
+    /// @dev A buyer that deposited from its key is checked by its key alone: code it attaches
+    /// later (an EIP-7702 delegation to a wallet that accepts its own owner's signatures) is
+    /// never asked, so a signature by another key is refused and the buyer's own still pays.
+    function test_AnAccountThatDepositedFromItsKeyIsNeverAskedItsCode() public {
+        vm.prank(carol);
+        escrow.deposit(alice, DEPOSIT);
+        assertFalse(escrow.depositedAsContract(carol));
+        // Carol's account delegates to a wallet that accepts whatever dave's key signs.
+        vm.signAndAttachDelegation(address(new ContractWallet(dave)), carolKey);
+        vm.prank(carol);
+        escrow.thaw(alice, 0);
+        assertEq(carol.code.length, 23, "a delegation designator");
+        bytes memory byDave = _voucher(daveKey, carol, alice, 5 ether);
+        vm.expectRevert(ServingEscrow.InvalidVoucherSignature.selector);
+        escrow.redeem(carol, alice, 5 ether, byDave);
+        assertEq(escrow.redeem(carol, alice, 5 ether, _voucher(carolKey, carol, alice, 5 ether)), 5 ether);
+        // Depositing again with the delegation attached still records an account with a key.
+        vm.prank(carol);
+        escrow.deposit(alice, 1 ether);
+        assertFalse(escrow.depositedAsContract(carol));
     }
 
     function test_RedemptionGasDoesNotDependOnTheAmount() public {

@@ -194,7 +194,7 @@ contract StakingVaultTest is PermitSigner {
 
         p = _params();
         p.slashBucketCapacity = 0;
-        _expectOutOfRange("slashBucketCapacity", 0, 1 ether, type(uint128).max);
+        _expectOutOfRange("slashBucketCapacity", 0, 1 ether, vault.MAX_BUCKET_CAPACITY());
         new StakingVault(token, admin, p);
 
         p = _params();
@@ -609,7 +609,7 @@ contract StakingVaultTest is PermitSigner {
     function test_RevertWhen_WithdrawWhileHeld() public {
         _registerAndStake(alice, GPUS, STAKE);
         _unstake(alice, STAKE);
-        uint64 until = _now() + UNBONDING_PERIOD + 3 days;
+        uint64 until = _now() + UNBONDING_PERIOD + 12 hours; // within the exit bound
         vm.expectEmit(true, true, true, true, address(vault));
         emit StakingVault.StakeHeld(alice, until);
         _hold(alice, until);
@@ -630,7 +630,7 @@ contract StakingVaultTest is PermitSigner {
 
     function test_HoldPlacedBeforeUnstakeStillBlocksWithdraw() public {
         _registerAndStake(alice, GPUS, STAKE);
-        uint64 until = _now() + 30 days;
+        uint64 until = _now() + UNBONDING_PERIOD + 12 hours; // within the exit bound
         _hold(alice, until);
         _unstake(alice, STAKE);
         vm.warp(_info(alice).unbondingEnd);
@@ -664,6 +664,8 @@ contract StakingVaultTest is PermitSigner {
         uint64 release = _info(alice).unbondingEnd;
         uint64 until = _now() + uint64(bound(holdFor, 0, vault.MAX_HOLD()));
         _hold(alice, until);
+        uint64 exitBy = release + CHALLENGE_WINDOW + MAX_REPORT_LAG;
+        if (until > exitBy) until = exitBy; // no hold keeps her past her exit bound
         vm.warp(block.timestamp + bound(wait, 0, 400 days));
         if (_now() < release) {
             vm.expectRevert(abi.encodeWithSelector(StakingVault.StillUnbonding.selector, release, _now()));
@@ -675,21 +677,27 @@ contract StakingVaultTest is PermitSigner {
         assertEq(token.balanceOf(alice), paid ? ACTOR_FUNDS : ACTOR_FUNDS - STAKE);
     }
 
-    function test_HoldReachesAtMostMaxHoldPastNow() public {
+    /// @dev A hold reaches at most MAX_HOLD past now, and keeps a provider that asked to leave
+    /// no longer than its exit bound: its release plus the challenge window and the report lag.
+    function test_HoldReachesAtMostMaxHoldPastNowAndTheExitBound() public {
         _registerAndStake(alice, GPUS, STAKE);
         _unstake(alice, STAKE);
         uint256 longest = block.timestamp + vault.MAX_HOLD();
         _hold(alice, type(uint64).max);
         assertEq(_info(alice).heldUntil, longest);
-        vm.warp(longest - 1);
-        vm.expectRevert(abi.encodeWithSelector(StakingVault.StakeOnHold.selector, uint64(longest), uint64(longest - 1)));
-        _withdraw(alice);
         vm.recordLogs();
         _hold(alice, uint64(longest)); // nothing to extend: no event
         assertEq(vm.getRecordedLogs().length, 0);
-        vm.warp(longest);
+        uint64 exitBy = _info(alice).unbondingEnd + CHALLENGE_WINDOW + MAX_REPORT_LAG;
+        assertEq(vault.exitBound(), UNBONDING_PERIOD + CHALLENGE_WINDOW + MAX_REPORT_LAG);
+        assertEq(vault.withdrawableAt(alice), exitBy);
+        vm.warp(exitBy - 1);
+        vm.expectRevert(abi.encodeWithSelector(StakingVault.StakeOnHold.selector, exitBy, exitBy - 1));
+        _withdraw(alice);
+        vm.warp(exitBy);
         _withdraw(alice);
         assertEq(_info(alice).unbonding, 0);
+        assertEq(vault.withdrawableAt(alice), 0, "nothing left to withdraw");
     }
 
     function test_RevertWhen_HoldWithoutSlasherRole() public {
@@ -1683,8 +1691,9 @@ contract StakingVaultTest is PermitSigner {
     function testFuzz_SetSlashRateLimitWithinRange(uint128 capacity, uint128 refill) public {
         uint128 floor = vault.MIN_BUCKET_CAPACITY();
         bool valid;
-        if (capacity < floor) {
-            _expectOutOfRange("slashBucketCapacity", capacity, floor, type(uint128).max);
+        uint128 ceiling = vault.MAX_BUCKET_CAPACITY();
+        if (capacity < floor || capacity > ceiling) {
+            _expectOutOfRange("slashBucketCapacity", capacity, floor, ceiling);
         } else if (refill == 0 || refill > capacity) {
             _expectOutOfRange("slashRefillPerSecond", refill, 1, capacity);
         } else {

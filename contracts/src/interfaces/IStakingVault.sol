@@ -61,6 +61,18 @@ interface IStakingVault {
 
     /// @notice How long an unstake request unbonds.
     function unbondingPeriod() external view returns (uint64);
+
+    /// @notice The longest a provider waits from asking for its stake back to holding it,
+    /// whatever holds jobs, disputes and reports place: the unbonding period, then at most
+    /// the distributor's challenge window plus its report lag. The admin's timelock waits
+    /// longer than this ({SwarmTimelock}), so a provider that asks when a change is scheduled
+    /// leaves before the change can execute.
+    function exitBound() external view returns (uint64);
+}
+
+/// @notice The timelock's view of what it must outwait: the vault's {IStakingVault.exitBound}.
+interface IExitBound {
+    function exitBound() external view returns (uint64);
 }
 
 /// @notice What the staking vault needs from the reward distributor: whether a report's

@@ -88,8 +88,8 @@ contract AdminHandler is HandlerBase {
 
     /// @dev In range: a capacity from MIN_BUCKET_CAPACITY up to 200,000 tokens and a refill
     /// that fills it in one hour to thirty days (one call in eight: any refill from 1 wei a
-    /// second up to the capacity). Out of range: a capacity below the minimum, no refill,
-    /// or a refill above the capacity.
+    /// second up to the capacity). Out of range: a capacity below the minimum or above the
+    /// maximum, no refill, or a refill above the capacity.
     function setSlashRateLimit(uint256 capacitySeed, uint256 refillSeed) external step {
         uint128 floor = vault.MIN_BUCKET_CAPACITY();
         uint256 capacity = _bound(capacitySeed >> 1, floor, 200_000 ether);
@@ -98,10 +98,11 @@ contract AdminHandler is HandlerBase {
             : _bound(refillSeed >> 3, capacity / 30 days + 1, capacity / 1 hours + 1);
         bool inRange = capacitySeed % 2 == 0;
         if (!inRange) {
-            uint256 way = (refillSeed >> 3) % 3;
+            uint256 way = (refillSeed >> 3) % 4;
             if (way == 0) capacity = _bound(capacitySeed >> 1, 0, floor - 1);
             else if (way == 1) refill = 0;
-            else refill = _bound(refillSeed >> 5, capacity + 1, type(uint128).max);
+            else if (way == 2) refill = _bound(refillSeed >> 5, capacity + 1, type(uint128).max);
+            else capacity = _bound(capacitySeed >> 1, uint256(vault.MAX_BUCKET_CAPACITY()) + 1, type(uint128).max);
         }
         vm.prank(admin);
         try vault.setSlashRateLimit(uint128(capacity), uint128(refill)) {
@@ -215,22 +216,28 @@ contract AdminHandler is HandlerBase {
         }
     }
 
-    /// @dev In range: MIN_DISPUTE_BOND_BPS to MAX_DISPUTE_BOND_BPS; out of range: either side.
+    /// @dev In range: MIN_DISPUTE_BOND_BPS to MAX_DISPUTE_BOND_BPS, with a floor from 1 wei to
+    /// MAX_MIN_DISPUTE_BOND; out of range: the share on either side, or the floor above its ceiling.
     function setDisputeBond(uint256 seed) external step {
         uint16 floor = market.MIN_DISPUTE_BOND_BPS();
         uint16 ceiling = market.MAX_DISPUTE_BOND_BPS();
+        uint128 bondCeiling = market.MAX_MIN_DISPUTE_BOND();
         bool inRange = seed % 2 == 0;
         uint16 bond = uint16(_bound(seed >> 2, floor, ceiling));
+        uint128 minBond = uint128(_bound(seed >> 20, 1, bondCeiling));
+        bytes4 refusal = JobMarket.DisputeBondOutOfRange.selector;
         if (!inRange) {
-            bond = (seed >> 1) % 2 == 0
-                ? uint16(_bound(seed >> 2, 0, floor - 1))
-                : uint16(_bound(seed >> 2, uint256(ceiling) + 1, type(uint16).max));
+            uint256 way = (seed >> 1) % 3;
+            if (way == 0) bond = uint16(_bound(seed >> 2, 0, floor - 1));
+            else if (way == 1) bond = uint16(_bound(seed >> 2, uint256(ceiling) + 1, type(uint16).max));
+            else (minBond, refusal) = (uint128(_bound(seed >> 20, uint256(bondCeiling) + 1, type(uint128).max)),
+                JobMarket.MinDisputeBondTooHigh.selector);
         }
         vm.prank(admin);
-        try market.setDisputeBond(bond, uint128(_bound(seed >> 20, 1, 100 ether))) {
+        try market.setDisputeBond(bond, minBond) {
             _taken(inRange, "setDisputeBond");
         } catch (bytes memory err) {
-            _refused(inRange, err, JobMarket.DisputeBondOutOfRange.selector, "setDisputeBond");
+            _refused(inRange, err, refusal, "setDisputeBond");
         }
     }
 

@@ -348,8 +348,18 @@ abstract contract HandlerBase is CommonBase, StdUtils {
     }
 
     /// @dev The hold a withdrawal waits for: the slashers', or a report's while it stands.
-    function _held(StakingVault.ProviderView memory info) internal pure returns (uint64) {
-        return info.reportHeldUntil > info.heldUntil ? info.reportHeldUntil : info.heldUntil;
+    /// @dev When the provider's holds end for a withdrawal: the slashers' or the distributor's,
+    /// never past its release plus the challenge window and the report lag (the exit bound).
+    function _held(StakingVault.ProviderView memory info) internal view returns (uint64) {
+        uint64 held = info.reportHeldUntil > info.heldUntil ? info.reportHeldUntil : info.heldUntil;
+        uint64 bound = _exitBy(info);
+        return held > bound ? bound : held;
+    }
+
+    /// @dev The latest a provider that asked to leave may be held: its release plus the
+    /// distributor's challenge window and report lag.
+    function _exitBy(StakingVault.ProviderView memory info) internal view returns (uint64) {
+        return info.unbondingEnd + distributor.challengeWindow() + distributor.maxReportLag();
     }
 
     /// @dev Runs a handler action at the campaign's time and records the epoch and the

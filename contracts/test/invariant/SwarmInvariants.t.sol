@@ -71,6 +71,10 @@ contract SwarmInvariantsTest is SwarmTestBase {
         // A bucket small enough that the oracle's and the market's slashes hit the limit.
         vm.prank(admin);
         vault.setSlashRateLimit(SLASH_BUCKET, SLASH_REFILL);
+        // A report lag of days, so that holds past a provider's release (cut at its release
+        // plus the challenge window and the lag) last long enough to be met.
+        vm.prank(admin);
+        distributor.setMaxReportLag(3 days);
 
         clock = new Clock(block.timestamp);
         HandlerBase.Deps memory deps = HandlerBase.Deps({
@@ -176,6 +180,7 @@ contract SwarmInvariantsTest is SwarmTestBase {
         assertFalse(vaultHandler.withdrawalBeforeRelease(), "a withdrawal before unbondingEnd or heldUntil");
         assertFalse(vaultHandler.withdrawalWithDebt(), "a withdrawal paid out unbonding a slash debt still claimed");
         assertFalse(vaultHandler.withdrawalRefusedWrongly(), "a withdrawal refused for the wrong reason");
+        assertFalse(vaultHandler.heldPastExitBound(), "a hold outlived the exit bound");
         assertFalse(ledger.releaseMovedEarlier(), "a provider's unbondingEnd or heldUntil moved earlier");
         for (uint256 i; i < providerSet.length; ++i) {
             address p = providerSet[i];
@@ -360,7 +365,9 @@ contract SwarmInvariantsTest is SwarmTestBase {
         assertLe(vault.treasuryShareBps(), 10_000, "treasuryShareBps");
         assertEq(vault.treasury(), treasury, "treasury moved");
         uint128 capacity = vault.slashBucketCapacity();
-        assertGe(capacity, vault.MIN_BUCKET_CAPACITY(), "bucket capacity");
+        assertTrue(
+            capacity >= vault.MIN_BUCKET_CAPACITY() && capacity <= vault.MAX_BUCKET_CAPACITY(), "bucket capacity"
+        );
         uint128 refill = vault.slashRefillPerSecond();
         assertTrue(refill >= 1 && refill <= capacity, "bucket refill");
         uint128 minStake = vault.minStakePerGpu();
@@ -381,6 +388,9 @@ contract SwarmInvariantsTest is SwarmTestBase {
         );
         uint16 bond = market.disputeBondBps();
         assertTrue(bond >= market.MIN_DISPUTE_BOND_BPS() && bond <= market.MAX_DISPUTE_BOND_BPS(), "disputeBondBps");
+        uint128 bondFloor = market.minDisputeBond();
+        assertTrue(bondFloor >= 1 && bondFloor <= market.MAX_MIN_DISPUTE_BOND(), "minDisputeBond");
+        assertLe(market.minPricePerUnit(), market.MAX_MIN_PRICE_PER_UNIT(), "minPricePerUnit");
         assertEq(vault.defaultAdmin(), admin, "vault admin moved");
     }
 

@@ -27,6 +27,7 @@ contract VaultHandler is HandlerBase {
     bool public withdrawalBeforeRelease; // succeeded before unbondingEnd or heldUntil
     bool public withdrawalWithDebt; // paid out unbonding that a slash debt still claimed
     bool public withdrawalRefusedWrongly; // refused for another reason than the one due
+    bool public heldPastExitBound; // refused for a hold at or after its release plus the challenge window and the report lag
 
     constructor(Deps memory d, address[] memory crowd_) HandlerBase(d) {
         _crowd = crowd_;
@@ -50,17 +51,20 @@ contract VaultHandler is HandlerBase {
         _count("requestUnstake");
     }
 
-    /// @dev A quarter of the attempts go at once, whatever is due (refused while unbonding
-    /// or held); a quarter wait out only the unbonding period (refused while a hold lasts);
-    /// a quarter wait out the hold too; the rest also wait (up to MAX_REFILL_WAIT) for the
-    /// bucket to refill enough to collect the provider's slash debt. What a debt the bucket
-    /// cannot cover yet still claims stays in unbonding.
+    /// @dev One attempt in eight waits until the exit bound (the release plus the challenge
+    /// window and the report lag), past which no hold may refuse it. Of the rest, a quarter go
+    /// at once, whatever is due (refused while unbonding or held); a quarter wait out only the
+    /// unbonding period (refused while a hold lasts); a quarter wait out the hold too; the rest
+    /// also wait (up to MAX_REFILL_WAIT) for the bucket to refill enough to collect the
+    /// provider's slash debt. What a debt the bucket cannot cover yet still claims stays in
+    /// unbonding.
     function withdraw(uint256 providerSeed, uint256 waitSeed) external step {
         address p = _provider(providerSeed);
         StakingVault.ProviderView memory info = vault.providerInfo(p);
         if (info.unbonding == 0) return;
         uint256 mode = waitSeed % 4;
-        if (mode == 1) _advanceTo(info.unbondingEnd);
+        if ((waitSeed >> 128) % 8 == 0) _advanceTo(_exitBy(info)); // whatever any role holds
+        else if (mode == 1) _advanceTo(info.unbondingEnd);
         else if (mode > 1) _advanceTo(info.unbondingEnd > _held(info) ? info.unbondingEnd : _held(info));
         uint256 debt = vault.slashDebt(p);
         if (mode == 3 && debt > 0 && debt <= vault.slashBucketCapacity()) {
@@ -214,6 +218,9 @@ contract VaultHandler is HandlerBase {
             vm.getRecordedLogs();
             bool nothingLeft = bytes4(err) == StakingVault.NothingToWithdraw.selector && due == bytes4(0);
             if (bytes4(err) != due && !nothingLeft) withdrawalRefusedWrongly = true;
+            if (bytes4(err) == StakingVault.StakeOnHold.selector && block.timestamp >= _exitBy(info)) {
+                heldPastExitBound = true;
+            }
             if (due == StakingVault.StillUnbonding.selector) _count("withdrawRefusedUnbonding");
             else if (due == StakingVault.StakeOnHold.selector) _count("withdrawRefusedOnHold");
             else if (due == StakingVault.SlashDebtOutstanding.selector) _count("withdrawRefusedWithDebt");

@@ -2,20 +2,21 @@
 pragma solidity ^0.8.24;
 
 import {Test} from "forge-std/Test.sol";
-import {TimelockController} from "@openzeppelin/contracts/governance/TimelockController.sol";
+import {SwarmTimelock} from "../../src/SwarmTimelock.sol";
 
 import {SwarmToken} from "../../src/SwarmToken.sol";
 import {StakingVault} from "../../src/StakingVault.sol";
 import {RewardDistributor} from "../../src/RewardDistributor.sol";
 import {JobMarket} from "../../src/JobMarket.sol";
-import {IStakingVault} from "../../src/interfaces/IStakingVault.sol";
+import {IExitBound, IStakingVault} from "../../src/interfaces/IStakingVault.sol";
 import {JobResults} from "./JobResults.sol";
 
 /// @notice Deploys and wires the four contracts the way `ledger/deploy.py` does, with
-/// funded actors, for every Foundry test. The admin of every contract is a
-/// TimelockController whose one proposer is `governor`'s key: a test that pranks `admin`
-/// acts as an operation the timelock executes after its delay; an attack by the admin's key
-/// goes through {_schedule} and {_execute}.
+/// funded actors, for every Foundry test. The admin of every contract is a SwarmTimelock
+/// (OpenZeppelin's TimelockController, bound to the vault) whose one proposer is `governor`'s
+/// key: a test that pranks `admin` acts as an operation the timelock executes after its delay
+/// (without the timelock's check of its delay against the exit bound); an attack by the
+/// admin's key goes through {_schedule} and {_execute}.
 abstract contract SwarmTestBase is Test {
     uint128 internal constant MIN_STAKE_PER_GPU = 1_000 ether;
     uint64 internal constant UNBONDING_PERIOD = 7 days;
@@ -40,7 +41,7 @@ abstract contract SwarmTestBase is Test {
     uint256 internal constant ACTOR_FUNDS = 10_000_000 ether;
 
     address internal governor = makeAddr("governor"); // the admin's key: the timelock's proposer
-    TimelockController internal timelock;
+    SwarmTimelock internal timelock;
     address internal admin; // the timelock
     address internal treasury = makeAddr("treasury");
     address internal guardian = makeAddr("guardian");
@@ -77,7 +78,7 @@ abstract contract SwarmTestBase is Test {
         address[] memory proposers = new address[](1);
         proposers[0] = governor;
         address[] memory executors = new address[](1); // address(0): anyone executes a ready operation
-        timelock = new TimelockController(TIMELOCK_DELAY, proposers, executors, address(0));
+        timelock = new SwarmTimelock(TIMELOCK_DELAY, proposers, executors, address(0));
         admin = address(timelock);
 
         vm.startPrank(admin);
@@ -97,6 +98,7 @@ abstract contract SwarmTestBase is Test {
             token.transfer(actors[i], ACTOR_FUNDS);
         }
         vm.stopPrank();
+        timelock.bindVault(IExitBound(address(vault))); // its delay now outwaits the vault's exit bound
 
         address[2] memory providers = [alice, bob];
         for (uint256 i; i < providers.length; ++i) {
