@@ -20,7 +20,7 @@ from anvil.accounts import dev_account, dev_accounts
 from ledger.artifacts import CONTRACTS, Artifacts, load_artifacts
 from ledger.chain import Chain
 from ledger.errors import ErrorDecoder, InvalidInput, SwarmError, TransactionFailed
-from ledger.units import ONE
+from ledger.units import ONE, format_amount
 
 if TYPE_CHECKING:
     from ledger.tx import Sender
@@ -214,6 +214,13 @@ def _check_roles(params: DeployParams, deployer: str) -> None:
         )
 
 
+# The contracts' ceilings on what a deployment may set (JobMarket.MAX_MIN_DISPUTE_BOND,
+# JobMarket.MAX_MIN_PRICE_PER_UNIT, StakingVault.MAX_BUCKET_CAPACITY), checked before anything is sent.
+MAX_MIN_DISPUTE_BOND = 10 * ONE
+MAX_MIN_PRICE_PER_UNIT = 10**15
+MAX_BUCKET_CAPACITY = 100_000_000 * ONE
+
+
 def _check_params(params: DeployParams, chain: Chain, deployer: str) -> None:
     n = len(params.committee)
     if not n // 2 < params.threshold <= n:
@@ -244,6 +251,17 @@ def _check_params(params: DeployParams, chain: Chain, deployer: str) -> None:
             "escrow's bounds); providers need it to redeem what buyers signed before taking their deposit "
             "back."
         )
+    ceilings = (
+        ("min_dispute_bond", "--min-dispute-bond", params.min_dispute_bond, MAX_MIN_DISPUTE_BOND),
+        ("min_price_per_unit", "--min-price-per-unit", params.min_price_per_unit, MAX_MIN_PRICE_PER_UNIT),
+        ("slash_bucket_capacity", None, params.slash_bucket_capacity, MAX_BUCKET_CAPACITY),
+    )
+    for name, flag, value, ceiling in ceilings:
+        if not 0 < value <= ceiling:
+            at_most = format_amount(ceiling)
+            fix = f"pass {flag} of at most {at_most}" if flag else f"keep it within {ceiling} wei"
+            raise SwarmError(f"A {name} of {format_amount(value)} is outside what the contracts allow (more "
+                             f"than 0, at most {format_amount(ceiling)}); {fix}.")
     needed = params.unbonding_period + params.reporting_s
     if not chain.is_devnet and params.timelock_delay <= needed:
         raise SwarmError(

@@ -110,6 +110,15 @@ class ProviderInfo:
         return self.tombstoned or now < self.jailed_until
 
 
+def _held_until(swarm: Swarm, address: str, unbonding: int, held: int) -> int:
+    """When the holds on `address`'s unbonding stake end: the slashers' and the reports', which
+    the vault cuts at the provider's release plus the challenge window and the report lag."""
+    if unbonding == 0:
+        return held
+    withdrawable = int(swarm.read("StakingVault", "withdrawableAt", address))
+    return min(held, withdrawable)
+
+
 def provider_info(swarm: Swarm, address: str) -> ProviderInfo:
     address = parse_address(address, "provider address")
     p = swarm.read("StakingVault", "providerInfo", address)
@@ -124,7 +133,7 @@ def provider_info(swarm: Swarm, address: str) -> ProviderInfo:
         tombstoned=p[6],
         spec_hash=bytes(p[7]),
         min_stake=int(swarm.read("StakingVault", "minStake", address)),
-        held_until=max(p[8], p[11]),
+        held_until=_held_until(swarm, address, unbonding=p[1], held=max(p[8], p[11])),
         slash_debt=p[10],
         report_held_until=p[11],
     )

@@ -24,6 +24,7 @@ from ledger.deploy import (
 from ledger.errors import SwarmError, TransactionFailed
 from ledger.governance import NO_PREDECESSOR, admin_call, schedule
 from ledger.tx import Sender
+from ledger.units import ONE
 
 ZERO = "0x" + "00" * 20
 
@@ -102,11 +103,14 @@ def test_the_market_and_distributor_limits_are_the_deployments(swarm: Swarm) -> 
     ({"timelock_delay": 14 * 86_400}, "pass --timelock-delay of more than 1468800 s"),
     ({"max_report_lag": 14 * 86_400}, "lower max_report_lag to at most 1123200 s"),
     ({}, "needs a key of its own"),
+    ({"min_dispute_bond": 11 * ONE}, "pass --min-dispute-bond of at most 10"),
+    ({"min_price_per_unit": 2 * 10**15}, "pass --min-price-per-unit of at most 0.001"),
     ({"matcher": dev_account(5).address, "arbiter": dev_account(5).address,
       "guardian": dev_account(6).address},
      r"One key \(0x[0-9a-fA-F]+\) would be the matcher and the arbiter"),
 ], ids=["no-treasury", "deployer-as-treasury", "delay-within-unbonding", "reporting-beyond-unbonding",
-        "deployer-holds-every-role", "matcher-as-arbiter"])
+        "deployer-holds-every-role", "bond-floor-above-its-ceiling", "price-floor-above-its-ceiling",
+        "matcher-as-arbiter"])
 def test_a_production_deployment_with_unsafe_parameters_is_refused_before_anything_is_sent(
         swarm: Swarm, tmp_path, change, refusal) -> None:
     """Off a devnet the timelock must outlast an unbonding and a report's way to the chain, and the

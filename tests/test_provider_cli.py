@@ -164,7 +164,8 @@ def test_stake_unstake_withdraw_round_trip(cli, swarm: Swarm, rpc: RpcClient) ->
 
 
 def test_withdraw_waits_for_the_hold_of_a_job_the_provider_took(cli, swarm: Swarm, rpc: RpcClient) -> None:
-    # Taking a job, unstaking everything and leaving before the job could be failed is refused.
+    # Taking a job, unstaking everything and leaving before the job could be failed is refused, until
+    # the exit bound: the release plus the challenge window and the report lag, past which no hold lasts.
     _register(cli)
     _json(cli("provider", "stake", "8000", "--account", str(P), "--json"))
     buyer, matcher = swarm.sender(dev_account(4).key), swarm.sender(dev_account(0).key)
@@ -180,9 +181,16 @@ def test_withdraw_waits_for_the_hold_of_a_job_the_provider_took(cli, swarm: Swar
     jobs.fail_job(swarm, matcher, job_id, "provider-lost", 1_000)  # the slash still finds the stake
     assert stake.provider_info(swarm, ADDRESS).unbonding == 7_200 * ONE
 
-    rpc.increase_time(deadline + 1 - swarm.chain.timestamp())
+    info = stake.provider_info(swarm, ADDRESS)
+    distributor = swarm.contract("RewardDistributor").functions
+    exit_by = info.unbonding_end + distributor.challengeWindow().call() + distributor.maxReportLag().call()
+    assert info.held_until == exit_by < deadline + 1, "the job would hold it longer; the vault cuts the hold"
+    assert _json(cli("provider", "status", ADDRESS, "--json"))["held_until"] == exit_by
+    rpc.increase_time(exit_by - swarm.chain.timestamp())
+    wallet = swarm.balance_of(ADDRESS)
     done = _json(cli("provider", "withdraw", "--account", str(P), "--json"))
     assert int(done["unbonding_wei"]) == 0
+    assert swarm.balance_of(ADDRESS) == wallet + 7_200 * ONE, "what the slash left, before the job's deadline"
 
 
 def test_unjail_after_the_jail_time(cli, swarm: Swarm, rpc: RpcClient) -> None:
@@ -343,8 +351,13 @@ def test_account_is_refused_on_a_chain_that_is_not_a_devnet(cli, tmp_path) -> No
         assert "pass --timelock-delay of more than" in one_line_error(
             cli(*deploy, "--treasury", dev_account(DEVNET_TREASURY_INDEX).address, "--timelock-delay", "3600",
                 env=env))
+        treasury = ("--treasury", dev_account(DEVNET_TREASURY_INDEX).address)
+        one_key = one_line_error(cli(*deploy, *treasury, env=env))  # the deployer's key for every role
+        assert "needs a key of its own" in one_key
         assert node.rpc.block_number() == 0, "a refused deploy sends nothing"
-        deployed = cli(*deploy, "--treasury", dev_account(DEVNET_TREASURY_INDEX).address, "--json", env=env)
+        roles = ("--matcher", dev_account(6).address, "--arbiter", dev_account(7).address,
+                 "--guardian", dev_account(8).address)
+        deployed = cli(*deploy, *treasury, *roles, "--json", env=env)
         assert deployed.code == 0, deployed.stderr
         assert json.loads(deployed.stdout)["funded"] == []  # no dev funding off a devnet
         before = node.rpc.block_number()

@@ -24,7 +24,7 @@ from wire.request import MAX_VALIDITY_S, SiteRequest, body_hash, sign_request
 
 MATCHER, PROVIDER, OTHER_PROVIDER, BUYER, STRANGER = (dev_account(i) for i in (0, 1, 2, 4, 6))
 SPEC = b"\x5e" * 32
-PRICE = 10**15
+PRICE = 10**14  # a tenth of the highest floor the market allows, so a test can raise the floor over it
 
 
 @pytest.fixture

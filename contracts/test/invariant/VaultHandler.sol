@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 pragma solidity ^0.8.24;
 
+import {IAccessControl} from "@openzeppelin/contracts/access/IAccessControl.sol";
+
 import {StakingVault} from "../../src/StakingVault.sol";
+import {SwarmTimelock} from "../../src/SwarmTimelock.sol";
 import {HandlerBase} from "./HandlerBase.sol";
 
 /// @notice Drives the providers' side of the vault: stake, unstake, withdraw (on time, and
@@ -29,8 +32,57 @@ contract VaultHandler is HandlerBase {
     bool public withdrawalRefusedWrongly; // refused for another reason than the one due
     bool public heldPastExitBound; // refused for a hold at or after its release plus the challenge window and the report lag
 
-    constructor(Deps memory d, address[] memory crowd_) HandlerBase(d) {
+    bool public heldPastTheTimelock; // asked to leave as a change was scheduled, still held when it could run
+
+    address internal immutable _governor; // the timelock's proposer: the admin's key
+
+    constructor(Deps memory d, address[] memory crowd_, address governor_) HandlerBase(d) {
         _crowd = crowd_;
+        _governor = governor_;
+    }
+
+    /// @dev The admin's key turns hostile: through the timelock, in public, it schedules a
+    /// 100 % slash policy and SLASHER_ROLE for itself. The provider it aims at sees the
+    /// operation and asks for its whole stake back in that block. Whatever the campaign's
+    /// jobs, disputes and reports hold, it withdraws everything before the operation could
+    /// execute; the proposer then cancels it, so the campaign goes on. Skipped while the
+    /// provider owes a slash debt (owed whatever the timelock), and should the admin's direct
+    /// changes of this campaign (made as the timelock, without its check of the delay) bring the
+    /// delay within the exit bound (the campaign's delay outwaits every bound the contracts allow).
+    function leaveBeforeAHostileChange(uint256 providerSeed) external step {
+        address p = _provider(providerSeed);
+        SwarmTimelock timelock = SwarmTimelock(payable(admin));
+        uint256 delay = timelock.getMinDelay();
+        uint256 active = vault.providerInfo(p).stake;
+        if (active == 0 || vault.slashDebt(p) > 0 || delay <= vault.exitBound()) return;
+        address[] memory targets = new address[](2);
+        uint256[] memory values = new uint256[](2);
+        bytes[] memory calls = new bytes[](2);
+        (targets[0], targets[1]) = (address(vault), address(vault));
+        calls[0] = abi.encodeCall(StakingVault.setSlashPolicy, (10_000, 10_000, 10_000, treasury));
+        calls[1] = abi.encodeCall(IAccessControl.grantRole, (vault.SLASHER_ROLE(), _governor));
+        bytes32 salt = keccak256(abi.encode(providerSeed, block.timestamp));
+        vm.prank(_governor);
+        timelock.scheduleBatch(targets, values, calls, bytes32(0), salt, delay);
+        uint256 executesAt = block.timestamp + delay;
+
+        uint256 release = block.timestamp + vault.unbondingPeriod();
+        uint256 earlier = vault.providerInfo(p).unbondingEnd; // a release never moves earlier
+        if (earlier > release) release = earlier;
+        vm.prank(p);
+        vault.requestUnstake(active);
+        uint256 free = vault.withdrawableAt(p);
+        // The vault's promise, which the timelock's delay outwaits: the release plus the
+        // challenge window and the report lag, whatever any role holds.
+        if (free > release + distributor.challengeWindow() + distributor.maxReportLag()) heldPastExitBound = true;
+        if (free >= executesAt) heldPastTheTimelock = true;
+        _advanceTo(free);
+        _tryWithdraw(p);
+        if (vault.providerInfo(p).unbonding > 0) heldPastTheTimelock = true;
+        bytes32 id = timelock.hashOperationBatch(targets, values, calls, bytes32(0), salt);
+        vm.prank(_governor);
+        timelock.cancel(id);
+        _count("leaveBeforeAHostileChange");
     }
 
     function stake(uint256 providerSeed, uint256 amount) external step {
