@@ -197,6 +197,14 @@ def min_delay(swarm: Swarm) -> int:
     return int(swarm.read(TIMELOCK, "getMinDelay"))
 
 
+def exit_bound(swarm: Swarm) -> tuple[bool, int]:
+    """Whether the timelock is bound to the vault (off a devnet: it then refuses any change that
+    would bring its delay within the bound), and the vault's exit bound: the longest a provider
+    that asks for its stake back waits to hold it, whatever any role holds."""
+    bound = int(str(swarm.read(TIMELOCK, "vault")), 16) != 0
+    return bound, int(swarm.read("StakingVault", "exitBound"))
+
+
 def operation(swarm: Swarm, operation_id: bytes) -> Operation:
     """The operation `operation_id` as the timelock holds it, with its call when it was scheduled."""
     if len(operation_id) != 32:

@@ -344,13 +344,19 @@ def status_cmd(operation_id: str | None, as_json: bool) -> None:
 
     swarm = open_swarm()
     delay = governance.min_delay(swarm)
+    bound, exit_bound = governance.exit_bound(swarm)
     found = [governance.operation(swarm, _operation_id(operation_id))] if operation_id else \
         governance.operations(swarm)
     payload = {"timelock": swarm.deployment.addresses[governance.TIMELOCK], "delay_s": delay,
+               "bound_to_vault": bound, "exit_bound_s": exit_bound,
                "operations": [o.as_dict() for o in found]}
 
     def human() -> None:
         console.print(f"Timelock {payload['timelock']}: every admin change waits {delay} s.", highlight=False)
+        leave = f"A provider that asks for its stake back holds it within {exit_bound} s"
+        console.print(f"{leave}; the timelock keeps its delay longer." if bound else
+                      f"{leave}; this timelock is not bound to the vault (a devnet's), so nothing keeps "
+                      "its delay longer.", highlight=False)
         if found:
             console.print(table("Operations", ["id", "state", "executable from", "call"],
                                 [_row(o) for o in found]))

@@ -9,6 +9,7 @@ import pytest
 
 from anvil import AnvilConfig, AnvilNode, dev_account, dev_accounts
 from anvil.node import free_port
+from ledger import governance
 from ledger.chain import Chain
 from ledger.client import Swarm
 from ledger.deploy import (
@@ -189,6 +190,7 @@ def test_a_production_deployment_gives_each_role_its_key_and_binds_the_timelock_
         assert timelock.vault().call() == swarm.deployment.addresses["StakingVault"]
         bound = params.unbonding_period + params.challenge_window + params.max_report_lag
         assert swarm.read("StakingVault", "exitBound") == bound < params.timelock_delay
+        assert governance.exit_bound(swarm) == (True, bound)
 
         longer = admin_call(swarm, "StakingVault", "setUnbondingPeriod", params.timelock_delay)
         nonce = chain.w3.eth.get_transaction_count(deployer.address)

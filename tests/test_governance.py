@@ -150,6 +150,11 @@ def test_the_cli_schedules_shows_and_executes_a_change_once_ready(cli, timelocke
     assert swarm.vault.functions.hasRole(swarm.vault.functions.SLASHER_ROLE().call(), STRANGER.address).call()
     shown = json.loads(cli("chain", "admin", "status", scheduled["id"], "--json", env=env).stdout)
     assert shown["delay_s"] == DELAY and shown["operations"][0]["state"] == "done"
+    reporting = swarm.contract("RewardDistributor").functions
+    assert shown["exit_bound_s"] == (swarm.vault.functions.unbondingPeriod().call()
+                                     + reporting.challengeWindow().call() + reporting.maxReportLag().call())
+    assert shown["bound_to_vault"] is False, "a devnet's timelock is left unbound"
+    assert "is not bound to the vault" in human.stdout
 
 
 @pytest.mark.parametrize(("args", "says"), [
