@@ -88,7 +88,7 @@ class DeployParams:
             challenge_window=30,
             min_challenge_window=10,
             max_report_lag=240,
-            serving_thaw_period=3_600,  # the escrow's floor
+            serving_thaw_period=MIN_THAW_PERIOD,  # the escrow's floor
             dispute_window=60,
             min_dispute_window=30,
             timelock_delay=0,
@@ -219,6 +219,7 @@ def _check_roles(params: DeployParams, deployer: str) -> None:
 MAX_MIN_DISPUTE_BOND = 10 * ONE
 MAX_MIN_PRICE_PER_UNIT = 10**15
 MAX_BUCKET_CAPACITY = 100_000_000 * ONE
+MIN_THAW_PERIOD, MAX_THAW_PERIOD = 3_600, 30 * 86_400  # ServingEscrow's bounds
 
 
 def _check_params(params: DeployParams, chain: Chain, deployer: str) -> None:
@@ -245,7 +246,7 @@ def _check_params(params: DeployParams, chain: Chain, deployer: str) -> None:
             f"The treasury {params.treasury} is the deployer, whose key proposes every admin change; pass "
             "--treasury with another address."
         )
-    if not 3_600 <= params.serving_thaw_period <= 30 * 86_400:
+    if not MIN_THAW_PERIOD <= params.serving_thaw_period <= MAX_THAW_PERIOD:
         raise SwarmError(
             f"A serving thaw period of {params.serving_thaw_period} s is outside 1 hour to 30 days (the "
             "escrow's bounds); providers need it to redeem what buyers signed before taking their deposit "

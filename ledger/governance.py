@@ -201,8 +201,11 @@ def exit_bound(swarm: Swarm) -> tuple[bool, int]:
     """Whether the timelock is bound to the vault (off a devnet: it then refuses any change that
     would bring its delay within the bound), and the vault's exit bound: the longest a provider
     that asks for its stake back waits to hold it, whatever any role holds."""
-    bound = int(str(swarm.read(TIMELOCK, "vault")), 16) != 0
-    return bound, int(swarm.read("StakingVault", "exitBound"))
+    return _bound_to_vault(swarm), int(swarm.read("StakingVault", "exitBound"))
+
+
+def _bound_to_vault(swarm: Swarm) -> bool:
+    return int(str(swarm.read(TIMELOCK, "vault")), 16) != 0
 
 
 def operation(swarm: Swarm, operation_id: bytes) -> Operation:
@@ -327,7 +330,7 @@ def _check_exit_bound(swarm: Swarm, call: AdminCall) -> None:
     term = _BOUND_TERMS.get(call.data[:4])
     if term is None or call.target.lower() != swarm.deployment.addresses[term[0]].lower():
         return
-    if int(str(swarm.read(TIMELOCK, "vault")), 16) == 0:
+    if not _bound_to_vault(swarm):
         return  # a devnet's timelock, unbound
     (value,) = abi.decode(["uint256"], call.data[4:])
     terms = {"unbonding": int(swarm.read("StakingVault", "unbondingPeriod")),
